@@ -1,0 +1,5 @@
+//! baton: a policy engine for handing conversation context between AI agent providers.
+#![deny(unsafe_code)]
+
+pub mod state;
+pub mod suggest;

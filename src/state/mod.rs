@@ -1,0 +1,293 @@
+//! State files: loading (YAML or JSON), validation, and provider capability defaults.
+//!
+//! Public entry point: [`load_file`] (or [`parse_str`] for text already in memory), which
+//! returns a validated [`State`] or every problem found, each naming its path.
+
+mod model;
+mod validate;
+
+pub use model::*;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The format of a state document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Yaml,
+    Json,
+}
+
+impl Format {
+    /// JSON for a `.json` extension, YAML otherwise (and for `-`, standard input).
+    pub fn from_path(path: &Path) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("json") => Format::Json,
+            _ => Format::Yaml,
+        }
+    }
+}
+
+/// One problem with a state file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateProblem {
+    /// Where in the document: `runs[3].provider_thread`, or empty for the whole document.
+    pub at: String,
+    /// 1-based line and column when the parser knows them.
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub message: String,
+}
+
+/// Everything wrong with one state file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct StateError {
+    pub file: String,
+    pub problems: Vec<StateProblem>,
+}
+
+impl fmt::Display for StateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{}", self.file)?;
+            if let (Some(l), Some(c)) = (p.line, p.column) {
+                write!(f, ":{l}:{c}")?;
+            }
+            write!(f, ": error: ")?;
+            if !p.at.is_empty() {
+                write!(f, "{}: ", p.at)?;
+            }
+            write!(f, "{}", p.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl StateError {
+    fn one(file: &str, at: impl Into<String>, message: impl Into<String>) -> StateError {
+        StateError {
+            file: file.to_string(),
+            problems: vec![StateProblem {
+                at: at.into(),
+                line: None,
+                column: None,
+                message: message.into(),
+            }],
+        }
+    }
+}
+
+/// Read and validate a state file; `-` reads YAML from standard input.
+pub fn load_file(path: &Path) -> Result<State, StateError> {
+    let name = path.display().to_string();
+    let bytes = if path == Path::new("-") {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
+            .map_err(|e| StateError::one("<stdin>", "", format!("cannot read: {e}")))?;
+        buf
+    } else {
+        std::fs::read(path).map_err(|e| {
+            StateError::one(&name, "", format!("cannot read state file: {}", io_reason(&e)))
+        })?
+    };
+    let text = std::str::from_utf8(&bytes).map_err(|e| {
+        StateError::one(
+            &name,
+            "",
+            format!(
+                "not a text file: invalid UTF-8 at byte {} (state files are YAML or JSON)",
+                e.valid_up_to()
+            ),
+        )
+    })?;
+    parse_str(text, Format::from_path(path), &name)
+}
+
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_string(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Parse and validate a state document held in memory. `file` names it in errors.
+pub fn parse_str(text: &str, format: Format, file: &str) -> Result<State, StateError> {
+    let state = deserialize(text, format, file)?;
+    let problems = validate::validate(&state);
+    if problems.is_empty() {
+        Ok(state)
+    } else {
+        Err(StateError {
+            file: file.to_string(),
+            problems,
+        })
+    }
+}
+
+/// Validate a state built in memory (for library users and the store).
+pub fn validate(state: &State, file: &str) -> Result<(), StateError> {
+    let problems = validate::validate(state);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(StateError {
+            file: file.to_string(),
+            problems,
+        })
+    }
+}
+
+fn deserialize(text: &str, format: Format, file: &str) -> Result<State, StateError> {
+    if text.trim().is_empty() {
+        return Err(StateError::one(
+            file,
+            "",
+            "empty state file: expected at least `version: 1`, `thread: {id: ...}` and `request: {provider: ...}`",
+        ));
+    }
+    let fail = |at: String, line: Option<usize>, column: Option<usize>, message: String| {
+        StateError {
+            file: file.to_string(),
+            problems: vec![StateProblem {
+                at,
+                line,
+                column,
+                message,
+            }],
+        }
+    };
+    match format {
+        Format::Yaml => {
+            let de = serde_yaml::Deserializer::from_str(text);
+            serde_path_to_error::deserialize::<_, State>(de).map_err(|e| {
+                let at = clean_path(&e.path().to_string());
+                let inner = e.into_inner();
+                let loc = inner.location();
+                fail(
+                    at,
+                    loc.as_ref().map(|l| l.line()),
+                    loc.as_ref().map(|l| l.column()),
+                    clean_message(&inner.to_string()),
+                )
+            })
+        }
+        Format::Json => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            serde_path_to_error::deserialize::<_, State>(&mut de).map_err(|e| {
+                let at = clean_path(&e.path().to_string());
+                let inner = e.into_inner();
+                let (line, col) = if inner.line() > 0 {
+                    (Some(inner.line()), Some(inner.column()))
+                } else {
+                    (None, None)
+                };
+                fail(at, line, col, clean_message(&inner.to_string()))
+            })
+        }
+    }
+}
+
+fn clean_path(p: &str) -> String {
+    if p == "." || p == "?" {
+        String::new()
+    } else {
+        p.to_string()
+    }
+}
+
+/// serde messages end with " at line X column Y"; we print the location ourselves.
+fn clean_message(m: &str) -> String {
+    let m = match m.find(" at line ") {
+        Some(i) => &m[..i],
+        None => m,
+    };
+    // serde_yaml prefixes its own idea of the path; we print ours.
+    if let Some((head, rest)) = m.split_once(": ") {
+        if !head.is_empty() && !head.contains(char::is_whitespace) {
+            return rest.to_string();
+        }
+    }
+    m.to_string()
+}
+
+/// Providers whose capabilities baton knows without a `providers:` entry.
+pub const KNOWN_PROVIDERS: &[&str] = &["claude", "codex", "copilot", "cursor"];
+
+/// Default capabilities of a known provider (documented in docs/facts.md).
+pub fn default_caps(provider: &str) -> Option<ResolvedCaps> {
+    let c = |resume,
+             native_fork,
+             rollback,
+             handoff_channel,
+             summarize,
+             max_input_chars_per_turn| ResolvedCaps {
+        resume,
+        native_fork,
+        rollback,
+        accepts_handoff: true,
+        handoff_channel,
+        file_read: true,
+        summarize,
+        max_input_chars_per_turn,
+    };
+    Some(match provider {
+        "codex" => c(true, true, false, HandoffChannel::Developer, false, 16_000),
+        "claude" => c(true, true, true, HandoffChannel::System, true, 180_000),
+        "cursor" => c(true, false, false, HandoffChannel::User, false, 32_000),
+        "copilot" => c(true, false, false, HandoffChannel::User, false, 16_000),
+        _ => return None,
+    })
+}
+
+/// Capabilities of `provider` in `state`: the state's `providers:` entry over the defaults.
+/// A provider that is neither known nor declared gets the most conservative capabilities
+/// (validation rejects such a provider, so this only matters for library users).
+pub fn caps_for(state: &State, provider: &str) -> ResolvedCaps {
+    let base = default_caps(provider).unwrap_or(ResolvedCaps {
+        resume: false,
+        native_fork: false,
+        rollback: false,
+        accepts_handoff: true,
+        handoff_channel: HandoffChannel::User,
+        file_read: false,
+        summarize: false,
+        max_input_chars_per_turn: 16_000,
+    });
+    match state.providers.get(provider) {
+        None => base,
+        Some(o) => ResolvedCaps {
+            resume: o.resume.unwrap_or(base.resume),
+            native_fork: o.native_fork.unwrap_or(base.native_fork),
+            rollback: o.rollback.unwrap_or(base.rollback),
+            accepts_handoff: o.accepts_handoff.unwrap_or(base.accepts_handoff),
+            handoff_channel: o.handoff_channel.unwrap_or(base.handoff_channel),
+            file_read: o.file_read.unwrap_or(base.file_read),
+            summarize: o.summarize.unwrap_or(base.summarize),
+            max_input_chars_per_turn: o
+                .max_input_chars_per_turn
+                .unwrap_or(base.max_input_chars_per_turn),
+        },
+    }
+}
+
+/// The id of item `index` (0-based) of run `ordinal`: its own id or `r<ordinal>.<index+1>`.
+pub fn item_id(item: &Item, ordinal: u32, index: usize) -> String {
+    match item.id() {
+        Some(id) => id.to_string(),
+        None => format!("r{}.{}", ordinal, index + 1),
+    }
+}
+
+/// Serialize a state back to YAML (used by export and `fmt`-like tooling).
+pub fn to_yaml(state: &State) -> String {
+    serde_yaml::to_string(state).unwrap_or_default()
+}
+
+/// A path helper for callers that want to name a file in errors.
+pub fn display_path(p: &Path) -> String {
+    PathBuf::from(p).display().to_string()
+}
