@@ -1,5 +1,19 @@
 //! baton: a policy engine for handing conversation context between AI agent providers.
+//!
+//! The pipeline (DESIGN §1): [`state`] -> [`facts`] -> [`eval`] -> select -> render -> deliver.
 #![deny(unsafe_code)]
 
+pub mod cli;
+pub mod decision;
+pub mod deliver_paths;
+pub mod eval;
+pub mod explain;
+pub mod facts;
+pub mod policy;
 pub mod state;
 pub mod suggest;
+
+pub use decision::Decision;
+pub use eval::{decide, EvalOptions};
+pub use policy::Policy;
+pub use state::State;

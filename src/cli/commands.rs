@@ -1,0 +1,144 @@
+//! One function per command: arguments in, exit code out.
+
+use super::{CheckArgs, ExplainArgs, StateSource};
+use crate::policy::{self, Diagnostic, Policy};
+use crate::state::State;
+use std::path::Path;
+
+pub(crate) const OK: u8 = 0;
+pub(crate) const FAIL: u8 = 1;
+pub(crate) const USAGE: u8 = 2;
+
+pub(crate) fn load_policy(spec: &str) -> Result<Policy, u8> {
+    match policy::load(spec) {
+        Ok(p) => {
+            for w in &p.warnings {
+                eprintln!("{w}");
+            }
+            Ok(p)
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            Err(FAIL)
+        }
+    }
+}
+
+pub(crate) fn load_state(src: &StateSource) -> Result<State, u8> {
+    let Some(path) = &src.state else {
+        eprintln!("error: give a state with --state FILE");
+        return Err(USAGE);
+    };
+    crate::state::load_file(path).map_err(|e| {
+        eprintln!("{e}");
+        FAIL
+    })
+}
+
+/// The policy files `check` looks at for one argument.
+fn check_targets(spec: &str) -> Vec<String> {
+    let p = Path::new(spec);
+    if p.is_dir() {
+        let mut v: Vec<String> = std::fs::read_dir(p)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("policy"))
+                    .map(|p| p.display().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        if v.is_empty() {
+            v.push(spec.to_string());
+        }
+        v
+    } else {
+        vec![spec.to_string()]
+    }
+}
+
+pub(crate) fn check(a: CheckArgs) -> u8 {
+    let specs: Vec<String> = if a.paths.is_empty() {
+        policy::source::shipped_names().iter().map(|s| s.to_string()).collect()
+    } else {
+        a.paths.iter().flat_map(|p| check_targets(p)).collect()
+    };
+    let mut failed = 0usize;
+    let mut all: Vec<(String, Vec<Diagnostic>, bool)> = Vec::new();
+    for spec in &specs {
+        match policy::load(spec) {
+            Ok(p) => {
+                let bad = a.deny_warnings && !p.warnings.is_empty();
+                if bad {
+                    failed += 1;
+                }
+                if !a.json {
+                    for w in &p.warnings {
+                        eprintln!("{w}");
+                    }
+                    println!(
+                        "{}: {} {} (policy \"{}\": {} signals, {} ladder rules, {} warnings)",
+                        if bad { "fail" } else { "ok" },
+                        spec,
+                        &p.sha256[..12],
+                        p.name,
+                        p.stales.len(),
+                        p.ladder.len(),
+                        p.warnings.len()
+                    );
+                }
+                all.push((spec.clone(), p.warnings.clone(), !bad));
+            }
+            Err(e) => {
+                failed += 1;
+                if !a.json {
+                    eprintln!("{e}");
+                    println!("fail: {spec}");
+                }
+                all.push((spec.clone(), e.diagnostics.clone(), false));
+            }
+        }
+    }
+    if a.json {
+        let out: Vec<serde_json::Value> = all
+            .iter()
+            .map(|(s, d, ok)| serde_json::json!({"policy": s, "ok": ok, "diagnostics": d}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    }
+    if failed > 0 {
+        FAIL
+    } else {
+        OK
+    }
+}
+
+pub(crate) fn explain(a: ExplainArgs) -> u8 {
+    let policy = match load_policy(&a.policy) {
+        Ok(p) => p,
+        Err(c) => return c,
+    };
+    let state = match load_state(&a.source) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let opts = crate::eval::EvalOptions {
+        target: a.target.clone(),
+        document_root: a.handoff_dir.clone(),
+    };
+    let sizer = crate::eval::RoughSizer;
+    match crate::eval::decide(&policy, &state, &opts, &sizer) {
+        Ok(d) => {
+            if a.json {
+                println!("{}", d.to_json());
+            } else {
+                print!("{}", crate::explain::render(&d, a.verbose));
+            }
+            OK
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            FAIL
+        }
+    }
+}

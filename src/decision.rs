@@ -1,0 +1,131 @@
+//! The decision (DESIGN §4, contract): what `baton explain --json` prints.
+
+use crate::facts::Value;
+use crate::policy::Strategy;
+use crate::state::{HandoffStrategy, RunRange};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub policy: PolicyRef,
+    pub target: String,
+    pub strategy: Strategy,
+    pub handoff_strategy: Option<HandoffStrategy>,
+    pub provider_thread: ProviderThreadAction,
+    pub covered_runs: Option<RunRange>,
+    pub stale: Vec<String>,
+    pub delivery: Option<Delivery>,
+    pub pregrant: Option<Pregrant>,
+    /// Ordinal of the run about to start.
+    pub run: u32,
+    /// Id the new handoff gets when one is made.
+    pub handoff_id: Option<String>,
+    /// The ladder rule that decided.
+    pub decided_by: DecidedBy,
+    pub trace: Vec<TraceEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PolicyRef {
+    pub name: String,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadAction {
+    Resume,
+    Create,
+    ForkNative,
+    None,
+}
+
+impl ThreadAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadAction::Resume => "resume",
+            ThreadAction::Create => "create",
+            ThreadAction::ForkNative => "fork_native",
+            ThreadAction::None => "none",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProviderThreadAction {
+    pub action: ThreadAction,
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryMode {
+    OffBand,
+    Inline,
+}
+
+impl DeliveryMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryMode::OffBand => "off_band",
+            DeliveryMode::Inline => "inline",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Delivery {
+    pub mode: DeliveryMode,
+    pub inline_limit: usize,
+    /// Why delivery is not what the policy chose (an off-band write that failed, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pregrant {
+    pub tool: String,
+    pub path: String,
+    pub turns: u32,
+    pub uses: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DecidedBy {
+    pub rule: String,
+    pub at: String,
+    pub because: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Matched,
+    NotMatched,
+}
+
+/// One evaluated rule with the values of the facts it read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TraceEntry {
+    pub rule: String,
+    pub at: String,
+    pub outcome: Outcome,
+    pub values: BTreeMap<String, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub because: Option<String>,
+}
+
+impl Decision {
+    /// The decision as pretty JSON (deterministic: same policy and state, same bytes).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
+    /// Whether a handoff document is part of this decision.
+    pub fn needs_handoff(&self) -> bool {
+        self.handoff_strategy.is_some()
+    }
+}

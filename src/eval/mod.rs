@@ -1,0 +1,512 @@
+//! The evaluator: policy + state -> [`Decision`] with a full trace.
+//!
+//! Public entry point: [`decide`]. Order: eligible runs, every staleness signal, the strategy
+//! ladder (first match wins), coverage, delivery, pre-grant. Deterministic: no clocks, no
+//! randomness, no hash-map iteration order in the output.
+
+use crate::decision::*;
+use crate::facts::{Facts, ItemCtx, RunCtx, SummarySizer, Value};
+use crate::policy::ast::CmpOp;
+use crate::policy::{CExpr, Policy, Strategy};
+use crate::state::{HandoffStrategy, RequestKind, RunRange, RunStatus, State};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Options for one evaluation.
+#[derive(Debug, Clone, Default)]
+pub struct EvalOptions {
+    /// Evaluate for this provider instead of `request.provider`.
+    pub target: Option<String>,
+    /// Root of the off-band document directory (for the pre-grant path).
+    pub document_root: Option<PathBuf>,
+}
+
+/// A decision that could not be made. Each names the policy location or state path at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EvalError {
+    #[error("{at}: error: strategy `{strategy}` resumes the target's thread, but {provider} has no provider thread in this app thread\n  = help: guard the rule with `target.has_thread`, or put `full_new when not target.has_thread` above it")]
+    NoThreadToResume {
+        at: String,
+        strategy: String,
+        provider: String,
+    },
+    #[error("{at}: error: strategy `native_fork` needs a fork whose source provider thread can be forked, but {reason}\n  = help: guard the rule with `fork.native_possible`")]
+    NoNativeFork { at: String, reason: String },
+    #[error("--target: error: unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in the state")]
+    UnknownTarget(String),
+}
+
+/// The default sizer: characters of every item that the policy's summary would consider
+/// (everything but reasoning and protocol noise), used when no selector is supplied.
+pub struct RoughSizer;
+
+impl SummarySizer for RoughSizer {
+    fn chars(&self, state: &State, runs: &[u32]) -> i64 {
+        runs.iter()
+            .filter_map(|o| state.runs.get((*o as usize).wrapping_sub(1)))
+            .flat_map(|r| r.items.iter())
+            .filter(|i| !matches!(i.kind(), "reasoning" | "protocol"))
+            .map(|i| i.char_len() as i64)
+            .sum()
+    }
+}
+
+struct Env<'f, 'a> {
+    facts: &'f Facts<'a>,
+    signals: &'f [bool],
+    run: Option<&'f RunCtx<'f>>,
+    item: Option<&'f ItemCtx>,
+}
+
+/// Evaluate a compiled condition, recording every fact, `let` and signal it read.
+fn eval(e: &CExpr, env: &Env<'_, '_>, seen: &mut BTreeMap<String, Value>) -> Value {
+    match e {
+        CExpr::Const(v) => v.clone(),
+        CExpr::Let(name, v) => {
+            seen.insert(name.clone(), v.clone());
+            v.clone()
+        }
+        CExpr::Fact(f) => {
+            let v = env.facts.value(*f, env.run, env.item);
+            seen.insert(f.name().to_string(), v.clone());
+            v
+        }
+        CExpr::Signal(i, name) => {
+            let v = Value::Bool(env.signals.get(*i).copied().unwrap_or(false));
+            seen.insert(format!("stale.{name}"), v.clone());
+            v
+        }
+        CExpr::AnyStale => {
+            let v = Value::Bool(env.signals.iter().any(|s| *s));
+            seen.insert("stale".into(), v.clone());
+            v
+        }
+        CExpr::List(xs) => Value::List(xs.iter().map(|x| eval(x, env, seen)).collect()),
+        CExpr::Not(x) => Value::Bool(!eval(x, env, seen).truthy()),
+        CExpr::And(xs) => {
+            for x in xs {
+                if !eval(x, env, seen).truthy() {
+                    return Value::Bool(false);
+                }
+            }
+            Value::Bool(true)
+        }
+        CExpr::Or(xs) => {
+            for x in xs {
+                if eval(x, env, seen).truthy() {
+                    return Value::Bool(true);
+                }
+            }
+            Value::Bool(false)
+        }
+        CExpr::Sum(xs) => {
+            let mut acc: i64 = 0;
+            for (neg, x) in xs {
+                match eval(x, env, seen) {
+                    Value::Int(i) => {
+                        acc = if *neg {
+                            acc.saturating_sub(i)
+                        } else {
+                            acc.saturating_add(i)
+                        }
+                    }
+                    _ => return Value::Null,
+                }
+            }
+            Value::Int(acc)
+        }
+        CExpr::Cmp(a, op, b) => {
+            let (a, b) = (eval(a, env, seen), eval(b, env, seen));
+            Value::Bool(compare(&a, *op, &b))
+        }
+    }
+}
+
+fn compare(a: &Value, op: CmpOp, b: &Value) -> bool {
+    match op {
+        CmpOp::Eq => a == b,
+        CmpOp::Ne => a != b,
+        CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => match (a, b) {
+            (Value::Int(x), Value::Int(y)) => match op {
+                CmpOp::Lt => x < y,
+                CmpOp::Le => x <= y,
+                CmpOp::Gt => x > y,
+                _ => x >= y,
+            },
+            // Ordering with null is false, whatever the operator.
+            _ => false,
+        },
+        CmpOp::In | CmpOp::NotIn => {
+            let found = match b {
+                Value::List(xs) => xs.contains(a),
+                _ => return false,
+            };
+            (op == CmpOp::In) == found
+        }
+    }
+}
+
+/// Evaluate `cond` against the facts (no run or item in scope).
+pub fn eval_condition(cond: &CExpr, facts: &Facts<'_>, signals: &[bool]) -> (bool, BTreeMap<String, Value>) {
+    let env = Env {
+        facts,
+        signals,
+        run: None,
+        item: None,
+    };
+    let mut seen = BTreeMap::new();
+    let v = eval(cond, &env, &mut seen).truthy();
+    (v, seen)
+}
+
+/// Evaluate `cond` about one item (summary include/exclude rules).
+pub fn eval_item(cond: &CExpr, facts: &Facts<'_>, item: &ItemCtx) -> (bool, BTreeMap<String, Value>) {
+    let env = Env {
+        facts,
+        signals: &[],
+        run: None,
+        item: Some(item),
+    };
+    let mut seen = BTreeMap::new();
+    let v = eval(cond, &env, &mut seen).truthy();
+    (v, seen)
+}
+
+/// Which runs the policy's `eligible` rule admits (all but running and rolled-back runs when
+/// the policy has no rule). `eligible[i]` is run `i+1`.
+pub fn eligible_runs(policy: &Policy, state: &State, sizer: &dyn SummarySizer, target: &str) -> Vec<bool> {
+    match &policy.eligible {
+        None => state
+            .runs
+            .iter()
+            .map(|r| !matches!(r.status, RunStatus::Running | RunStatus::RolledBack))
+            .collect(),
+        Some((_, cond)) => {
+            let facts = Facts::new(state, target, Vec::new(), sizer);
+            state
+                .runs
+                .iter()
+                .map(|r| {
+                    // A rolled-back run is never eligible, whatever the rule says.
+                    if r.status == RunStatus::RolledBack {
+                        return false;
+                    }
+                    let ctx = RunCtx { run: r };
+                    let env = Env {
+                        facts: &facts,
+                        signals: &[],
+                        run: Some(&ctx),
+                        item: None,
+                    };
+                    let mut seen = BTreeMap::new();
+                    eval(cond, &env, &mut seen).truthy()
+                })
+                .collect()
+        }
+    }
+}
+
+/// Decide how to start the requested run. `sizer` measures summaries when a rule reads
+/// `summary.*` (use [`RoughSizer`] or the selector's sizer).
+pub fn decide(
+    policy: &Policy,
+    state: &State,
+    opts: &EvalOptions,
+    sizer: &dyn SummarySizer,
+) -> Result<Decision, EvalError> {
+    let target = opts
+        .target
+        .clone()
+        .unwrap_or_else(|| state.request.provider.clone());
+    if crate::state::default_caps(&target).is_none() && !state.providers.contains_key(&target) {
+        return Err(EvalError::UnknownTarget(target));
+    }
+    let mut trace = Vec::new();
+
+    // 1. Eligible runs.
+    let eligible = eligible_runs(policy, state, sizer, &target);
+    if let Some((span, _)) = &policy.eligible {
+        let excluded: Vec<Value> = eligible
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !**e)
+            .map(|(i, _)| Value::Int(i as i64 + 1))
+            .collect();
+        let mut values = BTreeMap::new();
+        values.insert(
+            "eligible_runs".to_string(),
+            Value::Int(eligible.iter().filter(|e| **e).count() as i64),
+        );
+        values.insert("excluded_runs".to_string(), Value::List(excluded));
+        trace.push(TraceEntry {
+            rule: "eligible".into(),
+            at: policy.at(*span),
+            outcome: Outcome::Matched,
+            values,
+            when: Some(policy.text(*span)),
+            because: None,
+        });
+    }
+    let facts = Facts::new(state, &target, eligible, sizer);
+
+    // 2. Staleness signals: all evaluated, each reported.
+    let mut signals = Vec::with_capacity(policy.stales.len());
+    for s in &policy.stales {
+        let (held, values) = eval_condition(&s.when, &facts, &[]);
+        signals.push(held);
+        trace.push(TraceEntry {
+            rule: format!("stale {}", s.name),
+            at: policy.at(s.span),
+            outcome: if held { Outcome::Matched } else { Outcome::NotMatched },
+            values,
+            when: Some(policy.text(s.span)),
+            because: s.because.clone(),
+        });
+    }
+    let stale: Vec<String> = policy
+        .stales
+        .iter()
+        .zip(&signals)
+        .filter(|(_, h)| **h)
+        .map(|(s, _)| s.name.clone())
+        .collect();
+
+    // 3. The ladder: first match wins.
+    let mut chosen = None;
+    for r in &policy.ladder {
+        let (matched, values) = match &r.when {
+            None => (true, BTreeMap::new()),
+            Some(w) => eval_condition(w, &facts, &signals),
+        };
+        trace.push(TraceEntry {
+            rule: format!("strategy {}", r.strategy.as_str()),
+            at: policy.at(r.span),
+            outcome: if matched { Outcome::Matched } else { Outcome::NotMatched },
+            values,
+            when: Some(policy.text(r.span)),
+            because: r.because.clone(),
+        });
+        if matched {
+            chosen = Some(r);
+            break;
+        }
+    }
+    // The checker guarantees an `otherwise`, so a ladder always decides.
+    let (strategy, override_handoff, decided_by) = match chosen {
+        Some(r) => (
+            r.strategy,
+            r.handoff,
+            DecidedBy {
+                rule: format!("strategy {}", r.strategy.as_str()),
+                at: policy.at(r.span),
+                because: r.because.clone(),
+            },
+        ),
+        None => (
+            Strategy::Unsupported,
+            None,
+            DecidedBy {
+                rule: "strategy (none matched)".into(),
+                at: String::new(),
+                because: Some("no ladder rule matched".into()),
+            },
+        ),
+    };
+    let at = decided_by.at.clone();
+
+    // 4. Provider thread and coverage.
+    let pt = facts.target_thread();
+    let provider_thread = match strategy {
+        Strategy::Unsupported => ProviderThreadAction {
+            action: ThreadAction::None,
+            id: None,
+        },
+        Strategy::FullNew => ProviderThreadAction {
+            action: ThreadAction::Create,
+            id: None,
+        },
+        Strategy::NativeFork => {
+            let src = facts.fork_source_thread();
+            match src {
+                Some(p) if state.thread.parent.is_some() => ProviderThreadAction {
+                    action: ThreadAction::ForkNative,
+                    id: Some(p.id.clone()),
+                },
+                _ => {
+                    return Err(EvalError::NoNativeFork {
+                        at,
+                        reason: if state.thread.parent.is_none() {
+                            "the thread is not a fork".into()
+                        } else {
+                            "the fork's source run has no provider thread".into()
+                        },
+                    })
+                }
+            }
+        }
+        Strategy::NoHandoff => match pt {
+            Some(p) => ProviderThreadAction {
+                action: ThreadAction::Resume,
+                id: Some(p.id.clone()),
+            },
+            None => ProviderThreadAction {
+                action: ThreadAction::Create,
+                id: None,
+            },
+        },
+        Strategy::DeltaExisting | Strategy::FullExisting => match pt {
+            Some(p) => ProviderThreadAction {
+                action: ThreadAction::Resume,
+                id: Some(p.id.clone()),
+            },
+            None => {
+                return Err(EvalError::NoThreadToResume {
+                    at,
+                    strategy: strategy.as_str().into(),
+                    provider: target,
+                })
+            }
+        },
+    };
+
+    let fork_point = state.thread.parent.as_ref().map(|p| p.run).unwrap_or(0);
+    let (handoff_strategy, runs): (Option<HandoffStrategy>, Vec<u32>) = match strategy {
+        Strategy::NoHandoff | Strategy::Unsupported | Strategy::NativeFork => (None, Vec::new()),
+        _ if state.request.kind == RequestKind::MergeBack => (
+            Some(override_handoff.unwrap_or(HandoffStrategy::ForkDeltaSummary)),
+            facts
+                .eligible_runs()
+                .into_iter()
+                .filter(|o| *o > fork_point)
+                .collect(),
+        ),
+        Strategy::DeltaExisting => (
+            Some(override_handoff.unwrap_or(HandoffStrategy::DeltaSinceTargetLastSeen)),
+            facts.delta_runs(),
+        ),
+        Strategy::FullExisting | Strategy::FullNew => {
+            let hs = override_handoff.unwrap_or(HandoffStrategy::FullThreadSummary);
+            let mut runs = facts.eligible_runs();
+            if state.request.kind == RequestKind::Fork {
+                runs.retain(|o| *o <= fork_point);
+            }
+            if hs == HandoffStrategy::CheckpointSummary {
+                let latest = facts.value(crate::facts::Fact::CheckpointLatest, None, None);
+                if let Value::Int(c) = latest {
+                    runs.retain(|o| i64::from(*o) <= c);
+                }
+            }
+            (Some(hs), runs)
+        }
+    };
+    let (handoff_strategy, covered_runs) = match (runs.first(), runs.last()) {
+        (Some(f), Some(t)) => (
+            handoff_strategy,
+            Some(RunRange { from: *f, to: *t }),
+        ),
+        // Nothing to hand over: no document.
+        _ => (None, None),
+    };
+    let handoff_id = handoff_strategy.map(|_| next_handoff_id(state));
+
+    // 5. Delivery.
+    facts.set_outcome(Some(strategy.as_str()), None);
+    let delivery = if handoff_strategy.is_some() {
+        let mut mode = DeliveryMode::Inline;
+        for r in &policy.delivery.rules {
+            let (matched, values) = match &r.when {
+                None => (true, BTreeMap::new()),
+                Some(w) => eval_condition(w, &facts, &signals),
+            };
+            let m = if r.off_band { DeliveryMode::OffBand } else { DeliveryMode::Inline };
+            trace.push(TraceEntry {
+                rule: format!("delivery {}", m.as_str()),
+                at: policy.at(r.span),
+                outcome: if matched { Outcome::Matched } else { Outcome::NotMatched },
+                values,
+                when: Some(policy.text(r.span)),
+                because: r.because.clone(),
+            });
+            if matched {
+                mode = m;
+                break;
+            }
+        }
+        Some(Delivery {
+            mode,
+            inline_limit: policy.delivery.inline_limit,
+            fallback_reason: None,
+        })
+    } else {
+        None
+    };
+
+    // 6. Pre-grant: only with an off-band document.
+    facts.set_outcome(
+        Some(strategy.as_str()),
+        delivery.as_ref().map(|d| d.mode.as_str()),
+    );
+    let mut pregrant = None;
+    if let (Some(p), Some(d), Some(hid)) = (&policy.pregrant, &delivery, &handoff_id) {
+        if d.mode == DeliveryMode::OffBand {
+            for g in &p.grants {
+                let (matched, values) = match &g.when {
+                    None => (true, BTreeMap::new()),
+                    Some(w) => eval_condition(w, &facts, &signals),
+                };
+                trace.push(TraceEntry {
+                    rule: format!("pregrant {}", g.tool.to_lowercase()),
+                    at: policy.at(g.span),
+                    outcome: if matched { Outcome::Matched } else { Outcome::NotMatched },
+                    values,
+                    when: Some(policy.text(g.span)),
+                    because: None,
+                });
+                if matched {
+                    let root = opts.document_root.clone().unwrap_or_else(crate::deliver_paths::default_root);
+                    pregrant = Some(Pregrant {
+                        tool: g.tool.clone(),
+                        path: crate::deliver_paths::document_path(&root, &state.thread.id, hid)
+                            .display()
+                            .to_string(),
+                        turns: p.turns,
+                        uses: p.uses,
+                    });
+                    break;
+                }
+            }
+        }
+    }
+
+    Ok(Decision {
+        policy: PolicyRef {
+            name: policy.name.clone(),
+            sha256: policy.sha256.clone(),
+        },
+        target,
+        strategy,
+        handoff_strategy,
+        provider_thread,
+        covered_runs,
+        stale,
+        delivery,
+        pregrant,
+        run: state.runs.len() as u32 + 1,
+        handoff_id,
+        decided_by,
+        trace,
+    })
+}
+
+/// The id a new handoff gets: `H<n>` for the smallest n above the number of handoffs that is
+/// not taken.
+pub fn next_handoff_id(state: &State) -> String {
+    let mut n = state.handoffs.len() + 1;
+    loop {
+        let id = format!("H{n}");
+        if !state.handoffs.iter().any(|h| h.id == id) {
+            return id;
+        }
+        n += 1;
+    }
+}

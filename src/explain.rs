@@ -1,0 +1,128 @@
+//! The human form of a decision: the answer and why first, the rest on `--verbose`.
+
+use crate::decision::{Decision, Outcome, ThreadAction, TraceEntry};
+use crate::facts::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+fn values(v: &BTreeMap<String, Value>) -> String {
+    v.iter()
+        .map(|(k, v)| format!("{k} = {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn headline(d: &Decision) -> String {
+    let thread = match (d.provider_thread.action, &d.provider_thread.id) {
+        (ThreadAction::Resume, Some(id)) => format!("resume {id}"),
+        (ThreadAction::ForkNative, Some(id)) => format!("fork {id} natively"),
+        (ThreadAction::Create, _) => "create a new provider thread".to_string(),
+        _ => "no provider thread".to_string(),
+    };
+    let handoff = match (&d.handoff_strategy, &d.covered_runs) {
+        (Some(hs), Some(r)) if r.from == r.to => {
+            format!(", hand over run {} ({})", r.from, hs.as_str())
+        }
+        (Some(hs), Some(r)) => format!(", hand over runs {}-{} ({})", r.from, r.to, hs.as_str()),
+        _ => ", no handoff".to_string(),
+    };
+    format!(
+        "run {} on {}: {} - {thread}{handoff}",
+        d.run,
+        d.target,
+        d.strategy.as_str()
+    )
+}
+
+/// Render a decision for people. `verbose` appends the whole trace.
+pub fn render(d: &Decision, verbose: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", headline(d));
+    if let Some(b) = &d.decided_by.because {
+        let _ = writeln!(out, "  why       {b}");
+    }
+    let deciding = d
+        .trace
+        .iter()
+        .rev()
+        .find(|t| t.rule == d.decided_by.rule && t.at == d.decided_by.at);
+    let _ = writeln!(out, "  rule      {} at {}", d.decided_by.rule, d.decided_by.at);
+    if let Some(t) = deciding {
+        if let Some(w) = &t.when {
+            let _ = writeln!(out, "            {w}");
+        }
+        if !t.values.is_empty() {
+            let _ = writeln!(out, "            {}", values(&t.values));
+        }
+    }
+    let stale: Vec<&TraceEntry> = d
+        .trace
+        .iter()
+        .filter(|t| t.rule.starts_with("stale ") && t.outcome == Outcome::Matched)
+        .collect();
+    let checked = d.trace.iter().filter(|t| t.rule.starts_with("stale ")).count();
+    if stale.is_empty() {
+        let _ = writeln!(out, "  stale     no signal held ({checked} checked)");
+    } else {
+        for (i, t) in stale.iter().enumerate() {
+            let label = if i == 0 { "  stale     " } else { "            " };
+            let name = t.rule.trim_start_matches("stale ");
+            let why = t.because.as_deref().map(|b| format!(" ({b})")).unwrap_or_default();
+            let _ = writeln!(out, "{label}{name}: {}{why}", values(&t.values));
+        }
+    }
+    match &d.delivery {
+        Some(del) => {
+            let mut line = format!("  delivery  {} (inline limit {})", del.mode.as_str(), del.inline_limit);
+            if let Some(r) = &del.fallback_reason {
+                let _ = write!(line, "; fell back: {r}");
+            }
+            let _ = writeln!(out, "{line}");
+        }
+        None => {
+            let _ = writeln!(out, "  delivery  none (no handoff document)");
+        }
+    }
+    if let Some(p) = &d.pregrant {
+        let _ = writeln!(
+            out,
+            "  pregrant  {} {} for {} turn, {} use",
+            p.tool, p.path, p.turns, p.uses
+        );
+    }
+    let skipped: Vec<&TraceEntry> = d
+        .trace
+        .iter()
+        .filter(|t| t.rule.starts_with("strategy ") && t.outcome == Outcome::NotMatched)
+        .collect();
+    if !skipped.is_empty() {
+        for (i, t) in skipped.iter().enumerate() {
+            let label = if i == 0 { "  passed    " } else { "            " };
+            let name = t.rule.trim_start_matches("strategy ");
+            let _ = writeln!(out, "{label}{name} ({}): {}", t.at, values(&t.values));
+        }
+    }
+    let short = d.policy.sha256.get(..12).unwrap_or(&d.policy.sha256);
+    let _ = write!(out, "  policy    {} (sha256 {short})", d.policy.name);
+    if verbose {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "\ntrace ({} rules evaluated):", d.trace.len());
+        for t in &d.trace {
+            let mark = match t.outcome {
+                Outcome::Matched => "matched    ",
+                Outcome::NotMatched => "not matched",
+            };
+            let _ = writeln!(out, "  {mark}  {}  {}", t.rule, t.at);
+            if let Some(w) = &t.when {
+                let _ = writeln!(out, "               {w}");
+            }
+            if !t.values.is_empty() {
+                let _ = writeln!(out, "               {}", values(&t.values));
+            }
+        }
+    } else {
+        let _ = write!(out, "; --verbose shows all {} rules evaluated", d.trace.len());
+        let _ = writeln!(out);
+    }
+    out
+}

@@ -1,0 +1,517 @@
+//! Computing fact values for one state and one target provider.
+
+use super::{Fact, Value};
+use crate::state::{caps_for, HandoffStatus, Item, ProviderThread, ProviderThreadStatus, ResolvedCaps, Run, RunStatus, State};
+use std::cell::{OnceCell, RefCell};
+use std::collections::BTreeSet;
+
+/// Measures the summary of a set of runs, in characters. The selector implements it with the
+/// policy's `summary` rules; it is called only when a rule reads `summary.*`.
+pub trait SummarySizer {
+    fn chars(&self, state: &State, runs: &[u32]) -> i64;
+}
+
+/// One run, for `eligible` rules.
+pub struct RunCtx<'a> {
+    pub run: &'a Run,
+}
+
+/// One item (or synthetic checkpoint/handoff item), for `summary` rules.
+#[derive(Debug, Clone)]
+pub struct ItemCtx {
+    pub kind: &'static str,
+    pub id: String,
+    pub run: u32,
+    pub superseded: bool,
+    pub latest: bool,
+    pub chars: i64,
+    pub diff_lines: Option<i64>,
+    pub resolved: Option<bool>,
+    pub answered: Option<bool>,
+    pub exit_code: Option<i64>,
+    pub failed: bool,
+    pub tool: Option<String>,
+    pub path: Option<String>,
+    pub agent: Option<String>,
+}
+
+/// The coverage of one provider thread: its native runs and the ranges of its live handoffs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Coverage {
+    pub provider_thread: String,
+    pub native_runs: Vec<u32>,
+    pub handoffs: Vec<CoveredBy>,
+    /// Every run covered, natively or by a handoff (rolled-back runs never count).
+    #[serde(skip)]
+    pub covered: BTreeSet<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CoveredBy {
+    pub handoff: String,
+    pub from: u32,
+    pub to: u32,
+}
+
+struct TargetView {
+    last_seen: u32,
+    runs_since_last_seen: i64,
+    off_provider_runs: i64,
+    native_runs: i64,
+    chained_handoffs: i64,
+}
+
+/// The facts of one (state, target) pair.
+pub struct Facts<'a> {
+    pub state: &'a State,
+    pub target: String,
+    pub caps: ResolvedCaps,
+    eligible: Vec<bool>,
+    target_thread: Option<&'a ProviderThread>,
+    view: OnceCell<TargetView>,
+    sizer: &'a dyn SummarySizer,
+    delta_chars: OnceCell<i64>,
+    full_chars: OnceCell<i64>,
+    outcome: RefCell<(Option<&'static str>, Option<&'static str>)>,
+}
+
+impl<'a> Facts<'a> {
+    /// `eligible[i]` says whether run `i+1` is eligible.
+    pub fn new(
+        state: &'a State,
+        target: &str,
+        eligible: Vec<bool>,
+        sizer: &'a dyn SummarySizer,
+    ) -> Facts<'a> {
+        Facts {
+            state,
+            target: target.to_string(),
+            caps: caps_for(state, target),
+            eligible,
+            target_thread: find_target_thread(state, target),
+            view: OnceCell::new(),
+            sizer,
+            delta_chars: OnceCell::new(),
+            full_chars: OnceCell::new(),
+            outcome: RefCell::new((None, None)),
+        }
+    }
+
+    pub fn is_eligible(&self, ordinal: u32) -> bool {
+        ordinal >= 1 && self.eligible.get(ordinal as usize - 1).copied().unwrap_or(false)
+    }
+
+    /// Ordinals of the eligible runs, oldest first.
+    pub fn eligible_runs(&self) -> Vec<u32> {
+        (1..=self.eligible.len() as u32)
+            .filter(|o| self.is_eligible(*o))
+            .collect()
+    }
+
+    pub fn target_thread(&self) -> Option<&'a ProviderThread> {
+        self.target_thread
+    }
+
+    /// Record what the ladder and delivery decided, for `decision.*` and `delivery.*` facts.
+    pub fn set_outcome(&self, strategy: Option<&'static str>, delivery: Option<&'static str>) {
+        *self.outcome.borrow_mut() = (strategy, delivery);
+    }
+
+    fn view(&self) -> &TargetView {
+        self.view.get_or_init(|| {
+            let cov = self
+                .target_thread
+                .map(|pt| coverage(self.state, &pt.id, |o| self.is_eligible(o)));
+            let last_seen = cov
+                .as_ref()
+                .and_then(|c| c.covered.iter().next_back().copied())
+                .unwrap_or(0);
+            let last_native = cov
+                .as_ref()
+                .and_then(|c| c.native_runs.last().copied())
+                .unwrap_or(0);
+            let runs_since = self
+                .state
+                .runs
+                .iter()
+                .filter(|r| r.ordinal > last_seen && self.is_eligible(r.ordinal))
+                .count() as i64;
+            let off = self
+                .state
+                .runs
+                .iter()
+                .filter(|r| {
+                    r.ordinal > last_native
+                        && self.is_eligible(r.ordinal)
+                        && r.provider != self.target
+                })
+                .count() as i64;
+            let chained = match self.target_thread {
+                None => 0,
+                Some(pt) => self
+                    .state
+                    .handoffs
+                    .iter()
+                    .filter(|h| {
+                        h.status.is_live()
+                            && h.to_provider_thread.as_deref() == Some(pt.id.as_str())
+                            && h.target_run.unwrap_or(h.covered.to + 1) > last_native
+                    })
+                    .count() as i64,
+            };
+            TargetView {
+                last_seen,
+                runs_since_last_seen: runs_since,
+                off_provider_runs: off,
+                native_runs: cov.as_ref().map(|c| c.native_runs.len()).unwrap_or(0) as i64,
+                chained_handoffs: chained,
+            }
+        })
+    }
+
+    pub fn last_seen(&self) -> u32 {
+        self.view().last_seen
+    }
+
+    /// Eligible runs after the target's last seen run.
+    pub fn delta_runs(&self) -> Vec<u32> {
+        let ls = self.last_seen();
+        self.eligible_runs().into_iter().filter(|o| *o > ls).collect()
+    }
+
+    fn latest_checkpoint(&self) -> Option<&'a crate::state::Checkpoint> {
+        self.state
+            .checkpoints
+            .iter()
+            .filter(|c| {
+                self.state
+                    .runs
+                    .get(c.run as usize - 1)
+                    .map(|r| r.status != RunStatus::RolledBack)
+                    .unwrap_or(false)
+            })
+            .max_by_key(|c| c.run)
+    }
+
+    fn fork_source(&self) -> Option<&'a Run> {
+        let parent = self.state.thread.parent.as_ref()?;
+        self.state.runs.get((parent.run as usize).checked_sub(1)?)
+    }
+
+    /// The provider thread a native fork would fork from, when one is possible.
+    pub fn fork_source_thread(&self) -> Option<&'a ProviderThread> {
+        let run = self.fork_source()?;
+        let pt_id = run.provider_thread.as_deref()?;
+        self.state.provider_threads.iter().find(|p| p.id == pt_id)
+    }
+
+    fn fork_native_possible(&self) -> bool {
+        let Some(run) = self.fork_source() else {
+            return false;
+        };
+        run.provider == self.target
+            && self.caps.native_fork
+            && self
+                .fork_source_thread()
+                .map(|pt| pt.status == ProviderThreadStatus::Active && !pt.resume_failed)
+                .unwrap_or(false)
+    }
+
+    /// The value of `fact` with the given run or item in scope.
+    pub fn value(&self, fact: Fact, run: Option<&RunCtx<'_>>, item: Option<&ItemCtx>) -> Value {
+        use Value::*;
+        let s = self.state;
+        let pt = self.target_thread;
+        match fact {
+            Fact::ThreadId => Str(s.thread.id.clone()),
+            Fact::ThreadTitle => Value::opt_str(s.thread.title.as_deref()),
+            Fact::ThreadRuns => Int(s.runs.len() as i64),
+            Fact::ThreadEligibleRuns => Int(self.eligible.iter().filter(|e| **e).count() as i64),
+            Fact::ThreadLastRun => Int(self.eligible_runs().last().copied().unwrap_or(0) as i64),
+            Fact::ThreadProviders => {
+                let mut seen: Vec<String> = Vec::new();
+                for r in &s.runs {
+                    if self.is_eligible(r.ordinal) && !seen.contains(&r.provider) {
+                        seen.push(r.provider.clone());
+                    }
+                }
+                List(seen.into_iter().map(Str).collect())
+            }
+            Fact::ThreadIsFork => Bool(s.thread.parent.is_some()),
+            Fact::ThreadHasCompactSummary => Bool(
+                s.thread
+                    .compact_summary
+                    .as_deref()
+                    .map(|t| !t.trim().is_empty())
+                    .unwrap_or(false),
+            ),
+            Fact::RequestProvider => Str(s.request.provider.clone()),
+            Fact::RequestModel => Value::opt_str(s.request.model.as_deref()),
+            Fact::RequestRuntimeMode => Value::opt_str(s.request.runtime_mode.as_deref()),
+            Fact::RequestCleanContext => Bool(s.request.clean_context),
+            Fact::RequestKind => Str(s.request.kind.as_str().into()),
+            Fact::RequestMessageChars => Int(
+                s.request
+                    .message
+                    .as_deref()
+                    .map(|m| m.chars().count())
+                    .unwrap_or(0) as i64,
+            ),
+            Fact::RequestRun => Int(s.runs.len() as i64 + 1),
+            Fact::TargetProvider => Str(self.target.clone()),
+            Fact::TargetHasThread => Bool(pt.is_some()),
+            Fact::TargetThreadId => Value::opt_str(pt.map(|p| p.id.as_str())),
+            Fact::TargetThreadModel => Value::opt_str(pt.and_then(|p| p.model.as_deref())),
+            Fact::TargetThreadRuntimeMode => {
+                Value::opt_str(pt.and_then(|p| p.runtime_mode.as_deref()))
+            }
+            Fact::TargetThreadStatus => Value::opt_str(pt.map(|p| p.status.as_str())),
+            Fact::TargetThreadResumeFailed => match pt {
+                Some(p) => Bool(p.resume_failed),
+                None => Null,
+            },
+            Fact::TargetLastSeen => Int(self.view().last_seen as i64),
+            Fact::TargetRunsSinceLastSeen => Int(self.view().runs_since_last_seen),
+            Fact::TargetOffProviderRuns => Int(self.view().off_provider_runs),
+            Fact::TargetNativeRuns => Int(self.view().native_runs),
+            Fact::TargetChainedHandoffs => Int(self.view().chained_handoffs),
+            Fact::TargetCapsResume => Bool(self.caps.resume),
+            Fact::TargetCapsNativeFork => Bool(self.caps.native_fork),
+            Fact::TargetCapsRollback => Bool(self.caps.rollback),
+            Fact::TargetCapsAcceptsHandoff => Bool(self.caps.accepts_handoff),
+            Fact::TargetCapsHandoffChannel => Str(self.caps.handoff_channel.as_str().into()),
+            Fact::TargetCapsFileRead => Bool(self.caps.file_read),
+            Fact::TargetCapsSummarize => Bool(self.caps.summarize),
+            Fact::TargetCapsMaxInputChars => {
+                Int(i64::try_from(self.caps.max_input_chars_per_turn).unwrap_or(i64::MAX))
+            }
+            Fact::SummaryDeltaChars => Int(*self
+                .delta_chars
+                .get_or_init(|| self.sizer.chars(s, &self.delta_runs()))),
+            Fact::SummaryFullChars => Int(*self
+                .full_chars
+                .get_or_init(|| self.sizer.chars(s, &self.eligible_runs()))),
+            Fact::CheckpointLatest => Int(self.latest_checkpoint().map(|c| c.run).unwrap_or(0) as i64),
+            Fact::CheckpointFilesChanged => Int(
+                self.latest_checkpoint()
+                    .map(|c| c.files_changed)
+                    .unwrap_or(0) as i64,
+            ),
+            Fact::ForkAnchorRole => {
+                Value::opt_str(s.request.fork_anchor.as_ref().map(|a| a.role.as_str()))
+            }
+            Fact::ForkSourceRun => Int(s.thread.parent.as_ref().map(|p| p.run).unwrap_or(0) as i64),
+            Fact::ForkSourceProvider => {
+                Value::opt_str(self.fork_source().map(|r| r.provider.as_str()))
+            }
+            Fact::ForkNativePossible => Bool(self.fork_native_possible()),
+            Fact::RunOrdinal => run.map(|r| Int(r.run.ordinal as i64)).unwrap_or(Null),
+            Fact::RunProvider => run.map(|r| Str(r.run.provider.clone())).unwrap_or(Null),
+            Fact::RunStatus => run
+                .map(|r| Str(r.run.status.as_str().into()))
+                .unwrap_or(Null),
+            Fact::RunItems => run.map(|r| Int(r.run.items.len() as i64)).unwrap_or(Null),
+            Fact::RunHasHandoff => run.map(|r| Bool(r.run.handoff.is_some())).unwrap_or(Null),
+            Fact::ItemKind => item.map(|i| Str(i.kind.into())).unwrap_or(Null),
+            Fact::ItemId => item.map(|i| Str(i.id.clone())).unwrap_or(Null),
+            Fact::ItemRun => item.map(|i| Int(i.run as i64)).unwrap_or(Null),
+            Fact::ItemSuperseded => item.map(|i| Bool(i.superseded)).unwrap_or(Null),
+            Fact::ItemLatest => item.map(|i| Bool(i.latest)).unwrap_or(Null),
+            Fact::ItemChars => item.map(|i| Int(i.chars)).unwrap_or(Null),
+            Fact::ItemDiffLines => item.and_then(|i| i.diff_lines).map(Int).unwrap_or(Null),
+            Fact::ItemResolved => item.and_then(|i| i.resolved).map(Bool).unwrap_or(Null),
+            Fact::ItemAnswered => item.and_then(|i| i.answered).map(Bool).unwrap_or(Null),
+            Fact::ItemExitCode => item.and_then(|i| i.exit_code).map(Int).unwrap_or(Null),
+            Fact::ItemFailed => item.map(|i| Bool(i.failed)).unwrap_or(Null),
+            Fact::ItemTool => Value::opt_str(item.and_then(|i| i.tool.as_deref())),
+            Fact::ItemPath => Value::opt_str(item.and_then(|i| i.path.as_deref())),
+            Fact::ItemAgent => Value::opt_str(item.and_then(|i| i.agent.as_deref())),
+            Fact::DecisionStrategy => Value::opt_str(self.outcome.borrow().0),
+            Fact::DeliveryOffBand => Bool(self.outcome.borrow().1 == Some("off_band")),
+            Fact::DeliveryInline => Bool(self.outcome.borrow().1 == Some("inline")),
+            Fact::DeliveryMode => Value::opt_str(self.outcome.borrow().1),
+        }
+    }
+}
+
+/// The provider thread baton would resume for `provider`: the newest non-closed one, judged by
+/// the last run that used it, else by declaration order.
+pub fn find_target_thread<'a>(state: &'a State, provider: &str) -> Option<&'a ProviderThread> {
+    let candidates: Vec<&ProviderThread> = state
+        .provider_threads
+        .iter()
+        .filter(|p| p.provider == provider && p.status != ProviderThreadStatus::Closed)
+        .collect();
+    let last_used = |pt: &ProviderThread| {
+        state
+            .runs
+            .iter()
+            .rev()
+            .find(|r| r.provider_thread.as_deref() == Some(pt.id.as_str()))
+            .map(|r| r.ordinal)
+            .unwrap_or(0)
+    };
+    candidates
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, pt)| (last_used(pt), *i))
+        .map(|(_, pt)| *pt)
+}
+
+/// Coverage of provider thread `pt`: native runs that are `eligible` and not rolled back, plus
+/// the ranges of its ready or consumed handoffs (superseded ones never count).
+pub fn coverage(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> Coverage {
+    let live_run = |o: u32| {
+        state
+            .runs
+            .get((o as usize).wrapping_sub(1))
+            .map(|r| r.status != RunStatus::RolledBack)
+            .unwrap_or(false)
+    };
+    let mut cov = Coverage {
+        provider_thread: pt.to_string(),
+        ..Default::default()
+    };
+    for r in &state.runs {
+        if r.provider_thread.as_deref() == Some(pt) && eligible(r.ordinal) && live_run(r.ordinal) {
+            cov.native_runs.push(r.ordinal);
+            cov.covered.insert(r.ordinal);
+        }
+    }
+    for h in &state.handoffs {
+        if h.to_provider_thread.as_deref() == Some(pt)
+            && matches!(h.status, HandoffStatus::Ready | HandoffStatus::Consumed)
+        {
+            cov.handoffs.push(CoveredBy {
+                handoff: h.id.clone(),
+                from: h.covered.from,
+                to: h.covered.to,
+            });
+            for o in h.covered.from..=h.covered.to {
+                if live_run(o) {
+                    cov.covered.insert(o);
+                }
+            }
+        }
+    }
+    cov
+}
+
+/// Item facts for every item of the given runs (plus synthetic checkpoint and handoff items),
+/// in source order. `superseded` and `latest` are judged within this set.
+pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<(ItemCtx, Option<&'s Item>)> {
+    let mut out: Vec<(ItemCtx, Option<&'s Item>)> = Vec::new();
+    for &o in runs {
+        let Some(run) = state.runs.get((o as usize).wrapping_sub(1)) else {
+            continue;
+        };
+        if let Some(h) = run.handoff.as_deref() {
+            if let Some(hd) = state.handoffs.iter().find(|x| x.id == h) {
+                out.push((synthetic("handoff", format!("{}", hd.id), o, hd.summary.as_deref().map(|t| t.chars().count()).unwrap_or(0) as i64), None));
+            }
+        }
+        for (i, item) in run.items.iter().enumerate() {
+            let (diff_lines, resolved, answered, exit_code, failed, tool, path, agent) = match item {
+                Item::FileChange { diff_lines, path, .. } => {
+                    (*diff_lines, None, None, None, false, None, Some(path.clone()), None)
+                }
+                Item::Approval { resolved, .. } => (None, Some(*resolved), None, None, false, None, None, None),
+                Item::Question { answered, .. } => (None, None, Some(*answered), None, false, None, None, None),
+                Item::Command { exit_code, .. } => (
+                    None,
+                    None,
+                    None,
+                    *exit_code,
+                    exit_code.map(|c| c != 0).unwrap_or(false),
+                    None,
+                    None,
+                    None,
+                ),
+                Item::ToolCall { tool, status, .. } => (
+                    None,
+                    None,
+                    None,
+                    None,
+                    *status == Some(crate::state::ToolStatus::Failed),
+                    Some(tool.clone()),
+                    None,
+                    None,
+                ),
+                Item::SubagentResult { agent, .. } => (None, None, None, None, false, None, None, Some(agent.clone())),
+                _ => (None, None, None, None, false, None, None, None),
+            };
+            out.push((
+                ItemCtx {
+                    kind: item.kind(),
+                    id: crate::state::item_id(item, o, i),
+                    run: o,
+                    superseded: false,
+                    latest: false,
+                    chars: item.char_len() as i64,
+                    diff_lines,
+                    resolved,
+                    answered,
+                    exit_code,
+                    failed,
+                    tool,
+                    path,
+                    agent,
+                },
+                Some(item),
+            ));
+        }
+        for c in state.checkpoints.iter().filter(|c| c.run == o) {
+            let mut ctx = synthetic("checkpoint", format!("checkpoint.{o}"), o, c.diff_summary.as_deref().map(|t| t.chars().count()).unwrap_or(0) as i64);
+            ctx.diff_lines = None;
+            out.push((ctx, None));
+        }
+    }
+    mark_superseded_and_latest(&mut out);
+    out
+}
+
+fn synthetic(kind: &'static str, id: String, run: u32, chars: i64) -> ItemCtx {
+    ItemCtx {
+        kind,
+        id,
+        run,
+        superseded: false,
+        latest: false,
+        chars,
+        diff_lines: None,
+        resolved: None,
+        answered: None,
+        exit_code: None,
+        failed: false,
+        tool: None,
+        path: None,
+        agent: None,
+    }
+}
+
+fn mark_superseded_and_latest(items: &mut [(ItemCtx, Option<&Item>)]) {
+    use std::collections::HashSet;
+    let mut seen_cmd: HashSet<String> = HashSet::new();
+    let mut seen_tool: HashSet<(String, String)> = HashSet::new();
+    let mut seen_kind: HashSet<&'static str> = HashSet::new();
+    for (ctx, item) in items.iter_mut().rev() {
+        if seen_kind.insert(ctx.kind) {
+            ctx.latest = true;
+        }
+        match item {
+            Some(Item::Command { command, .. }) => {
+                let key = command.split_whitespace().collect::<Vec<_>>().join(" ");
+                if !seen_cmd.insert(key) {
+                    ctx.superseded = true;
+                }
+            }
+            Some(Item::ToolCall { tool, input, .. }) => {
+                let key = (tool.clone(), input.clone().unwrap_or_default());
+                if !seen_tool.insert(key) {
+                    ctx.superseded = true;
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Facts: the typed, lazily computed view of a thread for one target provider (DESIGN §6).
+//!
+//! The checker types every name against [`Fact::ALL`]; the evaluator asks a [`Facts`] for the
+//! values. Facts that need work (coverage, summary sizes) are computed on first read and
+//! cached. `docs/facts.md` is tested against [`Fact::ALL`].
+
+mod compute;
+mod value;
+
+pub use compute::{coverage, find_target_thread, item_contexts, Coverage, CoveredBy, Facts, ItemCtx, RunCtx, SummarySizer};
+pub use value::{Type, Value};
+
+use crate::state::{AnchorRole, HandoffChannel, ProviderThreadStatus, RequestKind, RunStatus};
+
+/// Where a fact may be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Anywhere.
+    Thread,
+    /// In `eligible` (about one run).
+    Run,
+    /// In `include`/`exclude` rules (about one item).
+    Item,
+    /// In `delivery` and `pregrant` (the decision so far).
+    Outcome,
+}
+
+impl Scope {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Scope::Thread => "everywhere",
+            Scope::Run => "in `eligible` rules",
+            Scope::Item => "in `summary` include/exclude rules",
+            Scope::Outcome => "in `delivery` and `pregrant` rules",
+        }
+    }
+}
+
+macro_rules! facts {
+    ($( $variant:ident => $name:literal, $ty:expr, $nullable:literal, $scope:ident, $doc:literal; )*) => {
+        /// Every fact a policy can read.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Fact { $( $variant, )* }
+
+        /// The static description of a fact.
+        #[derive(Debug, Clone, Copy)]
+        pub struct FactDef {
+            pub fact: Fact,
+            pub name: &'static str,
+            pub ty: Type,
+            pub nullable: bool,
+            pub scope: Scope,
+            pub doc: &'static str,
+        }
+
+        impl Fact {
+            pub const ALL: &'static [FactDef] = &[
+                $( FactDef { fact: Fact::$variant, name: $name, ty: $ty, nullable: $nullable, scope: Scope::$scope, doc: $doc }, )*
+            ];
+            pub fn name(self) -> &'static str {
+                match self { $( Fact::$variant => $name, )* }
+            }
+        }
+    };
+}
+
+const RUN_STATUSES: &[&str] = RunStatus::NAMES;
+const PT_STATUSES: &[&str] = ProviderThreadStatus::NAMES;
+const REQUEST_KINDS: &[&str] = RequestKind::NAMES;
+const CHANNELS: &[&str] = HandoffChannel::NAMES;
+const ANCHOR_ROLES: &[&str] = AnchorRole::NAMES;
+pub const STRATEGIES: &[&str] = &[
+    "no_handoff",
+    "delta_existing",
+    "full_existing",
+    "full_new",
+    "native_fork",
+    "unsupported",
+];
+const ITEM_KINDS: &[&str] = crate::state::ITEM_KINDS;
+const DELIVERY_MODES: &[&str] = &["off_band", "inline"];
+
+facts! {
+    ThreadId => "thread.id", Type::Str, false, Thread, "The app thread's id.";
+    ThreadTitle => "thread.title", Type::Str, true, Thread, "The thread's title, if any.";
+    ThreadRuns => "thread.runs", Type::Int, false, Thread, "Number of runs in the thread before the requested one.";
+    ThreadEligibleRuns => "thread.eligible_runs", Type::Int, false, Thread, "Number of runs the `eligible` rule admits.";
+    ThreadLastRun => "thread.last_run", Type::Int, false, Thread, "Ordinal of the newest eligible run (0 when none).";
+    ThreadProviders => "thread.providers", Type::StrList, false, Thread, "Providers that ran eligible runs, in order of first use.";
+    ThreadIsFork => "thread.is_fork", Type::Bool, false, Thread, "Whether the thread was forked from another (`thread.parent` is set).";
+    ThreadHasCompactSummary => "thread.has_compact_summary", Type::Bool, false, Thread, "Whether the app keeps a compaction summary for the thread.";
+    RequestProvider => "request.provider", Type::Str, false, Thread, "Provider of the run about to start (as written in the state file).";
+    RequestModel => "request.model", Type::Str, true, Thread, "Model requested for the run.";
+    RequestRuntimeMode => "request.runtime_mode", Type::Str, true, Thread, "Runtime mode requested for the run.";
+    RequestCleanContext => "request.clean_context", Type::Bool, false, Thread, "Whether the user asked for a clean context.";
+    RequestKind => "request.kind", Type::Enum(REQUEST_KINDS), false, Thread, "`dispatch`, `fork` (first run of a fork) or `merge_back`.";
+    RequestMessageChars => "request.message_chars", Type::Int, false, Thread, "Characters in the user's message (0 when absent).";
+    RequestRun => "request.run", Type::Int, false, Thread, "Ordinal the requested run will get.";
+    TargetProvider => "target.provider", Type::Str, false, Thread, "The provider being entered (`--target` or `request.provider`).";
+    TargetHasThread => "target.has_thread", Type::Bool, false, Thread, "Whether the target provider has a provider thread in this app thread (closed ones do not count).";
+    TargetThreadId => "target.thread.id", Type::Str, true, Thread, "The target provider thread's id (the newest one used).";
+    TargetThreadModel => "target.thread.model", Type::Str, true, Thread, "Model of the target provider thread.";
+    TargetThreadRuntimeMode => "target.thread.runtime_mode", Type::Str, true, Thread, "Runtime mode of the target provider thread.";
+    TargetThreadStatus => "target.thread.status", Type::Enum(PT_STATUSES), true, Thread, "Status of the target provider thread.";
+    TargetThreadResumeFailed => "target.thread.resume_failed", Type::Bool, true, Thread, "Whether resuming the target provider thread failed.";
+    TargetLastSeen => "target.last_seen", Type::Int, false, Thread, "Highest run the target thread covers, natively or through a live handoff (0 when none).";
+    TargetRunsSinceLastSeen => "target.runs_since_last_seen", Type::Int, false, Thread, "Eligible runs after `target.last_seen`.";
+    TargetOffProviderRuns => "target.off_provider_runs", Type::Int, false, Thread, "Eligible runs on other providers since the target thread's last native run.";
+    TargetNativeRuns => "target.native_runs", Type::Int, false, Thread, "Eligible runs the target thread ran itself.";
+    TargetChainedHandoffs => "target.chained_handoffs", Type::Int, false, Thread, "Live handoffs into the target thread since its last native run.";
+    TargetCapsResume => "target.caps.resume", Type::Bool, false, Thread, "The target provider can resume a thread.";
+    TargetCapsNativeFork => "target.caps.native_fork", Type::Bool, false, Thread, "The target provider can fork a thread natively.";
+    TargetCapsRollback => "target.caps.rollback", Type::Bool, false, Thread, "The target provider can roll a thread back.";
+    TargetCapsAcceptsHandoff => "target.caps.accepts_handoff", Type::Bool, false, Thread, "The target provider can take handoff context.";
+    TargetCapsHandoffChannel => "target.caps.handoff_channel", Type::Enum(CHANNELS), false, Thread, "Where handoff context goes: `system`, `developer`, `user` or `preamble`.";
+    TargetCapsFileRead => "target.caps.file_read", Type::Bool, false, Thread, "The target provider's agent can read a file (needed for off-band delivery).";
+    TargetCapsSummarize => "target.caps.summarize", Type::Bool, false, Thread, "The target provider can summarise its own session.";
+    TargetCapsMaxInputChars => "target.caps.max_input_chars_per_turn", Type::Int, false, Thread, "Most characters the target provider takes in one turn.";
+    SummaryDeltaChars => "summary.delta_chars", Type::Int, false, Thread, "Characters of the summary of the runs after `target.last_seen` (computed only when read).";
+    SummaryFullChars => "summary.full_chars", Type::Int, false, Thread, "Characters of the summary of every eligible run (computed only when read).";
+    CheckpointLatest => "checkpoint.latest", Type::Int, false, Thread, "Run of the newest checkpoint of a live run (0 when none).";
+    CheckpointFilesChanged => "checkpoint.files_changed", Type::Int, false, Thread, "Files changed at the newest checkpoint (0 when none).";
+    ForkAnchorRole => "fork.anchor_role", Type::Enum(ANCHOR_ROLES), true, Thread, "Role of the fork anchor message (`user` or `assistant`), for `kind: fork`.";
+    ForkSourceRun => "fork.source_run", Type::Int, false, Thread, "The run the thread was forked at (0 when not a fork).";
+    ForkSourceProvider => "fork.source_provider", Type::Str, true, Thread, "Provider of the fork's source run.";
+    ForkNativePossible => "fork.native_possible", Type::Bool, false, Thread, "The target is the source run's provider, can fork natively, and the source provider thread is healthy.";
+    RunOrdinal => "run.ordinal", Type::Int, false, Run, "The run's ordinal.";
+    RunProvider => "run.provider", Type::Str, false, Run, "The run's provider.";
+    RunStatus => "run.status", Type::Enum(RUN_STATUSES), false, Run, "`completed`, `failed`, `interrupted`, `running` or `rolled_back`.";
+    RunItems => "run.items", Type::Int, false, Run, "Number of items in the run.";
+    RunHasHandoff => "run.has_handoff", Type::Bool, false, Run, "Whether the run consumed a handoff.";
+    ItemKind => "item.kind", Type::Enum(ITEM_KINDS), false, Item, "The item's kind.";
+    ItemId => "item.id", Type::Str, false, Item, "The item's id (`r<run>.<n>` unless the state names it).";
+    ItemRun => "item.run", Type::Int, false, Item, "Ordinal of the item's run.";
+    ItemSuperseded => "item.superseded", Type::Bool, false, Item, "A later command ran the same command line, or a later tool call re-ran the same tool on the same input.";
+    ItemLatest => "item.latest", Type::Bool, false, Item, "The item is the newest of its kind in the covered runs.";
+    ItemChars => "item.chars", Type::Int, false, Item, "Characters the item carries (text, output, diff).";
+    ItemDiffLines => "item.diff_lines", Type::Int, true, Item, "Lines in a file change's diff.";
+    ItemResolved => "item.resolved", Type::Bool, true, Item, "Whether an approval was resolved.";
+    ItemAnswered => "item.answered", Type::Bool, true, Item, "Whether a question was answered.";
+    ItemExitCode => "item.exit_code", Type::Int, true, Item, "A command's exit code.";
+    ItemFailed => "item.failed", Type::Bool, false, Item, "A command with a non-zero exit code or a failed tool call.";
+    ItemTool => "item.tool", Type::Str, true, Item, "A tool call's tool name.";
+    ItemPath => "item.path", Type::Str, true, Item, "A file change's path.";
+    ItemAgent => "item.agent", Type::Str, true, Item, "A subagent result's agent name.";
+    DecisionStrategy => "decision.strategy", Type::Enum(STRATEGIES), false, Outcome, "The strategy the ladder chose.";
+    DeliveryOffBand => "delivery.off_band", Type::Bool, false, Outcome, "Delivery chose the off-band document.";
+    DeliveryInline => "delivery.inline", Type::Bool, false, Outcome, "Delivery chose inline context.";
+    DeliveryMode => "delivery.mode", Type::Enum(DELIVERY_MODES), true, Outcome, "`off_band` or `inline` (null when there is no handoff).";
+}
+
+impl Fact {
+    /// Look a fact up by its dotted name.
+    pub fn by_name(name: &str) -> Option<&'static FactDef> {
+        Fact::ALL.iter().find(|d| d.name == name)
+    }
+
+    pub fn def(self) -> &'static FactDef {
+        // The macro lists ALL in declaration order, so the discriminant is the index.
+        &Fact::ALL[self as usize]
+    }
+}
+
+/// Grant targets a `pregrant` rule can name.
+pub const GRANT_TARGETS: &[&str] = &["handoff.document"];

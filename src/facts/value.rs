@@ -1,0 +1,112 @@
+//! Values and their types.
+
+use serde::Serialize;
+use std::fmt;
+
+/// The static type of a fact or expression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Type {
+    Bool,
+    Int,
+    Str,
+    /// A string drawn from a fixed set of values.
+    Enum(&'static [&'static str]),
+    StrList,
+    IntList,
+    /// The literal `null`.
+    Null,
+    /// An empty list literal, compatible with any list.
+    EmptyList,
+}
+
+impl Type {
+    pub fn name(self) -> String {
+        match self {
+            Type::Bool => "bool".into(),
+            Type::Int => "int".into(),
+            Type::Str => "string".into(),
+            Type::Enum(vs) => format!("enum({})", vs.join("|")),
+            Type::StrList => "list of string".into(),
+            Type::IntList => "list of int".into(),
+            Type::Null => "null".into(),
+            Type::EmptyList => "list".into(),
+        }
+    }
+
+    /// A short name for tables (`enum` rather than every value).
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Type::Bool => "bool",
+            Type::Int => "int",
+            Type::Str => "string",
+            Type::Enum(_) => "enum",
+            Type::StrList => "list<string>",
+            Type::IntList => "list<int>",
+            Type::Null => "null",
+            Type::EmptyList => "list",
+        }
+    }
+
+    pub fn is_stringy(self) -> bool {
+        matches!(self, Type::Str | Type::Enum(_))
+    }
+
+    pub fn element(self) -> Option<Type> {
+        match self {
+            Type::StrList => Some(Type::Str),
+            Type::IntList => Some(Type::Int),
+            Type::EmptyList => Some(Type::Null),
+            _ => None,
+        }
+    }
+}
+
+/// A runtime value. Serializes as plain JSON (`null`, `true`, `3`, `"x"`, `[..]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Str(String),
+    List(Vec<Value>),
+}
+
+impl Value {
+    /// Truthiness in a condition: only `true` is true (`null` is false).
+    pub fn truthy(&self) -> bool {
+        matches!(self, Value::Bool(true))
+    }
+
+    pub fn opt_str(s: Option<&str>) -> Value {
+        match s {
+            Some(s) => Value::Str(s.to_string()),
+            None => Value::Null,
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => write!(f, "null"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Str(s) => write!(f, "{s:?}"),
+            Value::List(xs) => {
+                write!(f, "[")?;
+                for (i, x) in xs.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    if i >= 20 {
+                        write!(f, "... {} more", xs.len() - 20)?;
+                        break;
+                    }
+                    write!(f, "{x}")?;
+                }
+                write!(f, "]")
+            }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! The policy syntax tree. Every node that a diagnostic can point at carries a [`Span`].
+
+use serde::Serialize;
+
+/// A location in one policy source: the source's index in the [`crate::policy::Sources`],
+/// byte offsets, and the 1-based line and column of the start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Span {
+    pub source: usize,
+    pub start: usize,
+    pub end: usize,
+    pub line: usize,
+    pub col: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spanned<T> {
+    pub node: T,
+    pub span: Span,
+}
+
+/// One parsed policy file.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyFile {
+    pub source: usize,
+    pub name: Option<Spanned<String>>,
+    pub description: Option<String>,
+    pub extends: Vec<Spanned<String>>,
+    pub template: Option<Spanned<String>>,
+    pub lets: Vec<Let>,
+    pub eligible: Option<Condition>,
+    pub stales: Vec<StaleRule>,
+    pub strategy: Option<Ladder>,
+    pub summary: Option<SummaryBlock>,
+    pub delivery: Option<DeliveryBlock>,
+    pub pregrant: Option<PregrantBlock>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Let {
+    pub name: Spanned<String>,
+    pub value: Expr,
+}
+
+/// A bare `when` condition with where it was written.
+#[derive(Debug, Clone)]
+pub struct Condition {
+    pub span: Span,
+    pub when: Expr,
+}
+
+#[derive(Debug, Clone)]
+pub struct StaleRule {
+    pub name: Spanned<String>,
+    pub span: Span,
+    pub when: Expr,
+    pub because: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Ladder {
+    pub span: Span,
+    pub rules: Vec<LadderRule>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LadderRule {
+    pub strategy: Spanned<String>,
+    pub span: Span,
+    /// `None` for `otherwise`.
+    pub when: Option<Expr>,
+    pub handoff: Option<Spanned<String>>,
+    pub because: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SummaryBlock {
+    pub span: Span,
+    pub text_max: Option<Spanned<i64>>,
+    pub sections: Vec<SectionDecl>,
+    pub includes: Vec<IncludeRule>,
+    pub excludes: Vec<ExcludeRule>,
+    pub budget: Option<Budget>,
+    pub source: Option<SourceDecl>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SectionDecl {
+    pub name: Spanned<String>,
+    pub title: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct IncludeRule {
+    pub span: Span,
+    pub kind: Spanned<String>,
+    pub section: Spanned<String>,
+    pub form: Option<Spanned<String>>,
+    pub when: Option<Expr>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ExcludeRule {
+    pub span: Span,
+    pub kind: Spanned<String>,
+    pub when: Option<Expr>,
+    pub because: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Budget {
+    pub span: Span,
+    pub chars: i64,
+    pub newest_first: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum SourceDecl {
+    Deterministic(Span),
+    Command {
+        span: Span,
+        command: String,
+        timeout_ms: Option<i64>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct DeliveryBlock {
+    pub span: Span,
+    pub rules: Vec<DeliveryRule>,
+    pub inline_limit: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DeliveryRule {
+    pub span: Span,
+    pub off_band: bool,
+    pub when: Option<Expr>,
+    pub because: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PregrantBlock {
+    pub span: Span,
+    pub grants: Vec<GrantRule>,
+    pub turns: i64,
+    pub uses: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct GrantRule {
+    pub span: Span,
+    pub tool: Spanned<String>,
+    pub target: Spanned<String>,
+    pub when: Option<Expr>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    In,
+    NotIn,
+}
+
+impl CmpOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+            CmpOp::In => "in",
+            CmpOp::NotIn => "not in",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Int(i64, Span),
+    Str(String, Span),
+    Bool(bool, Span),
+    Null(Span),
+    List(Vec<Expr>, Span),
+    /// A dotted name: a fact, a `let`, a stale signal.
+    Path(String, Span),
+    Not(Box<Expr>, Span),
+    And(Vec<Expr>, Span),
+    Or(Vec<Expr>, Span),
+    Cmp(Box<Expr>, CmpOp, Box<Expr>, Span),
+    /// `a + b - c`: operands with their signs (`true` = minus).
+    Sum(Vec<(bool, Expr)>, Span),
+}
+
+impl Expr {
+    pub fn span(&self) -> Span {
+        match self {
+            Expr::Int(_, s)
+            | Expr::Str(_, s)
+            | Expr::Bool(_, s)
+            | Expr::Null(s)
+            | Expr::List(_, s)
+            | Expr::Path(_, s)
+            | Expr::Not(_, s)
+            | Expr::And(_, s)
+            | Expr::Or(_, s)
+            | Expr::Cmp(_, _, _, s)
+            | Expr::Sum(_, s) => *s,
+        }
+    }
+
+    /// Every path the expression reads, in source order.
+    pub fn paths(&self, out: &mut Vec<(String, Span)>) {
+        match self {
+            Expr::Path(p, s) => out.push((p.clone(), *s)),
+            Expr::List(xs, _) | Expr::And(xs, _) | Expr::Or(xs, _) => {
+                xs.iter().for_each(|x| x.paths(out))
+            }
+            Expr::Not(x, _) => x.paths(out),
+            Expr::Cmp(a, _, b, _) => {
+                a.paths(out);
+                b.paths(out);
+            }
+            Expr::Sum(xs, _) => xs.iter().for_each(|(_, x)| x.paths(out)),
+            _ => {}
+        }
+    }
+
+    /// Whether the expression is the literal `true`.
+    pub fn is_literal_true(&self) -> bool {
+        matches!(self, Expr::Bool(true, _))
+    }
+}

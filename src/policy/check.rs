@@ -1,0 +1,916 @@
+//! The static checker: composes the files of a policy set (`extends`), resolves and types every
+//! name, and compiles the rules to [`CExpr`]s that the evaluator runs. Lints ride along as
+//! warnings. Nothing is evaluated against a state here.
+
+use super::ast::*;
+use super::diag::{Diagnostic, Severity, Source};
+use super::{
+    CDelivery, CDeliveryRule, CExpr, CGrant, CInclude, CExclude, CLadderRule, CPregrant, CStale,
+    CSummary, Form, Policy, Strategy, SummarySource,
+};
+use crate::facts::{Fact, Scope, Type, Value, GRANT_TARGETS, STRATEGIES};
+use crate::state::{HandoffStrategy, ITEM_KINDS};
+use crate::suggest::did_you_mean;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Built-in summary sections in the order documents list them (seed 000's order, with the
+/// fork anchor and compaction summary first).
+pub const BUILTIN_SECTIONS: &[(&str, &str)] = &[
+    ("anchor", "Fork anchor"),
+    ("compact", "Compacted summary"),
+    ("goals", "User goals and constraints"),
+    ("decisions", "Decisions"),
+    ("files", "Files changed"),
+    ("commands", "Commands and tests"),
+    ("plan", "Plan and todo state"),
+    ("open", "Unresolved approvals and questions"),
+    ("checkpoint", "Current checkpoint"),
+    ("failures", "Known failures"),
+    ("subagents", "Subagent results"),
+    ("tools", "Tool calls"),
+    ("narration", "Recent narration"),
+    ("messages", "Conversation"),
+    ("handoffs", "Earlier handoffs"),
+    ("history", "History"),
+];
+
+pub const FORMS: &[&str] = &["full", "text", "line", "path_only", "count"];
+
+/// Merged view of a policy set after `extends`: later files override earlier ones by name.
+struct Merged<'a> {
+    name: Option<&'a Spanned<String>>,
+    description: Option<&'a String>,
+    template: Option<&'a Spanned<String>>,
+    lets: Vec<&'a Let>,
+    eligible: Option<&'a Condition>,
+    stales: Vec<&'a StaleRule>,
+    strategy: Option<&'a Ladder>,
+    summary: Option<&'a SummaryBlock>,
+    delivery: Option<&'a DeliveryBlock>,
+    pregrant: Option<&'a PregrantBlock>,
+}
+
+fn merge(files: &[PolicyFile]) -> Merged<'_> {
+    let mut m = Merged {
+        name: None,
+        description: None,
+        template: None,
+        lets: Vec::new(),
+        eligible: None,
+        stales: Vec::new(),
+        strategy: None,
+        summary: None,
+        delivery: None,
+        pregrant: None,
+    };
+    for f in files {
+        if f.name.is_some() {
+            m.name = f.name.as_ref();
+        }
+        if f.description.is_some() {
+            m.description = f.description.as_ref();
+        }
+        if f.template.is_some() {
+            m.template = f.template.as_ref();
+        }
+        for l in &f.lets {
+            match m.lets.iter().position(|x| x.name.node == l.name.node && x.name.span.source != l.name.span.source) {
+                Some(i) => m.lets[i] = l,
+                None => m.lets.push(l),
+            }
+        }
+        if f.eligible.is_some() {
+            m.eligible = f.eligible.as_ref();
+        }
+        for s in &f.stales {
+            match m.stales.iter().position(|x| x.name.node == s.name.node && x.name.span.source != s.name.span.source) {
+                Some(i) => m.stales[i] = s,
+                None => m.stales.push(s),
+            }
+        }
+        if f.strategy.is_some() {
+            m.strategy = f.strategy.as_ref();
+        }
+        if f.summary.is_some() {
+            m.summary = f.summary.as_ref();
+        }
+        if f.delivery.is_some() {
+            m.delivery = f.delivery.as_ref();
+        }
+        if f.pregrant.is_some() {
+            m.pregrant = f.pregrant.as_ref();
+        }
+    }
+    m
+}
+
+#[derive(Clone, Copy)]
+struct Ty {
+    ty: Type,
+    nullable: bool,
+}
+
+/// What an expression may read.
+#[derive(Clone, Copy)]
+struct Ctx {
+    what: &'static str,
+    run: bool,
+    item: bool,
+    outcome: bool,
+    stale: bool,
+}
+
+struct Checker<'a> {
+    sources: &'a [Source],
+    diags: Vec<Diagnostic>,
+    lets: HashMap<String, (Value, Type, Span)>,
+    used_lets: HashSet<String>,
+    signals: Vec<String>,
+    observed_any_stale: bool,
+    observed_signals: HashSet<String>,
+}
+
+impl<'a> Checker<'a> {
+    fn err(&mut self, span: Span, msg: impl Into<String>, help: Option<String>) {
+        self.diags
+            .push(Diagnostic::new(self.sources, Severity::Error, span, msg).with_help(help));
+    }
+
+    fn warn(&mut self, span: Span, msg: impl Into<String>, help: Option<String>) {
+        self.diags
+            .push(Diagnostic::new(self.sources, Severity::Warning, span, msg).with_help(help));
+    }
+
+    fn names_in(&self, ctx: Ctx) -> Vec<String> {
+        let mut v: Vec<String> = Fact::ALL
+            .iter()
+            .filter(|d| allowed(d.scope, ctx))
+            .map(|d| d.name.to_string())
+            .collect();
+        v.extend(self.lets.keys().cloned());
+        if ctx.stale {
+            v.push("stale".into());
+            v.extend(self.signals.iter().map(|s| format!("stale.{s}")));
+        }
+        v.extend(GRANT_TARGETS.iter().map(|s| s.to_string()));
+        v
+    }
+
+    fn resolve(&mut self, path: &str, span: Span, ctx: Ctx) -> Option<(CExpr, Ty)> {
+        if let Some((v, t, _)) = self.lets.get(path).cloned() {
+            self.used_lets.insert(path.to_string());
+            return Some((
+                CExpr::Let(path.to_string(), v),
+                Ty {
+                    ty: t,
+                    nullable: false,
+                },
+            ));
+        }
+        if path == "stale" {
+            if ctx.stale {
+                self.observed_any_stale = true;
+                return Some((CExpr::AnyStale, Ty { ty: Type::Bool, nullable: false }));
+            }
+            self.err(
+                span,
+                format!("`stale` cannot be read {}", ctx.what),
+                Some("`stale` is known only after every staleness signal ran: read it in `strategy`, `delivery` or `pregrant`".into()),
+            );
+            return None;
+        }
+        if let Some(sig) = path.strip_prefix("stale.") {
+            if let Some(i) = self.signals.iter().position(|s| s == sig) {
+                if ctx.stale {
+                    self.observed_signals.insert(sig.to_string());
+                    return Some((
+                        CExpr::Signal(i, sig.to_string()),
+                        Ty { ty: Type::Bool, nullable: false },
+                    ));
+                }
+                self.err(
+                    span,
+                    format!("`{path}` cannot be read {}", ctx.what),
+                    Some("staleness signals are known in `strategy`, `delivery` and `pregrant`".into()),
+                );
+                return None;
+            }
+            let help = did_you_mean(sig, self.signals.iter().map(|s| s.as_str()))
+                .map(|s| format!("did you mean `stale.{s}`?"))
+                .or_else(|| {
+                    Some(format!(
+                        "the policy's signals are: {}",
+                        if self.signals.is_empty() {
+                            "(none)".to_string()
+                        } else {
+                            self.signals.join(", ")
+                        }
+                    ))
+                });
+            self.err(span, format!("unknown staleness signal `{sig}`"), help);
+            return None;
+        }
+        if let Some(def) = Fact::by_name(path) {
+            if !allowed(def.scope, ctx) {
+                self.err(
+                    span,
+                    format!("`{path}` cannot be read {}", ctx.what),
+                    Some(format!("`{path}` is available {}", def.scope.describe())),
+                );
+                return None;
+            }
+            return Some((
+                CExpr::Fact(def.fact),
+                Ty {
+                    ty: def.ty,
+                    nullable: def.nullable,
+                },
+            ));
+        }
+        let names = self.names_in(ctx);
+        let help = did_you_mean(path, names.iter().map(|s| s.as_str()))
+            .map(|s| format!("did you mean `{s}`?"))
+            .or_else(|| Some("docs/facts.md lists every fact".to_string()));
+        let what = if path.contains('.') { "fact" } else { "name" };
+        self.err(span, format!("unknown {what} `{path}`"), help);
+        None
+    }
+
+    /// Type-check and compile `e`.
+    fn expr(&mut self, e: &Expr, ctx: Ctx) -> Option<(CExpr, Ty)> {
+        let lit = |ty| Ty { ty, nullable: false };
+        match e {
+            Expr::Int(i, _) => Some((CExpr::Const(Value::Int(*i)), lit(Type::Int))),
+            Expr::Str(s, _) => Some((CExpr::Const(Value::Str(s.clone())), lit(Type::Str))),
+            Expr::Bool(b, _) => Some((CExpr::Const(Value::Bool(*b)), lit(Type::Bool))),
+            Expr::Null(_) => Some((CExpr::Const(Value::Null), Ty { ty: Type::Null, nullable: true })),
+            Expr::Path(p, span) => self.resolve(p, *span, ctx),
+            Expr::List(xs, span) => {
+                let mut elem: Option<Type> = None;
+                let mut out = Vec::new();
+                let mut ok = true;
+                for x in xs {
+                    match self.expr(x, ctx) {
+                        Some((c, t)) => {
+                            let base = match t.ty {
+                                Type::Enum(_) => Type::Str,
+                                other => other,
+                            };
+                            match (elem, base) {
+                                (None, b) => elem = Some(b),
+                                (Some(a), b) if a == b => {}
+                                (Some(a), b) => {
+                                    self.err(
+                                        x.span(),
+                                        format!(
+                                            "a list holds values of one type: this is {}, earlier ones are {}",
+                                            b.name(),
+                                            a.name()
+                                        ),
+                                        None,
+                                    );
+                                    ok = false;
+                                }
+                            }
+                            out.push(c);
+                        }
+                        None => ok = false,
+                    }
+                }
+                if !ok {
+                    return None;
+                }
+                let ty = match elem {
+                    None => Type::EmptyList,
+                    Some(Type::Int) => Type::IntList,
+                    Some(Type::Str) => Type::StrList,
+                    Some(other) => {
+                        self.err(
+                            *span,
+                            format!("lists hold strings or ints, not {}", other.name()),
+                            None,
+                        );
+                        return None;
+                    }
+                };
+                Some((CExpr::List(out), lit(ty)))
+            }
+            Expr::Not(x, _) => {
+                let (c, t) = self.expr(x, ctx)?;
+                self.want_bool(x, t, "`not`")?;
+                Some((CExpr::Not(Box::new(c)), lit(Type::Bool)))
+            }
+            Expr::And(xs, _) | Expr::Or(xs, _) => {
+                let word = if matches!(e, Expr::And(..)) { "`and`" } else { "`or`" };
+                let mut out = Vec::new();
+                let mut ok = true;
+                for x in xs {
+                    match self.expr(x, ctx) {
+                        Some((c, t)) => {
+                            if self.want_bool(x, t, word).is_none() {
+                                ok = false;
+                            }
+                            out.push(c);
+                        }
+                        None => ok = false,
+                    }
+                }
+                if !ok {
+                    return None;
+                }
+                Some((
+                    if matches!(e, Expr::And(..)) {
+                        CExpr::And(out)
+                    } else {
+                        CExpr::Or(out)
+                    },
+                    lit(Type::Bool),
+                ))
+            }
+            Expr::Sum(xs, _) => {
+                let mut out = Vec::new();
+                let mut ok = true;
+                for (neg, x) in xs {
+                    match self.expr(x, ctx) {
+                        Some((c, t)) if t.ty == Type::Int => out.push((*neg, c)),
+                        Some((_, t)) => {
+                            self.err(
+                                x.span(),
+                                format!("`+` and `-` need ints, but this is {}", t.ty.name()),
+                                None,
+                            );
+                            ok = false;
+                        }
+                        None => ok = false,
+                    }
+                }
+                if !ok {
+                    return None;
+                }
+                Some((CExpr::Sum(out), Ty { ty: Type::Int, nullable: true }))
+            }
+            Expr::Cmp(a, op, b, span) => {
+                let ra = self.expr(a, ctx);
+                let rb = self.expr(b, ctx);
+                let ((ca, ta), (cb, tb)) = (ra?, rb?);
+                match op {
+                    CmpOp::Eq | CmpOp::Ne => {
+                        if !comparable(ta.ty, tb.ty) {
+                            self.err(
+                                *span,
+                                format!(
+                                    "cannot compare {} with {}",
+                                    ta.ty.name(),
+                                    tb.ty.name()
+                                ),
+                                None,
+                            );
+                            return None;
+                        }
+                        if tb.ty == Type::Null && !ta.nullable {
+                            self.warn(
+                                b.span(),
+                                format!("`{}` is never null, so this comparison is constant", show(a)),
+                                None,
+                            );
+                        }
+                        self.check_enum_literal(ta.ty, b);
+                        self.check_enum_literal(tb.ty, a);
+                    }
+                    CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => {
+                        for (x, t) in [(a, ta), (b, tb)] {
+                            if t.ty != Type::Int {
+                                self.err(
+                                    x.span(),
+                                    format!(
+                                        "`{}` needs ints, but `{}` is {}",
+                                        op.as_str(),
+                                        show(x),
+                                        t.ty.name()
+                                    ),
+                                    None,
+                                );
+                                return None;
+                            }
+                        }
+                    }
+                    CmpOp::In | CmpOp::NotIn => {
+                        let Some(elem) = tb.ty.element() else {
+                            self.err(
+                                b.span(),
+                                format!(
+                                    "`{}` needs a list on its right, but this is {}",
+                                    op.as_str(),
+                                    tb.ty.name()
+                                ),
+                                Some("write a list: `x in [\"a\", \"b\"]`".into()),
+                            );
+                            return None;
+                        };
+                        if elem != Type::Null && !comparable(ta.ty, elem) {
+                            self.err(
+                                *span,
+                                format!(
+                                    "cannot look for {} in a {}",
+                                    ta.ty.name(),
+                                    tb.ty.name()
+                                ),
+                                None,
+                            );
+                            return None;
+                        }
+                        if let (Type::Enum(values), Expr::List(xs, _)) = (ta.ty, &**b) {
+                            for x in xs {
+                                self.check_enum_value(values, x, a);
+                            }
+                        }
+                        if let (Type::Enum(values), CExpr::Let(name, Value::List(vs))) = (ta.ty, &cb) {
+                            for v in vs {
+                                if let Value::Str(s) = v {
+                                    if !values.contains(&s.as_str()) {
+                                        self.err(b.span(), format!("`{name}` holds \"{s}\", which `{}` never is", show(a)), Some(format!("values: {}", values.join(", "))));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                Some((CExpr::Cmp(Box::new(ca), *op, Box::new(cb)), lit(Type::Bool)))
+            }
+        }
+    }
+
+    fn check_enum_literal(&mut self, ty: Type, other: &Expr) {
+        if let (Type::Enum(values), Expr::Str(..)) = (ty, other) {
+            self.check_enum_value(values, other, other);
+        }
+    }
+
+    fn check_enum_value(&mut self, values: &'static [&'static str], lit: &Expr, subject: &Expr) {
+        if let Expr::Str(s, span) = lit {
+            if !values.contains(&s.as_str()) {
+                let help = did_you_mean(s, values.iter().copied())
+                    .map(|v| format!("did you mean \"{v}\"? (values: {})", values.join(", ")))
+                    .or_else(|| Some(format!("values: {}", values.join(", "))));
+                let about = if std::ptr::eq(lit, subject) {
+                    "this value".to_string()
+                } else {
+                    format!("`{}`", show(subject))
+                };
+                self.err(*span, format!("\"{s}\" is not a possible value of {about}"), help);
+            }
+        }
+    }
+
+    fn want_bool(&mut self, x: &Expr, t: Ty, what: &str) -> Option<()> {
+        if t.ty == Type::Bool {
+            Some(())
+        } else {
+            self.err(
+                x.span(),
+                format!("{what} needs a bool, but `{}` is {}", show(x), t.ty.name()),
+                match t.ty {
+                    Type::Int => Some(format!("compare it: `{} > 0`", show(x))),
+                    Type::Str | Type::Enum(_) => Some(format!("compare it: `{} == \"...\"`", show(x))),
+                    _ => None,
+                },
+            );
+            None
+        }
+    }
+
+    fn condition(&mut self, e: &Expr, ctx: Ctx) -> Option<CExpr> {
+        let (c, t) = self.expr(e, ctx)?;
+        if t.ty != Type::Bool {
+            self.err(
+                e.span(),
+                format!("a `when` condition must be a bool, but `{}` is {}", show(e), t.ty.name()),
+                None,
+            );
+            return None;
+        }
+        Some(c)
+    }
+
+    fn constant(&mut self, e: &Expr) -> Option<(Value, Type)> {
+        let ctx = Ctx { what: "in a `let`", run: false, item: false, outcome: false, stale: false };
+        // Only literals and other lets.
+        let mut paths = Vec::new();
+        e.paths(&mut paths);
+        for (p, span) in &paths {
+            if !self.lets.contains_key(p) {
+                self.err(
+                    *span,
+                    format!("`let` values are constants; `{p}` is not a constant"),
+                    Some("a `let` holds a number, string, bool or list; use facts in rules".into()),
+                );
+                return None;
+            }
+        }
+        let (c, t) = self.expr(e, ctx)?;
+        let v = super::eval_const(&c);
+        Some((v, t.ty))
+    }
+}
+
+fn allowed(scope: Scope, ctx: Ctx) -> bool {
+    match scope {
+        Scope::Thread => true,
+        Scope::Run => ctx.run,
+        Scope::Item => ctx.item,
+        Scope::Outcome => ctx.outcome,
+    }
+}
+
+fn comparable(a: Type, b: Type) -> bool {
+    a == b
+        || (a.is_stringy() && b.is_stringy())
+        || a == Type::Null
+        || b == Type::Null
+        || (a.element().is_some() && b.element().is_some())
+}
+
+/// The source text of an expression is not kept; show a compact rendering instead.
+fn show(e: &Expr) -> String {
+    match e {
+        Expr::Int(i, _) => i.to_string(),
+        Expr::Str(s, _) => format!("{s:?}"),
+        Expr::Bool(b, _) => b.to_string(),
+        Expr::Null(_) => "null".into(),
+        Expr::Path(p, _) => p.clone(),
+        Expr::List(..) => "[...]".into(),
+        Expr::Not(x, _) => format!("not {}", show(x)),
+        Expr::And(..) => "(... and ...)".into(),
+        Expr::Or(..) => "(... or ...)".into(),
+        Expr::Cmp(a, op, b, _) => format!("{} {} {}", show(a), op.as_str(), show(b)),
+        Expr::Sum(..) => "(... + ...)".into(),
+    }
+}
+
+const THREAD_CTX: Ctx = Ctx { what: "here", run: false, item: false, outcome: false, stale: false };
+
+/// Check and compile a loaded policy set.
+pub fn check(sources: Vec<Source>, files: Vec<PolicyFile>) -> Result<Policy, super::diag::PolicyError> {
+    let merged = merge(&files);
+    let mut c = Checker {
+        sources: &sources,
+        diags: Vec::new(),
+        lets: HashMap::new(),
+        used_lets: HashSet::new(),
+        signals: Vec::new(),
+        observed_any_stale: false,
+        observed_signals: HashSet::new(),
+    };
+
+    // Duplicate names within one file.
+    for f in &files {
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        for l in &f.lets {
+            if let Some(prev) = seen.insert(l.name.node.as_str(), l.name.span) {
+                c.err(l.name.span, format!("`let {}` is defined twice in this file (first at line {})", l.name.node, prev.line), None);
+            }
+        }
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        for s in &f.stales {
+            if let Some(prev) = seen.insert(s.name.node.as_str(), s.name.span) {
+                c.err(s.name.span, format!("staleness signal `{}` is defined twice in this file (first at line {})", s.name.node, prev.line), None);
+            }
+        }
+    }
+
+    // Lets, in order.
+    for l in &merged.lets {
+        if Fact::by_name(&l.name.node).is_some() || l.name.node == "stale" {
+            c.err(l.name.span, format!("`{}` is a fact name; pick another name for the `let`", l.name.node), None);
+            continue;
+        }
+        if let Some((v, t)) = c.constant(&l.value) {
+            c.lets.insert(l.name.node.clone(), (v, t, l.name.span));
+        }
+    }
+
+    // Eligible.
+    let eligible = merged.eligible.and_then(|e| {
+        let ctx = Ctx { what: "in `eligible`", run: true, item: false, outcome: false, stale: false };
+        c.condition(&e.when, ctx).map(|w| (e.span, w))
+    });
+
+    // Staleness signals.
+    c.signals = merged.stales.iter().map(|s| s.name.node.clone()).collect();
+    let mut stales = Vec::new();
+    for s in &merged.stales {
+        let ctx = Ctx { what: "in a staleness signal", ..THREAD_CTX };
+        if let Some(w) = c.condition(&s.when, ctx) {
+            stales.push(CStale {
+                name: s.name.node.clone(),
+                span: s.span,
+                when: w,
+                because: s.because.clone(),
+            });
+        }
+    }
+
+    // Strategy ladder.
+    let mut ladder = Vec::new();
+    match merged.strategy {
+        None => {
+            let span = merged.name.map(|n| n.span).unwrap_or(Span { source: sources.len().saturating_sub(1), start: 0, end: 0, line: 1, col: 1 });
+            c.err(span, "the policy has no `strategy { ... }` ladder", Some("every policy needs a ladder ending in `otherwise`; `extends \"default\"` inherits one".into()));
+        }
+        Some(l) => {
+            let ctx = Ctx { what: "in the strategy ladder", stale: true, ..THREAD_CTX };
+            let mut unconditional: Option<Span> = None;
+            for r in &l.rules {
+                if let Some(prev) = unconditional {
+                    c.warn(r.span, format!("unreachable: the rule at line {} always matches first", prev.line), Some("remove this rule or make the earlier one conditional".into()));
+                }
+                let strategy = match Strategy::parse(&r.strategy.node) {
+                    Some(s) => s,
+                    None => {
+                        let help = did_you_mean(&r.strategy.node, STRATEGIES.iter().copied())
+                            .map(|s| format!("did you mean `{s}`? (strategies: {})", STRATEGIES.join(", ")))
+                            .or_else(|| Some(format!("strategies: {}", STRATEGIES.join(", "))));
+                        c.err(r.strategy.span, format!("unknown strategy `{}`", r.strategy.node), help);
+                        continue;
+                    }
+                };
+                let handoff = match &r.handoff {
+                    None => None,
+                    Some(h) => match HandoffStrategy::parse(&h.node) {
+                        Some(hs) => Some(hs),
+                        None => {
+                            let help = did_you_mean(&h.node, HandoffStrategy::NAMES.iter().copied())
+                                .map(|s| format!("did you mean `{s}`?"))
+                                .or_else(|| Some(format!("handoff strategies: {}", HandoffStrategy::NAMES.join(", "))));
+                            c.err(h.span, format!("unknown handoff strategy `{}`", h.node), help);
+                            continue;
+                        }
+                    },
+                };
+                let when = match &r.when {
+                    None => {
+                        if unconditional.is_none() {
+                            unconditional = Some(r.span);
+                        }
+                        None
+                    }
+                    Some(w) => {
+                        if w.is_literal_true() && unconditional.is_none() {
+                            unconditional = Some(r.span);
+                        }
+                        match c.condition(w, ctx) {
+                            Some(x) => Some(x),
+                            None => continue,
+                        }
+                    }
+                };
+                ladder.push(CLadderRule {
+                    strategy,
+                    handoff,
+                    span: r.span,
+                    when,
+                    because: r.because.clone(),
+                });
+            }
+            if !l.rules.iter().any(|r| r.when.is_none()) {
+                let end = l.rules.last().map(|r| r.span).unwrap_or(l.span);
+                c.err(end, "the strategy ladder has no `otherwise` rule", Some("end the ladder with a catch-all, e.g. `full_new otherwise because \"...\"`".into()));
+            }
+        }
+    }
+
+    // Summary.
+    let summary = merged.summary.map(|s| compile_summary(&mut c, s));
+
+    // Delivery.
+    let delivery = match merged.delivery {
+        None => CDelivery { rules: Vec::new(), inline_limit: 500, span: None },
+        Some(d) => {
+            let ctx = Ctx { what: "in `delivery`", stale: true, outcome: true, ..THREAD_CTX };
+            let mut rules = Vec::new();
+            let mut unconditional: Option<Span> = None;
+            for r in &d.rules {
+                if let Some(prev) = unconditional {
+                    c.warn(r.span, format!("unreachable: the rule at line {} always matches first", prev.line), None);
+                }
+                let when = match &r.when {
+                    None => {
+                        unconditional.get_or_insert(r.span);
+                        None
+                    }
+                    Some(w) => match c.condition(w, ctx) {
+                        Some(x) => Some(x),
+                        None => continue,
+                    },
+                };
+                rules.push(CDeliveryRule { off_band: r.off_band, when, because: r.because.clone(), span: r.span });
+            }
+            let inline_limit = match &d.inline_limit {
+                Some(l) if l.node < 1 => {
+                    c.err(l.span, "`inline_limit` must be at least 1", None);
+                    500
+                }
+                Some(l) => l.node as usize,
+                None => 500,
+            };
+            CDelivery { rules, inline_limit, span: Some(d.span) }
+        }
+    };
+
+    // Pre-grant.
+    let pregrant = merged.pregrant.map(|p| {
+        let ctx = Ctx { what: "in `pregrant`", stale: true, outcome: true, ..THREAD_CTX };
+        let mut grants = Vec::new();
+        for g in &p.grants {
+            let tool = match g.tool.node.as_str() {
+                "read" => "Read",
+                other => {
+                    c.err(g.tool.span, format!("unknown grant `{other}`: baton only pre-grants `read`"), Some("a pre-grant lets the agent read the handoff document, nothing else".into()));
+                    continue;
+                }
+            };
+            if !GRANT_TARGETS.contains(&g.target.node.as_str()) {
+                let help = did_you_mean(&g.target.node, GRANT_TARGETS.iter().copied()).map(|s| format!("did you mean `{s}`?"));
+                c.err(g.target.span, format!("`{}` cannot be granted: only `handoff.document` can", g.target.node), help);
+                continue;
+            }
+            let when = match &g.when {
+                None => None,
+                Some(w) => match c.condition(w, ctx) {
+                    Some(x) => Some(x),
+                    None => continue,
+                },
+            };
+            grants.push(CGrant { tool: tool.to_string(), when, span: g.span });
+        }
+        if p.turns < 1 || p.uses < 1 {
+            c.err(p.span, "`turns` and `uses` must be at least 1", None);
+        }
+        if p.turns > 1 || p.uses > 1 {
+            c.warn(p.span, "a pre-grant wider than one turn and one use weakens the permission model", Some("seed 003 issues a one-turn, one-use grant".into()));
+        }
+        CPregrant { grants, turns: p.turns.max(1) as u32, uses: p.uses.max(1) as u32, span: p.span }
+    });
+
+    // Lints.
+    for l in &merged.lets {
+        if !c.used_lets.contains(&l.name.node) {
+            c.warn(l.name.span, format!("unused `let {}`", l.name.node), Some("remove it or use it in a rule".into()));
+        }
+    }
+    if !c.observed_any_stale {
+        for s in &merged.stales {
+            if !c.observed_signals.contains(&s.name.node) {
+                c.warn(s.name.span, format!("staleness signal `{}` cannot change any decision: no rule reads `stale` or `stale.{}`", s.name.node, s.name.node), Some("read `stale` in the strategy ladder, e.g. `full_new when stale`".into()));
+            }
+        }
+    }
+
+    let errors = c.diags.iter().any(|d| d.is_error());
+    let diags = std::mem::take(&mut c.diags);
+    if errors {
+        let mut diags = diags;
+        // Errors first, in source order; warnings after.
+        diags.sort_by_key(|d| (!d.is_error(), d.file.clone(), d.line, d.col));
+        return Err(super::diag::PolicyError { diagnostics: diags });
+    }
+    let name = merged
+        .name
+        .map(|n| n.node.clone())
+        .or_else(|| sources.last().map(|s| stem(&s.name)))
+        .unwrap_or_else(|| "policy".into());
+    let sha256 = super::source::sha256(&sources);
+    let lets: BTreeMap<String, Value> = c.lets.iter().map(|(k, (v, _, _))| (k.clone(), v.clone())).collect();
+    Ok(Policy {
+        name,
+        description: merged.description.cloned(),
+        sha256,
+        template: merged.template.map(|t| t.node.clone()),
+        lets,
+        eligible,
+        stales,
+        ladder,
+        summary,
+        delivery,
+        pregrant,
+        warnings: diags,
+        sources,
+    })
+}
+
+fn stem(name: &str) -> String {
+    std::path::Path::new(name)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or(name)
+        .to_string()
+}
+
+fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
+    let ctx = Ctx { what: "in a summary rule", item: true, ..THREAD_CTX };
+    let mut sections: Vec<(String, String)> = Vec::new();
+    for d in &s.sections {
+        if sections.iter().any(|(n, _)| *n == d.name.node) {
+            c.err(d.name.span, format!("section `{}` is declared twice", d.name.node), None);
+            continue;
+        }
+        sections.push((d.name.node.clone(), d.title.clone()));
+    }
+    let known_section = |name: &str, sections: &[(String, String)]| {
+        BUILTIN_SECTIONS.iter().any(|(n, _)| *n == name) || sections.iter().any(|(n, _)| n == name)
+    };
+    let kind_ok = |c: &mut Checker<'_>, k: &Spanned<String>| -> bool {
+        if ITEM_KINDS.contains(&k.node.as_str()) {
+            return true;
+        }
+        let help = did_you_mean(&k.node, ITEM_KINDS.iter().copied())
+            .map(|s| format!("did you mean `{s}`?"))
+            .or_else(|| Some(format!("item kinds: {}", ITEM_KINDS.join(", "))));
+        c.err(k.span, format!("unknown item kind `{}`", k.node), help);
+        false
+    };
+    let mut includes = Vec::new();
+    for r in &s.includes {
+        if !kind_ok(c, &r.kind) {
+            continue;
+        }
+        if r.kind.node == "reasoning" {
+            c.err(r.kind.span, "hidden reasoning can never be included in a handoff", Some("reasoning is the provider's private chain of thought; seed 000 forbids passing it on, so baton excludes it under every policy".into()));
+            continue;
+        }
+        if !known_section(&r.section.node, &sections) {
+            let mut names: Vec<String> = BUILTIN_SECTIONS.iter().map(|(n, _)| n.to_string()).collect();
+            names.extend(sections.iter().map(|(n, _)| n.clone()));
+            let help = did_you_mean(&r.section.node, names.iter().map(|s| s.as_str()))
+                .map(|s| format!("did you mean `{s}`?"))
+                .or_else(|| Some(format!("declare it with `section {} \"Title\"`", r.section.node)));
+            c.err(r.section.span, format!("unknown section `{}`", r.section.node), help);
+            continue;
+        }
+        let form = match &r.form {
+            None => Form::Full,
+            Some(f) => match Form::parse(&f.node) {
+                Some(x) => x,
+                None => {
+                    let help = did_you_mean(&f.node, FORMS.iter().copied())
+                        .map(|s| format!("did you mean `{s}`?"))
+                        .or_else(|| Some(format!("forms: {}", FORMS.join(", "))));
+                    c.err(f.span, format!("unknown form `{}`", f.node), help);
+                    continue;
+                }
+            },
+        };
+        let when = match &r.when {
+            None => None,
+            Some(w) => match c.condition(w, ctx) {
+                Some(x) => Some(x),
+                None => continue,
+            },
+        };
+        includes.push(CInclude { kind: r.kind.node.clone(), section: r.section.node.clone(), form, when, span: r.span });
+    }
+    let mut excludes = Vec::new();
+    for r in &s.excludes {
+        if !kind_ok(c, &r.kind) {
+            continue;
+        }
+        let when = match &r.when {
+            None => None,
+            Some(w) => match c.condition(w, ctx) {
+                Some(x) => Some(x),
+                None => continue,
+            },
+        };
+        excludes.push(CExclude { kind: r.kind.node.clone(), when, because: r.because.clone(), span: r.span });
+    }
+    let text_max = match &s.text_max {
+        Some(t) if t.node < 4 => {
+            c.err(t.span, "`text max` must be at least 4 (3 characters go to `...`)", None);
+            None
+        }
+        Some(t) => Some(t.node as usize),
+        None => None,
+    };
+    let budget = match &s.budget {
+        Some(b) if b.chars < 1 => {
+            c.err(b.span, "`budget` must be at least 1 character", None);
+            None
+        }
+        Some(b) => Some((b.chars as usize, b.newest_first)),
+        None => None,
+    };
+    let source = match &s.source {
+        None | Some(SourceDecl::Deterministic(_)) => SummarySource::Deterministic,
+        Some(SourceDecl::Command { span, command, timeout_ms }) => {
+            let t = timeout_ms.unwrap_or(30_000);
+            if t < 1 {
+                c.err(*span, "`timeout_ms` must be at least 1", None);
+            }
+            if command.trim().is_empty() {
+                c.err(*span, "the summarizer command is empty", None);
+            }
+            SummarySource::Command { command: command.clone(), timeout_ms: t.max(1) as u64 }
+        }
+    };
+    CSummary { text_max, sections, includes, excludes, budget, source, span: s.span }
+}

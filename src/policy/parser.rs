@@ -1,0 +1,740 @@
+//! Source text to [`PolicyFile`]: the pest grammar in `grammar/policy.pest`, then a walk of the
+//! parse tree into the AST. Nothing here resolves names; that is the checker's job.
+
+use super::ast::*;
+use super::diag::{Diagnostic, PolicyError, Severity, Source};
+use pest::iterators::Pair;
+use pest::Parser as _;
+
+#[derive(pest_derive::Parser)]
+#[grammar = "../grammar/policy.pest"]
+struct PolicyParser;
+
+/// Deepest nesting of `(` and `[` a policy may use. Deeper input is rejected before parsing,
+/// so that no input can exhaust the stack of the parser, the checker or the evaluator.
+pub const MAX_NESTING: usize = 64;
+
+/// Parse source `index` of `sources`.
+pub fn parse(sources: &[Source], index: usize) -> Result<PolicyFile, PolicyError> {
+    let text = match sources.get(index) {
+        Some(s) => s.text.as_str(),
+        None => return Err(PolicyError::single(Diagnostic::file_level("<policy>", "no such source"))),
+    };
+    check_nesting(sources, index, text)?;
+    let mut pairs = PolicyParser::parse(Rule::file, text)
+        .map_err(|e| PolicyError::single(pest_error(sources, index, text, e)))?;
+    let mut b = Builder {
+        sources,
+        index,
+        text,
+        errors: Vec::new(),
+    };
+    let mut file = PolicyFile {
+        source: index,
+        ..Default::default()
+    };
+    if let Some(top) = pairs.next() {
+        for decl in top.kids() {
+            b.decl(decl, &mut file);
+        }
+    }
+    if b.errors.is_empty() {
+        Ok(file)
+    } else {
+        Err(PolicyError {
+            diagnostics: b.errors,
+        })
+    }
+}
+
+fn check_nesting(sources: &[Source], index: usize, text: &str) -> Result<(), PolicyError> {
+    let mut depth = 0usize;
+    let mut in_str = false;
+    let mut in_comment = false;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        if in_comment {
+            if c == '\n' {
+                in_comment = false;
+            }
+            continue;
+        }
+        if in_str {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' || c == '\n' {
+                in_str = false;
+            }
+            continue;
+        }
+        match c {
+            '#' => in_comment = true,
+            '"' => in_str = true,
+            '(' | '[' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    let span = span_at(text, index, i, i + 1);
+                    return Err(PolicyError::single(
+                        Diagnostic::new(
+                            sources,
+                            Severity::Error,
+                            span,
+                            format!("expression nested deeper than {MAX_NESTING} levels"),
+                        )
+                        .with_help(Some(
+                            "split the condition into `let` values or separate rules".into(),
+                        )),
+                    ));
+                }
+            }
+            ')' | ']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A span for byte range `start..end` of `text`.
+pub fn span_at(text: &str, source: usize, start: usize, end: usize) -> Span {
+    let start = start.min(text.len());
+    let before = &text[..start];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let col = text[line_start..start].chars().count() + 1;
+    Span {
+        source,
+        start,
+        end: end.max(start),
+        line,
+        col,
+    }
+}
+
+fn rule_name(r: &Rule) -> String {
+    match r {
+        Rule::EOI => "end of file".into(),
+        Rule::ident => "a name".into(),
+        Rule::path => "a fact name".into(),
+        Rule::string | Rule::str_inner => "a quoted string".into(),
+        Rule::int => "a number".into(),
+        Rule::expr | Rule::or_expr | Rule::and_expr | Rule::unary | Rule::comparison | Rule::sum => {
+            "an expression".into()
+        }
+        Rule::when_clause | Rule::kw_when => "`when`".into(),
+        Rule::kw_and => "`and`".into(),
+        Rule::kw_or => "`or`".into(),
+        Rule::kw_not => "`not`".into(),
+        Rule::kw_in => "`in`".into(),
+        Rule::kw_because => "`because`".into(),
+        Rule::kw_eligible => "`eligible`".into(),
+        Rule::kw_stale => "`stale`".into(),
+        Rule::otherwise => "`otherwise`".into(),
+        Rule::because => "`because`".into(),
+        Rule::cmp_op | Rule::cmp_tail => "a comparison".into(),
+        Rule::in_op | Rule::not_in => "`in`".into(),
+        Rule::header => "`policy`".into(),
+        Rule::let_decl => "`let`".into(),
+        Rule::eligible_decl => "`eligible`".into(),
+        Rule::stale_decl => "`stale`".into(),
+        Rule::strategy_block => "`strategy`".into(),
+        Rule::summary_block => "`summary`".into(),
+        Rule::delivery_block => "`delivery`".into(),
+        Rule::pregrant_block => "`pregrant`".into(),
+        Rule::ladder_rule => "a strategy rule".into(),
+        Rule::include_rule => "`include`".into(),
+        Rule::exclude_rule => "`exclude`".into(),
+        Rule::section_decl => "`section`".into(),
+        Rule::text_rule => "`text`".into(),
+        Rule::budget_rule => "`budget`".into(),
+        Rule::source_rule => "`source`".into(),
+        Rule::delivery_rule => "`off_band` or `inline`".into(),
+        Rule::inline_limit => "`inline_limit`".into(),
+        Rule::grant_rule => "a grant (`read handoff.document`)".into(),
+        Rule::grant_limits => "`turns N uses N`".into(),
+        Rule::description => "`description`".into(),
+        Rule::extends => "`extends`".into(),
+        Rule::template_decl => "`template`".into(),
+        Rule::form => "`as`".into(),
+        Rule::handoff_as => "`handoff`".into(),
+        Rule::list => "a list".into(),
+        Rule::add_op => "`+` or `-`".into(),
+        Rule::budget_order => "`newest_first` or `oldest_first`".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn pest_error(
+    sources: &[Source],
+    index: usize,
+    text: &str,
+    e: pest::error::Error<Rule>,
+) -> Diagnostic {
+    let pos = match e.location {
+        pest::error::InputLocation::Pos(p) => p,
+        pest::error::InputLocation::Span((s, _)) => s,
+    };
+    let found: String = text[pos.min(text.len())..]
+        .chars()
+        .take_while(|c| !c.is_whitespace())
+        .take(24)
+        .collect();
+    let found = if found.is_empty() {
+        if pos >= text.len() {
+            "end of file".to_string()
+        } else {
+            "a line break".to_string()
+        }
+    } else {
+        format!("`{found}`")
+    };
+    let message = match &e.variant {
+        pest::error::ErrorVariant::ParsingError { positives, .. } => {
+            let mut names: Vec<String> = positives.iter().map(rule_name).collect();
+            names.sort();
+            names.dedup();
+            if names.is_empty() {
+                format!("unexpected {found}")
+            } else {
+                let list = match names.len() {
+                    1 => names[0].clone(),
+                    _ => {
+                        let last = names.pop().unwrap_or_default();
+                        format!("{} or {last}", names.join(", "))
+                    }
+                };
+                format!("expected {list}, found {found}")
+            }
+        }
+        pest::error::ErrorVariant::CustomError { message } => message.clone(),
+    };
+    let end = pos + text[pos.min(text.len())..]
+        .chars()
+        .take_while(|c| !c.is_whitespace())
+        .map(|c| c.len_utf8())
+        .sum::<usize>();
+    Diagnostic::new(sources, Severity::Error, span_at(text, index, pos, end), message)
+}
+
+/// Children of a pair without keyword tokens.
+trait Kids<'i> {
+    fn kids(self) -> std::iter::Filter<pest::iterators::Pairs<'i, Rule>, fn(&Pair<'i, Rule>) -> bool>;
+}
+
+impl<'i> Kids<'i> for Pair<'i, Rule> {
+    fn kids(self) -> std::iter::Filter<pest::iterators::Pairs<'i, Rule>, fn(&Pair<'i, Rule>) -> bool> {
+        fn keep(p: &Pair<'_, Rule>) -> bool {
+            !matches!(
+                p.as_rule(),
+                Rule::kw_when
+                    | Rule::kw_and
+                    | Rule::kw_or
+                    | Rule::kw_not
+                    | Rule::kw_in
+                    | Rule::kw_because
+                    | Rule::kw_eligible
+                    | Rule::kw_stale
+            )
+        }
+        self.into_inner().filter(keep as fn(&Pair<'i, Rule>) -> bool)
+    }
+}
+
+struct Builder<'a> {
+    sources: &'a [Source],
+    index: usize,
+    text: &'a str,
+    errors: Vec<Diagnostic>,
+}
+
+impl<'a> Builder<'a> {
+    fn span(&self, p: &Pair<'_, Rule>) -> Span {
+        let s = p.as_span();
+        span_at(self.text, self.index, s.start(), s.end())
+    }
+
+    fn error(&mut self, span: Span, msg: impl Into<String>, help: Option<String>) {
+        self.errors
+            .push(Diagnostic::new(self.sources, Severity::Error, span, msg).with_help(help));
+    }
+
+    fn spanned_str(&self, p: Pair<'_, Rule>) -> Spanned<String> {
+        Spanned {
+            span: self.span(&p),
+            node: p.as_str().to_string(),
+        }
+    }
+
+    fn string(&self, p: Pair<'_, Rule>) -> String {
+        // string = "\"" str_inner "\""
+        let inner = p.into_inner().next().map(|x| x.as_str()).unwrap_or("");
+        unescape(inner)
+    }
+
+    fn int(&mut self, p: Pair<'_, Rule>) -> i64 {
+        let span = self.span(&p);
+        let raw: String = p.as_str().chars().filter(|c| *c != '_').collect();
+        match raw.parse::<i64>() {
+            Ok(v) => v,
+            Err(_) => {
+                self.error(span, format!("number `{}` is out of range", p.as_str()), None);
+                0
+            }
+        }
+    }
+
+    fn duplicate(&mut self, what: &str, span: Span) {
+        self.error(
+            span,
+            format!("a policy file has at most one `{what}` block"),
+            Some("merge the two blocks into one".into()),
+        );
+    }
+
+    fn decl(&mut self, p: Pair<'_, Rule>, file: &mut PolicyFile) {
+        let span = self.span(&p);
+        match p.as_rule() {
+            Rule::header => {
+                if file.name.is_some() {
+                    self.duplicate("policy", span);
+                }
+                let mut it = p.kids();
+                if let Some(n) = it.next() {
+                    let nspan = self.span(&n);
+                    file.name = Some(Spanned {
+                        node: self.string(n),
+                        span: nspan,
+                    });
+                }
+                for e in it {
+                    match e.as_rule() {
+                        Rule::description => {
+                            if let Some(s) = e.kids().next() {
+                                file.description = Some(self.string(s));
+                            }
+                        }
+                        Rule::extends => {
+                            if let Some(s) = e.kids().next() {
+                                let sp = self.span(&s);
+                                file.extends.push(Spanned {
+                                    node: self.string(s),
+                                    span: sp,
+                                });
+                            }
+                        }
+                        Rule::template_decl => {
+                            if let Some(s) = e.kids().next() {
+                                let sp = self.span(&s);
+                                file.template = Some(Spanned {
+                                    node: self.string(s),
+                                    span: sp,
+                                });
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Rule::let_decl => {
+                let mut it = p.kids();
+                if let (Some(n), Some(v)) = (it.next(), it.next()) {
+                    let name = self.spanned_str(n);
+                    let value = self.expr(v);
+                    file.lets.push(Let { name, value });
+                }
+            }
+            Rule::eligible_decl => {
+                if file.eligible.is_some() {
+                    self.duplicate("eligible", span);
+                }
+                if let Some(w) = p.kids().next() {
+                    let when = self.when(w);
+                    file.eligible = Some(Condition { span, when });
+                }
+            }
+            Rule::stale_decl => {
+                let mut it = p.kids();
+                let (Some(n), Some(w)) = (it.next(), it.next()) else {
+                    return;
+                };
+                let name = self.spanned_str(n);
+                let when = self.when(w);
+                let because = it.next().map(|b| self.because(b));
+                file.stales.push(StaleRule {
+                    name,
+                    span,
+                    when,
+                    because,
+                });
+            }
+            Rule::strategy_block => {
+                if file.strategy.is_some() {
+                    self.duplicate("strategy", span);
+                }
+                let mut rules = Vec::new();
+                for r in p.kids() {
+                    let rspan = self.span(&r);
+                    let mut strategy = None;
+                    let mut when = None;
+                    let mut handoff = None;
+                    let mut because = None;
+                    for part in r.kids() {
+                        match part.as_rule() {
+                            Rule::ident => strategy = Some(self.spanned_str(part)),
+                            Rule::when_clause => when = Some(self.when(part)),
+                            Rule::handoff_as => {
+                                handoff = part.kids().next().map(|x| self.spanned_str(x))
+                            }
+                            Rule::because => because = Some(self.because(part)),
+                            _ => {}
+                        }
+                    }
+                    if let Some(strategy) = strategy {
+                        rules.push(LadderRule {
+                            strategy,
+                            span: rspan,
+                            when,
+                            handoff,
+                            because,
+                        });
+                    }
+                }
+                file.strategy = Some(Ladder { span, rules });
+            }
+            Rule::summary_block => {
+                if file.summary.is_some() {
+                    self.duplicate("summary", span);
+                }
+                file.summary = Some(self.summary(p, span));
+            }
+            Rule::delivery_block => {
+                if file.delivery.is_some() {
+                    self.duplicate("delivery", span);
+                }
+                let mut block = DeliveryBlock {
+                    span,
+                    rules: Vec::new(),
+                    inline_limit: None,
+                };
+                for e in p.kids() {
+                    let espan = self.span(&e);
+                    match e.as_rule() {
+                        Rule::inline_limit => {
+                            if let Some(n) = e.kids().next() {
+                                let nspan = self.span(&n);
+                                let v = self.int(n);
+                                block.inline_limit = Some(Spanned {
+                                    node: v,
+                                    span: nspan,
+                                });
+                            }
+                        }
+                        Rule::delivery_rule => {
+                            let mut off_band = false;
+                            let mut when = None;
+                            let mut because = None;
+                            for part in e.kids() {
+                                match part.as_rule() {
+                                    Rule::delivery_mode => off_band = part.as_str() == "off_band",
+                                    Rule::when_clause => when = Some(self.when(part)),
+                                    Rule::because => because = Some(self.because(part)),
+                                    _ => {}
+                                }
+                            }
+                            block.rules.push(DeliveryRule {
+                                span: espan,
+                                off_band,
+                                when,
+                                because,
+                            });
+                        }
+                        _ => {}
+                    }
+                }
+                file.delivery = Some(block);
+            }
+            Rule::pregrant_block => {
+                if file.pregrant.is_some() {
+                    self.duplicate("pregrant", span);
+                }
+                let mut block = PregrantBlock {
+                    span,
+                    grants: Vec::new(),
+                    turns: 1,
+                    uses: 1,
+                };
+                for e in p.kids() {
+                    let espan = self.span(&e);
+                    match e.as_rule() {
+                        Rule::grant_rule => {
+                            let mut it = e.kids();
+                            let (Some(t), Some(target)) = (it.next(), it.next()) else {
+                                continue;
+                            };
+                            let tool = self.spanned_str(t);
+                            let target = self.spanned_str(target);
+                            let when = it.next().map(|w| self.when(w));
+                            block.grants.push(GrantRule {
+                                span: espan,
+                                tool,
+                                target,
+                                when,
+                            });
+                        }
+                        Rule::grant_limits => {
+                            let mut it = e.kids();
+                            if let (Some(t), Some(u)) = (it.next(), it.next()) {
+                                block.turns = self.int(t);
+                                block.uses = self.int(u);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                file.pregrant = Some(block);
+            }
+            Rule::EOI => {}
+            _ => {}
+        }
+    }
+
+    fn summary(&mut self, p: Pair<'_, Rule>, span: Span) -> SummaryBlock {
+        let mut block = SummaryBlock {
+            span,
+            text_max: None,
+            sections: Vec::new(),
+            includes: Vec::new(),
+            excludes: Vec::new(),
+            budget: None,
+            source: None,
+        };
+        for e in p.kids() {
+            let espan = self.span(&e);
+            match e.as_rule() {
+                Rule::text_rule => {
+                    if let Some(n) = e.kids().next() {
+                        let nspan = self.span(&n);
+                        let v = self.int(n);
+                        block.text_max = Some(Spanned {
+                            node: v,
+                            span: nspan,
+                        });
+                    }
+                }
+                Rule::section_decl => {
+                    let mut it = e.kids();
+                    if let (Some(n), Some(t)) = (it.next(), it.next()) {
+                        let name = self.spanned_str(n);
+                        let title = self.string(t);
+                        block.sections.push(SectionDecl { name, title });
+                    }
+                }
+                Rule::include_rule => {
+                    let mut it = e.kids();
+                    let (Some(k), Some(s)) = (it.next(), it.next()) else {
+                        continue;
+                    };
+                    let kind = self.spanned_str(k);
+                    let section = self.spanned_str(s);
+                    let mut form = None;
+                    let mut when = None;
+                    for part in it {
+                        match part.as_rule() {
+                            Rule::form => form = part.kids().next().map(|x| self.spanned_str(x)),
+                            Rule::when_clause => when = Some(self.when(part)),
+                            _ => {}
+                        }
+                    }
+                    block.includes.push(IncludeRule {
+                        span: espan,
+                        kind,
+                        section,
+                        form,
+                        when,
+                    });
+                }
+                Rule::exclude_rule => {
+                    let mut it = e.kids();
+                    let Some(k) = it.next() else { continue };
+                    let kind = self.spanned_str(k);
+                    let mut when = None;
+                    let mut because = None;
+                    for part in it {
+                        match part.as_rule() {
+                            Rule::when_clause => when = Some(self.when(part)),
+                            Rule::because => because = Some(self.because(part)),
+                            _ => {}
+                        }
+                    }
+                    block.excludes.push(ExcludeRule {
+                        span: espan,
+                        kind,
+                        when,
+                        because,
+                    });
+                }
+                Rule::budget_rule => {
+                    let mut it = e.kids();
+                    if let Some(n) = it.next() {
+                        let chars = self.int(n);
+                        let newest_first = it
+                            .next()
+                            .map(|o| o.as_str() == "newest_first")
+                            .unwrap_or(true);
+                        block.budget = Some(Budget {
+                            span: espan,
+                            chars,
+                            newest_first,
+                        });
+                    }
+                }
+                Rule::source_rule => {
+                    if let Some(s) = e.kids().next() {
+                        match s.as_rule() {
+                            Rule::source_deterministic => {
+                                block.source = Some(SourceDecl::Deterministic(espan))
+                            }
+                            Rule::source_command => {
+                                let mut it = s.kids();
+                                let command = it.next().map(|c| self.string(c)).unwrap_or_default();
+                                let timeout_ms = it.next().map(|t| self.int(t));
+                                block.source = Some(SourceDecl::Command {
+                                    span: espan,
+                                    command,
+                                    timeout_ms,
+                                });
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        block
+    }
+
+    fn because(&self, p: Pair<'_, Rule>) -> String {
+        p.kids().next().map(|s| self.string(s)).unwrap_or_default()
+    }
+
+    fn when(&mut self, p: Pair<'_, Rule>) -> Expr {
+        let span = self.span(&p);
+        match p.kids().next() {
+            Some(e) => self.expr(e),
+            None => Expr::Bool(true, span),
+        }
+    }
+
+    fn expr(&mut self, p: Pair<'_, Rule>) -> Expr {
+        let span = self.span(&p);
+        match p.as_rule() {
+            Rule::expr => match p.kids().next() {
+                Some(x) => self.expr(x),
+                None => Expr::Null(span),
+            },
+            Rule::or_expr | Rule::and_expr => {
+                let is_or = p.as_rule() == Rule::or_expr;
+                let mut parts: Vec<Expr> = p.kids().map(|x| self.expr(x)).collect();
+                if parts.len() == 1 {
+                    parts.pop().unwrap_or(Expr::Null(span))
+                } else if is_or {
+                    Expr::Or(parts, span)
+                } else {
+                    Expr::And(parts, span)
+                }
+            }
+            Rule::unary => {
+                let mut nots = 0usize;
+                let mut inner = None;
+                for x in p.kids() {
+                    match x.as_rule() {
+                        Rule::not_op => nots += 1,
+                        _ => inner = Some(self.expr(x)),
+                    }
+                }
+                let inner = inner.unwrap_or(Expr::Null(span));
+                match nots {
+                    0 => inner,
+                    // `not not x` is `x` as a boolean; keep one `not` per odd count so that
+                    // a long run of `not`s never builds a deep tree.
+                    n if n % 2 == 1 => Expr::Not(Box::new(inner), span),
+                    _ => Expr::Not(Box::new(Expr::Not(Box::new(inner), span)), span),
+                }
+            }
+            Rule::comparison => {
+                let mut it = p.kids();
+                let lhs = match it.next() {
+                    Some(x) => self.expr(x),
+                    None => return Expr::Null(span),
+                };
+                match it.next() {
+                    None => lhs,
+                    Some(tail) => {
+                        let mut t = tail.kids();
+                        let (Some(op), Some(rhs)) = (t.next(), t.next()) else {
+                            return lhs;
+                        };
+                        let op = match op.as_rule() {
+                            Rule::in_op => CmpOp::In,
+                            Rule::not_in => CmpOp::NotIn,
+                            _ => match op.as_str() {
+                                "==" => CmpOp::Eq,
+                                "!=" => CmpOp::Ne,
+                                "<" => CmpOp::Lt,
+                                "<=" => CmpOp::Le,
+                                ">" => CmpOp::Gt,
+                                _ => CmpOp::Ge,
+                            },
+                        };
+                        let rhs = self.expr(rhs);
+                        Expr::Cmp(Box::new(lhs), op, Box::new(rhs), span)
+                    }
+                }
+            }
+            Rule::sum => {
+                let mut parts = Vec::new();
+                let mut minus = false;
+                for x in p.kids() {
+                    if x.as_rule() == Rule::add_op {
+                        minus = x.as_str() == "-";
+                    } else {
+                        parts.push((minus, self.expr(x)));
+                        minus = false;
+                    }
+                }
+                if parts.len() == 1 {
+                    parts.pop().map(|(_, e)| e).unwrap_or(Expr::Null(span))
+                } else {
+                    Expr::Sum(parts, span)
+                }
+            }
+            Rule::int => Expr::Int(self.int(p), span),
+            Rule::string => Expr::Str(self.string(p), span),
+            Rule::boolean => Expr::Bool(p.as_str() == "true", span),
+            Rule::null => Expr::Null(span),
+            Rule::list => Expr::List(p.kids().map(|x| self.expr(x)).collect(), span),
+            Rule::path => Expr::Path(p.as_str().to_string(), span),
+            _ => Expr::Null(span),
+        }
+    }
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some(other) => out.push(other),
+                None => {}
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

@@ -1,0 +1,271 @@
+//! Finding policy sources: a file, a directory of `*.policy` files, or a shipped profile, plus
+//! every base they `extends`. Shipped policies are embedded in the binary.
+
+use super::ast::PolicyFile;
+use super::diag::{Diagnostic, PolicyError, Source};
+use super::parser;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// Policies shipped with baton, embedded in the binary: (profile name, file name, text).
+pub const SHIPPED: &[(&str, &str, &str)] = &[
+    (
+        "default",
+        "default.policy",
+        include_str!("../../policies/default.policy"),
+    ),
+    (
+        "t3code",
+        "t3code.policy",
+        include_str!("../../policies/t3code.policy"),
+    ),
+    (
+        "t3code-legacy",
+        "t3code-legacy.policy",
+        include_str!("../../policies/t3code-legacy.policy"),
+    ),
+    (
+        "mcode",
+        "mcode.policy",
+        include_str!("../../policies/mcode.policy"),
+    ),
+];
+
+/// Names of the shipped profiles.
+pub fn shipped_names() -> Vec<&'static str> {
+    SHIPPED.iter().map(|(n, _, _)| *n).collect()
+}
+
+fn shipped(name: &str) -> Option<(&'static str, &'static str)> {
+    let stem = name.strip_suffix(".policy").unwrap_or(name);
+    SHIPPED
+        .iter()
+        .find(|(n, _, _)| *n == stem)
+        .map(|(_, f, t)| (*f, *t))
+}
+
+/// Where a source came from, for resolving its `extends`.
+#[derive(Debug, Clone)]
+enum Origin {
+    File(PathBuf),
+    Shipped,
+}
+
+/// The loaded sources and the parsed files, bases before the files that extend them.
+pub struct Loaded {
+    pub sources: Vec<Source>,
+    pub files: Vec<PolicyFile>,
+}
+
+struct Loader {
+    sources: Vec<Source>,
+    origins: Vec<Origin>,
+    files: Vec<PolicyFile>,
+    done: HashSet<String>,
+    stack: Vec<String>,
+}
+
+/// Load a policy set from a spec: a file, a directory, or a shipped profile name.
+pub fn load(spec: &str) -> Result<Loaded, PolicyError> {
+    let path = Path::new(spec);
+    let mut l = Loader {
+        sources: Vec::new(),
+        origins: Vec::new(),
+        files: Vec::new(),
+        done: HashSet::new(),
+        stack: Vec::new(),
+    };
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| {
+                PolicyError::single(Diagnostic::file_level(
+                    spec,
+                    format!("cannot read policy directory: {}", crate::state::io_reason(&e)),
+                ))
+            })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("policy") && p.is_file())
+            .collect();
+        entries.sort();
+        if entries.is_empty() {
+            return Err(PolicyError::single(Diagnostic::file_level(
+                spec,
+                "no `*.policy` files in this directory",
+            )));
+        }
+        for e in entries {
+            l.load_file(&e, None)?;
+        }
+    } else if path.is_file() {
+        l.load_file(path, None)?;
+    } else if let Some((file, text)) = shipped(spec) {
+        l.load_text(file.to_string(), text.to_string(), Origin::Shipped, None)?;
+    } else {
+        return Err(PolicyError::single(Diagnostic::file_level(
+            spec,
+            format!(
+                "no policy file, directory or shipped profile named `{spec}` (shipped profiles: {})",
+                shipped_names().join(", ")
+            ),
+        )));
+    }
+    Ok(Loaded {
+        sources: l.sources,
+        files: l.files,
+    })
+}
+
+/// Load a policy set from text already in memory (tests, the service).
+pub fn load_text(name: &str, text: &str) -> Result<Loaded, PolicyError> {
+    let mut l = Loader {
+        sources: Vec::new(),
+        origins: Vec::new(),
+        files: Vec::new(),
+        done: HashSet::new(),
+        stack: Vec::new(),
+    };
+    l.load_text(
+        name.to_string(),
+        text.to_string(),
+        Origin::File(PathBuf::from(name)),
+        None,
+    )?;
+    Ok(Loaded {
+        sources: l.sources,
+        files: l.files,
+    })
+}
+
+impl Loader {
+    fn load_file(
+        &mut self,
+        path: &Path,
+        from: Option<(usize, super::ast::Span)>,
+    ) -> Result<(), PolicyError> {
+        let name = path.display().to_string();
+        let key = std::fs::canonicalize(path)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| name.clone());
+        if self.done.contains(&key) {
+            return Ok(());
+        }
+        let bytes = std::fs::read(path).map_err(|e| {
+            let msg = format!("cannot read policy `{name}`: {}", crate::state::io_reason(&e));
+            self.error_at(from, &name, msg)
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let msg = format!(
+                "policy `{name}` is not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            );
+            self.error_at(from, &name, msg)
+        })?;
+        self.load_keyed(key, name, text, Origin::File(path.to_path_buf()), from)
+    }
+
+    fn load_text(
+        &mut self,
+        name: String,
+        text: String,
+        origin: Origin,
+        from: Option<(usize, super::ast::Span)>,
+    ) -> Result<(), PolicyError> {
+        let key = format!("shipped:{name}");
+        self.load_keyed(key, name, text, origin, from)
+    }
+
+    fn error_at(
+        &self,
+        from: Option<(usize, super::ast::Span)>,
+        file: &str,
+        msg: String,
+    ) -> PolicyError {
+        match from {
+            Some((_, span)) => PolicyError::single(Diagnostic::new(
+                &self.sources,
+                super::diag::Severity::Error,
+                span,
+                msg,
+            )),
+            None => PolicyError::single(Diagnostic::file_level(file, msg)),
+        }
+    }
+
+    fn load_keyed(
+        &mut self,
+        key: String,
+        name: String,
+        text: String,
+        origin: Origin,
+        from: Option<(usize, super::ast::Span)>,
+    ) -> Result<(), PolicyError> {
+        if self.done.contains(&key) {
+            return Ok(());
+        }
+        if self.stack.contains(&key) {
+            let chain = self
+                .stack
+                .iter()
+                .map(|k| k.trim_start_matches("shipped:").to_string())
+                .collect::<Vec<_>>()
+                .join(" -> ");
+            return Err(self.error_at(
+                from,
+                &name,
+                format!("`extends` cycle: {chain} -> {name}"),
+            ));
+        }
+        let index = self.sources.len();
+        self.sources.push(Source { name, text });
+        self.origins.push(origin.clone());
+        let file = parser::parse(&self.sources, index)?;
+        self.stack.push(key.clone());
+        for ext in &file.extends {
+            let target = ext.node.clone();
+            let here = Some((index, ext.span));
+            let base_dir = match &origin {
+                Origin::File(p) => p.parent().map(|d| d.to_path_buf()),
+                Origin::Shipped => None,
+            };
+            let candidate = base_dir.map(|d| d.join(&target));
+            match candidate {
+                Some(c) if c.is_file() => self.load_file(&c, here)?,
+                _ => match shipped(&target) {
+                    Some((f, t)) => {
+                        self.load_text(f.to_string(), t.to_string(), Origin::Shipped, here)?
+                    }
+                    None => {
+                        return Err(PolicyError::single(
+                            Diagnostic::new(
+                                &self.sources,
+                                super::diag::Severity::Error,
+                                ext.span,
+                                format!("cannot find base policy `{target}`"),
+                            )
+                            .with_help(Some(format!(
+                                "name a file relative to this one, or a shipped profile ({})",
+                                shipped_names().join(", ")
+                            ))),
+                        ))
+                    }
+                },
+            }
+        }
+        self.stack.pop();
+        self.done.insert(key);
+        self.files.push(file);
+        Ok(())
+    }
+}
+
+/// sha256 of the policy source set: every source's length and text, in load order.
+pub fn sha256(sources: &[Source]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for s in sources {
+        h.update((s.text.len() as u64).to_le_bytes());
+        h.update(s.text.as_bytes());
+    }
+    let out = h.finalize();
+    out.iter().map(|b| format!("{b:02x}")).collect()
+}
