@@ -172,8 +172,13 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    pub const NAMES: &'static [&'static str] =
-        &["completed", "failed", "interrupted", "running", "rolled_back"];
+    pub const NAMES: &'static [&'static str] = &[
+        "completed",
+        "failed",
+        "interrupted",
+        "running",
+        "rolled_back",
+    ];
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Completed => "completed",
