@@ -11,6 +11,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
+/// Stdout is read in full up to at least this many bytes; beyond the cap it is cut off.
+const STDOUT_MIN_CAP: usize = 1 << 20;
 /// How many bytes of stderr are kept for the failure message.
 const STDERR_KEEP: usize = 4096;
 /// How many characters of stderr are shown in the failure message.
@@ -181,8 +183,12 @@ pub async fn run_external(
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
-    // A UTF-8 char is at most 4 bytes; one more byte than this is certainly over budget.
-    let stdout_cap = budget_chars.saturating_mul(4).saturating_add(4);
+    // A UTF-8 char is at most 4 bytes, so more than `4 * budget` bytes is certainly over
+    // budget; up to 1 MiB is read in full anyway so the reported count is exact.
+    let stdout_cap = budget_chars
+        .saturating_mul(4)
+        .saturating_add(4)
+        .max(STDOUT_MIN_CAP);
 
     let work = async {
         let write = async move {
