@@ -157,6 +157,8 @@ impl OffbandStore {
                     .mode(DIR_MODE)
                     .create(&self.root)
                     .map_err(|e| DeliveryError::from_io(&self.root, e))?;
+                fs::set_permissions(&self.root, fs::Permissions::from_mode(DIR_MODE))
+                    .map_err(|e| DeliveryError::from_io(&self.root, e))?;
             }
             Err(e) => return Err(DeliveryError::from_io(&self.root, e)),
         }
@@ -216,7 +218,9 @@ pub(crate) fn check_private_dir(dir: &Path) -> Result<(), DeliveryError> {
 /// Create `dir` (one level) with mode 0700 if missing, then check it.
 fn ensure_private_dir(dir: &Path) -> Result<(), DeliveryError> {
     match DirBuilder::new().mode(DIR_MODE).create(dir) {
-        Ok(()) => {}
+        // A restrictive umask could have cleared bits we need; set the mode exactly.
+        Ok(()) => fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE))
+            .map_err(|e| DeliveryError::from_io(dir, e))?,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(DeliveryError::from_io(dir, e)),
     }
