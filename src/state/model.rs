@@ -172,13 +172,8 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    pub const NAMES: &'static [&'static str] = &[
-        "completed",
-        "failed",
-        "interrupted",
-        "running",
-        "rolled_back",
-    ];
+    pub const NAMES: &'static [&'static str] =
+        &["completed", "failed", "interrupted", "running", "rolled_back"];
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Completed => "completed",
