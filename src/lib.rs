@@ -5,11 +5,13 @@
 
 pub mod cli;
 pub mod decision;
+pub mod deliver;
 pub mod deliver_paths;
 pub mod eval;
 pub mod explain;
 pub mod facts;
 pub mod policy;
+
 pub mod state;
 pub mod suggest;
 

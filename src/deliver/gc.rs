@@ -1,0 +1,221 @@
+//! Garbage collection of off-band handoff directories.
+//!
+//! Only directories that contain baton's marker file are candidates; symlinks are never
+//! followed and anything without the marker is left alone. A candidate is removed when
+//! its handoff is superseded or unknown (thread or handoff deleted), when its
+//! `handoff.md` is older than `max_age`, or when it is beyond the newest
+//! `max_per_thread` of the handoffs of its thread that survive the other rules.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use super::offband::{check_private_dir, OffbandStore, DOCUMENT_FILE, MARKER_FILE};
+use super::DeliveryError;
+
+/// Retention limits; `None` means no limit of that kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    /// Remove handoffs whose document is older than this.
+    pub max_age: Option<Duration>,
+    /// Keep at most this many (the newest) handoffs per thread.
+    pub max_per_thread: Option<usize>,
+}
+
+/// What the store says about a handoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandoffLiveness {
+    /// The newest handoff of a live thread (or otherwise still wanted).
+    Live,
+    /// A newer handoff replaced it.
+    Superseded,
+    /// The thread or the handoff is no longer known.
+    Unknown,
+}
+
+/// The outcome of a GC pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GcReport {
+    /// Whether this was a dry run (nothing deleted).
+    pub dry_run: bool,
+    /// Handoff directories removed (or, on a dry run, that would be removed).
+    pub removed: Vec<PathBuf>,
+    /// Number of baton handoff directories kept.
+    pub kept: usize,
+    /// Why each removed directory was removed.
+    pub reasons: Vec<(PathBuf, String)>,
+    /// Entries under the root that were left alone because baton did not create them.
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+struct Candidate {
+    thread: String,
+    path: PathBuf,
+    mtime: SystemTime,
+    reason: Option<String>,
+}
+
+fn is_real_dir(p: &Path) -> bool {
+    fs::symlink_metadata(p)
+        .map(|m| m.file_type().is_dir())
+        .unwrap_or(false)
+}
+
+fn is_real_file(p: &Path) -> bool {
+    fs::symlink_metadata(p)
+        .map(|m| m.file_type().is_file())
+        .unwrap_or(false)
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<(String, PathBuf)>, DeliveryError> {
+    let rd = fs::read_dir(dir).map_err(|e| DeliveryError::from_io(dir, e))?;
+    let mut out = Vec::new();
+    for entry in rd {
+        let entry = entry.map_err(|e| DeliveryError::from_io(dir, e))?;
+        out.push((
+            entry.file_name().to_string_lossy().into_owned(),
+            entry.path(),
+        ));
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn describe(d: Duration) -> String {
+    format!("{}s", d.as_secs())
+}
+
+/// Remove expired handoff directories under `store`'s root (see module docs).
+pub fn gc(
+    store: &OffbandStore,
+    retention: &Retention,
+    live: &dyn Fn(&str, &str) -> HandoffLiveness,
+    now: SystemTime,
+    dry_run: bool,
+) -> Result<GcReport, DeliveryError> {
+    let mut report = GcReport {
+        dry_run,
+        ..GcReport::default()
+    };
+    if !store.check_root()? {
+        return Ok(report);
+    }
+
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for (thread, thread_dir) in read_dir_sorted(store.root())? {
+        if !is_real_dir(&thread_dir) {
+            report
+                .skipped
+                .push((thread_dir, "not a directory (or a symlink)".to_string()));
+            continue;
+        }
+        if let Err(e) = check_private_dir(&thread_dir) {
+            report.skipped.push((thread_dir, e.to_string()));
+            continue;
+        }
+        for (handoff, dir) in read_dir_sorted(&thread_dir)? {
+            if !is_real_dir(&dir) {
+                report
+                    .skipped
+                    .push((dir, "not a directory (or a symlink)".to_string()));
+                continue;
+            }
+            if !is_real_file(&dir.join(MARKER_FILE)) {
+                report.skipped.push((
+                    dir,
+                    format!("no {MARKER_FILE} marker; not created by baton"),
+                ));
+                continue;
+            }
+            let mtime = [dir.join(DOCUMENT_FILE), dir.join(MARKER_FILE)]
+                .iter()
+                .find_map(|p| {
+                    fs::symlink_metadata(p)
+                        .ok()
+                        .filter(|m| m.file_type().is_file())
+                        .and_then(|m| m.modified().ok())
+                })
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            let reason = match live(&thread, &handoff) {
+                HandoffLiveness::Superseded => Some("superseded by a newer handoff".to_string()),
+                HandoffLiveness::Unknown => Some("thread or handoff no longer exists".to_string()),
+                HandoffLiveness::Live => match retention.max_age {
+                    Some(max) => {
+                        let age = now.duration_since(mtime).unwrap_or(Duration::ZERO);
+                        (age > max).then(|| {
+                            format!("older than {} (age {})", describe(max), describe(age))
+                        })
+                    }
+                    None => None,
+                },
+            };
+            candidates.push(Candidate {
+                thread: thread.clone(),
+                path: dir,
+                mtime,
+                reason,
+            });
+        }
+    }
+
+    if let Some(max) = retention.max_per_thread {
+        // Newest first; ties broken by path for determinism.
+        let mut order: Vec<usize> = (0..candidates.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (ca, cb) = (&candidates[a], &candidates[b]);
+            ca.thread
+                .cmp(&cb.thread)
+                .then(cb.mtime.cmp(&ca.mtime))
+                .then(ca.path.cmp(&cb.path))
+        });
+        let mut seen: Option<(String, usize)> = None;
+        for i in order {
+            if candidates[i].reason.is_some() {
+                continue;
+            }
+            let count = match &mut seen {
+                Some((t, n)) if *t == candidates[i].thread => {
+                    *n += 1;
+                    *n
+                }
+                _ => {
+                    seen = Some((candidates[i].thread.clone(), 1));
+                    1
+                }
+            };
+            if count > max {
+                candidates[i].reason = Some(format!(
+                    "beyond the newest {max} handoff(s) of thread {}",
+                    candidates[i].thread
+                ));
+            }
+        }
+    }
+
+    let mut touched_threads: Vec<PathBuf> = Vec::new();
+    for c in candidates {
+        match c.reason {
+            None => report.kept += 1,
+            Some(reason) => {
+                if !dry_run {
+                    // remove_dir_all does not follow symlinks inside the directory.
+                    fs::remove_dir_all(&c.path).map_err(|e| DeliveryError::from_io(&c.path, e))?;
+                    if let Some(parent) = c.path.parent() {
+                        if !touched_threads.iter().any(|t| t == parent) {
+                            touched_threads.push(parent.to_path_buf());
+                        }
+                    }
+                }
+                report.removed.push(c.path.clone());
+                report.reasons.push((c.path, reason));
+            }
+        }
+    }
+    // Remove thread directories that are now empty (remove_dir fails if not empty).
+    for t in touched_threads {
+        let _ = fs::remove_dir(&t);
+    }
+    Ok(report)
+}

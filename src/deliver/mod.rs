@@ -1,0 +1,147 @@
+//! Delivery of a rendered handoff to the child session (DESIGN §7).
+//!
+//! * [`offband`] writes the full handoff document (and its siblings) into a per-user
+//!   private directory, atomically, at a stable path keyed by thread and handoff id.
+//! * [`pregrant`] issues and checks the scoped pre-grant that lets the child `Read`
+//!   exactly that one document, on exactly one turn, exactly once.
+//! * [`gc`] removes expired off-band handoff directories (only ones baton created).
+//! * [`summarizer`] runs an external summarizer command with a timeout and classifies
+//!   its failures so the caller can fall back to the deterministic summary.
+//!
+//! Every fallible operation returns [`DeliveryError`] (or
+//! [`summarizer::SummarizerFailure`]); the `Display` text of an error is meant to be
+//! recorded verbatim as the fallback reason, so it always names the path involved.
+
+pub mod gc;
+pub mod offband;
+pub mod pregrant;
+pub mod summarizer;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use gc::{gc, GcReport, HandoffLiveness, Retention};
+pub use offband::{OffbandStore, DOCUMENT_FILE, MARKER_FILE};
+pub use pregrant::{
+    check, issue, CheckRequest, Grant, GrantStore, MemoryGrantStore, PathArg, Verdict,
+    GRANTABLE_TOOL,
+};
+pub use summarizer::{
+    run_external, run_external_blocking, summarize_blocking, ExternalCommand, SummarizerFailure,
+    SummarizerSource, SummaryOutcome,
+};
+
+/// Errors from off-band delivery, pre-grants and garbage collection.
+///
+/// The messages are human-readable, name the path they refer to and, where the user can
+/// do something about it, say what.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    /// A thread id, handoff id or file name cannot be used as a path component.
+    #[error("invalid {kind} {id:?}: {why}")]
+    InvalidId {
+        /// What was being validated (`thread id`, `handoff id`, `file name`).
+        kind: &'static str,
+        /// The offending value.
+        id: String,
+        /// Why it was rejected.
+        why: &'static str,
+    },
+    /// The filesystem refused the write: permission denied or read-only filesystem.
+    #[error(
+        "cannot write {path}: {source} (permission denied or read-only filesystem); \
+         make the directory writable or point BATON_HANDOFF_DIR at a writable private directory"
+    )]
+    NotWritable {
+        /// The path the operation failed on.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The filesystem is full (ENOSPC / EDQUOT).
+    #[error("cannot write {path}: disk full ({source}); free some space or run `baton gc`")]
+    DiskFull {
+        /// The path the operation failed on.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A directory (or file) that baton would use is not safe: a symlink, owned by another
+    /// user, writable by group/others, or not a directory at all.
+    #[error("refusing to use {path}: {problem}; {remedy}")]
+    UnsafePath {
+        /// The path that failed the check.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+        /// What the user can do about it.
+        remedy: String,
+    },
+    /// Any other I/O error.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The path the operation failed on.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A pre-grant could not be issued.
+    #[error("cannot issue pre-grant for {path}: {why}")]
+    InvalidGrant {
+        /// The document path the grant was for.
+        path: PathBuf,
+        /// Why it was refused.
+        why: String,
+    },
+    /// A grant store backend failed (used by non-memory stores).
+    #[error("grant store error: {0}")]
+    Store(String),
+}
+
+impl DeliveryError {
+    /// Classify an I/O error on `path` into the matching variant.
+    pub fn from_io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        let path = path.into();
+        match source.raw_os_error() {
+            Some(libc::EROFS) | Some(libc::EACCES) | Some(libc::EPERM) => {
+                DeliveryError::NotWritable { path, source }
+            }
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => DeliveryError::DiskFull { path, source },
+            _ if source.kind() == io::ErrorKind::PermissionDenied => {
+                DeliveryError::NotWritable { path, source }
+            }
+            _ => DeliveryError::Io { path, source },
+        }
+    }
+
+    /// A short stable snake_case classification, for provenance and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DeliveryError::InvalidId { .. } => "invalid_id",
+            DeliveryError::NotWritable { .. } => "not_writable",
+            DeliveryError::DiskFull { .. } => "disk_full",
+            DeliveryError::UnsafePath { .. } => "unsafe_path",
+            DeliveryError::Io { .. } => "io",
+            DeliveryError::InvalidGrant { .. } => "invalid_grant",
+            DeliveryError::Store(_) => "store",
+        }
+    }
+
+    pub(crate) fn unsafe_path(path: &Path, problem: impl Into<String>, remedy: &str) -> Self {
+        DeliveryError::UnsafePath {
+            path: path.to_path_buf(),
+            problem: problem.into(),
+            remedy: remedy.to_string(),
+        }
+    }
+}
+
+/// The effective uid of this process; directories and files baton uses must be owned by it.
+#[allow(unsafe_code)]
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid(2) takes no arguments, touches no memory we own, and cannot fail.
+    unsafe { libc::geteuid() }
+}

@@ -1,0 +1,328 @@
+//! External summarizer commands.
+//!
+//! Protocol: baton writes the summarizer input as one JSON document to the command's
+//! stdin and closes it; the command prints the summary as markdown on stdout and exits 0.
+//! Anything else is a classified [`SummarizerFailure`], and the caller falls back to the
+//! deterministic summary, recording [`SummarizerFailure::kind`] as the reason.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+/// Stdout is read in full up to at least this many bytes; beyond the cap it is cut off.
+const STDOUT_MIN_CAP: usize = 1 << 20;
+/// How many bytes of stderr are kept for the failure message.
+const STDERR_KEEP: usize = 4096;
+/// How many characters of stderr are shown in the failure message.
+const STDERR_EXCERPT_CHARS: usize = 200;
+
+/// An external summarizer command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalCommand {
+    /// The program to run (looked up on `PATH` if not a path).
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// How long it may run before it is killed.
+    pub timeout: Duration,
+}
+
+/// Where a summary comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SummarizerSource {
+    /// baton's built-in deterministic summarizer.
+    Deterministic,
+    /// An external command.
+    Command(ExternalCommand),
+}
+
+/// Why an external summarizer's output was not used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SummarizerFailure {
+    /// It ran longer than its timeout and was killed.
+    #[error("summarizer timed out after {} ms and was killed", .0.as_millis())]
+    Timeout(Duration),
+    /// It exited unsuccessfully.
+    #[error("summarizer {}{}", exit_description(*.code, *.signal), stderr_suffix(.stderr))]
+    ExitStatus {
+        /// Exit code, if it exited.
+        code: Option<i32>,
+        /// Signal number, if it was killed by a signal.
+        signal: Option<i32>,
+        /// A short excerpt of its stderr.
+        stderr: String,
+    },
+    /// It printed nothing (or only whitespace).
+    #[error("summarizer printed nothing on stdout")]
+    EmptyOutput,
+    /// It printed more than the budget allows.
+    #[error("summarizer output has {chars} characters, over the budget of {budget}")]
+    OverBudget {
+        /// Characters printed (a lower bound if reading was cut short).
+        chars: usize,
+        /// The budget.
+        budget: usize,
+    },
+    /// Its stdout was not valid UTF-8.
+    #[error("summarizer output is not valid UTF-8")]
+    InvalidUtf8,
+    /// It could not be started.
+    #[error("summarizer could not be started: {0}")]
+    Spawn(String),
+}
+
+fn exit_description(code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(s)) => format!("was killed by signal {s}"),
+        (None, None) => "exited unsuccessfully".to_string(),
+    }
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {stderr}")
+    }
+}
+
+impl SummarizerFailure {
+    /// A stable snake_case name, recorded as the fallback reason.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SummarizerFailure::Timeout(_) => "timeout",
+            SummarizerFailure::ExitStatus { .. } => "exit_status",
+            SummarizerFailure::EmptyOutput => "empty_output",
+            SummarizerFailure::OverBudget { .. } => "over_budget",
+            SummarizerFailure::InvalidUtf8 => "invalid_utf8",
+            SummarizerFailure::Spawn(_) => "spawn",
+        }
+    }
+}
+
+/// Read everything from `r`, keeping at most `keep` bytes; returns (kept, overflowed).
+/// With `stop_on_overflow` it stops reading (and drops the pipe) once over `keep`.
+async fn read_capped<R: AsyncRead + Unpin>(
+    mut r: R,
+    keep: usize,
+    stop_on_overflow: bool,
+) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut overflow = false;
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = keep.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                if n > room {
+                    overflow = true;
+                    if stop_on_overflow {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    (kept, overflow)
+}
+
+fn excerpt(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let text = text.trim();
+    let mut out: String = text.chars().take(STDERR_EXCERPT_CHARS).collect();
+    if text.chars().count() > STDERR_EXCERPT_CHARS {
+        out.push('…');
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[allow(unsafe_code)]
+fn kill_process_group(pid: u32) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    if pid <= 0 {
+        return;
+    }
+    // SAFETY: kill(2) takes plain integers and touches no memory; a negative pid names the
+    // process group the child leads (it was spawned with process_group(0)), so this can
+    // only signal the summarizer and its descendants.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+    }
+}
+
+/// Run `cmd` with `input_json` on stdin and return its stdout (trailing whitespace
+/// trimmed) if it succeeds within the timeout and the budget.
+///
+/// The child runs in its own process group; on timeout or overflow the whole group is
+/// killed, and the child is also killed if this future is dropped.
+pub async fn run_external(
+    cmd: &ExternalCommand,
+    input_json: &serde_json::Value,
+    budget_chars: usize,
+) -> Result<String, SummarizerFailure> {
+    let input = serde_json::to_vec(input_json)
+        .map_err(|e| SummarizerFailure::Spawn(format!("cannot encode input: {e}")))?;
+    let mut child = Command::new(&cmd.program)
+        .args(&cmd.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| SummarizerFailure::Spawn(format!("{}: {e}", cmd.program)))?;
+    let pid = child.id();
+
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    // A UTF-8 char is at most 4 bytes, so more than `4 * budget` bytes is certainly over
+    // budget; up to 1 MiB is read in full anyway so the reported count is exact.
+    let stdout_cap = budget_chars
+        .saturating_mul(4)
+        .saturating_add(4)
+        .max(STDOUT_MIN_CAP);
+
+    let work = async {
+        let write = async move {
+            if let Some(mut s) = stdin {
+                // The child may exit without reading stdin; a broken pipe is not a failure.
+                let _ = s.write_all(&input).await;
+                let _ = s.shutdown().await;
+            }
+        };
+        let out = async move {
+            match stdout {
+                Some(s) => read_capped(s, stdout_cap, true).await,
+                None => (Vec::new(), false),
+            }
+        };
+        let err = async move {
+            match stderr {
+                Some(s) => read_capped(s, STDERR_KEEP, false).await.0,
+                None => Vec::new(),
+            }
+        };
+        let ((), (out, overflow), err) = tokio::join!(write, out, err);
+        if overflow {
+            if let Some(pid) = pid {
+                kill_process_group(pid);
+            }
+            let _ = child.start_kill();
+        }
+        let status = child.wait().await;
+        (status, out, overflow, err)
+    };
+
+    let (status, out, overflow, err) = match tokio::time::timeout(cmd.timeout, work).await {
+        Ok(r) => r,
+        Err(_) => {
+            if let Some(pid) = pid {
+                kill_process_group(pid);
+            }
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            return Err(SummarizerFailure::Timeout(cmd.timeout));
+        }
+    };
+
+    if overflow {
+        return Err(SummarizerFailure::OverBudget {
+            chars: String::from_utf8_lossy(&out).chars().count(),
+            budget: budget_chars,
+        });
+    }
+    let status = status.map_err(|e| SummarizerFailure::Spawn(format!("{}: {e}", cmd.program)))?;
+    if !status.success() {
+        use std::os::unix::process::ExitStatusExt;
+        return Err(SummarizerFailure::ExitStatus {
+            code: status.code(),
+            signal: status.signal(),
+            stderr: excerpt(&err),
+        });
+    }
+    let text = String::from_utf8(out).map_err(|_| SummarizerFailure::InvalidUtf8)?;
+    let text = text.trim_end();
+    if text.trim().is_empty() {
+        return Err(SummarizerFailure::EmptyOutput);
+    }
+    let chars = text.chars().count();
+    if chars > budget_chars {
+        return Err(SummarizerFailure::OverBudget {
+            chars,
+            budget: budget_chars,
+        });
+    }
+    Ok(text.to_string())
+}
+
+/// [`run_external`] for synchronous callers: runs it on a fresh current-thread runtime.
+/// Must not be called from inside a tokio runtime (that is reported as a `spawn` failure
+/// rather than panicking).
+pub fn run_external_blocking(
+    cmd: &ExternalCommand,
+    input_json: &serde_json::Value,
+    budget_chars: usize,
+) -> Result<String, SummarizerFailure> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(SummarizerFailure::Spawn(
+            "run_external_blocking called from inside an async runtime; use run_external"
+                .to_string(),
+        ));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| SummarizerFailure::Spawn(format!("cannot start a tokio runtime: {e}")))?;
+    rt.block_on(run_external(cmd, input_json, budget_chars))
+}
+
+/// The summary a handoff uses, who made it, and why the external one was not used.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SummaryOutcome {
+    /// The summary text (markdown).
+    pub text: String,
+    /// `deterministic` or `command:<program>`.
+    pub created_by: String,
+    /// The failure kind (`timeout`, `exit_status`, ...) when the command failed.
+    pub fallback_reason: Option<String>,
+    /// The full failure message when the command failed.
+    pub fallback_detail: Option<String>,
+}
+
+/// Summarize with `source`, falling back to `deterministic` when an external command
+/// fails. Synchronous; see [`run_external_blocking`].
+pub fn summarize_blocking(
+    source: &SummarizerSource,
+    input_json: &serde_json::Value,
+    budget_chars: usize,
+    deterministic: &dyn Fn(&serde_json::Value, usize) -> String,
+) -> SummaryOutcome {
+    let fallback = |failure: Option<SummarizerFailure>| SummaryOutcome {
+        text: deterministic(input_json, budget_chars),
+        created_by: "deterministic".to_string(),
+        fallback_reason: failure.as_ref().map(|f| f.kind().to_string()),
+        fallback_detail: failure.as_ref().map(ToString::to_string),
+    };
+    match source {
+        SummarizerSource::Deterministic => fallback(None),
+        SummarizerSource::Command(cmd) => {
+            match run_external_blocking(cmd, input_json, budget_chars) {
+                Ok(text) => SummaryOutcome {
+                    text,
+                    created_by: format!("command:{}", cmd.program),
+                    fallback_reason: None,
+                    fallback_detail: None,
+                },
+                Err(f) => fallback(Some(f)),
+            }
+        }
+    }
+}
