@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 /// `$BATON_HANDOFF_DIR`, else `<temp dir>/baton-<uid>`.
 pub fn default_root() -> PathBuf {
-    crate::deliver::default_root()
+    crate::deliver::offband::default_root()
 }
 
 /// The stable path of a handoff's document: `<root>/<thread>/<handoff>/handoff.md`.
