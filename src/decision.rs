@@ -81,6 +81,9 @@ pub struct Delivery {
     /// Why delivery is not what the policy chose (an off-band write that failed, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback_reason: Option<String>,
+    /// Set when the inline prompt cannot fit `inline_limit` (the message is never cut).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inline_note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -46,7 +46,11 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         .iter()
         .rev()
         .find(|t| t.rule == d.decided_by.rule && t.at == d.decided_by.at);
-    let _ = writeln!(out, "  rule      {} at {}", d.decided_by.rule, d.decided_by.at);
+    let _ = writeln!(
+        out,
+        "  rule      {} at {}",
+        d.decided_by.rule, d.decided_by.at
+    );
     if let Some(t) = deciding {
         if let Some(w) = &t.when {
             let _ = writeln!(out, "            {w}");
@@ -60,20 +64,36 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         .iter()
         .filter(|t| t.rule.starts_with("stale ") && t.outcome == Outcome::Matched)
         .collect();
-    let checked = d.trace.iter().filter(|t| t.rule.starts_with("stale ")).count();
+    let checked = d
+        .trace
+        .iter()
+        .filter(|t| t.rule.starts_with("stale "))
+        .count();
     if stale.is_empty() {
         let _ = writeln!(out, "  stale     no signal held ({checked} checked)");
     } else {
         for (i, t) in stale.iter().enumerate() {
-            let label = if i == 0 { "  stale     " } else { "            " };
+            let label = if i == 0 {
+                "  stale     "
+            } else {
+                "            "
+            };
             let name = t.rule.trim_start_matches("stale ");
-            let why = t.because.as_deref().map(|b| format!(" ({b})")).unwrap_or_default();
+            let why = t
+                .because
+                .as_deref()
+                .map(|b| format!(" ({b})"))
+                .unwrap_or_default();
             let _ = writeln!(out, "{label}{name}: {}{why}", values(&t.values));
         }
     }
     match &d.delivery {
         Some(del) => {
-            let mut line = format!("  delivery  {} (inline limit {})", del.mode.as_str(), del.inline_limit);
+            let mut line = format!(
+                "  delivery  {} (inline limit {})",
+                del.mode.as_str(),
+                del.inline_limit
+            );
             if let Some(r) = &del.fallback_reason {
                 let _ = write!(line, "; fell back: {r}");
             }
@@ -97,7 +117,11 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         .collect();
     if !skipped.is_empty() {
         for (i, t) in skipped.iter().enumerate() {
-            let label = if i == 0 { "  passed    " } else { "            " };
+            let label = if i == 0 {
+                "  passed    "
+            } else {
+                "            "
+            };
             let name = t.rule.trim_start_matches("strategy ");
             let _ = writeln!(out, "{label}{name} ({}): {}", t.at, values(&t.values));
         }
@@ -121,7 +145,11 @@ pub fn render(d: &Decision, verbose: bool) -> String {
             }
         }
     } else {
-        let _ = write!(out, "; --verbose shows all {} rules evaluated", d.trace.len());
+        let _ = write!(
+            out,
+            "; --verbose shows all {} rules evaluated",
+            d.trace.len()
+        );
         let _ = writeln!(out);
     }
     out

@@ -10,7 +10,10 @@ pub mod deliver_paths;
 pub mod eval;
 pub mod explain;
 pub mod facts;
+pub mod pipeline;
 pub mod policy;
+pub mod render;
+pub mod select;
 
 pub mod state;
 pub mod suggest;

@@ -1,6 +1,6 @@
 //! One function per command: arguments in, exit code out.
 
-use super::{CheckArgs, ExplainArgs, StateSource};
+use super::{CheckArgs, ExplainArgs, RenderArgs, StateSource};
 use crate::policy::{self, Diagnostic, Policy};
 use crate::state::State;
 use std::path::Path;
@@ -59,7 +59,10 @@ fn check_targets(spec: &str) -> Vec<String> {
 
 pub(crate) fn check(a: CheckArgs) -> u8 {
     let specs: Vec<String> = if a.paths.is_empty() {
-        policy::source::shipped_names().iter().map(|s| s.to_string()).collect()
+        policy::source::shipped_names()
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
     } else {
         a.paths.iter().flat_map(|p| check_targets(p)).collect()
     };
@@ -126,8 +129,7 @@ pub(crate) fn explain(a: ExplainArgs) -> u8 {
         target: a.target.clone(),
         document_root: a.handoff_dir.clone(),
     };
-    let sizer = crate::eval::RoughSizer;
-    match crate::eval::decide(&policy, &state, &opts, &sizer) {
+    match crate::pipeline::decide(&policy, &state, &opts) {
         Ok(d) => {
             if a.json {
                 println!("{}", d.to_json());
@@ -139,6 +141,85 @@ pub(crate) fn explain(a: ExplainArgs) -> u8 {
         Err(e) => {
             eprintln!("{e}");
             FAIL
+        }
+    }
+}
+
+pub(crate) fn render(a: RenderArgs) -> u8 {
+    let policy = match load_policy(&a.policy) {
+        Ok(p) => p,
+        Err(c) => return c,
+    };
+    let state = match load_state(&a.source) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let eval = crate::eval::EvalOptions {
+        target: a.target.clone(),
+        document_root: a.handoff_dir.clone(),
+    };
+    let ropts = crate::render::RenderOptions {
+        templates_dir: a.templates.clone(),
+        document_root: a.handoff_dir.clone(),
+        ..Default::default()
+    };
+    let outcome = match crate::pipeline::run(&policy, &state, &eval, &ropts) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return FAIL;
+        }
+    };
+    let Some(r) = outcome.rendered else {
+        let d = &outcome.decision;
+        println!(
+            "no handoff document: run {} on {} is `{}` ({})",
+            d.run,
+            d.target,
+            d.strategy.as_str(),
+            d.decided_by
+                .because
+                .as_deref()
+                .unwrap_or("decided by the policy")
+        );
+        return OK;
+    };
+    if let Some(note) = &r.inline_note {
+        eprintln!("warning: {note}");
+    }
+    match &a.out {
+        None => {
+            print!("{}", r.document);
+            OK
+        }
+        Some(dir) => {
+            let json = serde_json::to_string_pretty(&r.provenance).unwrap_or_default() + "\n";
+            let files: [(&str, &str); 3] = [
+                ("handoff.md", &r.document),
+                ("inline.md", &r.inline),
+                ("handoff.json", &json),
+            ];
+            if let Err(e) = std::fs::create_dir_all(dir) {
+                eprintln!(
+                    "{}: error: cannot create output directory: {}",
+                    dir.display(),
+                    crate::state::io_reason(&e)
+                );
+                return FAIL;
+            }
+            for (name, text) in files {
+                let p = dir.join(name);
+                if let Err(e) = std::fs::write(&p, text) {
+                    eprintln!(
+                        "{}: error: cannot write: {}",
+                        p.display(),
+                        crate::state::io_reason(&e)
+                    );
+                    return FAIL;
+                }
+                println!("wrote {}", p.display());
+            }
+            OK
         }
     }
 }

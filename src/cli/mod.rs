@@ -28,11 +28,41 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Parse, type-check and lint policy files (exit 1 on any error).
-    #[command(after_help = "Examples:\n  baton check                 # the shipped profiles\n  baton check policies/       # every *.policy file, each on its own\n  baton check my.policy --deny-warnings")]
+    #[command(
+        after_help = "Examples:\n  baton check                 # the shipped profiles\n  baton check policies/       # every *.policy file, each on its own\n  baton check my.policy --deny-warnings"
+    )]
     Check(CheckArgs),
     /// Decide how the requested run starts, and say why.
-    #[command(after_help = "Examples:\n  baton explain --state examples/seed-switch.yaml\n  baton explain --state examples/seed-switch.yaml --target claude\n  baton explain --state thread.json --policy policies/team.policy --json\n\nThe first lines give the answer and the rule that decided it, the staleness signals that\nheld with the values that made them hold, and the rules passed over. --verbose adds every\nrule evaluated.")]
+    #[command(
+        after_help = "Examples:\n  baton explain --state examples/seed-switch.yaml\n  baton explain --state examples/seed-switch.yaml --target claude\n  baton explain --state thread.json --policy policies/team.policy --json\n\nThe first lines give the answer and the rule that decided it, the staleness signals that\nheld with the values that made them hold, and the rules passed over. --verbose adds every\nrule evaluated."
+    )]
     Explain(ExplainArgs),
+    /// Render the handoff document, inline prompt and provenance for the requested run.
+    #[command(
+        after_help = "Examples:\n  baton render --state examples/seed-switch.yaml              # print the document\n  baton render --state examples/seed-switch.yaml --out out/    # write handoff.md, inline.md, handoff.json\n  baton render --state s.yaml --policy t3code --templates my-templates/\n\nNo document is written when the decision is no_handoff or unsupported; baton says why."
+    )]
+    Render(RenderArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RenderArgs {
+    #[command(flatten)]
+    pub source: StateSource,
+    /// Policy file, directory, or shipped profile (default, t3code, t3code-legacy, mcode).
+    #[arg(long, default_value = "default", value_name = "PATH")]
+    pub policy: String,
+    /// Render for this provider instead of the state's `request.provider`.
+    #[arg(long, value_name = "PROVIDER")]
+    pub target: Option<String>,
+    /// Directory of templates overriding the embedded ones by file name.
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
+    /// Write handoff.md, inline.md and handoff.json here instead of printing the document.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Directory for off-band documents (default: $BATON_HANDOFF_DIR, else <tmp>/baton-<uid>).
+    #[arg(long, value_name = "DIR")]
+    pub handoff_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -93,6 +123,7 @@ pub fn main() -> ExitCode {
     let code = match cli.command {
         Command::Check(a) => commands::check(a),
         Command::Explain(a) => commands::explain(a),
+        Command::Render(a) => commands::render(a),
     };
     ExitCode::from(code)
 }

@@ -147,7 +147,11 @@ fn compare(a: &Value, op: CmpOp, b: &Value) -> bool {
 }
 
 /// Evaluate `cond` against the facts (no run or item in scope).
-pub fn eval_condition(cond: &CExpr, facts: &Facts<'_>, signals: &[bool]) -> (bool, BTreeMap<String, Value>) {
+pub fn eval_condition(
+    cond: &CExpr,
+    facts: &Facts<'_>,
+    signals: &[bool],
+) -> (bool, BTreeMap<String, Value>) {
     let env = Env {
         facts,
         signals,
@@ -160,7 +164,11 @@ pub fn eval_condition(cond: &CExpr, facts: &Facts<'_>, signals: &[bool]) -> (boo
 }
 
 /// Evaluate `cond` about one item (summary include/exclude rules).
-pub fn eval_item(cond: &CExpr, facts: &Facts<'_>, item: &ItemCtx) -> (bool, BTreeMap<String, Value>) {
+pub fn eval_item(
+    cond: &CExpr,
+    facts: &Facts<'_>,
+    item: &ItemCtx,
+) -> (bool, BTreeMap<String, Value>) {
     let env = Env {
         facts,
         signals: &[],
@@ -174,7 +182,12 @@ pub fn eval_item(cond: &CExpr, facts: &Facts<'_>, item: &ItemCtx) -> (bool, BTre
 
 /// Which runs the policy's `eligible` rule admits (all but running and rolled-back runs when
 /// the policy has no rule). `eligible[i]` is run `i+1`.
-pub fn eligible_runs(policy: &Policy, state: &State, sizer: &dyn SummarySizer, target: &str) -> Vec<bool> {
+pub fn eligible_runs(
+    policy: &Policy,
+    state: &State,
+    sizer: &dyn SummarySizer,
+    target: &str,
+) -> Vec<bool> {
     match &policy.eligible {
         None => state
             .runs
@@ -257,7 +270,11 @@ pub fn decide(
         trace.push(TraceEntry {
             rule: format!("stale {}", s.name),
             at: policy.at(s.span),
-            outcome: if held { Outcome::Matched } else { Outcome::NotMatched },
+            outcome: if held {
+                Outcome::Matched
+            } else {
+                Outcome::NotMatched
+            },
             values,
             when: Some(policy.text(s.span)),
             because: s.because.clone(),
@@ -281,7 +298,11 @@ pub fn decide(
         trace.push(TraceEntry {
             rule: format!("strategy {}", r.strategy.as_str()),
             at: policy.at(r.span),
-            outcome: if matched { Outcome::Matched } else { Outcome::NotMatched },
+            outcome: if matched {
+                Outcome::Matched
+            } else {
+                Outcome::NotMatched
+            },
             values,
             when: Some(policy.text(r.span)),
             because: r.because.clone(),
@@ -400,10 +421,7 @@ pub fn decide(
         }
     };
     let (handoff_strategy, covered_runs) = match (runs.first(), runs.last()) {
-        (Some(f), Some(t)) => (
-            handoff_strategy,
-            Some(RunRange { from: *f, to: *t }),
-        ),
+        (Some(f), Some(t)) => (handoff_strategy, Some(RunRange { from: *f, to: *t })),
         // Nothing to hand over: no document.
         _ => (None, None),
     };
@@ -418,11 +436,19 @@ pub fn decide(
                 None => (true, BTreeMap::new()),
                 Some(w) => eval_condition(w, &facts, &signals),
             };
-            let m = if r.off_band { DeliveryMode::OffBand } else { DeliveryMode::Inline };
+            let m = if r.off_band {
+                DeliveryMode::OffBand
+            } else {
+                DeliveryMode::Inline
+            };
             trace.push(TraceEntry {
                 rule: format!("delivery {}", m.as_str()),
                 at: policy.at(r.span),
-                outcome: if matched { Outcome::Matched } else { Outcome::NotMatched },
+                outcome: if matched {
+                    Outcome::Matched
+                } else {
+                    Outcome::NotMatched
+                },
                 values,
                 when: Some(policy.text(r.span)),
                 because: r.because.clone(),
@@ -436,6 +462,7 @@ pub fn decide(
             mode,
             inline_limit: policy.delivery.inline_limit,
             fallback_reason: None,
+            inline_note: None,
         })
     } else {
         None
@@ -457,13 +484,20 @@ pub fn decide(
                 trace.push(TraceEntry {
                     rule: format!("pregrant {}", g.tool.to_lowercase()),
                     at: policy.at(g.span),
-                    outcome: if matched { Outcome::Matched } else { Outcome::NotMatched },
+                    outcome: if matched {
+                        Outcome::Matched
+                    } else {
+                        Outcome::NotMatched
+                    },
                     values,
                     when: Some(policy.text(g.span)),
                     because: None,
                 });
                 if matched {
-                    let root = opts.document_root.clone().unwrap_or_else(crate::deliver_paths::default_root);
+                    let root = opts
+                        .document_root
+                        .clone()
+                        .unwrap_or_else(crate::deliver_paths::default_root);
                     pregrant = Some(Pregrant {
                         tool: g.tool.clone(),
                         path: crate::deliver_paths::document_path(&root, &state.thread.id, hid)

@@ -1,7 +1,10 @@
 //! Computing fact values for one state and one target provider.
 
 use super::{Fact, Value};
-use crate::state::{caps_for, HandoffStatus, Item, ProviderThread, ProviderThreadStatus, ResolvedCaps, Run, RunStatus, State};
+use crate::state::{
+    caps_for, HandoffStatus, Item, ProviderThread, ProviderThreadStatus, ResolvedCaps, Run,
+    RunStatus, State,
+};
 use std::cell::{OnceCell, RefCell};
 use std::collections::BTreeSet;
 
@@ -24,6 +27,7 @@ pub struct ItemCtx {
     pub run: u32,
     pub superseded: bool,
     pub latest: bool,
+    pub recency: i64,
     pub chars: i64,
     pub diff_lines: Option<i64>,
     pub resolved: Option<bool>,
@@ -98,7 +102,12 @@ impl<'a> Facts<'a> {
     }
 
     pub fn is_eligible(&self, ordinal: u32) -> bool {
-        ordinal >= 1 && self.eligible.get(ordinal as usize - 1).copied().unwrap_or(false)
+        ordinal >= 1
+            && self
+                .eligible
+                .get(ordinal as usize - 1)
+                .copied()
+                .unwrap_or(false)
     }
 
     /// Ordinals of the eligible runs, oldest first.
@@ -176,7 +185,10 @@ impl<'a> Facts<'a> {
     /// Eligible runs after the target's last seen run.
     pub fn delta_runs(&self) -> Vec<u32> {
         let ls = self.last_seen();
-        self.eligible_runs().into_iter().filter(|o| *o > ls).collect()
+        self.eligible_runs()
+            .into_iter()
+            .filter(|o| *o > ls)
+            .collect()
     }
 
     fn latest_checkpoint(&self) -> Option<&'a crate::state::Checkpoint> {
@@ -250,13 +262,12 @@ impl<'a> Facts<'a> {
             Fact::RequestRuntimeMode => Value::opt_str(s.request.runtime_mode.as_deref()),
             Fact::RequestCleanContext => Bool(s.request.clean_context),
             Fact::RequestKind => Str(s.request.kind.as_str().into()),
-            Fact::RequestMessageChars => Int(
-                s.request
-                    .message
-                    .as_deref()
-                    .map(|m| m.chars().count())
-                    .unwrap_or(0) as i64,
-            ),
+            Fact::RequestMessageChars => Int(s
+                .request
+                .message
+                .as_deref()
+                .map(|m| m.chars().count())
+                .unwrap_or(0) as i64),
             Fact::RequestRun => Int(s.runs.len() as i64 + 1),
             Fact::TargetProvider => Str(self.target.clone()),
             Fact::TargetHasThread => Bool(pt.is_some()),
@@ -291,12 +302,13 @@ impl<'a> Facts<'a> {
             Fact::SummaryFullChars => Int(*self
                 .full_chars
                 .get_or_init(|| self.sizer.chars(s, &self.eligible_runs()))),
-            Fact::CheckpointLatest => Int(self.latest_checkpoint().map(|c| c.run).unwrap_or(0) as i64),
-            Fact::CheckpointFilesChanged => Int(
-                self.latest_checkpoint()
-                    .map(|c| c.files_changed)
-                    .unwrap_or(0) as i64,
-            ),
+            Fact::CheckpointLatest => {
+                Int(self.latest_checkpoint().map(|c| c.run).unwrap_or(0) as i64)
+            }
+            Fact::CheckpointFilesChanged => Int(self
+                .latest_checkpoint()
+                .map(|c| c.files_changed)
+                .unwrap_or(0) as i64),
             Fact::ForkAnchorRole => {
                 Value::opt_str(s.request.fork_anchor.as_ref().map(|a| a.role.as_str()))
             }
@@ -317,6 +329,7 @@ impl<'a> Facts<'a> {
             Fact::ItemRun => item.map(|i| Int(i.run as i64)).unwrap_or(Null),
             Fact::ItemSuperseded => item.map(|i| Bool(i.superseded)).unwrap_or(Null),
             Fact::ItemLatest => item.map(|i| Bool(i.latest)).unwrap_or(Null),
+            Fact::ItemRecency => item.map(|i| Int(i.recency)).unwrap_or(Null),
             Fact::ItemChars => item.map(|i| Int(i.chars)).unwrap_or(Null),
             Fact::ItemDiffLines => item.and_then(|i| i.diff_lines).map(Int).unwrap_or(Null),
             Fact::ItemResolved => item.and_then(|i| i.resolved).map(Bool).unwrap_or(Null),
@@ -399,6 +412,11 @@ pub fn coverage(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> Cove
 
 /// Item facts for every item of the given runs (plus synthetic checkpoint and handoff items),
 /// in source order. `superseded` and `latest` are judged within this set.
+/// Item facts for a synthetic item (compaction summary, fork anchor).
+pub fn synthetic_item(kind: &'static str, id: String, run: u32, chars: i64) -> ItemCtx {
+    synthetic(kind, id, run, chars)
+}
+
 pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<(ItemCtx, Option<&'s Item>)> {
     let mut out: Vec<(ItemCtx, Option<&'s Item>)> = Vec::new();
     for &o in runs {
@@ -407,16 +425,41 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<(ItemCtx, Option
         };
         if let Some(h) = run.handoff.as_deref() {
             if let Some(hd) = state.handoffs.iter().find(|x| x.id == h) {
-                out.push((synthetic("handoff", format!("{}", hd.id), o, hd.summary.as_deref().map(|t| t.chars().count()).unwrap_or(0) as i64), None));
+                out.push((
+                    synthetic(
+                        "handoff",
+                        hd.id.to_string(),
+                        o,
+                        hd.summary
+                            .as_deref()
+                            .map(|t| t.chars().count())
+                            .unwrap_or(0) as i64,
+                    ),
+                    None,
+                ));
             }
         }
         for (i, item) in run.items.iter().enumerate() {
-            let (diff_lines, resolved, answered, exit_code, failed, tool, path, agent) = match item {
-                Item::FileChange { diff_lines, path, .. } => {
-                    (*diff_lines, None, None, None, false, None, Some(path.clone()), None)
+            let (diff_lines, resolved, answered, exit_code, failed, tool, path, agent) = match item
+            {
+                Item::FileChange {
+                    diff_lines, path, ..
+                } => (
+                    *diff_lines,
+                    None,
+                    None,
+                    None,
+                    false,
+                    None,
+                    Some(path.clone()),
+                    None,
+                ),
+                Item::Approval { resolved, .. } => {
+                    (None, Some(*resolved), None, None, false, None, None, None)
                 }
-                Item::Approval { resolved, .. } => (None, Some(*resolved), None, None, false, None, None, None),
-                Item::Question { answered, .. } => (None, None, Some(*answered), None, false, None, None, None),
+                Item::Question { answered, .. } => {
+                    (None, None, Some(*answered), None, false, None, None, None)
+                }
                 Item::Command { exit_code, .. } => (
                     None,
                     None,
@@ -437,7 +480,16 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<(ItemCtx, Option
                     None,
                     None,
                 ),
-                Item::SubagentResult { agent, .. } => (None, None, None, None, false, None, None, Some(agent.clone())),
+                Item::SubagentResult { agent, .. } => (
+                    None,
+                    None,
+                    None,
+                    None,
+                    false,
+                    None,
+                    None,
+                    Some(agent.clone()),
+                ),
                 _ => (None, None, None, None, false, None, None, None),
             };
             out.push((
@@ -447,6 +499,7 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<(ItemCtx, Option
                     run: o,
                     superseded: false,
                     latest: false,
+                    recency: 0,
                     chars: item.char_len() as i64,
                     diff_lines,
                     resolved,
@@ -461,7 +514,15 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<(ItemCtx, Option
             ));
         }
         for c in state.checkpoints.iter().filter(|c| c.run == o) {
-            let mut ctx = synthetic("checkpoint", format!("checkpoint.{o}"), o, c.diff_summary.as_deref().map(|t| t.chars().count()).unwrap_or(0) as i64);
+            let mut ctx = synthetic(
+                "checkpoint",
+                format!("checkpoint.{o}"),
+                o,
+                c.diff_summary
+                    .as_deref()
+                    .map(|t| t.chars().count())
+                    .unwrap_or(0) as i64,
+            );
             ctx.diff_lines = None;
             out.push((ctx, None));
         }
@@ -477,6 +538,7 @@ fn synthetic(kind: &'static str, id: String, run: u32, chars: i64) -> ItemCtx {
         run,
         superseded: false,
         latest: false,
+        recency: 0,
         chars,
         diff_lines: None,
         resolved: None,
@@ -493,11 +555,13 @@ fn mark_superseded_and_latest(items: &mut [(ItemCtx, Option<&Item>)]) {
     use std::collections::HashSet;
     let mut seen_cmd: HashSet<String> = HashSet::new();
     let mut seen_tool: HashSet<(String, String)> = HashSet::new();
-    let mut seen_kind: HashSet<&'static str> = HashSet::new();
+    let mut per_kind: std::collections::HashMap<&'static str, i64> =
+        std::collections::HashMap::new();
     for (ctx, item) in items.iter_mut().rev() {
-        if seen_kind.insert(ctx.kind) {
-            ctx.latest = true;
-        }
+        let n = per_kind.entry(ctx.kind).or_insert(0);
+        ctx.recency = *n;
+        ctx.latest = *n == 0;
+        *n += 1;
         match item {
             Some(Item::Command { command, .. }) => {
                 let key = command.split_whitespace().collect::<Vec<_>>().join(" ");

@@ -7,7 +7,10 @@
 mod compute;
 mod value;
 
-pub use compute::{coverage, find_target_thread, item_contexts, Coverage, CoveredBy, Facts, ItemCtx, RunCtx, SummarySizer};
+pub use compute::{
+    coverage, find_target_thread, item_contexts, synthetic_item, Coverage, CoveredBy, Facts,
+    ItemCtx, RunCtx, SummarySizer,
+};
 pub use value::{Type, Value};
 
 use crate::state::{AnchorRole, HandoffChannel, ProviderThreadStatus, RequestKind, RunStatus};
@@ -134,6 +137,7 @@ facts! {
     ItemRun => "item.run", Type::Int, false, Item, "Ordinal of the item's run.";
     ItemSuperseded => "item.superseded", Type::Bool, false, Item, "A later command ran the same command line, or a later tool call re-ran the same tool on the same input.";
     ItemLatest => "item.latest", Type::Bool, false, Item, "The item is the newest of its kind in the covered runs.";
+    ItemRecency => "item.recency", Type::Int, false, Item, "0 for the newest item of its kind in the covered runs, 1 for the one before, and so on.";
     ItemChars => "item.chars", Type::Int, false, Item, "Characters the item carries (text, output, diff).";
     ItemDiffLines => "item.diff_lines", Type::Int, true, Item, "Lines in a file change's diff.";
     ItemResolved => "item.resolved", Type::Bool, true, Item, "Whether an approval was resolved.";

@@ -5,7 +5,7 @@
 use super::ast::*;
 use super::diag::{Diagnostic, Severity, Source};
 use super::{
-    CDelivery, CDeliveryRule, CExpr, CGrant, CInclude, CExclude, CLadderRule, CPregrant, CStale,
+    CDelivery, CDeliveryRule, CExclude, CExpr, CGrant, CInclude, CLadderRule, CPregrant, CStale,
     CSummary, Form, Policy, Strategy, SummarySource,
 };
 use crate::facts::{Fact, Scope, Type, Value, GRANT_TARGETS, STRATEGIES};
@@ -74,7 +74,9 @@ fn merge(files: &[PolicyFile]) -> Merged<'_> {
             m.template = f.template.as_ref();
         }
         for l in &f.lets {
-            match m.lets.iter().position(|x| x.name.node == l.name.node && x.name.span.source != l.name.span.source) {
+            match m.lets.iter().position(|x| {
+                x.name.node == l.name.node && x.name.span.source != l.name.span.source
+            }) {
                 Some(i) => m.lets[i] = l,
                 None => m.lets.push(l),
             }
@@ -83,7 +85,9 @@ fn merge(files: &[PolicyFile]) -> Merged<'_> {
             m.eligible = f.eligible.as_ref();
         }
         for s in &f.stales {
-            match m.stales.iter().position(|x| x.name.node == s.name.node && x.name.span.source != s.name.span.source) {
+            match m.stales.iter().position(|x| {
+                x.name.node == s.name.node && x.name.span.source != s.name.span.source
+            }) {
                 Some(i) => m.stales[i] = s,
                 None => m.stales.push(s),
             }
@@ -170,7 +174,13 @@ impl<'a> Checker<'a> {
         if path == "stale" {
             if ctx.stale {
                 self.observed_any_stale = true;
-                return Some((CExpr::AnyStale, Ty { ty: Type::Bool, nullable: false }));
+                return Some((
+                    CExpr::AnyStale,
+                    Ty {
+                        ty: Type::Bool,
+                        nullable: false,
+                    },
+                ));
             }
             self.err(
                 span,
@@ -185,13 +195,19 @@ impl<'a> Checker<'a> {
                     self.observed_signals.insert(sig.to_string());
                     return Some((
                         CExpr::Signal(i, sig.to_string()),
-                        Ty { ty: Type::Bool, nullable: false },
+                        Ty {
+                            ty: Type::Bool,
+                            nullable: false,
+                        },
                     ));
                 }
                 self.err(
                     span,
                     format!("`{path}` cannot be read {}", ctx.what),
-                    Some("staleness signals are known in `strategy`, `delivery` and `pregrant`".into()),
+                    Some(
+                        "staleness signals are known in `strategy`, `delivery` and `pregrant`"
+                            .into(),
+                    ),
                 );
                 return None;
             }
@@ -238,12 +254,21 @@ impl<'a> Checker<'a> {
 
     /// Type-check and compile `e`.
     fn expr(&mut self, e: &Expr, ctx: Ctx) -> Option<(CExpr, Ty)> {
-        let lit = |ty| Ty { ty, nullable: false };
+        let lit = |ty| Ty {
+            ty,
+            nullable: false,
+        };
         match e {
             Expr::Int(i, _) => Some((CExpr::Const(Value::Int(*i)), lit(Type::Int))),
             Expr::Str(s, _) => Some((CExpr::Const(Value::Str(s.clone())), lit(Type::Str))),
             Expr::Bool(b, _) => Some((CExpr::Const(Value::Bool(*b)), lit(Type::Bool))),
-            Expr::Null(_) => Some((CExpr::Const(Value::Null), Ty { ty: Type::Null, nullable: true })),
+            Expr::Null(_) => Some((
+                CExpr::Const(Value::Null),
+                Ty {
+                    ty: Type::Null,
+                    nullable: true,
+                },
+            )),
             Expr::Path(p, span) => self.resolve(p, *span, ctx),
             Expr::List(xs, span) => {
                 let mut elem: Option<Type> = None;
@@ -301,7 +326,11 @@ impl<'a> Checker<'a> {
                 Some((CExpr::Not(Box::new(c)), lit(Type::Bool)))
             }
             Expr::And(xs, _) | Expr::Or(xs, _) => {
-                let word = if matches!(e, Expr::And(..)) { "`and`" } else { "`or`" };
+                let word = if matches!(e, Expr::And(..)) {
+                    "`and`"
+                } else {
+                    "`or`"
+                };
                 let mut out = Vec::new();
                 let mut ok = true;
                 for x in xs {
@@ -347,7 +376,13 @@ impl<'a> Checker<'a> {
                 if !ok {
                     return None;
                 }
-                Some((CExpr::Sum(out), Ty { ty: Type::Int, nullable: true }))
+                Some((
+                    CExpr::Sum(out),
+                    Ty {
+                        ty: Type::Int,
+                        nullable: true,
+                    },
+                ))
             }
             Expr::Cmp(a, op, b, span) => {
                 let ra = self.expr(a, ctx);
@@ -358,11 +393,7 @@ impl<'a> Checker<'a> {
                         if !comparable(ta.ty, tb.ty) {
                             self.err(
                                 *span,
-                                format!(
-                                    "cannot compare {} with {}",
-                                    ta.ty.name(),
-                                    tb.ty.name()
-                                ),
+                                format!("cannot compare {} with {}", ta.ty.name(), tb.ty.name()),
                                 None,
                             );
                             return None;
@@ -370,7 +401,10 @@ impl<'a> Checker<'a> {
                         if tb.ty == Type::Null && !ta.nullable {
                             self.warn(
                                 b.span(),
-                                format!("`{}` is never null, so this comparison is constant", show(a)),
+                                format!(
+                                    "`{}` is never null, so this comparison is constant",
+                                    show(a)
+                                ),
                                 None,
                             );
                         }
@@ -410,11 +444,7 @@ impl<'a> Checker<'a> {
                         if elem != Type::Null && !comparable(ta.ty, elem) {
                             self.err(
                                 *span,
-                                format!(
-                                    "cannot look for {} in a {}",
-                                    ta.ty.name(),
-                                    tb.ty.name()
-                                ),
+                                format!("cannot look for {} in a {}", ta.ty.name(), tb.ty.name()),
                                 None,
                             );
                             return None;
@@ -424,11 +454,20 @@ impl<'a> Checker<'a> {
                                 self.check_enum_value(values, x, a);
                             }
                         }
-                        if let (Type::Enum(values), CExpr::Let(name, Value::List(vs))) = (ta.ty, &cb) {
+                        if let (Type::Enum(values), CExpr::Let(name, Value::List(vs))) =
+                            (ta.ty, &cb)
+                        {
                             for v in vs {
                                 if let Value::Str(s) = v {
                                     if !values.contains(&s.as_str()) {
-                                        self.err(b.span(), format!("`{name}` holds \"{s}\", which `{}` never is", show(a)), Some(format!("values: {}", values.join(", "))));
+                                        self.err(
+                                            b.span(),
+                                            format!(
+                                                "`{name}` holds \"{s}\", which `{}` never is",
+                                                show(a)
+                                            ),
+                                            Some(format!("values: {}", values.join(", "))),
+                                        );
                                     }
                                 }
                             }
@@ -457,7 +496,11 @@ impl<'a> Checker<'a> {
                 } else {
                     format!("`{}`", show(subject))
                 };
-                self.err(*span, format!("\"{s}\" is not a possible value of {about}"), help);
+                self.err(
+                    *span,
+                    format!("\"{s}\" is not a possible value of {about}"),
+                    help,
+                );
             }
         }
     }
@@ -471,7 +514,9 @@ impl<'a> Checker<'a> {
                 format!("{what} needs a bool, but `{}` is {}", show(x), t.ty.name()),
                 match t.ty {
                     Type::Int => Some(format!("compare it: `{} > 0`", show(x))),
-                    Type::Str | Type::Enum(_) => Some(format!("compare it: `{} == \"...\"`", show(x))),
+                    Type::Str | Type::Enum(_) => {
+                        Some(format!("compare it: `{} == \"...\"`", show(x)))
+                    }
                     _ => None,
                 },
             );
@@ -484,7 +529,11 @@ impl<'a> Checker<'a> {
         if t.ty != Type::Bool {
             self.err(
                 e.span(),
-                format!("a `when` condition must be a bool, but `{}` is {}", show(e), t.ty.name()),
+                format!(
+                    "a `when` condition must be a bool, but `{}` is {}",
+                    show(e),
+                    t.ty.name()
+                ),
                 None,
             );
             return None;
@@ -493,7 +542,13 @@ impl<'a> Checker<'a> {
     }
 
     fn constant(&mut self, e: &Expr) -> Option<(Value, Type)> {
-        let ctx = Ctx { what: "in a `let`", run: false, item: false, outcome: false, stale: false };
+        let ctx = Ctx {
+            what: "in a `let`",
+            run: false,
+            item: false,
+            outcome: false,
+            stale: false,
+        };
         // Only literals and other lets.
         let mut paths = Vec::new();
         e.paths(&mut paths);
@@ -547,10 +602,19 @@ fn show(e: &Expr) -> String {
     }
 }
 
-const THREAD_CTX: Ctx = Ctx { what: "here", run: false, item: false, outcome: false, stale: false };
+const THREAD_CTX: Ctx = Ctx {
+    what: "here",
+    run: false,
+    item: false,
+    outcome: false,
+    stale: false,
+};
 
 /// Check and compile a loaded policy set.
-pub fn check(sources: Vec<Source>, files: Vec<PolicyFile>) -> Result<Policy, super::diag::PolicyError> {
+pub fn check(
+    sources: Vec<Source>,
+    files: Vec<PolicyFile>,
+) -> Result<Policy, super::diag::PolicyError> {
     let merged = merge(&files);
     let mut c = Checker {
         sources: &sources,
@@ -567,13 +631,27 @@ pub fn check(sources: Vec<Source>, files: Vec<PolicyFile>) -> Result<Policy, sup
         let mut seen: HashMap<&str, Span> = HashMap::new();
         for l in &f.lets {
             if let Some(prev) = seen.insert(l.name.node.as_str(), l.name.span) {
-                c.err(l.name.span, format!("`let {}` is defined twice in this file (first at line {})", l.name.node, prev.line), None);
+                c.err(
+                    l.name.span,
+                    format!(
+                        "`let {}` is defined twice in this file (first at line {})",
+                        l.name.node, prev.line
+                    ),
+                    None,
+                );
             }
         }
         let mut seen: HashMap<&str, Span> = HashMap::new();
         for s in &f.stales {
             if let Some(prev) = seen.insert(s.name.node.as_str(), s.name.span) {
-                c.err(s.name.span, format!("staleness signal `{}` is defined twice in this file (first at line {})", s.name.node, prev.line), None);
+                c.err(
+                    s.name.span,
+                    format!(
+                        "staleness signal `{}` is defined twice in this file (first at line {})",
+                        s.name.node, prev.line
+                    ),
+                    None,
+                );
             }
         }
     }
@@ -581,7 +659,14 @@ pub fn check(sources: Vec<Source>, files: Vec<PolicyFile>) -> Result<Policy, sup
     // Lets, in order.
     for l in &merged.lets {
         if Fact::by_name(&l.name.node).is_some() || l.name.node == "stale" {
-            c.err(l.name.span, format!("`{}` is a fact name; pick another name for the `let`", l.name.node), None);
+            c.err(
+                l.name.span,
+                format!(
+                    "`{}` is a fact name; pick another name for the `let`",
+                    l.name.node
+                ),
+                None,
+            );
             continue;
         }
         if let Some((v, t)) = c.constant(&l.value) {
@@ -591,7 +676,13 @@ pub fn check(sources: Vec<Source>, files: Vec<PolicyFile>) -> Result<Policy, sup
 
     // Eligible.
     let eligible = merged.eligible.and_then(|e| {
-        let ctx = Ctx { what: "in `eligible`", run: true, item: false, outcome: false, stale: false };
+        let ctx = Ctx {
+            what: "in `eligible`",
+            run: true,
+            item: false,
+            outcome: false,
+            stale: false,
+        };
         c.condition(&e.when, ctx).map(|w| (e.span, w))
     });
 
@@ -599,7 +690,10 @@ pub fn check(sources: Vec<Source>, files: Vec<PolicyFile>) -> Result<Policy, sup
     c.signals = merged.stales.iter().map(|s| s.name.node.clone()).collect();
     let mut stales = Vec::new();
     for s in &merged.stales {
-        let ctx = Ctx { what: "in a staleness signal", ..THREAD_CTX };
+        let ctx = Ctx {
+            what: "in a staleness signal",
+            ..THREAD_CTX
+        };
         if let Some(w) = c.condition(&s.when, ctx) {
             stales.push(CStale {
                 name: s.name.node.clone(),
@@ -614,23 +708,49 @@ pub fn check(sources: Vec<Source>, files: Vec<PolicyFile>) -> Result<Policy, sup
     let mut ladder = Vec::new();
     match merged.strategy {
         None => {
-            let span = merged.name.map(|n| n.span).unwrap_or(Span { source: sources.len().saturating_sub(1), start: 0, end: 0, line: 1, col: 1 });
+            let span = merged.name.map(|n| n.span).unwrap_or(Span {
+                source: sources.len().saturating_sub(1),
+                start: 0,
+                end: 0,
+                line: 1,
+                col: 1,
+            });
             c.err(span, "the policy has no `strategy { ... }` ladder", Some("every policy needs a ladder ending in `otherwise`; `extends \"default\"` inherits one".into()));
         }
         Some(l) => {
-            let ctx = Ctx { what: "in the strategy ladder", stale: true, ..THREAD_CTX };
+            let ctx = Ctx {
+                what: "in the strategy ladder",
+                stale: true,
+                ..THREAD_CTX
+            };
             let mut unconditional: Option<Span> = None;
             for r in &l.rules {
                 if let Some(prev) = unconditional {
-                    c.warn(r.span, format!("unreachable: the rule at line {} always matches first", prev.line), Some("remove this rule or make the earlier one conditional".into()));
+                    c.warn(
+                        r.span,
+                        format!(
+                            "unreachable: the rule at line {} always matches first",
+                            prev.line
+                        ),
+                        Some("remove this rule or make the earlier one conditional".into()),
+                    );
                 }
                 let strategy = match Strategy::parse(&r.strategy.node) {
                     Some(s) => s,
                     None => {
                         let help = did_you_mean(&r.strategy.node, STRATEGIES.iter().copied())
-                            .map(|s| format!("did you mean `{s}`? (strategies: {})", STRATEGIES.join(", ")))
+                            .map(|s| {
+                                format!(
+                                    "did you mean `{s}`? (strategies: {})",
+                                    STRATEGIES.join(", ")
+                                )
+                            })
                             .or_else(|| Some(format!("strategies: {}", STRATEGIES.join(", "))));
-                        c.err(r.strategy.span, format!("unknown strategy `{}`", r.strategy.node), help);
+                        c.err(
+                            r.strategy.span,
+                            format!("unknown strategy `{}`", r.strategy.node),
+                            help,
+                        );
                         continue;
                     }
                 };
@@ -639,10 +759,20 @@ pub fn check(sources: Vec<Source>, files: Vec<PolicyFile>) -> Result<Policy, sup
                     Some(h) => match HandoffStrategy::parse(&h.node) {
                         Some(hs) => Some(hs),
                         None => {
-                            let help = did_you_mean(&h.node, HandoffStrategy::NAMES.iter().copied())
-                                .map(|s| format!("did you mean `{s}`?"))
-                                .or_else(|| Some(format!("handoff strategies: {}", HandoffStrategy::NAMES.join(", "))));
-                            c.err(h.span, format!("unknown handoff strategy `{}`", h.node), help);
+                            let help =
+                                did_you_mean(&h.node, HandoffStrategy::NAMES.iter().copied())
+                                    .map(|s| format!("did you mean `{s}`?"))
+                                    .or_else(|| {
+                                        Some(format!(
+                                            "handoff strategies: {}",
+                                            HandoffStrategy::NAMES.join(", ")
+                                        ))
+                                    });
+                            c.err(
+                                h.span,
+                                format!("unknown handoff strategy `{}`", h.node),
+                                help,
+                            );
                             continue;
                         }
                     },
@@ -684,14 +814,30 @@ pub fn check(sources: Vec<Source>, files: Vec<PolicyFile>) -> Result<Policy, sup
 
     // Delivery.
     let delivery = match merged.delivery {
-        None => CDelivery { rules: Vec::new(), inline_limit: 500, span: None },
+        None => CDelivery {
+            rules: Vec::new(),
+            inline_limit: 500,
+            span: None,
+        },
         Some(d) => {
-            let ctx = Ctx { what: "in `delivery`", stale: true, outcome: true, ..THREAD_CTX };
+            let ctx = Ctx {
+                what: "in `delivery`",
+                stale: true,
+                outcome: true,
+                ..THREAD_CTX
+            };
             let mut rules = Vec::new();
             let mut unconditional: Option<Span> = None;
             for r in &d.rules {
                 if let Some(prev) = unconditional {
-                    c.warn(r.span, format!("unreachable: the rule at line {} always matches first", prev.line), None);
+                    c.warn(
+                        r.span,
+                        format!(
+                            "unreachable: the rule at line {} always matches first",
+                            prev.line
+                        ),
+                        None,
+                    );
                 }
                 let when = match &r.when {
                     None => {
@@ -703,7 +849,12 @@ pub fn check(sources: Vec<Source>, files: Vec<PolicyFile>) -> Result<Policy, sup
                         None => continue,
                     },
                 };
-                rules.push(CDeliveryRule { off_band: r.off_band, when, because: r.because.clone(), span: r.span });
+                rules.push(CDeliveryRule {
+                    off_band: r.off_band,
+                    when,
+                    because: r.because.clone(),
+                    span: r.span,
+                });
             }
             let inline_limit = match &d.inline_limit {
                 Some(l) if l.node < 1 => {
@@ -713,25 +864,49 @@ pub fn check(sources: Vec<Source>, files: Vec<PolicyFile>) -> Result<Policy, sup
                 Some(l) => l.node as usize,
                 None => 500,
             };
-            CDelivery { rules, inline_limit, span: Some(d.span) }
+            CDelivery {
+                rules,
+                inline_limit,
+                span: Some(d.span),
+            }
         }
     };
 
     // Pre-grant.
     let pregrant = merged.pregrant.map(|p| {
-        let ctx = Ctx { what: "in `pregrant`", stale: true, outcome: true, ..THREAD_CTX };
+        let ctx = Ctx {
+            what: "in `pregrant`",
+            stale: true,
+            outcome: true,
+            ..THREAD_CTX
+        };
         let mut grants = Vec::new();
         for g in &p.grants {
             let tool = match g.tool.node.as_str() {
                 "read" => "Read",
                 other => {
-                    c.err(g.tool.span, format!("unknown grant `{other}`: baton only pre-grants `read`"), Some("a pre-grant lets the agent read the handoff document, nothing else".into()));
+                    c.err(
+                        g.tool.span,
+                        format!("unknown grant `{other}`: baton only pre-grants `read`"),
+                        Some(
+                            "a pre-grant lets the agent read the handoff document, nothing else"
+                                .into(),
+                        ),
+                    );
                     continue;
                 }
             };
             if !GRANT_TARGETS.contains(&g.target.node.as_str()) {
-                let help = did_you_mean(&g.target.node, GRANT_TARGETS.iter().copied()).map(|s| format!("did you mean `{s}`?"));
-                c.err(g.target.span, format!("`{}` cannot be granted: only `handoff.document` can", g.target.node), help);
+                let help = did_you_mean(&g.target.node, GRANT_TARGETS.iter().copied())
+                    .map(|s| format!("did you mean `{s}`?"));
+                c.err(
+                    g.target.span,
+                    format!(
+                        "`{}` cannot be granted: only `handoff.document` can",
+                        g.target.node
+                    ),
+                    help,
+                );
                 continue;
             }
             let when = match &g.when {
@@ -741,21 +916,38 @@ pub fn check(sources: Vec<Source>, files: Vec<PolicyFile>) -> Result<Policy, sup
                     None => continue,
                 },
             };
-            grants.push(CGrant { tool: tool.to_string(), when, span: g.span });
+            grants.push(CGrant {
+                tool: tool.to_string(),
+                when,
+                span: g.span,
+            });
         }
         if p.turns < 1 || p.uses < 1 {
             c.err(p.span, "`turns` and `uses` must be at least 1", None);
         }
         if p.turns > 1 || p.uses > 1 {
-            c.warn(p.span, "a pre-grant wider than one turn and one use weakens the permission model", Some("seed 003 issues a one-turn, one-use grant".into()));
+            c.warn(
+                p.span,
+                "a pre-grant wider than one turn and one use weakens the permission model",
+                Some("seed 003 issues a one-turn, one-use grant".into()),
+            );
         }
-        CPregrant { grants, turns: p.turns.max(1) as u32, uses: p.uses.max(1) as u32, span: p.span }
+        CPregrant {
+            grants,
+            turns: p.turns.max(1) as u32,
+            uses: p.uses.max(1) as u32,
+            span: p.span,
+        }
     });
 
     // Lints.
     for l in &merged.lets {
         if !c.used_lets.contains(&l.name.node) {
-            c.warn(l.name.span, format!("unused `let {}`", l.name.node), Some("remove it or use it in a rule".into()));
+            c.warn(
+                l.name.span,
+                format!("unused `let {}`", l.name.node),
+                Some("remove it or use it in a rule".into()),
+            );
         }
     }
     if !c.observed_any_stale {
@@ -780,7 +972,11 @@ pub fn check(sources: Vec<Source>, files: Vec<PolicyFile>) -> Result<Policy, sup
         .or_else(|| sources.last().map(|s| stem(&s.name)))
         .unwrap_or_else(|| "policy".into());
     let sha256 = super::source::sha256(&sources);
-    let lets: BTreeMap<String, Value> = c.lets.iter().map(|(k, (v, _, _))| (k.clone(), v.clone())).collect();
+    let lets: BTreeMap<String, Value> = c
+        .lets
+        .iter()
+        .map(|(k, (v, _, _))| (k.clone(), v.clone()))
+        .collect();
     Ok(Policy {
         name,
         description: merged.description.cloned(),
@@ -807,11 +1003,19 @@ fn stem(name: &str) -> String {
 }
 
 fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
-    let ctx = Ctx { what: "in a summary rule", item: true, ..THREAD_CTX };
+    let ctx = Ctx {
+        what: "in a summary rule",
+        item: true,
+        ..THREAD_CTX
+    };
     let mut sections: Vec<(String, String)> = Vec::new();
     for d in &s.sections {
         if sections.iter().any(|(n, _)| *n == d.name.node) {
-            c.err(d.name.span, format!("section `{}` is declared twice", d.name.node), None);
+            c.err(
+                d.name.span,
+                format!("section `{}` is declared twice", d.name.node),
+                None,
+            );
             continue;
         }
         sections.push((d.name.node.clone(), d.title.clone()));
@@ -839,12 +1043,24 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
             continue;
         }
         if !known_section(&r.section.node, &sections) {
-            let mut names: Vec<String> = BUILTIN_SECTIONS.iter().map(|(n, _)| n.to_string()).collect();
+            let mut names: Vec<String> = BUILTIN_SECTIONS
+                .iter()
+                .map(|(n, _)| n.to_string())
+                .collect();
             names.extend(sections.iter().map(|(n, _)| n.clone()));
             let help = did_you_mean(&r.section.node, names.iter().map(|s| s.as_str()))
                 .map(|s| format!("did you mean `{s}`?"))
-                .or_else(|| Some(format!("declare it with `section {} \"Title\"`", r.section.node)));
-            c.err(r.section.span, format!("unknown section `{}`", r.section.node), help);
+                .or_else(|| {
+                    Some(format!(
+                        "declare it with `section {} \"Title\"`",
+                        r.section.node
+                    ))
+                });
+            c.err(
+                r.section.span,
+                format!("unknown section `{}`", r.section.node),
+                help,
+            );
             continue;
         }
         let form = match &r.form {
@@ -867,7 +1083,13 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
                 None => continue,
             },
         };
-        includes.push(CInclude { kind: r.kind.node.clone(), section: r.section.node.clone(), form, when, span: r.span });
+        includes.push(CInclude {
+            kind: r.kind.node.clone(),
+            section: r.section.node.clone(),
+            form,
+            when,
+            span: r.span,
+        });
     }
     let mut excludes = Vec::new();
     for r in &s.excludes {
@@ -881,11 +1103,20 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
                 None => continue,
             },
         };
-        excludes.push(CExclude { kind: r.kind.node.clone(), when, because: r.because.clone(), span: r.span });
+        excludes.push(CExclude {
+            kind: r.kind.node.clone(),
+            when,
+            because: r.because.clone(),
+            span: r.span,
+        });
     }
     let text_max = match &s.text_max {
         Some(t) if t.node < 4 => {
-            c.err(t.span, "`text max` must be at least 4 (3 characters go to `...`)", None);
+            c.err(
+                t.span,
+                "`text max` must be at least 4 (3 characters go to `...`)",
+                None,
+            );
             None
         }
         Some(t) => Some(t.node as usize),
@@ -901,7 +1132,11 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
     };
     let source = match &s.source {
         None | Some(SourceDecl::Deterministic(_)) => SummarySource::Deterministic,
-        Some(SourceDecl::Command { span, command, timeout_ms }) => {
+        Some(SourceDecl::Command {
+            span,
+            command,
+            timeout_ms,
+        }) => {
             let t = timeout_ms.unwrap_or(30_000);
             if t < 1 {
                 c.err(*span, "`timeout_ms` must be at least 1", None);
@@ -909,8 +1144,19 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
             if command.trim().is_empty() {
                 c.err(*span, "the summarizer command is empty", None);
             }
-            SummarySource::Command { command: command.clone(), timeout_ms: t.max(1) as u64 }
+            SummarySource::Command {
+                command: command.clone(),
+                timeout_ms: t.max(1) as u64,
+            }
         }
     };
-    CSummary { text_max, sections, includes, excludes, budget, source, span: s.span }
+    CSummary {
+        text_max,
+        sections,
+        includes,
+        excludes,
+        budget,
+        source,
+        span: s.span,
+    }
 }

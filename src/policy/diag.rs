@@ -94,7 +94,11 @@ impl fmt::Display for Diagnostic {
         if self.snippet.len() == 2 {
             let num = self.line.to_string();
             let pad = " ".repeat(num.len());
-            write!(f, "\n{pad} |\n{num} | {}\n{pad} | {}", self.snippet[0], self.snippet[1])?;
+            write!(
+                f,
+                "\n{pad} |\n{num} | {}\n{pad} | {}",
+                self.snippet[0], self.snippet[1]
+            )?;
         }
         if let Some(h) = &self.help {
             write!(f, "\n  = help: {h}")?;

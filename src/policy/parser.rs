@@ -18,7 +18,12 @@ pub const MAX_NESTING: usize = 64;
 pub fn parse(sources: &[Source], index: usize) -> Result<PolicyFile, PolicyError> {
     let text = match sources.get(index) {
         Some(s) => s.text.as_str(),
-        None => return Err(PolicyError::single(Diagnostic::file_level("<policy>", "no such source"))),
+        None => {
+            return Err(PolicyError::single(Diagnostic::file_level(
+                "<policy>",
+                "no such source",
+            )))
+        }
     };
     check_nesting(sources, index, text)?;
     let mut pairs = PolicyParser::parse(Rule::file, text)
@@ -119,9 +124,12 @@ fn rule_name(r: &Rule) -> String {
         Rule::path => "a fact name".into(),
         Rule::string | Rule::str_inner => "a quoted string".into(),
         Rule::int => "a number".into(),
-        Rule::expr | Rule::or_expr | Rule::and_expr | Rule::unary | Rule::comparison | Rule::sum => {
-            "an expression".into()
-        }
+        Rule::expr
+        | Rule::or_expr
+        | Rule::and_expr
+        | Rule::unary
+        | Rule::comparison
+        | Rule::sum => "an expression".into(),
         Rule::when_clause | Rule::kw_when => "`when`".into(),
         Rule::kw_and => "`and`".into(),
         Rule::kw_or => "`or`".into(),
@@ -209,21 +217,30 @@ fn pest_error(
         }
         pest::error::ErrorVariant::CustomError { message } => message.clone(),
     };
-    let end = pos + text[pos.min(text.len())..]
-        .chars()
-        .take_while(|c| !c.is_whitespace())
-        .map(|c| c.len_utf8())
-        .sum::<usize>();
-    Diagnostic::new(sources, Severity::Error, span_at(text, index, pos, end), message)
+    let end = pos
+        + text[pos.min(text.len())..]
+            .chars()
+            .take_while(|c| !c.is_whitespace())
+            .map(|c| c.len_utf8())
+            .sum::<usize>();
+    Diagnostic::new(
+        sources,
+        Severity::Error,
+        span_at(text, index, pos, end),
+        message,
+    )
 }
 
 /// Children of a pair without keyword tokens.
+type KidsIter<'i> =
+    std::iter::Filter<pest::iterators::Pairs<'i, Rule>, fn(&Pair<'i, Rule>) -> bool>;
+
 trait Kids<'i> {
-    fn kids(self) -> std::iter::Filter<pest::iterators::Pairs<'i, Rule>, fn(&Pair<'i, Rule>) -> bool>;
+    fn kids(self) -> KidsIter<'i>;
 }
 
 impl<'i> Kids<'i> for Pair<'i, Rule> {
-    fn kids(self) -> std::iter::Filter<pest::iterators::Pairs<'i, Rule>, fn(&Pair<'i, Rule>) -> bool> {
+    fn kids(self) -> KidsIter<'i> {
         fn keep(p: &Pair<'_, Rule>) -> bool {
             !matches!(
                 p.as_rule(),
@@ -237,7 +254,8 @@ impl<'i> Kids<'i> for Pair<'i, Rule> {
                     | Rule::kw_stale
             )
         }
-        self.into_inner().filter(keep as fn(&Pair<'i, Rule>) -> bool)
+        self.into_inner()
+            .filter(keep as fn(&Pair<'i, Rule>) -> bool)
     }
 }
 
@@ -278,7 +296,11 @@ impl<'a> Builder<'a> {
         match raw.parse::<i64>() {
             Ok(v) => v,
             Err(_) => {
-                self.error(span, format!("number `{}` is out of range", p.as_str()), None);
+                self.error(
+                    span,
+                    format!("number `{}` is out of range", p.as_str()),
+                    None,
+                );
                 0
             }
         }

@@ -80,7 +80,10 @@ pub fn load(spec: &str) -> Result<Loaded, PolicyError> {
             .map_err(|e| {
                 PolicyError::single(Diagnostic::file_level(
                     spec,
-                    format!("cannot read policy directory: {}", crate::state::io_reason(&e)),
+                    format!(
+                        "cannot read policy directory: {}",
+                        crate::state::io_reason(&e)
+                    ),
                 ))
             })?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -150,7 +153,10 @@ impl Loader {
             return Ok(());
         }
         let bytes = std::fs::read(path).map_err(|e| {
-            let msg = format!("cannot read policy `{name}`: {}", crate::state::io_reason(&e));
+            let msg = format!(
+                "cannot read policy `{name}`: {}",
+                crate::state::io_reason(&e)
+            );
             self.error_at(from, &name, msg)
         })?;
         let text = String::from_utf8(bytes).map_err(|e| {
@@ -209,11 +215,7 @@ impl Loader {
                 .map(|k| k.trim_start_matches("shipped:").to_string())
                 .collect::<Vec<_>>()
                 .join(" -> ");
-            return Err(self.error_at(
-                from,
-                &name,
-                format!("`extends` cycle: {chain} -> {name}"),
-            ));
+            return Err(self.error_at(from, &name, format!("`extends` cycle: {chain} -> {name}")));
         }
         let index = self.sources.len();
         self.sources.push(Source { name, text });

@@ -90,7 +90,11 @@ pub fn load_file(path: &Path) -> Result<State, StateError> {
         buf
     } else {
         std::fs::read(path).map_err(|e| {
-            StateError::one(&name, "", format!("cannot read state file: {}", io_reason(&e)))
+            StateError::one(
+                &name,
+                "",
+                format!("cannot read state file: {}", io_reason(&e)),
+            )
         })?
     };
     let text = std::str::from_utf8(&bytes).map_err(|e| {
@@ -149,8 +153,8 @@ fn deserialize(text: &str, format: Format, file: &str) -> Result<State, StateErr
             "empty state file: expected at least `version: 1`, `thread: {id: ...}` and `request: {provider: ...}`",
         ));
     }
-    let fail = |at: String, line: Option<usize>, column: Option<usize>, message: String| {
-        StateError {
+    let fail =
+        |at: String, line: Option<usize>, column: Option<usize>, message: String| StateError {
             file: file.to_string(),
             problems: vec![StateProblem {
                 at,
@@ -158,8 +162,7 @@ fn deserialize(text: &str, format: Format, file: &str) -> Result<State, StateErr
                 column,
                 message,
             }],
-        }
-    };
+        };
     match format {
         Format::Yaml => {
             let de = serde_yaml::Deserializer::from_str(text);
@@ -219,21 +222,19 @@ pub const KNOWN_PROVIDERS: &[&str] = &["claude", "codex", "copilot", "cursor"];
 
 /// Default capabilities of a known provider (documented in docs/facts.md).
 pub fn default_caps(provider: &str) -> Option<ResolvedCaps> {
-    let c = |resume,
-             native_fork,
-             rollback,
-             handoff_channel,
-             summarize,
-             max_input_chars_per_turn| ResolvedCaps {
-        resume,
-        native_fork,
-        rollback,
-        accepts_handoff: true,
-        handoff_channel,
-        file_read: true,
-        summarize,
-        max_input_chars_per_turn,
-    };
+    let c =
+        |resume, native_fork, rollback, handoff_channel, summarize, max_input_chars_per_turn| {
+            ResolvedCaps {
+                resume,
+                native_fork,
+                rollback,
+                accepts_handoff: true,
+                handoff_channel,
+                file_read: true,
+                summarize,
+                max_input_chars_per_turn,
+            }
+        };
     Some(match provider {
         "codex" => c(true, true, false, HandoffChannel::Developer, false, 16_000),
         "claude" => c(true, true, true, HandoffChannel::System, true, 180_000),

@@ -172,8 +172,13 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    pub const NAMES: &'static [&'static str] =
-        &["completed", "failed", "interrupted", "running", "rolled_back"];
+    pub const NAMES: &'static [&'static str] = &[
+        "completed",
+        "failed",
+        "interrupted",
+        "running",
+        "rolled_back",
+    ];
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Completed => "completed",
@@ -350,8 +355,9 @@ impl ToolStatus {
     }
 }
 
-/// Every item kind, in the order the docs list them. `checkpoint` and `handoff` are synthetic
-/// kinds: the selector presents the thread's checkpoints and prior handoffs as items too.
+/// Every item kind, in the order the docs list them. `checkpoint`, `handoff`,
+/// `compact_summary` and `fork_anchor` are synthetic kinds: the selector presents the thread's
+/// checkpoints, prior handoffs, compaction summary and fork anchor as items too.
 pub const ITEM_KINDS: &[&str] = &[
     "user_message",
     "assistant_message",
@@ -369,6 +375,8 @@ pub const ITEM_KINDS: &[&str] = &[
     "protocol",
     "checkpoint",
     "handoff",
+    "compact_summary",
+    "fork_anchor",
 ];
 
 impl Item {

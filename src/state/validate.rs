@@ -105,7 +105,9 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
             match pts.get(pt.as_str()) {
                 None => p.add(
                     format!("runs[{i}].provider_thread"),
-                    format!("unknown provider thread \"{pt}\"; declare it under `provider_threads:`"),
+                    format!(
+                        "unknown provider thread \"{pt}\"; declare it under `provider_threads:`"
+                    ),
                 ),
                 Some(prov) if *prov != run.provider => p.add(
                     format!("runs[{i}].provider_thread"),
@@ -192,12 +194,18 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
         }
         if let Some(t) = &h.transfer {
             if !transfer_ids.contains(t.as_str()) {
-                p.add(format!("{at}.transfer"), format!("unknown transfer \"{t}\""));
+                p.add(
+                    format!("{at}.transfer"),
+                    format!("unknown transfer \"{t}\""),
+                );
             }
         }
         if let Some(s) = &h.supersedes {
             if !handoff_ids.contains(s.as_str()) {
-                p.add(format!("{at}.supersedes"), format!("unknown handoff \"{s}\""));
+                p.add(
+                    format!("{at}.supersedes"),
+                    format!("unknown handoff \"{s}\""),
+                );
             }
         }
     }

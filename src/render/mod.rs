@@ -1,0 +1,319 @@
+//! Rendering: a decision and its selected summary -> the handoff document, the first-turn
+//! inline prompt and the `handoff.json` provenance, through minijinja templates.
+//!
+//! Public entry point: [`render`]. Templates are embedded in the binary; a directory given in
+//! [`RenderOptions::templates_dir`] overrides any of them by file name.
+
+use crate::decision::{Decision, DeliveryMode};
+use crate::policy::Policy;
+use crate::select::{compact, Summary};
+use crate::state::State;
+use minijinja::{context, Environment, UndefinedBehavior};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Templates shipped in the binary.
+pub const EMBEDDED: &[(&str, &str)] = &[
+    (
+        "handoff.md.j2",
+        include_str!("../../templates/handoff.md.j2"),
+    ),
+    ("inline.md.j2", include_str!("../../templates/inline.md.j2")),
+    ("t3code.md.j2", include_str!("../../templates/t3code.md.j2")),
+    (
+        "t3code-legacy.md.j2",
+        include_str!("../../templates/t3code-legacy.md.j2"),
+    ),
+];
+
+#[derive(Debug, Clone, Default)]
+pub struct RenderOptions {
+    /// A directory whose templates override the embedded ones by name.
+    pub templates_dir: Option<PathBuf>,
+    /// Where the off-band document will live (for the inline pointer).
+    pub document_root: Option<PathBuf>,
+    /// Who wrote the summary (`deterministic` unless an external summarizer did).
+    pub created_by: Option<String>,
+    /// Why the summary fell back to the deterministic builder, if it did.
+    pub fallback_reason: Option<String>,
+}
+
+/// A template that failed to load or render.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{template}:{line}: error: {message}")]
+pub struct RenderError {
+    pub template: String,
+    pub line: usize,
+    pub message: String,
+}
+
+/// Everything a handoff consists of.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rendered {
+    pub document: String,
+    pub inline: String,
+    pub provenance: Provenance,
+    pub document_path: PathBuf,
+    /// Set when the inline prompt could not fit `inline_limit` (it is never cut silently).
+    pub inline_note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Provenance {
+    pub policy: crate::decision::PolicyRef,
+    pub handoff: String,
+    pub thread: String,
+    pub target: String,
+    pub strategy: String,
+    pub handoff_strategy: String,
+    pub covered_runs: crate::state::RunRange,
+    pub delivery: String,
+    pub created_by: String,
+    pub fallback_reason: Option<String>,
+    pub included: Vec<String>,
+    pub omitted: Vec<crate::select::Omitted>,
+    pub chars: Chars,
+    pub templates: Templates,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Chars {
+    pub document: usize,
+    pub inline: usize,
+    pub summary: usize,
+    pub inline_limit: usize,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Templates {
+    pub document: String,
+    pub inline: String,
+}
+
+fn template_error(name: &str, e: &minijinja::Error) -> RenderError {
+    let mut message = e
+        .detail()
+        .map(|d| d.to_string())
+        .unwrap_or_else(|| e.kind().to_string());
+    if e.kind() == minijinja::ErrorKind::UndefinedError {
+        if let (Some(src), Some(range)) = (e.template_source(), e.range()) {
+            if let Some(expr) = src.get(range) {
+                message = format!("undefined variable `{}`", expr.trim());
+            }
+        }
+    }
+    RenderError {
+        template: e.name().unwrap_or(name).to_string(),
+        line: e.line().unwrap_or(0),
+        message,
+    }
+}
+
+fn environment(opts: &RenderOptions) -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_keep_trailing_newline(true);
+    env.set_trim_blocks(true);
+    let dir = opts.templates_dir.clone();
+    env.set_loader(move |name| {
+        if let Some(d) = &dir {
+            let p = d.join(name);
+            if p.is_file() {
+                return std::fs::read_to_string(&p).map(Some).map_err(|e| {
+                    minijinja::Error::new(
+                        minijinja::ErrorKind::InvalidOperation,
+                        format!("cannot read {}: {e}", p.display()),
+                    )
+                });
+            }
+        }
+        Ok(EMBEDDED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| t.to_string()))
+    });
+    env
+}
+
+fn render_one(
+    env: &Environment<'_>,
+    name: &str,
+    ctx: &minijinja::Value,
+) -> Result<String, RenderError> {
+    let tmpl = env.get_template(name).map_err(|e| {
+        if e.kind() == minijinja::ErrorKind::TemplateNotFound {
+            RenderError {
+                template: name.to_string(),
+                line: 0,
+                message: "no such template (neither in --templates nor embedded)".into(),
+            }
+        } else {
+            template_error(name, &e)
+        }
+    })?;
+    tmpl.render(ctx).map_err(|e| template_error(name, &e))
+}
+
+/// Two or three sentences for the inline prompt, drawn from the document's sections.
+fn gist(summary: &Summary) -> Vec<String> {
+    let mut out = Vec::new();
+    let first = |name: &str| summary.section(name).and_then(|s| s.entries.first());
+    let last = |name: &str| summary.section(name).and_then(|s| s.entries.last());
+    if let Some(e) = first("goals")
+        .or_else(|| first("anchor"))
+        .or_else(|| first("compact"))
+    {
+        out.push(format!("Goal: {}", sentence(&e.text)));
+    }
+    if let Some(e) = last("decisions")
+        .or_else(|| last("messages"))
+        .or_else(|| last("narration"))
+    {
+        out.push(format!("Latest: {}", sentence(&e.text)));
+    }
+    if let Some(e) = last("checkpoint").or_else(|| last("files")) {
+        out.push(format!("Workspace: {}", sentence(&e.text)));
+    }
+    out
+}
+
+fn sentence(t: &str) -> String {
+    let s = compact(t, 140);
+    if s.ends_with('.') || s.ends_with('?') || s.ends_with('!') || s.ends_with("...") {
+        s
+    } else {
+        format!("{s}.")
+    }
+}
+
+/// Render a handoff for `decision`. Fails when the decision needs no handoff.
+pub fn render(
+    policy: &Policy,
+    state: &State,
+    decision: &Decision,
+    summary: &Summary,
+    opts: &RenderOptions,
+) -> Result<Rendered, RenderError> {
+    let (Some(hs), Some(covered), Some(hid)) = (
+        decision.handoff_strategy,
+        decision.covered_runs.clone(),
+        decision.handoff_id.clone(),
+    ) else {
+        return Err(RenderError {
+            template: "-".into(),
+            line: 0,
+            message: format!(
+                "strategy `{}` needs no handoff document",
+                decision.strategy.as_str()
+            ),
+        });
+    };
+    let env = environment(opts);
+    let doc_template = policy
+        .template
+        .clone()
+        .unwrap_or_else(|| "handoff.md.j2".into());
+    let created_by = opts
+        .created_by
+        .clone()
+        .unwrap_or_else(|| "deterministic".into());
+    let root = opts
+        .document_root
+        .clone()
+        .unwrap_or_else(crate::deliver_paths::default_root);
+    let document_path = crate::deliver_paths::document_path(&root, &state.thread.id, &hid);
+    let anchor = if state.request.kind == crate::state::RequestKind::Fork {
+        state
+            .request
+            .fork_anchor
+            .as_ref()
+            .map(|a| context! { role => a.role.as_str(), text => a.text.clone() })
+    } else {
+        None
+    };
+    let ctx = context! {
+        policy => context! { name => policy.name.clone(), sha256 => policy.sha256.clone() },
+        thread => context! { id => state.thread.id.clone(), title => state.thread.title.clone() },
+        target => decision.target.clone(),
+        strategy => decision.strategy.as_str(),
+        handoff => context! { id => hid.clone(), strategy => hs.as_str(), created_by => created_by.clone() },
+        covered => context! { from => covered.from, to => covered.to },
+        sections => minijinja::Value::from_serialize(&summary.sections),
+        anchor => anchor,
+        included_count => summary.included.len(),
+        omitted_count => summary.omitted.len(),
+        decision => minijinja::Value::from_serialize(decision),
+    };
+    let mut document = render_one(&env, &doc_template, &ctx)?;
+    if !document.ends_with('\n') {
+        document.push('\n');
+    }
+
+    // The inline prompt: pointer + gist + message, shrunk to fit the limit.
+    let mode = decision
+        .delivery
+        .as_ref()
+        .map(|d| d.mode)
+        .unwrap_or(DeliveryMode::Inline);
+    let limit = decision
+        .delivery
+        .as_ref()
+        .map(|d| d.inline_limit)
+        .unwrap_or(policy.delivery.inline_limit);
+    let message = state.request.message.clone().unwrap_or_default();
+    let mut sentences = gist(summary);
+    let mut inline_note = None;
+    let inline = loop {
+        let ctx = context! {
+            mode => mode.as_str(),
+            document_path => document_path.display().to_string(),
+            gist => sentences.join(" "),
+            message => message.clone(),
+            document => document.clone(),
+        };
+        let text = render_one(&env, "inline.md.j2", &ctx)?;
+        let n = text.chars().count();
+        if mode == DeliveryMode::Inline || n <= limit {
+            break text;
+        }
+        if sentences.pop().is_none() {
+            inline_note = Some(format!(
+                "the inline prompt needs {n} characters but inline_limit is {limit}; the user's message ({} characters) is sent whole, not cut",
+                message.chars().count()
+            ));
+            break text;
+        }
+    };
+
+    let provenance = Provenance {
+        policy: decision.policy.clone(),
+        handoff: hid,
+        thread: state.thread.id.clone(),
+        target: decision.target.clone(),
+        strategy: decision.strategy.as_str().into(),
+        handoff_strategy: hs.as_str().into(),
+        covered_runs: covered,
+        delivery: mode.as_str().into(),
+        created_by,
+        fallback_reason: opts.fallback_reason.clone(),
+        included: summary.included.clone(),
+        omitted: summary.omitted.clone(),
+        chars: Chars {
+            document: document.chars().count(),
+            inline: inline.chars().count(),
+            summary: summary.chars,
+            inline_limit: limit,
+        },
+        templates: Templates {
+            document: doc_template,
+            inline: "inline.md.j2".into(),
+        },
+    };
+    Ok(Rendered {
+        document,
+        inline,
+        provenance,
+        document_path,
+        inline_note,
+    })
+}

@@ -1,0 +1,95 @@
+//! Text rules: the compact rule of seed 004 and the budget cut.
+
+/// Collapse every whitespace run to one space and trim; over `max` characters, keep the first
+/// `max - 3` and append `...`. Counts characters, never splits a UTF-8 code point.
+pub fn compact(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max * 4 + 3));
+    let mut count = 0usize;
+    let mut pending_space = false;
+    let keep = max.saturating_sub(3);
+    let mut cut_at: Option<usize> = None;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            pending_space = count > 0;
+            continue;
+        }
+        if pending_space {
+            if count == keep && cut_at.is_none() {
+                cut_at = Some(out.len());
+            }
+            out.push(' ');
+            count += 1;
+            pending_space = false;
+        }
+        if count == keep && cut_at.is_none() {
+            cut_at = Some(out.len());
+        }
+        out.push(c);
+        count += 1;
+        if count > max {
+            break;
+        }
+    }
+    if count > max {
+        let at = cut_at.unwrap_or(out.len());
+        out.truncate(at);
+        out.push_str("...");
+    }
+    out
+}
+
+/// The longest prefix of `text` of at most `room` characters that ends at a whitespace
+/// boundary, followed by `...`; when no boundary fits, a plain character cut. Empty when
+/// `room` is too small to hold anything useful.
+pub fn cut_at_whitespace(text: &str, room: usize) -> String {
+    if room <= 3 {
+        return String::new();
+    }
+    let limit = room - 3;
+    let mut last_boundary = None;
+    let mut byte_at_limit = text.len();
+    for (n, (i, c)) in text.char_indices().enumerate() {
+        if n == limit {
+            byte_at_limit = i;
+            if c.is_whitespace() {
+                last_boundary = Some(i);
+            }
+            break;
+        }
+        if c.is_whitespace() {
+            last_boundary = Some(i);
+        }
+    }
+    let end = match last_boundary {
+        Some(b) if b > 0 => b,
+        _ => byte_at_limit,
+    };
+    let prefix = text[..end].trim_end();
+    if prefix.is_empty() {
+        return String::new();
+    }
+    format!("{prefix}...")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_rule() {
+        assert_eq!(compact("  a \n\t b  ", 240), "a b");
+        let s240 = "x".repeat(240);
+        assert_eq!(compact(&s240, 240), s240);
+        let s241 = "x".repeat(241);
+        assert_eq!(compact(&s241, 240), format!("{}...", "x".repeat(237)));
+        let multi = "é".repeat(241);
+        assert_eq!(compact(&multi, 240), format!("{}...", "é".repeat(237)));
+    }
+
+    #[test]
+    fn cut() {
+        assert_eq!(cut_at_whitespace("hello world again", 14), "hello world...");
+        assert_eq!(cut_at_whitespace("abcdefghij", 6), "abc...");
+        assert_eq!(cut_at_whitespace("abc", 2), "");
+    }
+}
