@@ -59,26 +59,34 @@ struct Env<'f, 'a> {
 }
 
 /// Evaluate a compiled condition, recording every fact, `let` and signal it read.
-fn eval(e: &CExpr, env: &Env<'_, '_>, seen: &mut BTreeMap<String, Value>) -> Value {
+fn eval(e: &CExpr, env: &Env<'_, '_>, seen: &mut Option<&mut BTreeMap<String, Value>>) -> Value {
     match e {
         CExpr::Const(v) => v.clone(),
         CExpr::Let(name, v) => {
-            seen.insert(name.clone(), v.clone());
+            if let Some(seen) = seen.as_deref_mut() {
+                seen.insert(name.clone(), v.clone());
+            }
             v.clone()
         }
         CExpr::Fact(f) => {
             let v = env.facts.value(*f, env.run, env.item);
-            seen.insert(f.name().to_string(), v.clone());
+            if let Some(seen) = seen.as_deref_mut() {
+                seen.insert(f.name().to_string(), v.clone());
+            }
             v
         }
         CExpr::Signal(i, name) => {
             let v = Value::Bool(env.signals.get(*i).copied().unwrap_or(false));
-            seen.insert(format!("stale.{name}"), v.clone());
+            if let Some(seen) = seen.as_deref_mut() {
+                seen.insert(format!("stale.{name}"), v.clone());
+            }
             v
         }
         CExpr::AnyStale => {
             let v = Value::Bool(env.signals.iter().any(|s| *s));
-            seen.insert("stale".into(), v.clone());
+            if let Some(seen) = seen.as_deref_mut() {
+                seen.insert("stale".into(), v.clone());
+            }
             v
         }
         CExpr::List(xs) => Value::List(xs.iter().map(|x| eval(x, env, seen)).collect()),
@@ -159,7 +167,7 @@ pub fn eval_condition(
         item: None,
     };
     let mut seen = BTreeMap::new();
-    let v = eval(cond, &env, &mut seen).truthy();
+    let v = eval(cond, &env, &mut Some(&mut seen)).truthy();
     (v, seen)
 }
 
@@ -176,8 +184,19 @@ pub fn eval_item(
         item: Some(item),
     };
     let mut seen = BTreeMap::new();
-    let v = eval(cond, &env, &mut seen).truthy();
+    let v = eval(cond, &env, &mut Some(&mut seen)).truthy();
     (v, seen)
+}
+
+/// Evaluate `cond` about one item without recording what it read (the selector's hot path).
+pub fn item_holds(cond: &CExpr, facts: &Facts<'_>, item: &ItemCtx) -> bool {
+    let env = Env {
+        facts,
+        signals: &[],
+        run: None,
+        item: Some(item),
+    };
+    eval(cond, &env, &mut None).truthy()
 }
 
 /// Which runs the policy's `eligible` rule admits (all but running and rolled-back runs when
@@ -211,8 +230,7 @@ pub fn eligible_runs(
                         run: Some(&ctx),
                         item: None,
                     };
-                    let mut seen = BTreeMap::new();
-                    eval(cond, &env, &mut seen).truthy()
+                    eval(cond, &env, &mut None).truthy()
                 })
                 .collect()
         }

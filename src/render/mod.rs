@@ -154,6 +154,49 @@ fn render_one(
     tmpl.render(ctx).map_err(|e| template_error(name, &e))
 }
 
+/// Sections for templates. Each carries `body` (markdown bullets, multi-line entries
+/// indented), `lines` (one entry per line) and `count`, built in Rust so that large documents
+/// render at the speed of string concatenation; `entries` (every entry with id, kind, run, text,
+/// truncated) is added only when the template reads it.
+fn sections_value(env: &Environment<'_>, template: &str, summary: &Summary) -> minijinja::Value {
+    let wants_entries = env
+        .get_template(template)
+        .map(|t| t.source().contains("entries"))
+        .unwrap_or(true);
+    let list: Vec<minijinja::Value> = summary
+        .sections
+        .iter()
+        .map(|s| {
+            let mut body = String::new();
+            let mut lines = String::new();
+            for e in &s.entries {
+                body.push_str("- ");
+                body.push_str(&e.text.replace('\n', "\n  "));
+                if e.truncated {
+                    body.push_str(" [cut to fit the budget]");
+                }
+                body.push('\n');
+                lines.push_str(&e.text);
+                lines.push('\n');
+            }
+            let entries = if wants_entries {
+                minijinja::Value::from_serialize(&s.entries)
+            } else {
+                minijinja::Value::UNDEFINED
+            };
+            context! {
+                name => s.name.clone(),
+                title => s.title.clone(),
+                count => s.entries.len(),
+                body => body,
+                lines => lines,
+                entries => entries,
+            }
+        })
+        .collect();
+    minijinja::Value::from(list)
+}
+
 /// Two or three sentences for the inline prompt, drawn from the document's sections.
 fn gist(summary: &Summary) -> Vec<String> {
     let mut out = Vec::new();
@@ -238,7 +281,7 @@ pub fn render(
         strategy => decision.strategy.as_str(),
         handoff => context! { id => hid.clone(), strategy => hs.as_str(), created_by => created_by.clone() },
         covered => context! { from => covered.from, to => covered.to },
-        sections => minijinja::Value::from_serialize(&summary.sections),
+        sections => sections_value(&env, &doc_template, summary),
         anchor => anchor,
         included_count => summary.included.len(),
         omitted_count => summary.omitted.len(),

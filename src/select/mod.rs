@@ -9,7 +9,7 @@ mod text;
 pub use text::{compact, cut_at_whitespace};
 
 use crate::decision::Decision;
-use crate::eval::eval_item;
+use crate::eval::item_holds;
 use crate::facts::{item_contexts, synthetic_item, Facts, ItemCtx, SummarySizer};
 use crate::policy::check::BUILTIN_SECTIONS;
 use crate::policy::{CSummary, Form, Policy};
@@ -144,7 +144,7 @@ pub fn select_runs(policy: &Policy, state: &State, facts: &Facts<'_>, runs: &[u3
             let held = ex
                 .when
                 .as_ref()
-                .map(|w| eval_item(w, facts, &ctx).0)
+                .map(|w| item_holds(w, facts, &ctx))
                 .unwrap_or(true);
             if held {
                 omitted.push(Omitted {
@@ -162,7 +162,7 @@ pub fn select_runs(policy: &Policy, state: &State, facts: &Facts<'_>, runs: &[u3
             let held = inc
                 .when
                 .as_ref()
-                .map(|w| eval_item(w, facts, &ctx).0)
+                .map(|w| item_holds(w, facts, &ctx))
                 .unwrap_or(true);
             if held {
                 let text = entry_text(state, &ctx, item, inc.form, rules.text_max);
