@@ -66,11 +66,18 @@ fn state_yaml(n: usize) -> String {
         seen[p] = (start + BLOCK - 1).min(n);
     }
     s.push_str("runs:\n");
-    for o in 1..=n {
+    for (o, handoff) in run_handoff.iter().enumerate().skip(1) {
         let block = (o - 1) / BLOCK;
-        let (provider, pt) = if block % 2 == 0 { ("codex", "C1") } else { ("claude", "L1") };
-        let _ = writeln!(s, "  - ordinal: {o}\n    provider: {provider}\n    provider_thread: {pt}");
-        if let Some(h) = run_handoff[o] {
+        let (provider, pt) = if block.is_multiple_of(2) {
+            ("codex", "C1")
+        } else {
+            ("claude", "L1")
+        };
+        let _ = writeln!(
+            s,
+            "  - ordinal: {o}\n    provider: {provider}\n    provider_thread: {pt}"
+        );
+        if let Some(h) = handoff {
             let _ = writeln!(s, "    handoff: H{h}");
         }
         s.push_str("    items:\n");
@@ -89,8 +96,16 @@ fn state_yaml(n: usize) -> String {
     );
     // The request enters the provider that did not run last.
     let last_block = (n - 1) / BLOCK;
-    let target = if last_block % 2 == 0 { "claude" } else { "codex" };
-    let model = if target == "codex" { "gpt-5-codex" } else { "claude-sonnet-4" };
+    let target = if last_block.is_multiple_of(2) {
+        "claude"
+    } else {
+        "codex"
+    };
+    let model = if target == "codex" {
+        "gpt-5-codex"
+    } else {
+        "claude-sonnet-4"
+    };
     let _ = writeln!(
         s,
         "request: {{provider: {target}, model: {model}, runtime_mode: full_access, message: \"Carry on.\"}}"
@@ -132,10 +147,17 @@ fn decision(c: &mut Criterion) {
         let state = parse_str(&state_yaml(n), Format::Yaml, "bench.yaml").expect("valid state");
         // Sanity: the decision is the non-trivial one the header describes.
         let d = decide(&policy, &state, &opts, &RoughSizer).expect("decides");
-        assert_eq!(d.strategy.as_str(), "delta_existing", "{n} runs: {}", d.to_json());
+        assert_eq!(
+            d.strategy.as_str(),
+            "delta_existing",
+            "{n} runs: {}",
+            d.to_json()
+        );
         g.throughput(Throughput::Elements(n as u64));
         g.bench_with_input(BenchmarkId::from_parameter(n), &state, |b, state| {
-            b.iter(|| black_box(decide(&policy, black_box(state), &opts, &RoughSizer).expect("decides")))
+            b.iter(|| {
+                black_box(decide(&policy, black_box(state), &opts, &RoughSizer).expect("decides"))
+            })
         });
     }
     g.finish();

@@ -172,9 +172,10 @@ fn commands(b: &Block) -> Vec<(usize, String, i32)> {
                 break;
             }
             if let Some(n) = next.trim().strip_prefix("# exit ") {
-                code = n.trim().parse().unwrap_or_else(|_| {
-                    panic!("line {}: `# exit` needs a number", b.line + 1 + i)
-                });
+                code = n
+                    .trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("line {}: `# exit` needs a number", b.line + 1 + i));
             }
         }
         out.push((b.line + 1 + i, cmd.to_string(), code));

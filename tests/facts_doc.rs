@@ -122,8 +122,17 @@ fn facts_table_matches_the_code() {
                 "{DOC}:{}: `{}` is not a fact in the code (remove the row or add it to `facts!`)",
                 row.line, row.name
             ));
-        } else if n > 1 && rows.iter().position(|r| r.name == row.name).map(|p| rows[p].line) != Some(row.line) {
-            problems.push(format!("{DOC}:{}: `{}` is listed twice", row.line, row.name));
+        } else if n > 1
+            && rows
+                .iter()
+                .position(|r| r.name == row.name)
+                .map(|p| rows[p].line)
+                != Some(row.line)
+        {
+            problems.push(format!(
+                "{DOC}:{}: `{}` is listed twice",
+                row.line, row.name
+            ));
         }
     }
     if problems.is_empty() {

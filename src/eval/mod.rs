@@ -56,6 +56,8 @@ struct Env<'f, 'a> {
     signals: &'f [bool],
     run: Option<&'f RunCtx<'f>>,
     item: Option<&'f ItemCtx>,
+    /// Record the values read into `seen` (for the trace). Off where nobody reads them.
+    record: bool,
 }
 
 /// Evaluate a compiled condition, recording every fact, `let` and signal it read.
@@ -63,22 +65,30 @@ fn eval(e: &CExpr, env: &Env<'_, '_>, seen: &mut BTreeMap<String, Value>) -> Val
     match e {
         CExpr::Const(v) => v.clone(),
         CExpr::Let(name, v) => {
-            seen.insert(name.clone(), v.clone());
+            if env.record {
+                seen.insert(name.clone(), v.clone());
+            }
             v.clone()
         }
         CExpr::Fact(f) => {
             let v = env.facts.value(*f, env.run, env.item);
-            seen.insert(f.name().to_string(), v.clone());
+            if env.record {
+                seen.insert(f.name().to_string(), v.clone());
+            }
             v
         }
         CExpr::Signal(i, name) => {
             let v = Value::Bool(env.signals.get(*i).copied().unwrap_or(false));
-            seen.insert(format!("stale.{name}"), v.clone());
+            if env.record {
+                seen.insert(format!("stale.{name}"), v.clone());
+            }
             v
         }
         CExpr::AnyStale => {
             let v = Value::Bool(env.signals.iter().any(|s| *s));
-            seen.insert("stale".into(), v.clone());
+            if env.record {
+                seen.insert("stale".into(), v.clone());
+            }
             v
         }
         CExpr::List(xs) => Value::List(xs.iter().map(|x| eval(x, env, seen)).collect()),
@@ -114,6 +124,22 @@ fn eval(e: &CExpr, env: &Env<'_, '_>, seen: &mut BTreeMap<String, Value>) -> Val
                 }
             }
             Value::Int(acc)
+        }
+        CExpr::Cmp(a, op @ (CmpOp::In | CmpOp::NotIn), b) if matches!(**b, CExpr::List(_)) => {
+            // `x in [...]` with a list written in the rule: compare against the elements in
+            // place instead of building (and cloning) the list on every evaluation.
+            let a = eval(a, env, seen);
+            let found = match &**b {
+                CExpr::List(xs) => xs.iter().fold(false, |found, x| {
+                    let hit = match x {
+                        CExpr::Const(v) => *v == a,
+                        other => eval(other, env, seen) == a,
+                    };
+                    found || hit
+                }),
+                other => compare(&a, CmpOp::In, &eval(other, env, seen)),
+            };
+            Value::Bool((*op == CmpOp::In) == found)
         }
         CExpr::Cmp(a, op, b) => {
             let (a, b) = (eval(a, env, seen), eval(b, env, seen));
@@ -153,6 +179,7 @@ pub fn eval_condition(cond: &CExpr, facts: &Facts<'_>, signals: &[bool]) -> (boo
         signals,
         run: None,
         item: None,
+        record: true,
     };
     let mut seen = BTreeMap::new();
     let v = eval(cond, &env, &mut seen).truthy();
@@ -166,6 +193,7 @@ pub fn eval_item(cond: &CExpr, facts: &Facts<'_>, item: &ItemCtx) -> (bool, BTre
         signals: &[],
         run: None,
         item: Some(item),
+        record: true,
     };
     let mut seen = BTreeMap::new();
     let v = eval(cond, &env, &mut seen).truthy();
@@ -183,6 +211,9 @@ pub fn eligible_runs(policy: &Policy, state: &State, sizer: &dyn SummarySizer, t
             .collect(),
         Some((_, cond)) => {
             let facts = Facts::new(state, target, Vec::new(), sizer);
+            // The per-run values are not traced: record nothing, so `seen` stays empty and
+            // no run allocates for it.
+            let mut seen = BTreeMap::new();
             state
                 .runs
                 .iter()
@@ -197,8 +228,8 @@ pub fn eligible_runs(policy: &Policy, state: &State, sizer: &dyn SummarySizer, t
                         signals: &[],
                         run: Some(&ctx),
                         item: None,
+                        record: false,
                     };
-                    let mut seen = BTreeMap::new();
                     eval(cond, &env, &mut seen).truthy()
                 })
                 .collect()

@@ -407,7 +407,7 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<(ItemCtx, Option
         };
         if let Some(h) = run.handoff.as_deref() {
             if let Some(hd) = state.handoffs.iter().find(|x| x.id == h) {
-                out.push((synthetic("handoff", format!("{}", hd.id), o, hd.summary.as_deref().map(|t| t.chars().count()).unwrap_or(0) as i64), None));
+                out.push((synthetic("handoff", hd.id.clone(), o, hd.summary.as_deref().map(|t| t.chars().count()).unwrap_or(0) as i64), None));
             }
         }
         for (i, item) in run.items.iter().enumerate() {
