@@ -123,6 +123,22 @@ fn eval(e: &CExpr, env: &Env<'_, '_>, seen: &mut Option<&mut BTreeMap<String, Va
             }
             Value::Int(acc)
         }
+        CExpr::Cmp(a, op @ (CmpOp::In | CmpOp::NotIn), b) if matches!(**b, CExpr::List(_)) => {
+            // `x in [...]` with a list written in the rule: compare against the elements in
+            // place instead of building (and cloning) the list on every evaluation.
+            let a = eval(a, env, seen);
+            let found = match &**b {
+                CExpr::List(xs) => xs.iter().fold(false, |found, x| {
+                    let hit = match x {
+                        CExpr::Const(v) => *v == a,
+                        other => eval(other, env, seen) == a,
+                    };
+                    found || hit
+                }),
+                other => compare(&a, CmpOp::In, &eval(other, env, seen)),
+            };
+            Value::Bool((*op == CmpOp::In) == found)
+        }
         CExpr::Cmp(a, op, b) => {
             let (a, b) = (eval(a, env, seen), eval(b, env, seen));
             Value::Bool(compare(&a, *op, &b))
@@ -215,6 +231,7 @@ pub fn eligible_runs(
             .collect(),
         Some((_, cond)) => {
             let facts = Facts::new(state, target, Vec::new(), sizer);
+            // The per-run values are not traced, so no run allocates for them.
             state
                 .runs
                 .iter()
