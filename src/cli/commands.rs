@@ -5,6 +5,20 @@ use crate::policy::{self, Diagnostic, Policy};
 use crate::state::State;
 use std::path::Path;
 
+/// Print to stdout; a closed pipe (`baton explain | head`) is not an error worth a panic.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 pub(crate) const OK: u8 = 0;
 pub(crate) const FAIL: u8 = 1;
 pub(crate) const USAGE: u8 = 2;
@@ -79,7 +93,7 @@ pub(crate) fn check(a: CheckArgs) -> u8 {
                     for w in &p.warnings {
                         eprintln!("{w}");
                     }
-                    println!(
+                    outln!(
                         "{}: {} {} (policy \"{}\": {} signals, {} ladder rules, {} warnings)",
                         if bad { "fail" } else { "ok" },
                         spec,
@@ -96,7 +110,7 @@ pub(crate) fn check(a: CheckArgs) -> u8 {
                 failed += 1;
                 if !a.json {
                     eprintln!("{e}");
-                    println!("fail: {spec}");
+                    outln!("fail: {spec}");
                 }
                 all.push((spec.clone(), e.diagnostics.clone(), false));
             }
@@ -107,7 +121,7 @@ pub(crate) fn check(a: CheckArgs) -> u8 {
             .iter()
             .map(|(s, d, ok)| serde_json::json!({"policy": s, "ok": ok, "diagnostics": d}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     }
     if failed > 0 {
         FAIL
@@ -132,9 +146,9 @@ pub(crate) fn explain(a: ExplainArgs) -> u8 {
     match crate::pipeline::decide(&policy, &state, &opts) {
         Ok(d) => {
             if a.json {
-                println!("{}", d.to_json());
+                outln!("{}", d.to_json());
             } else {
-                print!("{}", crate::explain::render(&d, a.verbose));
+                out!("{}", crate::explain::render(&d, a.verbose));
             }
             OK
         }
@@ -172,7 +186,7 @@ pub(crate) fn render(a: RenderArgs) -> u8 {
     };
     let Some(r) = outcome.rendered else {
         let d = &outcome.decision;
-        println!(
+        outln!(
             "no handoff document: run {} on {} is `{}` ({})",
             d.run,
             d.target,
@@ -189,7 +203,7 @@ pub(crate) fn render(a: RenderArgs) -> u8 {
     }
     match &a.out {
         None => {
-            print!("{}", r.document);
+            out!("{}", r.document);
             OK
         }
         Some(dir) => {
@@ -217,7 +231,7 @@ pub(crate) fn render(a: RenderArgs) -> u8 {
                     );
                     return FAIL;
                 }
-                println!("wrote {}", p.display());
+                outln!("wrote {}", p.display());
             }
             OK
         }
