@@ -570,10 +570,12 @@ pub fn decide(
 /// The id a new handoff gets: `H<n>` for the smallest n above the number of handoffs that is
 /// not taken.
 pub fn next_handoff_id(state: &State) -> String {
+    let taken: std::collections::HashSet<&str> =
+        state.handoffs.iter().map(|h| h.id.as_str()).collect();
     let mut n = state.handoffs.len() + 1;
     loop {
         let id = format!("H{n}");
-        if !state.handoffs.iter().any(|h| h.id == id) {
+        if !taken.contains(id.as_str()) {
             return id;
         }
         n += 1;

@@ -355,15 +355,15 @@ pub fn find_target_thread<'a>(state: &'a State, provider: &str) -> Option<&'a Pr
         .iter()
         .filter(|p| p.provider == provider && p.status != ProviderThreadStatus::Closed)
         .collect();
-    let last_used = |pt: &ProviderThread| {
-        state
-            .runs
-            .iter()
-            .rev()
-            .find(|r| r.provider_thread.as_deref() == Some(pt.id.as_str()))
-            .map(|r| r.ordinal)
-            .unwrap_or(0)
-    };
+    // One pass over the runs: the last run that used each provider thread. (Scanning the runs
+    // once per candidate was quadratic and hung on large states.)
+    let mut last_run: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    for r in &state.runs {
+        if let Some(id) = r.provider_thread.as_deref() {
+            last_run.insert(id, r.ordinal);
+        }
+    }
+    let last_used = |pt: &ProviderThread| last_run.get(pt.id.as_str()).copied().unwrap_or(0);
     candidates
         .iter()
         .enumerate()

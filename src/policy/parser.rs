@@ -32,6 +32,7 @@ pub fn parse(sources: &[Source], index: usize) -> Result<PolicyFile, PolicyError
         sources,
         index,
         text,
+        lines: LineIndex::new(text),
         errors: Vec::new(),
     };
     let mut file = PolicyFile {
@@ -263,13 +264,55 @@ struct Builder<'a> {
     sources: &'a [Source],
     index: usize,
     text: &'a str,
+    lines: LineIndex,
     errors: Vec<Diagnostic>,
+}
+
+/// Line starts of a source, so that a span's line and column cost a binary search instead of
+/// a scan from the start of the file (which made large policies quadratic to parse).
+struct LineIndex {
+    /// (byte offset of the line start, whether the line is ASCII)
+    lines: Vec<(usize, bool)>,
+}
+
+impl LineIndex {
+    fn new(text: &str) -> LineIndex {
+        let mut lines = Vec::new();
+        let mut start = 0;
+        for line in text.split_inclusive('\n') {
+            lines.push((start, line.is_ascii()));
+            start += line.len();
+        }
+        if text.is_empty() || text.ends_with('\n') {
+            // The empty line after a final newline (where EOF is).
+            lines.push((start, true));
+        }
+        LineIndex { lines }
+    }
+
+    fn span(&self, text: &str, source: usize, start: usize, end: usize) -> Span {
+        let start = start.min(text.len());
+        let i = self.lines.partition_point(|(s, _)| *s <= start).max(1) - 1;
+        let (line_start, ascii) = self.lines[i];
+        let col = if ascii {
+            start - line_start + 1
+        } else {
+            text[line_start..start].chars().count() + 1
+        };
+        Span {
+            source,
+            start,
+            end: end.max(start),
+            line: i + 1,
+            col,
+        }
+    }
 }
 
 impl<'a> Builder<'a> {
     fn span(&self, p: &Pair<'_, Rule>) -> Span {
         let s = p.as_span();
-        span_at(self.text, self.index, s.start(), s.end())
+        self.lines.span(self.text, self.index, s.start(), s.end())
     }
 
     fn error(&mut self, span: Span, msg: impl Into<String>, help: Option<String>) {

@@ -62,7 +62,8 @@ struct Loader {
     origins: Vec<Origin>,
     files: Vec<PolicyFile>,
     done: HashSet<String>,
-    stack: Vec<String>,
+    /// (key, name shown to people) of the sources being loaded, outermost first.
+    stack: Vec<(String, String)>,
 }
 
 /// Load a policy set from a spec: a file, a directory, or a shipped profile name.
@@ -208,11 +209,12 @@ impl Loader {
         if self.done.contains(&key) {
             return Ok(());
         }
-        if self.stack.contains(&key) {
+        if self.stack.iter().any(|(k, _)| *k == key) {
+            // Names as the user wrote them, not the canonical paths used as keys.
             let chain = self
                 .stack
                 .iter()
-                .map(|k| k.trim_start_matches("shipped:").to_string())
+                .map(|(_, n)| n.clone())
                 .collect::<Vec<_>>()
                 .join(" -> ");
             return Err(self.error_at(from, &name, format!("`extends` cycle: {chain} -> {name}")));
@@ -221,7 +223,7 @@ impl Loader {
         self.sources.push(Source { name, text });
         self.origins.push(origin.clone());
         let file = parser::parse(&self.sources, index)?;
-        self.stack.push(key.clone());
+        self.stack.push((key.clone(), self.sources[index].name.clone()));
         for ext in &file.extends {
             let target = ext.node.clone();
             let here = Some((index, ext.span));
