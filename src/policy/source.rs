@@ -223,7 +223,8 @@ impl Loader {
         self.sources.push(Source { name, text });
         self.origins.push(origin.clone());
         let file = parser::parse(&self.sources, index)?;
-        self.stack.push((key.clone(), self.sources[index].name.clone()));
+        self.stack
+            .push((key.clone(), self.sources[index].name.clone()));
         for ext in &file.extends {
             let target = ext.node.clone();
             let here = Some((index, ext.span));
