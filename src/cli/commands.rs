@@ -130,18 +130,26 @@ pub(crate) fn check(a: CheckArgs) -> u8 {
     }
 }
 
-pub(crate) fn explain(a: ExplainArgs) -> u8 {
-    let policy = match load_policy(&a.policy) {
-        Ok(p) => p,
-        Err(c) => return c,
-    };
-    let state = match load_state(&a.source) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
+/// The policy, the state and the evaluation options that `explain` and `render` share.
+fn inputs(
+    policy: &str,
+    source: &StateSource,
+    target: &Option<String>,
+    handoff_dir: &Option<std::path::PathBuf>,
+) -> Result<(Policy, State, crate::eval::EvalOptions), u8> {
+    let policy = load_policy(policy)?;
+    let state = load_state(source)?;
     let opts = crate::eval::EvalOptions {
-        target: a.target.clone(),
-        document_root: a.handoff_dir.clone(),
+        target: target.clone(),
+        document_root: handoff_dir.clone(),
+    };
+    Ok((policy, state, opts))
+}
+
+pub(crate) fn explain(a: ExplainArgs) -> u8 {
+    let (policy, state, opts) = match inputs(&a.policy, &a.source, &a.target, &a.handoff_dir) {
+        Ok(x) => x,
+        Err(c) => return c,
     };
     match crate::pipeline::decide(&policy, &state, &opts) {
         Ok(d) => {
@@ -160,17 +168,9 @@ pub(crate) fn explain(a: ExplainArgs) -> u8 {
 }
 
 pub(crate) fn render(a: RenderArgs) -> u8 {
-    let policy = match load_policy(&a.policy) {
-        Ok(p) => p,
+    let (policy, state, eval) = match inputs(&a.policy, &a.source, &a.target, &a.handoff_dir) {
+        Ok(x) => x,
         Err(c) => return c,
-    };
-    let state = match load_state(&a.source) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
-    let eval = crate::eval::EvalOptions {
-        target: a.target.clone(),
-        document_root: a.handoff_dir.clone(),
     };
     let ropts = crate::render::RenderOptions {
         templates_dir: a.templates.clone(),
