@@ -1,8 +1,7 @@
 //! Selection + rendering of a 10,000-run, 100,000-item thread, next to a baseline that only
 //! concatenates the same selected texts.
 
-use baton::eval::{EvalOptions, RoughSizer};
-use baton::facts::Facts;
+use baton::eval::EvalOptions;
 use baton::render::RenderOptions;
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::fmt::Write;
@@ -27,10 +26,9 @@ fn bench(c: &mut Criterion) {
     let state = thread(10_000);
     let policy = baton::policy::load("default").expect("default policy");
     let eval = EvalOptions::default();
-    let decision = baton::pipeline::decide(&policy, &state, &eval).expect("decides");
-    let eligible = baton::eval::eligible_runs(&policy, &state, &RoughSizer, &decision.target);
-    let facts = Facts::new(&state, &decision.target, eligible, &RoughSizer);
-    let summary = baton::select::select(&policy, &state, &facts, &decision);
+    let sizer = baton::select::PolicySizer { policy: &policy };
+    let (decision, facts) = baton::eval::evaluate(&policy, &state, &eval, &sizer).expect("decides");
+    let summary = baton::select::select(&policy, &facts, &decision);
     let mut g = c.benchmark_group("render_10k_runs");
     g.sample_size(10);
     g.bench_function("baseline_concat_selected", |b| {
@@ -60,7 +58,7 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.bench_function("select_only", |b| {
-        b.iter(|| baton::select::select(&policy, &state, &facts, &decision))
+        b.iter(|| baton::select::select(&policy, &facts, &decision))
     });
     g.bench_function("decide_select_render", |b| {
         b.iter(|| {

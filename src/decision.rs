@@ -58,6 +58,15 @@ pub struct ProviderThreadAction {
     pub id: Option<String>,
 }
 
+impl ProviderThreadAction {
+    pub fn new(action: ThreadAction, id: Option<&str>) -> ProviderThreadAction {
+        ProviderThreadAction {
+            action,
+            id: id.map(str::to_string),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryMode {
@@ -66,6 +75,15 @@ pub enum DeliveryMode {
 }
 
 impl DeliveryMode {
+    /// `OffBand` when `off_band` holds, else `Inline`.
+    pub fn of(off_band: bool) -> DeliveryMode {
+        if off_band {
+            DeliveryMode::OffBand
+        } else {
+            DeliveryMode::Inline
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             DeliveryMode::OffBand => "off_band",
@@ -78,6 +96,8 @@ impl DeliveryMode {
 pub struct Delivery {
     pub mode: DeliveryMode,
     pub inline_limit: usize,
+    /// The off-band document's stable path (null when inline).
+    pub document: Option<String>,
     /// Why delivery is not what the policy chose (an off-band write that failed, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback_reason: Option<String>,
@@ -106,6 +126,16 @@ pub struct DecidedBy {
 pub enum Outcome {
     Matched,
     NotMatched,
+}
+
+impl Outcome {
+    pub fn of(matched: bool) -> Outcome {
+        if matched {
+            Outcome::Matched
+        } else {
+            Outcome::NotMatched
+        }
+    }
 }
 
 /// One evaluated rule with the values of the facts it read.

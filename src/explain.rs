@@ -12,6 +12,14 @@ fn values(v: &BTreeMap<String, Value>) -> String {
         .join(", ")
 }
 
+/// Lines under a label in the left column: `  label     first`, then indented continuations.
+fn labelled(out: &mut String, label: &str, lines: impl Iterator<Item = String>) {
+    for (i, line) in lines.enumerate() {
+        let head = if i == 0 { label } else { "" };
+        let _ = writeln!(out, "  {head:<10}{line}");
+    }
+}
+
 fn headline(d: &Decision) -> String {
     let thread = match (d.provider_thread.action, &d.provider_thread.id) {
         (ThreadAction::Resume, Some(id)) => format!("resume {id}"),
@@ -72,20 +80,19 @@ pub fn render(d: &Decision, verbose: bool) -> String {
     if stale.is_empty() {
         let _ = writeln!(out, "  stale     no signal held ({checked} checked)");
     } else {
-        for (i, t) in stale.iter().enumerate() {
-            let label = if i == 0 {
-                "  stale     "
-            } else {
-                "            "
-            };
-            let name = t.rule.trim_start_matches("stale ");
-            let why = t
-                .because
-                .as_deref()
-                .map(|b| format!(" ({b})"))
-                .unwrap_or_default();
-            let _ = writeln!(out, "{label}{name}: {}{why}", values(&t.values));
-        }
+        labelled(
+            &mut out,
+            "stale",
+            stale.iter().map(|t| {
+                let name = t.rule.trim_start_matches("stale ");
+                let why = t
+                    .because
+                    .as_deref()
+                    .map(|b| format!(" ({b})"))
+                    .unwrap_or_default();
+                format!("{name}: {}{why}", values(&t.values))
+            }),
+        );
     }
     match &d.delivery {
         Some(del) => {
@@ -115,17 +122,14 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         .iter()
         .filter(|t| t.rule.starts_with("strategy ") && t.outcome == Outcome::NotMatched)
         .collect();
-    if !skipped.is_empty() {
-        for (i, t) in skipped.iter().enumerate() {
-            let label = if i == 0 {
-                "  passed    "
-            } else {
-                "            "
-            };
+    labelled(
+        &mut out,
+        "passed",
+        skipped.iter().map(|t| {
             let name = t.rule.trim_start_matches("strategy ");
-            let _ = writeln!(out, "{label}{name} ({}): {}", t.at, values(&t.values));
-        }
-    }
+            format!("{name} ({}): {}", t.at, values(&t.values))
+        }),
+    );
     let short = d.policy.sha256.get(..12).unwrap_or(&d.policy.sha256);
     let _ = write!(out, "  policy    {} (sha256 {short})", d.policy.name);
     if verbose {

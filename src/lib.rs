@@ -6,7 +6,6 @@
 pub mod cli;
 pub mod decision;
 pub mod deliver;
-pub mod deliver_paths;
 pub mod eval;
 pub mod explain;
 pub mod facts;

@@ -2,7 +2,6 @@
 
 use crate::decision::Decision;
 use crate::eval::{EvalError, EvalOptions};
-use crate::facts::Facts;
 use crate::policy::Policy;
 use crate::render::{RenderError, RenderOptions, Rendered};
 use crate::select::{PolicySizer, Summary};
@@ -26,12 +25,7 @@ pub struct Outcome {
 
 /// Decide with summary sizes measured by the policy's own selection rules.
 pub fn decide(policy: &Policy, state: &State, opts: &EvalOptions) -> Result<Decision, EvalError> {
-    let target = opts
-        .target
-        .clone()
-        .unwrap_or_else(|| state.request.provider.clone());
-    let sizer = PolicySizer { policy, target };
-    crate::eval::decide(policy, state, opts, &sizer)
+    crate::eval::decide(policy, state, opts, &PolicySizer { policy })
 }
 
 /// Decide, then select and render the handoff if the decision needs one.
@@ -41,7 +35,8 @@ pub fn run(
     eval: &EvalOptions,
     render: &RenderOptions,
 ) -> Result<Outcome, PipelineError> {
-    let mut decision = decide(policy, state, eval)?;
+    let sizer = PolicySizer { policy };
+    let (mut decision, facts) = crate::eval::evaluate(policy, state, eval, &sizer)?;
     if !decision.needs_handoff() {
         return Ok(Outcome {
             decision,
@@ -49,15 +44,8 @@ pub fn run(
             rendered: None,
         });
     }
-    let rough = crate::eval::RoughSizer;
-    let eligible = crate::eval::eligible_runs(policy, state, &rough, &decision.target);
-    let facts = Facts::new(state, &decision.target, eligible, &rough);
-    let summary = crate::select::select(policy, state, &facts, &decision);
-    let mut render = render.clone();
-    if render.document_root.is_none() {
-        render.document_root = eval.document_root.clone();
-    }
-    let rendered = crate::render::render(policy, state, &decision, &summary, &render)?;
+    let summary = crate::select::select(policy, &facts, &decision);
+    let rendered = crate::render::render(policy, state, &decision, &summary, render)?;
     if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {
         d.inline_note = Some(note);
     }

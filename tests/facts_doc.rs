@@ -12,7 +12,10 @@ fn scope_word(s: Scope) -> &'static str {
         Scope::Thread => "anywhere",
         Scope::Run => "eligible",
         Scope::Item => "summary",
-        Scope::Outcome => "delivery, pregrant",
+        Scope::Eligibility => "all but eligible",
+        Scope::Summary => "stale, strategy, delivery, pregrant",
+        Scope::Strategy => "delivery, pregrant",
+        Scope::Delivery => "pregrant",
     }
 }
 

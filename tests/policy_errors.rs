@@ -337,3 +337,43 @@ fn extends_resolves_relative_to_the_child_file() {
     );
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// Facts are readable only once what they depend on is known; each misuse names where the fact
+/// can be read.
+#[rstest]
+#[case::eligibility_inside_eligible(
+    "eligible when thread.eligible_runs > 0\nstrategy { full_new otherwise }\n",
+    "scope.policy:1:15: error: `thread.eligible_runs` cannot be read in `eligible`",
+    "`thread.eligible_runs` is available everywhere but `eligible` (it depends on which runs are eligible)"
+)]
+#[case::summary_size_inside_summary_rules(
+    "strategy { full_new otherwise }\nsummary {\n  include user_message into goals when summary.full_chars > 10\n}\n",
+    "scope.policy:3:40: error: `summary.full_chars` cannot be read in a summary rule",
+    "`summary.full_chars` is available in `stale`, `strategy`, `delivery` and `pregrant` rules (it runs the summary rules)"
+)]
+#[case::delivery_inside_delivery(
+    "strategy { full_new otherwise }\ndelivery {\n  off_band when delivery.inline\n  inline otherwise\n}\n",
+    "scope.policy:3:17: error: `delivery.inline` cannot be read in `delivery`",
+    "`delivery.inline` is available in `pregrant` rules"
+)]
+#[case::strategy_inside_ladder(
+    "strategy { full_new when decision.strategy == \"full_new\"\n  full_new otherwise }\n",
+    "scope.policy:1:26: error: `decision.strategy` cannot be read in the strategy ladder",
+    "`decision.strategy` is available in `delivery` and `pregrant` rules"
+)]
+#[case::handoff_on_no_handoff(
+    "strategy {\n  no_handoff when target.has_thread handoff full_thread_summary\n  full_new otherwise\n}\n",
+    "scope.policy:2:45: error: `no_handoff` makes no handoff document, so it cannot name a handoff strategy",
+    "remove `handoff ...` from this rule"
+)]
+fn facts_only_where_they_are_known(
+    #[case] policy: &str,
+    #[case] first_line: &str,
+    #[case] help: &str,
+) {
+    let err = baton::policy::load_text("scope.policy", policy)
+        .expect_err("the checker rejects it")
+        .to_string();
+    assert_eq!(err.lines().next(), Some(first_line), "{err}");
+    assert!(err.ends_with(&format!("= help: {help}")), "{err}");
+}

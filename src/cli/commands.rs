@@ -1,6 +1,6 @@
 //! One function per command: arguments in, exit code out.
 
-use super::{CheckArgs, ExplainArgs, RenderArgs, StateSource};
+use super::{CheckArgs, DecideArgs, ExplainArgs, RenderArgs, StateSource};
 use crate::policy::{self, Diagnostic, Policy};
 use crate::state::State;
 use std::path::Path;
@@ -130,24 +130,19 @@ pub(crate) fn check(a: CheckArgs) -> u8 {
     }
 }
 
-/// The policy, the state and the evaluation options that `explain` and `render` share.
-fn inputs(
-    policy: &str,
-    source: &StateSource,
-    target: &Option<String>,
-    handoff_dir: &Option<std::path::PathBuf>,
-) -> Result<(Policy, State, crate::eval::EvalOptions), u8> {
-    let policy = load_policy(policy)?;
-    let state = load_state(source)?;
+/// The policy, the state and the evaluation options of a deciding command.
+fn inputs(a: &DecideArgs) -> Result<(Policy, State, crate::eval::EvalOptions), u8> {
+    let policy = load_policy(&a.policy)?;
+    let state = load_state(&a.source)?;
     let opts = crate::eval::EvalOptions {
-        target: target.clone(),
-        document_root: handoff_dir.clone(),
+        target: a.target.clone(),
+        document_root: a.handoff_dir.clone(),
     };
     Ok((policy, state, opts))
 }
 
 pub(crate) fn explain(a: ExplainArgs) -> u8 {
-    let (policy, state, opts) = match inputs(&a.policy, &a.source, &a.target, &a.handoff_dir) {
+    let (policy, state, opts) = match inputs(&a.decide) {
         Ok(x) => x,
         Err(c) => return c,
     };
@@ -168,13 +163,12 @@ pub(crate) fn explain(a: ExplainArgs) -> u8 {
 }
 
 pub(crate) fn render(a: RenderArgs) -> u8 {
-    let (policy, state, eval) = match inputs(&a.policy, &a.source, &a.target, &a.handoff_dir) {
+    let (policy, state, eval) = match inputs(&a.decide) {
         Ok(x) => x,
         Err(c) => return c,
     };
     let ropts = crate::render::RenderOptions {
         templates_dir: a.templates.clone(),
-        document_root: a.handoff_dir.clone(),
         ..Default::default()
     };
     let outcome = match crate::pipeline::run(&policy, &state, &eval, &ropts) {

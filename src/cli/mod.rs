@@ -47,22 +47,13 @@ pub enum Command {
 #[derive(Args, Debug)]
 pub struct RenderArgs {
     #[command(flatten)]
-    pub source: StateSource,
-    /// Policy file, directory, or shipped profile (default, t3code, t3code-legacy, mcode).
-    #[arg(long, default_value = "default", value_name = "PATH")]
-    pub policy: String,
-    /// Render for this provider instead of the state's `request.provider`.
-    #[arg(long, value_name = "PROVIDER")]
-    pub target: Option<String>,
+    pub decide: DecideArgs,
     /// Directory of templates overriding the embedded ones by file name.
     #[arg(long, value_name = "DIR")]
     pub templates: Option<PathBuf>,
     /// Write handoff.md, inline.md and handoff.json here instead of printing the document.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Directory for off-band documents (default: $BATON_HANDOFF_DIR, else <tmp>/baton-<uid>).
-    #[arg(long, value_name = "DIR")]
-    pub handoff_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -85,8 +76,9 @@ pub struct StateSource {
     pub state: Option<PathBuf>,
 }
 
+/// What every deciding command reads: a state, a policy, the target, the document root.
 #[derive(Args, Debug)]
-pub struct ExplainArgs {
+pub struct DecideArgs {
     #[command(flatten)]
     pub source: StateSource,
     /// Policy file, directory, or shipped profile (default, t3code, t3code-legacy, mcode).
@@ -95,15 +87,21 @@ pub struct ExplainArgs {
     /// Decide for this provider instead of the state's `request.provider`.
     #[arg(long, value_name = "PROVIDER")]
     pub target: Option<String>,
+    /// Directory for off-band documents (default: $BATON_HANDOFF_DIR, else <tmp>/baton-<uid>).
+    #[arg(long, value_name = "DIR")]
+    pub handoff_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub decide: DecideArgs,
     /// Print the decision as JSON (the contract of DESIGN §4).
     #[arg(long)]
     pub json: bool,
     /// Append every rule evaluated, with the values it read.
     #[arg(long)]
     pub verbose: bool,
-    /// Directory for off-band documents (default: $BATON_HANDOFF_DIR, else <tmp>/baton-<uid>).
-    #[arg(long, value_name = "DIR")]
-    pub handoff_dir: Option<PathBuf>,
 }
 
 /// Run the CLI.

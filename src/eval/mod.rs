@@ -6,7 +6,7 @@
 
 use crate::decision::*;
 use crate::facts::{Facts, ItemCtx, RunCtx, SummarySizer, Value};
-use crate::policy::ast::CmpOp;
+use crate::policy::ast::{CmpOp, Span};
 use crate::policy::{CExpr, Policy, Strategy};
 use crate::state::{HandoffStrategy, RequestKind, RunRange, RunStatus, State};
 use std::collections::BTreeMap;
@@ -41,9 +41,9 @@ pub enum EvalError {
 pub struct RoughSizer;
 
 impl SummarySizer for RoughSizer {
-    fn chars(&self, state: &State, runs: &[u32]) -> i64 {
+    fn chars(&self, facts: &Facts<'_>, runs: &[u32]) -> i64 {
         runs.iter()
-            .filter_map(|o| state.runs.get((*o as usize).wrapping_sub(1)))
+            .filter_map(|o| facts.state.runs.get((*o as usize).wrapping_sub(1)))
             .flat_map(|r| r.items.iter())
             .filter(|i| !matches!(i.kind(), "reasoning" | "protocol"))
             .map(|i| i.char_len() as i64)
@@ -107,22 +107,7 @@ fn eval(e: &CExpr, env: &Env<'_, '_>, seen: &mut Option<&mut BTreeMap<String, Va
             }
             Value::Bool(false)
         }
-        CExpr::Sum(xs) => {
-            let mut acc: i64 = 0;
-            for (neg, x) in xs {
-                match eval(x, env, seen) {
-                    Value::Int(i) => {
-                        acc = if *neg {
-                            acc.saturating_sub(i)
-                        } else {
-                            acc.saturating_add(i)
-                        }
-                    }
-                    _ => return Value::Null,
-                }
-            }
-            Value::Int(acc)
-        }
+        CExpr::Sum(xs) => Value::sum(xs.iter().map(|(neg, x)| (*neg, eval(x, env, seen)))),
         CExpr::Cmp(a, op @ (CmpOp::In | CmpOp::NotIn), b) if matches!(**b, CExpr::List(_)) => {
             // `x in [...]` with a list written in the rule: compare against the elements in
             // place instead of building (and cloning) the list on every evaluation.
@@ -217,12 +202,7 @@ pub fn item_holds(cond: &CExpr, facts: &Facts<'_>, item: &ItemCtx) -> bool {
 
 /// Which runs the policy's `eligible` rule admits (all but running and rolled-back runs when
 /// the policy has no rule). `eligible[i]` is run `i+1`.
-pub fn eligible_runs(
-    policy: &Policy,
-    state: &State,
-    sizer: &dyn SummarySizer,
-    target: &str,
-) -> Vec<bool> {
+pub fn eligible_runs(policy: &Policy, state: &State, target: &str) -> Vec<bool> {
     match &policy.eligible {
         None => state
             .runs
@@ -230,8 +210,9 @@ pub fn eligible_runs(
             .map(|r| !matches!(r.status, RunStatus::Running | RunStatus::RolledBack))
             .collect(),
         Some((_, cond)) => {
-            let facts = Facts::new(state, target, Vec::new(), sizer);
-            // The per-run values are not traced, so no run allocates for them.
+            // The checker keeps eligibility-derived and summary facts out of `eligible`, so
+            // these facts need neither eligibility nor a sizer. Per-run values are not traced.
+            let facts = Facts::new(state, target, Vec::new(), &RoughSizer);
             state
                 .runs
                 .iter()
@@ -262,6 +243,17 @@ pub fn decide(
     opts: &EvalOptions,
     sizer: &dyn SummarySizer,
 ) -> Result<Decision, EvalError> {
+    evaluate(policy, state, opts, sizer).map(|(decision, _)| decision)
+}
+
+/// [`decide`], also returning the facts it computed, so that selection reuses them (the
+/// eligible runs, coverage and cached summary sizes) instead of computing them again.
+pub fn evaluate<'a>(
+    policy: &Policy,
+    state: &'a State,
+    opts: &EvalOptions,
+    sizer: &'a dyn SummarySizer,
+) -> Result<(Decision, Facts<'a>), EvalError> {
     let target = opts
         .target
         .clone()
@@ -272,7 +264,7 @@ pub fn decide(
     let mut trace = Vec::new();
 
     // 1. Eligible runs.
-    let eligible = eligible_runs(policy, state, sizer, &target);
+    let eligible = eligible_runs(policy, state, &target);
     if let Some((span, _)) = &policy.eligible {
         let excluded: Vec<Value> = eligible
             .iter()
@@ -298,23 +290,21 @@ pub fn decide(
     let facts = Facts::new(state, &target, eligible, sizer);
 
     // 2. Staleness signals: all evaluated, each reported.
-    let mut signals = Vec::with_capacity(policy.stales.len());
-    for s in &policy.stales {
-        let (held, values) = eval_condition(&s.when, &facts, &[]);
-        signals.push(held);
-        trace.push(TraceEntry {
-            rule: format!("stale {}", s.name),
-            at: policy.at(s.span),
-            outcome: if held {
-                Outcome::Matched
-            } else {
-                Outcome::NotMatched
-            },
-            values,
-            when: Some(policy.text(s.span)),
-            because: s.because.clone(),
-        });
-    }
+    let signals: Vec<bool> = policy
+        .stales
+        .iter()
+        .map(|s| {
+            let rule = format!("stale {}", s.name);
+            let r = Rule {
+                policy,
+                label: rule,
+                span: s.span,
+                when: Some(&s.when),
+                because: s.because.as_ref(),
+            };
+            r.eval(&facts, &[], &mut trace)
+        })
+        .collect();
     let stale: Vec<String> = policy
         .stales
         .iter()
@@ -323,31 +313,18 @@ pub fn decide(
         .map(|(s, _)| s.name.clone())
         .collect();
 
-    // 3. The ladder: first match wins.
-    let mut chosen = None;
-    for r in &policy.ladder {
-        let (matched, values) = match &r.when {
-            None => (true, BTreeMap::new()),
-            Some(w) => eval_condition(w, &facts, &signals),
+    // 3. The ladder: first match wins. The checker guarantees an `otherwise`.
+    let chosen = policy.ladder.iter().find(|r| {
+        let label = format!("strategy {}", r.strategy.as_str());
+        let rule = Rule {
+            policy,
+            label,
+            span: r.span,
+            when: r.when.as_ref(),
+            because: r.because.as_ref(),
         };
-        trace.push(TraceEntry {
-            rule: format!("strategy {}", r.strategy.as_str()),
-            at: policy.at(r.span),
-            outcome: if matched {
-                Outcome::Matched
-            } else {
-                Outcome::NotMatched
-            },
-            values,
-            when: Some(policy.text(r.span)),
-            because: r.because.clone(),
-        });
-        if matched {
-            chosen = Some(r);
-            break;
-        }
-    }
-    // The checker guarantees an `otherwise`, so a ladder always decides.
+        rule.eval(&facts, &signals, &mut trace)
+    });
     let (strategy, override_handoff, decided_by) = match chosen {
         Some(r) => (
             r.strategy,
@@ -371,55 +348,32 @@ pub fn decide(
     let at = decided_by.at.clone();
 
     // 4. Provider thread and coverage.
-    let pt = facts.target_thread();
+    let resume = facts
+        .target_thread()
+        .map(|p| ProviderThreadAction::new(ThreadAction::Resume, Some(&p.id)));
     let provider_thread = match strategy {
-        Strategy::Unsupported => ProviderThreadAction {
-            action: ThreadAction::None,
-            id: None,
-        },
-        Strategy::FullNew => ProviderThreadAction {
-            action: ThreadAction::Create,
-            id: None,
-        },
-        Strategy::NativeFork => {
-            let src = facts.fork_source_thread();
-            match src {
-                Some(p) if state.thread.parent.is_some() => ProviderThreadAction {
-                    action: ThreadAction::ForkNative,
-                    id: Some(p.id.clone()),
-                },
-                _ => {
-                    return Err(EvalError::NoNativeFork {
-                        at,
-                        reason: if state.thread.parent.is_none() {
-                            "the thread is not a fork".into()
-                        } else {
-                            "the fork's source run has no provider thread".into()
-                        },
-                    })
-                }
-            }
+        Strategy::Unsupported => ProviderThreadAction::new(ThreadAction::None, None),
+        Strategy::FullNew => ProviderThreadAction::new(ThreadAction::Create, None),
+        Strategy::NoHandoff => {
+            resume.unwrap_or_else(|| ProviderThreadAction::new(ThreadAction::Create, None))
         }
-        Strategy::NoHandoff => match pt {
-            Some(p) => ProviderThreadAction {
-                action: ThreadAction::Resume,
-                id: Some(p.id.clone()),
-            },
-            None => ProviderThreadAction {
-                action: ThreadAction::Create,
-                id: None,
-            },
-        },
-        Strategy::DeltaExisting | Strategy::FullExisting => match pt {
-            Some(p) => ProviderThreadAction {
-                action: ThreadAction::Resume,
-                id: Some(p.id.clone()),
-            },
-            None => {
-                return Err(EvalError::NoThreadToResume {
+        Strategy::DeltaExisting | Strategy::FullExisting => {
+            resume.ok_or_else(|| EvalError::NoThreadToResume {
+                at: at.clone(),
+                strategy: strategy.as_str().into(),
+                provider: target.clone(),
+            })?
+        }
+        Strategy::NativeFork => match (facts.fork_source_thread(), &state.thread.parent) {
+            (Some(p), Some(_)) => ProviderThreadAction::new(ThreadAction::ForkNative, Some(&p.id)),
+            (_, parent) => {
+                return Err(EvalError::NoNativeFork {
                     at,
-                    strategy: strategy.as_str().into(),
-                    provider: target,
+                    reason: if parent.is_none() {
+                        "the thread is not a fork".into()
+                    } else {
+                        "the fork's source run has no provider thread".into()
+                    },
                 })
             }
         },
@@ -432,25 +386,24 @@ pub fn decide(
             Some(override_handoff.unwrap_or(HandoffStrategy::ForkDeltaSummary)),
             facts
                 .eligible_runs()
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|o| *o > fork_point)
                 .collect(),
         ),
         Strategy::DeltaExisting => (
             Some(override_handoff.unwrap_or(HandoffStrategy::DeltaSinceTargetLastSeen)),
-            facts.delta_runs(),
+            facts.delta_runs().to_vec(),
         ),
         Strategy::FullExisting | Strategy::FullNew => {
             let hs = override_handoff.unwrap_or(HandoffStrategy::FullThreadSummary);
-            let mut runs = facts.eligible_runs();
+            let mut runs = facts.eligible_runs().to_vec();
             if state.request.kind == RequestKind::Fork {
                 runs.retain(|o| *o <= fork_point);
             }
             if hs == HandoffStrategy::CheckpointSummary {
-                let latest = facts.value(crate::facts::Fact::CheckpointLatest, None, None);
-                if let Value::Int(c) = latest {
-                    runs.retain(|o| i64::from(*o) <= c);
-                }
+                let latest = facts.latest_checkpoint_run();
+                runs.retain(|o| *o <= latest);
             }
             (Some(hs), runs)
         }
@@ -462,92 +415,68 @@ pub fn decide(
     };
     let handoff_id = handoff_strategy.map(|_| next_handoff_id(state));
 
-    // 5. Delivery.
+    // 5. Delivery: first match wins; inline when no rule matches. Off-band, the decision names
+    // the document's stable path.
     facts.set_outcome(Some(strategy.as_str()), None);
-    let delivery = if handoff_strategy.is_some() {
-        let mut mode = DeliveryMode::Inline;
-        for r in &policy.delivery.rules {
-            let (matched, values) = match &r.when {
-                None => (true, BTreeMap::new()),
-                Some(w) => eval_condition(w, &facts, &signals),
+    let delivery = handoff_id.as_ref().map(|hid| {
+        let chosen = policy.delivery.rules.iter().find(|r| {
+            let label = format!("delivery {}", DeliveryMode::of(r.off_band).as_str());
+            let rule = Rule {
+                policy,
+                label,
+                span: r.span,
+                when: r.when.as_ref(),
+                because: r.because.as_ref(),
             };
-            let m = if r.off_band {
-                DeliveryMode::OffBand
-            } else {
-                DeliveryMode::Inline
-            };
-            trace.push(TraceEntry {
-                rule: format!("delivery {}", m.as_str()),
-                at: policy.at(r.span),
-                outcome: if matched {
-                    Outcome::Matched
-                } else {
-                    Outcome::NotMatched
-                },
-                values,
-                when: Some(policy.text(r.span)),
-                because: r.because.clone(),
-            });
-            if matched {
-                mode = m;
-                break;
-            }
-        }
-        Some(Delivery {
+            rule.eval(&facts, &signals, &mut trace)
+        });
+        let mode = DeliveryMode::of(chosen.map(|r| r.off_band).unwrap_or(false));
+        let document = (mode == DeliveryMode::OffBand).then(|| {
+            let store = crate::deliver::OffbandStore::new(opts.document_root.clone());
+            store
+                .document_path(&state.thread.id, hid)
+                .display()
+                .to_string()
+        });
+        Delivery {
             mode,
             inline_limit: policy.delivery.inline_limit,
+            document,
             fallback_reason: None,
             inline_note: None,
-        })
-    } else {
-        None
-    };
+        }
+    });
 
-    // 6. Pre-grant: only with an off-band document.
+    // 6. Pre-grant: only for an off-band document.
     facts.set_outcome(
         Some(strategy.as_str()),
         delivery.as_ref().map(|d| d.mode.as_str()),
     );
     let mut pregrant = None;
-    if let (Some(p), Some(d), Some(hid)) = (&policy.pregrant, &delivery, &handoff_id) {
-        if d.mode == DeliveryMode::OffBand {
-            for g in &p.grants {
-                let (matched, values) = match &g.when {
-                    None => (true, BTreeMap::new()),
-                    Some(w) => eval_condition(w, &facts, &signals),
-                };
-                trace.push(TraceEntry {
-                    rule: format!("pregrant {}", g.tool.to_lowercase()),
-                    at: policy.at(g.span),
-                    outcome: if matched {
-                        Outcome::Matched
-                    } else {
-                        Outcome::NotMatched
-                    },
-                    values,
-                    when: Some(policy.text(g.span)),
-                    because: None,
-                });
-                if matched {
-                    let root = opts
-                        .document_root
-                        .clone()
-                        .unwrap_or_else(crate::deliver_paths::default_root);
-                    pregrant = Some(Pregrant {
-                        tool: g.tool.clone(),
-                        path: crate::deliver_paths::document_path(&root, &state.thread.id, hid)
-                            .display()
-                            .to_string(),
-                        turns: p.turns,
-                        uses: p.uses,
-                    });
-                    break;
-                }
-            }
-        }
+    if let (Some(p), Some(document)) = (
+        &policy.pregrant,
+        delivery.as_ref().and_then(|d| d.document.as_ref()),
+    ) {
+        let granted = p.grants.iter().find(|g| {
+            let label = format!("pregrant {}", g.tool.to_lowercase());
+            let rule = Rule {
+                policy,
+                label,
+                span: g.span,
+                when: g.when.as_ref(),
+                because: None,
+            };
+            rule.eval(&facts, &signals, &mut trace)
+        });
+        pregrant = granted.map(|g| Pregrant {
+            tool: g.tool.clone(),
+            path: document.clone(),
+            turns: p.turns,
+            uses: p.uses,
+        });
     }
 
-    Ok(Decision {
+    let decision = Decision {
         policy: PolicyRef {
             name: policy.name.clone(),
             sha256: policy.sha256.clone(),
@@ -564,7 +493,37 @@ pub fn decide(
         handoff_id,
         decided_by,
         trace,
-    })
+    };
+    Ok((decision, facts))
+}
+
+/// One rule about to be evaluated and traced.
+struct Rule<'p> {
+    policy: &'p Policy,
+    label: String,
+    span: Span,
+    /// `None` for an unconditional rule (`otherwise`).
+    when: Option<&'p CExpr>,
+    because: Option<&'p String>,
+}
+
+impl Rule<'_> {
+    /// Evaluate the rule, append its trace entry, and say whether it matched.
+    fn eval(self, facts: &Facts<'_>, signals: &[bool], trace: &mut Vec<TraceEntry>) -> bool {
+        let (matched, values) = match self.when {
+            None => (true, BTreeMap::new()),
+            Some(w) => eval_condition(w, facts, signals),
+        };
+        trace.push(TraceEntry {
+            rule: self.label,
+            at: self.policy.at(self.span),
+            outcome: Outcome::of(matched),
+            values,
+            when: Some(self.policy.text(self.span)),
+            because: self.because.cloned(),
+        });
+        matched
+    }
 }
 
 /// The id a new handoff gets: `H<n>` for the smallest n above the number of handoffs that is

@@ -2,16 +2,14 @@
 
 use super::{Fact, Value};
 use crate::state::{
-    caps_for, HandoffStatus, Item, ProviderThread, ProviderThreadStatus, ResolvedCaps, Run,
-    RunStatus, State,
+    caps_for, Item, ProviderThread, ProviderThreadStatus, ResolvedCaps, Run, RunStatus, State,
 };
 use std::cell::{OnceCell, RefCell};
-use std::collections::BTreeSet;
 
 /// Measures the summary of a set of runs, in characters. The selector implements it with the
 /// policy's `summary` rules; it is called only when a rule reads `summary.*`.
 pub trait SummarySizer {
-    fn chars(&self, state: &State, runs: &[u32]) -> i64;
+    fn chars(&self, facts: &Facts<'_>, runs: &[u32]) -> i64;
 }
 
 /// One run, for `eligible` rules.
@@ -45,9 +43,9 @@ pub struct Coverage {
     pub provider_thread: String,
     pub native_runs: Vec<u32>,
     pub handoffs: Vec<CoveredBy>,
-    /// Every run covered, natively or by a handoff (rolled-back runs never count).
-    #[serde(skip)]
-    pub covered: BTreeSet<u32>,
+    /// The highest run covered, natively or by a handoff (rolled-back runs never count);
+    /// 0 when none.
+    pub last_seen: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -71,6 +69,8 @@ pub struct Facts<'a> {
     pub target: String,
     pub caps: ResolvedCaps,
     eligible: Vec<bool>,
+    /// Ordinals of the eligible runs, oldest first (derived from `eligible` once).
+    eligible_ordinals: Vec<u32>,
     target_thread: Option<&'a ProviderThread>,
     view: OnceCell<TargetView>,
     sizer: &'a dyn SummarySizer,
@@ -87,11 +87,15 @@ impl<'a> Facts<'a> {
         eligible: Vec<bool>,
         sizer: &'a dyn SummarySizer,
     ) -> Facts<'a> {
+        let eligible_ordinals = (1..=eligible.len() as u32)
+            .filter(|o| eligible[*o as usize - 1])
+            .collect();
         Facts {
             state,
             target: target.to_string(),
             caps: caps_for(state, target),
             eligible,
+            eligible_ordinals,
             target_thread: find_target_thread(state, target),
             view: OnceCell::new(),
             sizer,
@@ -111,10 +115,8 @@ impl<'a> Facts<'a> {
     }
 
     /// Ordinals of the eligible runs, oldest first.
-    pub fn eligible_runs(&self) -> Vec<u32> {
-        (1..=self.eligible.len() as u32)
-            .filter(|o| self.is_eligible(*o))
-            .collect()
+    pub fn eligible_runs(&self) -> &[u32] {
+        &self.eligible_ordinals
     }
 
     pub fn target_thread(&self) -> Option<&'a ProviderThread> {
@@ -131,20 +133,12 @@ impl<'a> Facts<'a> {
             let cov = self
                 .target_thread
                 .map(|pt| coverage(self.state, &pt.id, |o| self.is_eligible(o)));
-            let last_seen = cov
-                .as_ref()
-                .and_then(|c| c.covered.iter().next_back().copied())
-                .unwrap_or(0);
+            let last_seen = cov.as_ref().map(|c| c.last_seen).unwrap_or(0);
             let last_native = cov
                 .as_ref()
                 .and_then(|c| c.native_runs.last().copied())
                 .unwrap_or(0);
-            let runs_since = self
-                .state
-                .runs
-                .iter()
-                .filter(|r| r.ordinal > last_seen && self.is_eligible(r.ordinal))
-                .count() as i64;
+            let runs_since = self.eligible_after(last_seen).len() as i64;
             let off = self
                 .state
                 .runs
@@ -182,27 +176,28 @@ impl<'a> Facts<'a> {
         self.view().last_seen
     }
 
+    /// Eligible runs after run `ordinal`.
+    fn eligible_after(&self, ordinal: u32) -> &[u32] {
+        let from = self.eligible_ordinals.partition_point(|o| *o <= ordinal);
+        &self.eligible_ordinals[from..]
+    }
+
     /// Eligible runs after the target's last seen run.
-    pub fn delta_runs(&self) -> Vec<u32> {
-        let ls = self.last_seen();
-        self.eligible_runs()
-            .into_iter()
-            .filter(|o| *o > ls)
-            .collect()
+    pub fn delta_runs(&self) -> &[u32] {
+        self.eligible_after(self.last_seen())
     }
 
     fn latest_checkpoint(&self) -> Option<&'a crate::state::Checkpoint> {
         self.state
             .checkpoints
             .iter()
-            .filter(|c| {
-                self.state
-                    .runs
-                    .get(c.run as usize - 1)
-                    .map(|r| r.status != RunStatus::RolledBack)
-                    .unwrap_or(false)
-            })
+            .filter(|c| live_run(self.state, c.run))
             .max_by_key(|c| c.run)
+    }
+
+    /// Run of the newest checkpoint of a live run (0 when none).
+    pub fn latest_checkpoint_run(&self) -> u32 {
+        self.latest_checkpoint().map(|c| c.run).unwrap_or(0)
     }
 
     fn fork_source(&self) -> Option<&'a Run> {
@@ -238,8 +233,8 @@ impl<'a> Facts<'a> {
             Fact::ThreadId => Str(s.thread.id.clone()),
             Fact::ThreadTitle => Value::opt_str(s.thread.title.as_deref()),
             Fact::ThreadRuns => Int(s.runs.len() as i64),
-            Fact::ThreadEligibleRuns => Int(self.eligible.iter().filter(|e| **e).count() as i64),
-            Fact::ThreadLastRun => Int(self.eligible_runs().last().copied().unwrap_or(0) as i64),
+            Fact::ThreadEligibleRuns => Int(self.eligible_ordinals.len() as i64),
+            Fact::ThreadLastRun => Int(self.eligible_ordinals.last().copied().unwrap_or(0) as i64),
             Fact::ThreadProviders => {
                 let mut seen: Vec<String> = Vec::new();
                 for r in &s.runs {
@@ -298,10 +293,10 @@ impl<'a> Facts<'a> {
             }
             Fact::SummaryDeltaChars => Int(*self
                 .delta_chars
-                .get_or_init(|| self.sizer.chars(s, &self.delta_runs()))),
+                .get_or_init(|| self.sizer.chars(self, self.delta_runs()))),
             Fact::SummaryFullChars => Int(*self
                 .full_chars
-                .get_or_init(|| self.sizer.chars(s, &self.eligible_runs()))),
+                .get_or_init(|| self.sizer.chars(self, self.eligible_runs()))),
             Fact::CheckpointLatest => {
                 Int(self.latest_checkpoint().map(|c| c.run).unwrap_or(0) as i64)
             }
@@ -371,52 +366,57 @@ pub fn find_target_thread<'a>(state: &'a State, provider: &str) -> Option<&'a Pr
         .map(|(_, pt)| *pt)
 }
 
+/// Whether run `ordinal` exists and was not rolled back.
+fn live_run(state: &State, ordinal: u32) -> bool {
+    (ordinal as usize)
+        .checked_sub(1)
+        .and_then(|i| state.runs.get(i))
+        .map(|r| r.status != RunStatus::RolledBack)
+        .unwrap_or(false)
+}
+
 /// Coverage of provider thread `pt`: native runs that are `eligible` and not rolled back, plus
 /// the ranges of its ready or consumed handoffs (superseded ones never count).
 pub fn coverage(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> Coverage {
-    let live_run = |o: u32| {
-        state
-            .runs
-            .get((o as usize).wrapping_sub(1))
-            .map(|r| r.status != RunStatus::RolledBack)
-            .unwrap_or(false)
-    };
     let mut cov = Coverage {
         provider_thread: pt.to_string(),
         ..Default::default()
     };
     for r in &state.runs {
-        if r.provider_thread.as_deref() == Some(pt) && eligible(r.ordinal) && live_run(r.ordinal) {
+        if r.provider_thread.as_deref() == Some(pt)
+            && eligible(r.ordinal)
+            && live_run(state, r.ordinal)
+        {
             cov.native_runs.push(r.ordinal);
-            cov.covered.insert(r.ordinal);
         }
     }
+    cov.last_seen = cov.native_runs.last().copied().unwrap_or(0);
     for h in &state.handoffs {
-        if h.to_provider_thread.as_deref() == Some(pt)
-            && matches!(h.status, HandoffStatus::Ready | HandoffStatus::Consumed)
-        {
+        if h.to_provider_thread.as_deref() == Some(pt) && h.status.is_live() {
             cov.handoffs.push(CoveredBy {
                 handoff: h.id.clone(),
                 from: h.covered.from,
                 to: h.covered.to,
             });
-            for o in h.covered.from..=h.covered.to {
-                if live_run(o) {
-                    cov.covered.insert(o);
-                }
+            // The highest live run of the range (rolled-back runs never count).
+            if h.covered.to > cov.last_seen {
+                let top = (h.covered.from.max(cov.last_seen + 1)..=h.covered.to)
+                    .rev()
+                    .find(|o| live_run(state, *o));
+                cov.last_seen = top.unwrap_or(cov.last_seen);
             }
         }
     }
     cov
 }
 
-/// Item facts for every item of the given runs (plus synthetic checkpoint and handoff items),
-/// in source order. `superseded` and `latest` are judged within this set.
 /// Item facts for a synthetic item (compaction summary, fork anchor).
 pub fn synthetic_item(kind: &'static str, id: String, run: u32, chars: i64) -> ItemCtx {
     synthetic(kind, id, run, chars)
 }
 
+/// Item facts for every item of the given runs (plus synthetic checkpoint and handoff items),
+/// in source order. `superseded` and `latest` are judged within this set.
 pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<(ItemCtx, Option<&'s Item>)> {
     let mut out: Vec<(ItemCtx, Option<&'s Item>)> = Vec::new();
     for &o in runs {

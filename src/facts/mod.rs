@@ -15,17 +15,23 @@ pub use value::{Type, Value};
 
 use crate::state::{AnchorRole, HandoffChannel, ProviderThreadStatus, RequestKind, RunStatus};
 
-/// Where a fact may be read.
+/// Where a fact may be read: only where what it depends on is already known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
-    /// Anywhere.
+    /// Anywhere: it depends on the state alone.
     Thread,
     /// In `eligible` (about one run).
     Run,
     /// In `include`/`exclude` rules (about one item).
     Item,
-    /// In `delivery` and `pregrant` (the decision so far).
-    Outcome,
+    /// Anywhere but `eligible`: it depends on which runs are eligible.
+    Eligibility,
+    /// In `stale`, `strategy`, `delivery` and `pregrant`: it runs the summary rules.
+    Summary,
+    /// In `delivery` and `pregrant`: it depends on the strategy chosen.
+    Strategy,
+    /// In `pregrant`: it depends on the delivery chosen.
+    Delivery,
 }
 
 impl Scope {
@@ -34,7 +40,10 @@ impl Scope {
             Scope::Thread => "everywhere",
             Scope::Run => "in `eligible` rules",
             Scope::Item => "in `summary` include/exclude rules",
-            Scope::Outcome => "in `delivery` and `pregrant` rules",
+            Scope::Eligibility => "everywhere but `eligible` (it depends on which runs are eligible)",
+            Scope::Summary => "in `stale`, `strategy`, `delivery` and `pregrant` rules (it runs the summary rules)",
+            Scope::Strategy => "in `delivery` and `pregrant` rules",
+            Scope::Delivery => "in `pregrant` rules",
         }
     }
 }
@@ -87,9 +96,9 @@ facts! {
     ThreadId => "thread.id", Type::Str, false, Thread, "The app thread's id.";
     ThreadTitle => "thread.title", Type::Str, true, Thread, "The thread's title, if any.";
     ThreadRuns => "thread.runs", Type::Int, false, Thread, "Number of runs in the thread before the requested one.";
-    ThreadEligibleRuns => "thread.eligible_runs", Type::Int, false, Thread, "Number of runs the `eligible` rule admits.";
-    ThreadLastRun => "thread.last_run", Type::Int, false, Thread, "Ordinal of the newest eligible run (0 when none).";
-    ThreadProviders => "thread.providers", Type::StrList, false, Thread, "Providers that ran eligible runs, in order of first use.";
+    ThreadEligibleRuns => "thread.eligible_runs", Type::Int, false, Eligibility, "Number of runs the `eligible` rule admits.";
+    ThreadLastRun => "thread.last_run", Type::Int, false, Eligibility, "Ordinal of the newest eligible run (0 when none).";
+    ThreadProviders => "thread.providers", Type::StrList, false, Eligibility, "Providers that ran eligible runs, in order of first use.";
     ThreadIsFork => "thread.is_fork", Type::Bool, false, Thread, "Whether the thread was forked from another (`thread.parent` is set).";
     ThreadHasCompactSummary => "thread.has_compact_summary", Type::Bool, false, Thread, "Whether the app keeps a compaction summary for the thread.";
     RequestProvider => "request.provider", Type::Str, false, Thread, "Provider of the run about to start (as written in the state file).";
@@ -106,11 +115,11 @@ facts! {
     TargetThreadRuntimeMode => "target.thread.runtime_mode", Type::Str, true, Thread, "Runtime mode of the target provider thread.";
     TargetThreadStatus => "target.thread.status", Type::Enum(PT_STATUSES), true, Thread, "Status of the target provider thread.";
     TargetThreadResumeFailed => "target.thread.resume_failed", Type::Bool, true, Thread, "Whether resuming the target provider thread failed.";
-    TargetLastSeen => "target.last_seen", Type::Int, false, Thread, "Highest run the target thread covers, natively or through a live handoff (0 when none).";
-    TargetRunsSinceLastSeen => "target.runs_since_last_seen", Type::Int, false, Thread, "Eligible runs after `target.last_seen`.";
-    TargetOffProviderRuns => "target.off_provider_runs", Type::Int, false, Thread, "Eligible runs on other providers since the target thread's last native run.";
-    TargetNativeRuns => "target.native_runs", Type::Int, false, Thread, "Eligible runs the target thread ran itself.";
-    TargetChainedHandoffs => "target.chained_handoffs", Type::Int, false, Thread, "Live handoffs into the target thread since its last native run.";
+    TargetLastSeen => "target.last_seen", Type::Int, false, Eligibility, "Highest run the target thread covers, natively or through a live handoff (0 when none).";
+    TargetRunsSinceLastSeen => "target.runs_since_last_seen", Type::Int, false, Eligibility, "Eligible runs after `target.last_seen`.";
+    TargetOffProviderRuns => "target.off_provider_runs", Type::Int, false, Eligibility, "Eligible runs on other providers since the target thread's last native run.";
+    TargetNativeRuns => "target.native_runs", Type::Int, false, Eligibility, "Eligible runs the target thread ran itself.";
+    TargetChainedHandoffs => "target.chained_handoffs", Type::Int, false, Eligibility, "Live handoffs into the target thread since its last native run.";
     TargetCapsResume => "target.caps.resume", Type::Bool, false, Thread, "The target provider can resume a thread.";
     TargetCapsNativeFork => "target.caps.native_fork", Type::Bool, false, Thread, "The target provider can fork a thread natively.";
     TargetCapsRollback => "target.caps.rollback", Type::Bool, false, Thread, "The target provider can roll a thread back.";
@@ -119,8 +128,8 @@ facts! {
     TargetCapsFileRead => "target.caps.file_read", Type::Bool, false, Thread, "The target provider's agent can read a file (needed for off-band delivery).";
     TargetCapsSummarize => "target.caps.summarize", Type::Bool, false, Thread, "The target provider can summarise its own session.";
     TargetCapsMaxInputChars => "target.caps.max_input_chars_per_turn", Type::Int, false, Thread, "Most characters the target provider takes in one turn.";
-    SummaryDeltaChars => "summary.delta_chars", Type::Int, false, Thread, "Characters of the summary of the runs after `target.last_seen` (computed only when read).";
-    SummaryFullChars => "summary.full_chars", Type::Int, false, Thread, "Characters of the summary of every eligible run (computed only when read).";
+    SummaryDeltaChars => "summary.delta_chars", Type::Int, false, Summary, "Characters of the summary of the runs after `target.last_seen` (computed only when read).";
+    SummaryFullChars => "summary.full_chars", Type::Int, false, Summary, "Characters of the summary of every eligible run (computed only when read).";
     CheckpointLatest => "checkpoint.latest", Type::Int, false, Thread, "Run of the newest checkpoint of a live run (0 when none).";
     CheckpointFilesChanged => "checkpoint.files_changed", Type::Int, false, Thread, "Files changed at the newest checkpoint (0 when none).";
     ForkAnchorRole => "fork.anchor_role", Type::Enum(ANCHOR_ROLES), true, Thread, "Role of the fork anchor message (`user` or `assistant`), for `kind: fork`.";
@@ -147,10 +156,10 @@ facts! {
     ItemTool => "item.tool", Type::Str, true, Item, "A tool call's tool name.";
     ItemPath => "item.path", Type::Str, true, Item, "A file change's path.";
     ItemAgent => "item.agent", Type::Str, true, Item, "A subagent result's agent name.";
-    DecisionStrategy => "decision.strategy", Type::Enum(STRATEGIES), false, Outcome, "The strategy the ladder chose.";
-    DeliveryOffBand => "delivery.off_band", Type::Bool, false, Outcome, "Delivery chose the off-band document.";
-    DeliveryInline => "delivery.inline", Type::Bool, false, Outcome, "Delivery chose inline context.";
-    DeliveryMode => "delivery.mode", Type::Enum(DELIVERY_MODES), true, Outcome, "`off_band` or `inline` (null when there is no handoff).";
+    DecisionStrategy => "decision.strategy", Type::Enum(STRATEGIES), false, Strategy, "The strategy the ladder chose.";
+    DeliveryOffBand => "delivery.off_band", Type::Bool, false, Delivery, "Delivery chose the off-band document.";
+    DeliveryInline => "delivery.inline", Type::Bool, false, Delivery, "Delivery chose inline context.";
+    DeliveryMode => "delivery.mode", Type::Enum(DELIVERY_MODES), true, Delivery, "`off_band` or `inline` (null when there is no handoff).";
 }
 
 impl Fact {

@@ -78,6 +78,23 @@ impl Value {
         matches!(self, Value::Bool(true))
     }
 
+    /// `a + b - c`: terms with their signs (`true` = minus), saturating; null when any term
+    /// is not an int.
+    pub fn sum(terms: impl IntoIterator<Item = (bool, Value)>) -> Value {
+        let mut acc: i64 = 0;
+        for (minus, v) in terms {
+            let Value::Int(i) = v else {
+                return Value::Null;
+            };
+            acc = if minus {
+                acc.saturating_sub(i)
+            } else {
+                acc.saturating_add(i)
+            };
+        }
+        Value::Int(acc)
+    }
+
     pub fn opt_str(s: Option<&str>) -> Value {
         match s {
             Some(s) => Value::Str(s.to_string()),

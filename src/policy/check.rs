@@ -50,6 +50,25 @@ struct Merged<'a> {
     pregrant: Option<&'a PregrantBlock>,
 }
 
+/// Add `items` of a later file to `merged`: one with the name of an item from an earlier file
+/// replaces it in place; the others are appended.
+fn override_by_name<'a, T>(
+    merged: &mut Vec<&'a T>,
+    items: &'a [T],
+    name: impl Fn(&T) -> &Spanned<String>,
+) {
+    for item in items {
+        let n = name(item);
+        match merged
+            .iter()
+            .position(|x| name(x).node == n.node && name(x).span.source != n.span.source)
+        {
+            Some(i) => merged[i] = item,
+            None => merged.push(item),
+        }
+    }
+}
+
 fn merge(files: &[PolicyFile]) -> Merged<'_> {
     let mut m = Merged {
         name: None,
@@ -73,25 +92,11 @@ fn merge(files: &[PolicyFile]) -> Merged<'_> {
         if f.template.is_some() {
             m.template = f.template.as_ref();
         }
-        for l in &f.lets {
-            match m.lets.iter().position(|x| {
-                x.name.node == l.name.node && x.name.span.source != l.name.span.source
-            }) {
-                Some(i) => m.lets[i] = l,
-                None => m.lets.push(l),
-            }
-        }
+        override_by_name(&mut m.lets, &f.lets, |l| &l.name);
         if f.eligible.is_some() {
             m.eligible = f.eligible.as_ref();
         }
-        for s in &f.stales {
-            match m.stales.iter().position(|x| {
-                x.name.node == s.name.node && x.name.span.source != s.name.span.source
-            }) {
-                Some(i) => m.stales[i] = s,
-                None => m.stales.push(s),
-            }
-        }
+        override_by_name(&mut m.stales, &f.stales, |s| &s.name);
         if f.strategy.is_some() {
             m.strategy = f.strategy.as_ref();
         }
@@ -114,14 +119,51 @@ struct Ty {
     nullable: bool,
 }
 
-/// What an expression may read.
-#[derive(Clone, Copy)]
-struct Ctx {
-    what: &'static str,
-    run: bool,
-    item: bool,
-    outcome: bool,
-    stale: bool,
+/// Where an expression stands in the evaluation order, which decides what it may read: a fact
+/// is readable only once what it depends on is known (`thread.eligible_runs` not inside
+/// `eligible`, `summary.*` not inside the summary rules that compute it, `delivery.*` only
+/// after delivery).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ctx {
+    Let,
+    Eligible,
+    Stale,
+    Ladder,
+    Summary,
+    Delivery,
+    Pregrant,
+}
+
+impl Ctx {
+    fn what(self) -> &'static str {
+        match self {
+            Ctx::Let => "in a `let`",
+            Ctx::Eligible => "in `eligible`",
+            Ctx::Stale => "in a staleness signal",
+            Ctx::Ladder => "in the strategy ladder",
+            Ctx::Summary => "in a summary rule",
+            Ctx::Delivery => "in `delivery`",
+            Ctx::Pregrant => "in `pregrant`",
+        }
+    }
+
+    fn allows(self, scope: Scope) -> bool {
+        use Ctx::*;
+        match scope {
+            Scope::Thread => true,
+            Scope::Run => self == Eligible,
+            Scope::Item => self == Summary,
+            Scope::Eligibility => !matches!(self, Let | Eligible),
+            Scope::Summary => matches!(self, Stale | Ladder | Delivery | Pregrant),
+            Scope::Strategy => matches!(self, Delivery | Pregrant),
+            Scope::Delivery => self == Pregrant,
+        }
+    }
+
+    /// Whether the staleness signals are known (`stale`, `stale.NAME`).
+    fn stale(self) -> bool {
+        matches!(self, Ctx::Ladder | Ctx::Delivery | Ctx::Pregrant)
+    }
 }
 
 struct Checker<'a> {
@@ -148,15 +190,14 @@ impl<'a> Checker<'a> {
     fn names_in(&self, ctx: Ctx) -> Vec<String> {
         let mut v: Vec<String> = Fact::ALL
             .iter()
-            .filter(|d| allowed(d.scope, ctx))
+            .filter(|d| ctx.allows(d.scope))
             .map(|d| d.name.to_string())
             .collect();
         v.extend(self.lets.keys().cloned());
-        if ctx.stale {
+        if ctx.stale() {
             v.push("stale".into());
             v.extend(self.signals.iter().map(|s| format!("stale.{s}")));
         }
-        v.extend(GRANT_TARGETS.iter().map(|s| s.to_string()));
         v
     }
 
@@ -172,7 +213,7 @@ impl<'a> Checker<'a> {
             ));
         }
         if path == "stale" {
-            if ctx.stale {
+            if ctx.stale() {
                 self.observed_any_stale = true;
                 return Some((
                     CExpr::AnyStale,
@@ -184,14 +225,14 @@ impl<'a> Checker<'a> {
             }
             self.err(
                 span,
-                format!("`stale` cannot be read {}", ctx.what),
+                format!("`stale` cannot be read {}", ctx.what()),
                 Some("`stale` is known only after every staleness signal ran: read it in `strategy`, `delivery` or `pregrant`".into()),
             );
             return None;
         }
         if let Some(sig) = path.strip_prefix("stale.") {
             if let Some(i) = self.signals.iter().position(|s| s == sig) {
-                if ctx.stale {
+                if ctx.stale() {
                     self.observed_signals.insert(sig.to_string());
                     return Some((
                         CExpr::Signal(i, sig.to_string()),
@@ -203,7 +244,7 @@ impl<'a> Checker<'a> {
                 }
                 self.err(
                     span,
-                    format!("`{path}` cannot be read {}", ctx.what),
+                    format!("`{path}` cannot be read {}", ctx.what()),
                     Some(
                         "staleness signals are known in `strategy`, `delivery` and `pregrant`"
                             .into(),
@@ -227,10 +268,10 @@ impl<'a> Checker<'a> {
             return None;
         }
         if let Some(def) = Fact::by_name(path) {
-            if !allowed(def.scope, ctx) {
+            if !ctx.allows(def.scope) {
                 self.err(
                     span,
-                    format!("`{path}` cannot be read {}", ctx.what),
+                    format!("`{path}` cannot be read {}", ctx.what()),
                     Some(format!("`{path}` is available {}", def.scope.describe())),
                 );
                 return None;
@@ -488,9 +529,7 @@ impl<'a> Checker<'a> {
     fn check_enum_value(&mut self, values: &'static [&'static str], lit: &Expr, subject: &Expr) {
         if let Expr::Str(s, span) = lit {
             if !values.contains(&s.as_str()) {
-                let help = did_you_mean(s, values.iter().copied())
-                    .map(|v| format!("did you mean \"{v}\"? (values: {})", values.join(", ")))
-                    .or_else(|| Some(format!("values: {}", values.join(", "))));
+                let help = help(s, values, "values", '"');
                 let about = if std::ptr::eq(lit, subject) {
                     "this value".to_string()
                 } else {
@@ -541,14 +580,36 @@ impl<'a> Checker<'a> {
         Some(c)
     }
 
+    /// Report every name defined twice in one file.
+    fn no_duplicates<'n>(
+        &mut self,
+        names: impl Iterator<Item = &'n Spanned<String>>,
+        describe: impl Fn(&str) -> String,
+    ) {
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        for n in names {
+            if let Some(prev) = seen.insert(n.node.as_str(), n.span) {
+                let msg = format!(
+                    "{} is defined twice in this file (first at line {})",
+                    describe(&n.node),
+                    prev.line
+                );
+                self.err(n.span, msg, None);
+            }
+        }
+    }
+
+    /// Check an optional `when`: `Ok(None)` for an unconditional rule, `Err` when it does
+    /// not check (the diagnostic is already recorded).
+    fn optional_condition(&mut self, when: Option<&Expr>, ctx: Ctx) -> Result<Option<CExpr>, ()> {
+        match when {
+            None => Ok(None),
+            Some(w) => self.condition(w, ctx).map(Some).ok_or(()),
+        }
+    }
+
     fn constant(&mut self, e: &Expr) -> Option<(Value, Type)> {
-        let ctx = Ctx {
-            what: "in a `let`",
-            run: false,
-            item: false,
-            outcome: false,
-            stale: false,
-        };
+        let ctx = Ctx::Let;
         // Only literals and other lets.
         let mut paths = Vec::new();
         e.paths(&mut paths);
@@ -568,13 +629,37 @@ impl<'a> Checker<'a> {
     }
 }
 
-fn allowed(scope: Scope, ctx: Ctx) -> bool {
-    match scope {
-        Scope::Thread => true,
-        Scope::Run => ctx.run,
-        Scope::Item => ctx.item,
-        Scope::Outcome => ctx.outcome,
+/// The unreachable-rule lint of a first-match list (the ladder, delivery): after a rule that
+/// always matches (`otherwise`, or `when true`), every later rule is dead.
+#[derive(Default)]
+struct FirstMatch {
+    unconditional: Option<Span>,
+}
+
+impl FirstMatch {
+    fn visit(&mut self, c: &mut Checker<'_>, span: Span, when: Option<&Expr>) {
+        if let Some(prev) = self.unconditional {
+            c.warn(
+                span,
+                format!(
+                    "unreachable: the rule at line {} always matches first",
+                    prev.line
+                ),
+                Some("remove this rule or make the earlier one conditional".into()),
+            );
+        } else if when.map(|w| w.is_literal_true()).unwrap_or(true) {
+            self.unconditional = Some(span);
+        }
     }
+}
+
+/// Help for an unknown name: "did you mean `x`? (LABEL: a, b)" when one is close, else the list.
+fn help(name: &str, candidates: &[&str], label: &str, quote: char) -> Option<String> {
+    let list = format!("{label}: {}", candidates.join(", "));
+    Some(match did_you_mean(name, candidates.iter().copied()) {
+        Some(s) => format!("did you mean {quote}{s}{quote}? ({list})"),
+        None => list,
+    })
 }
 
 fn comparable(a: Type, b: Type) -> bool {
@@ -602,14 +687,6 @@ fn show(e: &Expr) -> String {
     }
 }
 
-const THREAD_CTX: Ctx = Ctx {
-    what: "here",
-    run: false,
-    item: false,
-    outcome: false,
-    stale: false,
-};
-
 /// Check and compile a loaded policy set.
 pub fn check(
     sources: Vec<Source>,
@@ -628,32 +705,10 @@ pub fn check(
 
     // Duplicate names within one file.
     for f in &files {
-        let mut seen: HashMap<&str, Span> = HashMap::new();
-        for l in &f.lets {
-            if let Some(prev) = seen.insert(l.name.node.as_str(), l.name.span) {
-                c.err(
-                    l.name.span,
-                    format!(
-                        "`let {}` is defined twice in this file (first at line {})",
-                        l.name.node, prev.line
-                    ),
-                    None,
-                );
-            }
-        }
-        let mut seen: HashMap<&str, Span> = HashMap::new();
-        for s in &f.stales {
-            if let Some(prev) = seen.insert(s.name.node.as_str(), s.name.span) {
-                c.err(
-                    s.name.span,
-                    format!(
-                        "staleness signal `{}` is defined twice in this file (first at line {})",
-                        s.name.node, prev.line
-                    ),
-                    None,
-                );
-            }
-        }
+        c.no_duplicates(f.lets.iter().map(|l| &l.name), |n| format!("`let {n}`"));
+        c.no_duplicates(f.stales.iter().map(|s| &s.name), |n| {
+            format!("staleness signal `{n}`")
+        });
     }
 
     // Lets, in order.
@@ -675,26 +730,15 @@ pub fn check(
     }
 
     // Eligible.
-    let eligible = merged.eligible.and_then(|e| {
-        let ctx = Ctx {
-            what: "in `eligible`",
-            run: true,
-            item: false,
-            outcome: false,
-            stale: false,
-        };
-        c.condition(&e.when, ctx).map(|w| (e.span, w))
-    });
+    let eligible = merged
+        .eligible
+        .and_then(|e| c.condition(&e.when, Ctx::Eligible).map(|w| (e.span, w)));
 
     // Staleness signals.
     c.signals = merged.stales.iter().map(|s| s.name.node.clone()).collect();
     let mut stales = Vec::new();
     for s in &merged.stales {
-        let ctx = Ctx {
-            what: "in a staleness signal",
-            ..THREAD_CTX
-        };
-        if let Some(w) = c.condition(&s.when, ctx) {
+        if let Some(w) = c.condition(&s.when, Ctx::Stale) {
             stales.push(CStale {
                 name: s.name.node.clone(),
                 span: s.span,
@@ -718,81 +762,43 @@ pub fn check(
             c.err(span, "the policy has no `strategy { ... }` ladder", Some("every policy needs a ladder ending in `otherwise`; `extends \"default\"` inherits one".into()));
         }
         Some(l) => {
-            let ctx = Ctx {
-                what: "in the strategy ladder",
-                stale: true,
-                ..THREAD_CTX
-            };
-            let mut unconditional: Option<Span> = None;
+            let mut first_match = FirstMatch::default();
             for r in &l.rules {
-                if let Some(prev) = unconditional {
-                    c.warn(
-                        r.span,
-                        format!(
-                            "unreachable: the rule at line {} always matches first",
-                            prev.line
-                        ),
-                        Some("remove this rule or make the earlier one conditional".into()),
+                first_match.visit(&mut c, r.span, r.when.as_ref());
+                let Some(strategy) = Strategy::parse(&r.strategy.node) else {
+                    let help = help(&r.strategy.node, STRATEGIES, "strategies", '`');
+                    c.err(
+                        r.strategy.span,
+                        format!("unknown strategy `{}`", r.strategy.node),
+                        help,
                     );
-                }
-                let strategy = match Strategy::parse(&r.strategy.node) {
-                    Some(s) => s,
-                    None => {
-                        let help = did_you_mean(&r.strategy.node, STRATEGIES.iter().copied())
-                            .map(|s| {
-                                format!(
-                                    "did you mean `{s}`? (strategies: {})",
-                                    STRATEGIES.join(", ")
-                                )
-                            })
-                            .or_else(|| Some(format!("strategies: {}", STRATEGIES.join(", "))));
-                        c.err(
-                            r.strategy.span,
-                            format!("unknown strategy `{}`", r.strategy.node),
-                            help,
-                        );
-                        continue;
-                    }
+                    continue;
                 };
                 let handoff = match &r.handoff {
                     None => None,
-                    Some(h) => match HandoffStrategy::parse(&h.node) {
-                        Some(hs) => Some(hs),
-                        None => {
+                    Some(h) => {
+                        let Some(hs) = HandoffStrategy::parse(&h.node) else {
                             let help =
-                                did_you_mean(&h.node, HandoffStrategy::NAMES.iter().copied())
-                                    .map(|s| format!("did you mean `{s}`?"))
-                                    .or_else(|| {
-                                        Some(format!(
-                                            "handoff strategies: {}",
-                                            HandoffStrategy::NAMES.join(", ")
-                                        ))
-                                    });
+                                help(&h.node, HandoffStrategy::NAMES, "handoff strategies", '`');
                             c.err(
                                 h.span,
                                 format!("unknown handoff strategy `{}`", h.node),
                                 help,
                             );
                             continue;
+                        };
+                        if matches!(
+                            strategy,
+                            Strategy::NoHandoff | Strategy::Unsupported | Strategy::NativeFork
+                        ) {
+                            c.err(h.span, format!("`{}` makes no handoff document, so it cannot name a handoff strategy", strategy.as_str()), Some("remove `handoff ...` from this rule".into()));
+                            continue;
                         }
-                    },
+                        Some(hs)
+                    }
                 };
-                let when = match &r.when {
-                    None => {
-                        if unconditional.is_none() {
-                            unconditional = Some(r.span);
-                        }
-                        None
-                    }
-                    Some(w) => {
-                        if w.is_literal_true() && unconditional.is_none() {
-                            unconditional = Some(r.span);
-                        }
-                        match c.condition(w, ctx) {
-                            Some(x) => Some(x),
-                            None => continue,
-                        }
-                    }
+                let Ok(when) = c.optional_condition(r.when.as_ref(), Ctx::Ladder) else {
+                    continue;
                 };
                 ladder.push(CLadderRule {
                     strategy,
@@ -813,89 +819,50 @@ pub fn check(
     let summary = merged.summary.map(|s| compile_summary(&mut c, s));
 
     // Delivery.
-    let delivery = match merged.delivery {
-        None => CDelivery {
-            rules: Vec::new(),
-            inline_limit: 500,
-            span: None,
-        },
-        Some(d) => {
-            let ctx = Ctx {
-                what: "in `delivery`",
-                stale: true,
-                outcome: true,
-                ..THREAD_CTX
-            };
-            let mut rules = Vec::new();
-            let mut unconditional: Option<Span> = None;
-            for r in &d.rules {
-                if let Some(prev) = unconditional {
-                    c.warn(
-                        r.span,
-                        format!(
-                            "unreachable: the rule at line {} always matches first",
-                            prev.line
-                        ),
-                        None,
-                    );
-                }
-                let when = match &r.when {
-                    None => {
-                        unconditional.get_or_insert(r.span);
-                        None
-                    }
-                    Some(w) => match c.condition(w, ctx) {
-                        Some(x) => Some(x),
-                        None => continue,
-                    },
-                };
-                rules.push(CDeliveryRule {
-                    off_band: r.off_band,
-                    when,
-                    because: r.because.clone(),
-                    span: r.span,
-                });
-            }
-            let inline_limit = match &d.inline_limit {
-                Some(l) if l.node < 1 => {
-                    c.err(l.span, "`inline_limit` must be at least 1", None);
-                    500
-                }
-                Some(l) => l.node as usize,
-                None => 500,
-            };
-            CDelivery {
-                rules,
-                inline_limit,
-                span: Some(d.span),
-            }
-        }
+    let mut delivery = CDelivery {
+        rules: Vec::new(),
+        inline_limit: 500,
+        span: None,
     };
+    if let Some(d) = merged.delivery {
+        let mut first_match = FirstMatch::default();
+        for r in &d.rules {
+            first_match.visit(&mut c, r.span, r.when.as_ref());
+            let Ok(when) = c.optional_condition(r.when.as_ref(), Ctx::Delivery) else {
+                continue;
+            };
+            delivery.rules.push(CDeliveryRule {
+                off_band: r.off_band,
+                when,
+                because: r.because.clone(),
+                span: r.span,
+            });
+        }
+        match &d.inline_limit {
+            Some(l) if l.node < 1 => c.err(l.span, "`inline_limit` must be at least 1", None),
+            Some(l) => delivery.inline_limit = l.node as usize,
+            None => {}
+        }
+        delivery.span = Some(d.span);
+    }
 
     // Pre-grant.
     let pregrant = merged.pregrant.map(|p| {
-        let ctx = Ctx {
-            what: "in `pregrant`",
-            stale: true,
-            outcome: true,
-            ..THREAD_CTX
-        };
         let mut grants = Vec::new();
         for g in &p.grants {
-            let tool = match g.tool.node.as_str() {
-                "read" => "Read",
-                other => {
-                    c.err(
-                        g.tool.span,
-                        format!("unknown grant `{other}`: baton only pre-grants `read`"),
-                        Some(
-                            "a pre-grant lets the agent read the handoff document, nothing else"
-                                .into(),
-                        ),
-                    );
-                    continue;
-                }
-            };
+            if g.tool.node != "read" {
+                c.err(
+                    g.tool.span,
+                    format!(
+                        "unknown grant `{}`: baton only pre-grants `read`",
+                        g.tool.node
+                    ),
+                    Some(
+                        "a pre-grant lets the agent read the handoff document, nothing else".into(),
+                    ),
+                );
+                continue;
+            }
             if !GRANT_TARGETS.contains(&g.target.node.as_str()) {
                 let help = did_you_mean(&g.target.node, GRANT_TARGETS.iter().copied())
                     .map(|s| format!("did you mean `{s}`?"));
@@ -909,15 +876,11 @@ pub fn check(
                 );
                 continue;
             }
-            let when = match &g.when {
-                None => None,
-                Some(w) => match c.condition(w, ctx) {
-                    Some(x) => Some(x),
-                    None => continue,
-                },
+            let Ok(when) = c.optional_condition(g.when.as_ref(), Ctx::Pregrant) else {
+                continue;
             };
             grants.push(CGrant {
-                tool: tool.to_string(),
+                tool: crate::deliver::GRANTABLE_TOOL.to_string(),
                 when,
                 span: g.span,
             });
@@ -1003,11 +966,7 @@ fn stem(name: &str) -> String {
 }
 
 fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
-    let ctx = Ctx {
-        what: "in a summary rule",
-        item: true,
-        ..THREAD_CTX
-    };
+    let ctx = Ctx::Summary;
     let mut sections: Vec<(String, String)> = Vec::new();
     for d in &s.sections {
         if sections.iter().any(|(n, _)| *n == d.name.node) {
@@ -1027,9 +986,7 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
         if ITEM_KINDS.contains(&k.node.as_str()) {
             return true;
         }
-        let help = did_you_mean(&k.node, ITEM_KINDS.iter().copied())
-            .map(|s| format!("did you mean `{s}`?"))
-            .or_else(|| Some(format!("item kinds: {}", ITEM_KINDS.join(", "))));
+        let help = help(&k.node, ITEM_KINDS, "item kinds", '`');
         c.err(k.span, format!("unknown item kind `{}`", k.node), help);
         false
     };
@@ -1043,12 +1000,11 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
             continue;
         }
         if !known_section(&r.section.node, &sections) {
-            let mut names: Vec<String> = BUILTIN_SECTIONS
+            let names = BUILTIN_SECTIONS
                 .iter()
-                .map(|(n, _)| n.to_string())
-                .collect();
-            names.extend(sections.iter().map(|(n, _)| n.clone()));
-            let help = did_you_mean(&r.section.node, names.iter().map(|s| s.as_str()))
+                .map(|(n, _)| *n)
+                .chain(sections.iter().map(|(n, _)| n.as_str()));
+            let help = did_you_mean(&r.section.node, names)
                 .map(|s| format!("did you mean `{s}`?"))
                 .or_else(|| {
                     Some(format!(
@@ -1068,20 +1024,14 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
             Some(f) => match Form::parse(&f.node) {
                 Some(x) => x,
                 None => {
-                    let help = did_you_mean(&f.node, FORMS.iter().copied())
-                        .map(|s| format!("did you mean `{s}`?"))
-                        .or_else(|| Some(format!("forms: {}", FORMS.join(", "))));
+                    let help = help(&f.node, FORMS, "forms", '`');
                     c.err(f.span, format!("unknown form `{}`", f.node), help);
                     continue;
                 }
             },
         };
-        let when = match &r.when {
-            None => None,
-            Some(w) => match c.condition(w, ctx) {
-                Some(x) => Some(x),
-                None => continue,
-            },
+        let Ok(when) = c.optional_condition(r.when.as_ref(), ctx) else {
+            continue;
         };
         includes.push(CInclude {
             kind: r.kind.node.clone(),
@@ -1096,17 +1046,17 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
         if !kind_ok(c, &r.kind) {
             continue;
         }
-        let when = match &r.when {
-            None => None,
-            Some(w) => match c.condition(w, ctx) {
-                Some(x) => Some(x),
-                None => continue,
-            },
+        let Ok(when) = c.optional_condition(r.when.as_ref(), ctx) else {
+            continue;
         };
+        let reason = r
+            .because
+            .clone()
+            .unwrap_or_else(|| format!("excluded by the rule at {}", super::at(c.sources, r.span)));
         excludes.push(CExclude {
             kind: r.kind.node.clone(),
             when,
-            because: r.because.clone(),
+            reason,
             span: r.span,
         });
     }

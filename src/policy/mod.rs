@@ -128,22 +128,7 @@ pub(crate) fn eval_const(e: &CExpr) -> Value {
     match e {
         CExpr::Const(v) | CExpr::Let(_, v) => v.clone(),
         CExpr::List(xs) => Value::List(xs.iter().map(eval_const).collect()),
-        CExpr::Sum(xs) => {
-            let mut acc: i64 = 0;
-            for (neg, x) in xs {
-                match eval_const(x) {
-                    Value::Int(i) => {
-                        acc = if *neg {
-                            acc.saturating_sub(i)
-                        } else {
-                            acc.saturating_add(i)
-                        }
-                    }
-                    _ => return Value::Null,
-                }
-            }
-            Value::Int(acc)
-        }
+        CExpr::Sum(xs) => Value::sum(xs.iter().map(|(neg, x)| (*neg, eval_const(x)))),
         _ => Value::Null,
     }
 }
@@ -179,7 +164,8 @@ pub struct CInclude {
 pub struct CExclude {
     pub kind: String,
     pub when: Option<CExpr>,
-    pub because: Option<String>,
+    /// What provenance records for an item this rule drops: its `because`, else its location.
+    pub reason: String,
     pub span: Span,
 }
 
@@ -234,6 +220,15 @@ pub struct CPregrant {
     pub span: Span,
 }
 
+/// `file:line:col` of a span in `sources`.
+pub(crate) fn at(sources: &[Source], span: Span) -> String {
+    let file = sources
+        .get(span.source)
+        .map(|s| s.name.as_str())
+        .unwrap_or("<policy>");
+    format!("{file}:{}:{}", span.line, span.col)
+}
+
 /// A checked, compiled policy set, ready to evaluate.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -258,12 +253,7 @@ pub struct Policy {
 impl Policy {
     /// `file:line:col` of a span, for traces.
     pub fn at(&self, span: Span) -> String {
-        let file = self
-            .sources
-            .get(span.source)
-            .map(|s| s.name.as_str())
-            .unwrap_or("<policy>");
-        format!("{file}:{}:{}", span.line, span.col)
+        at(&self.sources, span)
     }
 
     /// The source text of a span (a rule as written), on one line.

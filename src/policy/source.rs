@@ -57,6 +57,7 @@ pub struct Loaded {
     pub files: Vec<PolicyFile>,
 }
 
+#[derive(Default)]
 struct Loader {
     sources: Vec<Source>,
     origins: Vec<Origin>,
@@ -69,13 +70,7 @@ struct Loader {
 /// Load a policy set from a spec: a file, a directory, or a shipped profile name.
 pub fn load(spec: &str) -> Result<Loaded, PolicyError> {
     let path = Path::new(spec);
-    let mut l = Loader {
-        sources: Vec::new(),
-        origins: Vec::new(),
-        files: Vec::new(),
-        done: HashSet::new(),
-        stack: Vec::new(),
-    };
+    let mut l = Loader::default();
     if path.is_dir() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
             .map_err(|e| {
@@ -113,34 +108,29 @@ pub fn load(spec: &str) -> Result<Loaded, PolicyError> {
             ),
         )));
     }
-    Ok(Loaded {
-        sources: l.sources,
-        files: l.files,
-    })
+    Ok(l.into_loaded())
 }
 
 /// Load a policy set from text already in memory (tests, the service).
 pub fn load_text(name: &str, text: &str) -> Result<Loaded, PolicyError> {
-    let mut l = Loader {
-        sources: Vec::new(),
-        origins: Vec::new(),
-        files: Vec::new(),
-        done: HashSet::new(),
-        stack: Vec::new(),
-    };
+    let mut l = Loader::default();
     l.load_text(
         name.to_string(),
         text.to_string(),
         Origin::File(PathBuf::from(name)),
         None,
     )?;
-    Ok(Loaded {
-        sources: l.sources,
-        files: l.files,
-    })
+    Ok(l.into_loaded())
 }
 
 impl Loader {
+    fn into_loaded(self) -> Loaded {
+        Loaded {
+            sources: self.sources,
+            files: self.files,
+        }
+    }
+
     fn load_file(
         &mut self,
         path: &Path,

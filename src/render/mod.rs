@@ -30,8 +30,6 @@ pub const EMBEDDED: &[(&str, &str)] = &[
 pub struct RenderOptions {
     /// A directory whose templates override the embedded ones by name.
     pub templates_dir: Option<PathBuf>,
-    /// Where the off-band document will live (for the inline pointer).
-    pub document_root: Option<PathBuf>,
     /// Who wrote the summary (`deterministic` unless an external summarizer did).
     pub created_by: Option<String>,
     /// Why the summary fell back to the deterministic builder, if it did.
@@ -53,7 +51,8 @@ pub struct Rendered {
     pub document: String,
     pub inline: String,
     pub provenance: Provenance,
-    pub document_path: PathBuf,
+    /// The off-band document's path (none when delivered inline).
+    pub document_path: Option<String>,
     /// Set when the inline prompt could not fit `inline_limit` (it is never cut silently).
     pub inline_note: Option<String>,
 }
@@ -260,11 +259,8 @@ pub fn render(
         .created_by
         .clone()
         .unwrap_or_else(|| "deterministic".into());
-    let root = opts
-        .document_root
-        .clone()
-        .unwrap_or_else(crate::deliver_paths::default_root);
-    let document_path = crate::deliver_paths::document_path(&root, &state.thread.id, &hid);
+    let delivery = decision.delivery.as_ref();
+    let document_path = delivery.and_then(|d| d.document.clone());
     let anchor = if state.request.kind == crate::state::RequestKind::Fork {
         state
             .request
@@ -293,26 +289,22 @@ pub fn render(
     }
 
     // The inline prompt: pointer + gist + message, shrunk to fit the limit.
-    let mode = decision
-        .delivery
-        .as_ref()
-        .map(|d| d.mode)
-        .unwrap_or(DeliveryMode::Inline);
-    let limit = decision
-        .delivery
-        .as_ref()
+    let mode = delivery.map(|d| d.mode).unwrap_or(DeliveryMode::Inline);
+    let limit = delivery
         .map(|d| d.inline_limit)
         .unwrap_or(policy.delivery.inline_limit);
+    // minijinja strings are shared: the document is copied once, not once per attempt.
+    let document_value = minijinja::Value::from(document.as_str());
     let message = state.request.message.clone().unwrap_or_default();
     let mut sentences = gist(summary);
     let mut inline_note = None;
     let inline = loop {
         let ctx = context! {
             mode => mode.as_str(),
-            document_path => document_path.display().to_string(),
+            document_path => document_path.clone(),
             gist => sentences.join(" "),
             message => message.clone(),
-            document => document.clone(),
+            document => document_value.clone(),
         };
         let text = render_one(&env, "inline.md.j2", &ctx)?;
         let n = text.chars().count();

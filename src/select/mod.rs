@@ -15,6 +15,7 @@ use crate::policy::check::BUILTIN_SECTIONS;
 use crate::policy::{CSummary, Form, Policy};
 use crate::state::{Item, RequestKind, State};
 use serde::Serialize;
+use std::sync::OnceLock;
 
 /// One line (or block) of a section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -61,220 +62,190 @@ impl Summary {
 
 struct Candidate {
     ctx: ItemCtx,
-    section: String,
+    /// Index into the document's section order.
+    section: usize,
     text: String,
 }
 
-/// A summary block to use when the policy has none: seed 000's inclusion list.
-fn fallback_summary() -> Option<CSummary> {
-    crate::policy::load("default").ok().and_then(|p| p.summary)
+/// The summary block of a policy, or seed 000's when it has none (checked once per process).
+fn rules_of(policy: &Policy) -> Option<&CSummary> {
+    static DEFAULT: OnceLock<Option<CSummary>> = OnceLock::new();
+    policy.summary.as_ref().or_else(|| {
+        DEFAULT
+            .get_or_init(|| crate::policy::load("default").ok().and_then(|p| p.summary))
+            .as_ref()
+    })
+}
+
+/// Sections in document order: built-ins in seed 000's order (retitled when the policy
+/// declares them), then the policy's own.
+fn section_order(rules: &CSummary) -> Vec<(&str, &str)> {
+    let title = |name: &str, default: &'static str| -> &str {
+        rules
+            .sections
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t.as_str())
+            .unwrap_or(default)
+    };
+    let mut order: Vec<(&str, &str)> = BUILTIN_SECTIONS
+        .iter()
+        .map(|(n, t)| (*n, title(n, t)))
+        .collect();
+    for (n, t) in &rules.sections {
+        if !BUILTIN_SECTIONS.iter().any(|(b, _)| b == n) {
+            order.push((n.as_str(), t.as_str()));
+        }
+    }
+    order
 }
 
 /// Select the items of `runs` (ordinals, oldest first) under the policy's summary rules.
-pub fn select_runs(policy: &Policy, state: &State, facts: &Facts<'_>, runs: &[u32]) -> Summary {
-    let owned;
-    let rules = match &policy.summary {
-        Some(s) => s,
-        None => {
-            owned = fallback_summary();
-            match &owned {
-                Some(s) => s,
-                None => {
-                    return Summary {
-                        sections: Vec::new(),
-                        included: Vec::new(),
-                        omitted: Vec::new(),
-                        chars: 0,
-                        budget: None,
-                    }
-                }
-            }
-        }
+pub fn select_runs(policy: &Policy, facts: &Facts<'_>, runs: &[u32]) -> Summary {
+    let state = facts.state;
+    let Some(rules) = rules_of(policy) else {
+        return Summary {
+            sections: Vec::new(),
+            included: Vec::new(),
+            omitted: Vec::new(),
+            chars: 0,
+            budget: None,
+        };
     };
+    let order = section_order(rules);
     let mut items: Vec<(ItemCtx, Option<&Item>)> = Vec::new();
     // Synthetic items first: the fork anchor, then the compaction summary.
-    if state.request.kind == RequestKind::Fork {
-        if let Some(a) = &state.request.fork_anchor {
-            let run = state.thread.parent.as_ref().map(|p| p.run).unwrap_or(0);
-            items.push((
-                synthetic_item(
-                    "fork_anchor",
-                    "fork_anchor".into(),
-                    run,
-                    a.text.chars().count() as i64,
-                ),
-                None,
-            ));
-        }
+    let mut synthetic = |kind: &'static str, run: u32, text: &str| {
+        let chars = text.chars().count() as i64;
+        items.push((synthetic_item(kind, kind.to_string(), run, chars), None));
+    };
+    if let (RequestKind::Fork, Some(a)) = (state.request.kind, &state.request.fork_anchor) {
+        let run = state.thread.parent.as_ref().map(|p| p.run).unwrap_or(0);
+        synthetic("fork_anchor", run, &a.text);
     }
-    if let Some(cs) = state
-        .thread
-        .compact_summary
-        .as_deref()
-        .filter(|t| !t.trim().is_empty())
-    {
-        let through = state.thread.compact_summary_through.unwrap_or(u32::MAX);
-        if runs.first().map(|f| *f <= through).unwrap_or(false) {
-            let run = state.thread.compact_summary_through.unwrap_or(0);
-            items.push((
-                synthetic_item(
-                    "compact_summary",
-                    "compact_summary".into(),
-                    run,
-                    cs.chars().count() as i64,
-                ),
-                None,
-            ));
+    if let Some(cs) = state.thread.compact_summary.as_deref() {
+        let through = state.thread.compact_summary_through;
+        let covered = runs.first().map(|f| *f <= through.unwrap_or(u32::MAX));
+        if !cs.trim().is_empty() && covered == Some(true) {
+            synthetic("compact_summary", through.unwrap_or(0), cs);
         }
     }
     items.extend(item_contexts(state, runs));
 
     let mut omitted = Vec::new();
+    let omit = |omitted: &mut Vec<Omitted>, ctx: ItemCtx, reason: String| {
+        omitted.push(Omitted {
+            id: ctx.id,
+            kind: ctx.kind.into(),
+            reason,
+        })
+    };
+    let holds = |when: &Option<crate::policy::CExpr>, ctx: &ItemCtx| {
+        when.as_ref()
+            .map(|w| item_holds(w, facts, ctx))
+            .unwrap_or(true)
+    };
     let mut chosen: Vec<Candidate> = Vec::new();
-    'items: for (ctx, item) in items {
+    for (ctx, item) in items {
         if ctx.kind == "reasoning" {
-            omitted.push(Omitted {
-                id: ctx.id.clone(),
-                kind: ctx.kind.into(),
-                reason: "hidden reasoning never leaves the thread".into(),
-            });
+            let reason = "hidden reasoning never leaves the thread".to_string();
+            omit(&mut omitted, ctx, reason);
             continue;
         }
-        for ex in rules.excludes.iter().filter(|e| e.kind == ctx.kind) {
-            let held = ex
-                .when
-                .as_ref()
-                .map(|w| item_holds(w, facts, &ctx))
-                .unwrap_or(true);
-            if held {
-                omitted.push(Omitted {
-                    id: ctx.id.clone(),
-                    kind: ctx.kind.into(),
-                    reason: ex.because.clone().unwrap_or_else(|| {
-                        format!("excluded by the rule at {}", policy.at(ex.span))
-                    }),
-                });
-                continue 'items;
-            }
+        // Exclusion wins over inclusion.
+        if let Some(ex) = rules
+            .excludes
+            .iter()
+            .find(|e| e.kind == ctx.kind && holds(&e.when, &ctx))
+        {
+            omit(&mut omitted, ctx, ex.reason.clone());
+            continue;
         }
-        let mut placed = false;
-        for inc in rules.includes.iter().filter(|i| i.kind == ctx.kind) {
-            let held = inc
-                .when
-                .as_ref()
-                .map(|w| item_holds(w, facts, &ctx))
-                .unwrap_or(true);
-            if held {
+        match rules
+            .includes
+            .iter()
+            .find(|i| i.kind == ctx.kind && holds(&i.when, &ctx))
+        {
+            Some(inc) => {
                 let text = entry_text(state, &ctx, item, inc.form, rules.text_max);
-                chosen.push(Candidate {
-                    ctx: ctx.clone(),
-                    section: inc.section.clone(),
-                    text,
-                });
-                placed = true;
-                break;
+                let section = order
+                    .iter()
+                    .position(|(n, _)| *n == inc.section)
+                    .unwrap_or(order.len());
+                chosen.push(Candidate { ctx, section, text });
             }
-        }
-        if !placed {
-            omitted.push(Omitted {
-                id: ctx.id.clone(),
-                kind: ctx.kind.into(),
-                reason: "no include rule matched".into(),
-            });
+            None => omit(&mut omitted, ctx, "no include rule matched".into()),
         }
     }
 
     // Budget: walk back from the newest, keep whole entries while they fit, cut the first that
     // does not at a whitespace boundary, omit the rest.
-    let mut truncated_id = None;
+    let mut truncated = None;
     if let Some((budget, newest_first)) = rules.budget {
-        let order: Vec<usize> = if newest_first {
-            (0..chosen.len()).rev().collect()
-        } else {
-            (0..chosen.len()).collect()
-        };
-        let mut used = 0usize;
         let mut keep = vec![false; chosen.len()];
-        let mut full = false;
-        for i in order {
-            if full {
-                continue;
-            }
+        let mut used = 0usize;
+        let indices: Box<dyn Iterator<Item = usize>> = if newest_first {
+            Box::new((0..chosen.len()).rev())
+        } else {
+            Box::new(0..chosen.len())
+        };
+        for i in indices {
             let len = chosen[i].text.chars().count();
             if used + len <= budget {
                 used += len;
                 keep[i] = true;
-            } else {
-                let room = budget - used;
-                let cut = cut_at_whitespace(&chosen[i].text, room);
-                if !cut.is_empty() {
-                    used += cut.chars().count();
-                    chosen[i].text = cut;
-                    keep[i] = true;
-                    truncated_id = Some(chosen[i].ctx.id.clone());
-                }
-                full = true;
+                continue;
             }
+            let cut = cut_at_whitespace(&chosen[i].text, budget - used);
+            if !cut.is_empty() {
+                chosen[i].text = cut;
+                keep[i] = true;
+                truncated = Some(i);
+            }
+            break;
         }
-        let mut kept = Vec::new();
-        for (c, k) in chosen.into_iter().zip(keep) {
+        let mut kept = Vec::with_capacity(chosen.len());
+        for (i, (c, k)) in chosen.into_iter().zip(keep).enumerate() {
             if k {
+                if truncated == Some(i) {
+                    truncated = Some(kept.len());
+                }
                 kept.push(c);
             } else {
-                omitted.push(Omitted {
-                    id: c.ctx.id.clone(),
-                    kind: c.ctx.kind.into(),
-                    reason: format!("over the {budget}-character budget"),
-                });
+                omit(
+                    &mut omitted,
+                    c.ctx,
+                    format!("over the {budget}-character budget"),
+                );
             }
         }
         chosen = kept;
     }
 
-    // Sections in document order: built-ins in seed 000's order, then declared ones.
-    let mut order: Vec<(String, String)> = BUILTIN_SECTIONS
+    // Sections in document order; entries keep source order within a section.
+    let included: Vec<String> = chosen.iter().map(|c| c.ctx.id.clone()).collect();
+    let mut buckets: Vec<Vec<Entry>> = vec![Vec::new(); order.len() + 1];
+    let mut chars = 0;
+    for (i, c) in chosen.into_iter().enumerate() {
+        chars += c.text.chars().count();
+        buckets[c.section].push(Entry {
+            id: c.ctx.id,
+            kind: c.ctx.kind.to_string(),
+            run: c.ctx.run,
+            text: c.text,
+            truncated: truncated == Some(i),
+        });
+    }
+    let sections = order
         .iter()
-        .map(|(n, t)| {
-            let title = rules
-                .sections
-                .iter()
-                .find(|(dn, _)| dn == n)
-                .map(|(_, t)| t.clone())
-                .unwrap_or_else(|| t.to_string());
-            (n.to_string(), title)
+        .zip(buckets)
+        .filter(|(_, entries)| !entries.is_empty())
+        .map(|((name, title), entries)| Section {
+            name: name.to_string(),
+            title: title.to_string(),
+            entries,
         })
         .collect();
-    for (n, t) in &rules.sections {
-        if !order.iter().any(|(on, _)| on == n) {
-            order.push((n.clone(), t.clone()));
-        }
-    }
-    let included: Vec<String> = chosen.iter().map(|c| c.ctx.id.clone()).collect();
-    let mut chars = 0;
-    let mut sections = Vec::new();
-    for (name, title) in order {
-        let entries: Vec<Entry> = chosen
-            .iter()
-            .filter(|c| c.section == name)
-            .map(|c| {
-                chars += c.text.chars().count();
-                Entry {
-                    id: c.ctx.id.clone(),
-                    kind: c.ctx.kind.to_string(),
-                    run: c.ctx.run,
-                    text: c.text.clone(),
-                    truncated: truncated_id.as_deref() == Some(c.ctx.id.as_str()),
-                }
-            })
-            .collect();
-        if !entries.is_empty() {
-            sections.push(Section {
-                name,
-                title,
-                entries,
-            });
-        }
-    }
     omitted.sort_by(|a, b| a.id.cmp(&b.id));
     Summary {
         sections,
@@ -286,30 +257,28 @@ pub fn select_runs(policy: &Policy, state: &State, facts: &Facts<'_>, runs: &[u3
 }
 
 /// Select for a decision: the covered runs that are eligible.
-pub fn select(policy: &Policy, state: &State, facts: &Facts<'_>, decision: &Decision) -> Summary {
+pub fn select(policy: &Policy, facts: &Facts<'_>, decision: &Decision) -> Summary {
     let runs: Vec<u32> = match &decision.covered_runs {
         Some(r) => facts
             .eligible_runs()
-            .into_iter()
-            .filter(|o| *o >= r.from && *o <= r.to)
+            .iter()
+            .copied()
+            .filter(|o| (r.from..=r.to).contains(o))
             .collect(),
         None => Vec::new(),
     };
-    select_runs(policy, state, facts, &runs)
+    select_runs(policy, facts, &runs)
 }
 
-/// Sizes summaries with the policy's own selection rules (for `summary.*` facts).
+/// Sizes summaries with the policy's own selection rules (for `summary.*` facts). The
+/// checker keeps `summary.*` out of the summary rules, so sizing never recurses.
 pub struct PolicySizer<'p> {
     pub policy: &'p Policy,
-    pub target: String,
 }
 
 impl SummarySizer for PolicySizer<'_> {
-    fn chars(&self, state: &State, runs: &[u32]) -> i64 {
-        let rough = crate::eval::RoughSizer;
-        let eligible = crate::eval::eligible_runs(self.policy, state, &rough, &self.target);
-        let facts = Facts::new(state, &self.target, eligible, &rough);
-        select_runs(self.policy, state, &facts, runs).chars as i64
+    fn chars(&self, facts: &Facts<'_>, runs: &[u32]) -> i64 {
+        select_runs(self.policy, facts, runs).chars as i64
     }
 }
 
