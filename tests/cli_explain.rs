@@ -5,14 +5,8 @@ use rstest::rstest;
 use serde_json::Value;
 use std::process::{Command, Output};
 
-fn baton(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("BATON_HANDOFF_DIR", "/tmp/baton-test-docs")
-        .output()
-        .expect("baton runs")
-}
+mod common;
+use common::baton;
 
 fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("UTF-8 stdout")

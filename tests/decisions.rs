@@ -7,7 +7,8 @@ use baton::eval::{decide, EvalOptions, RoughSizer};
 use baton::policy::Policy;
 use rstest::rstest;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+mod common;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -18,12 +19,23 @@ fn default_policy() -> Policy {
         .expect("default.policy checks")
 }
 
+/// The default policy's decision on a state built in the test.
+fn decide_state(state: &baton::State) -> Decision {
+    decide(
+        &default_policy(),
+        state,
+        &EvalOptions::default(),
+        &RoughSizer,
+    )
+    .expect("decides")
+}
+
 fn decide_example(example: &str) -> Decision {
     let state = baton::state::load_file(&root().join("examples").join(example))
         .unwrap_or_else(|e| panic!("{example} loads: {e}"));
     let opts = EvalOptions {
         target: None,
-        document_root: Some(PathBuf::from("/tmp/baton-test-docs")),
+        document_root: Some(PathBuf::from(common::DOC_ROOT)),
     };
     decide(&default_policy(), &state, &opts, &RoughSizer)
         .unwrap_or_else(|e| panic!("{example} decides: {e}"))
@@ -326,13 +338,7 @@ fn the_superseding_handoff_counts_once_ready() {
         .unwrap()
         .replace("status: pending", "status: ready");
     let state = baton::state::parse_str(&text, baton::state::Format::Yaml, "ready.yaml").unwrap();
-    let d = decide(
-        &default_policy(),
-        &state,
-        &EvalOptions::default(),
-        &RoughSizer,
-    )
-    .unwrap();
+    let d = decide_state(&state);
     assert_eq!(d.strategy.as_str(), "no_handoff");
     assert_eq!(d.covered_runs, None);
 }
@@ -367,12 +373,7 @@ fn decision_json_is_byte_identical_twice() {
 #[test]
 fn explain_json_is_identical_across_processes() {
     let run = || {
-        let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-            .args(["explain", "--state", "examples/seed-switch.yaml", "--json"])
-            .current_dir(root())
-            .env("BATON_HANDOFF_DIR", "/tmp/baton-test-docs")
-            .output()
-            .unwrap();
+        let out = common::baton(&["explain", "--state", "examples/seed-switch.yaml", "--json"]);
         assert!(out.status.success());
         out.stdout
     };
@@ -394,13 +395,7 @@ fn clean_context_starts_a_new_thread_even_without_missed_runs() {
         .unwrap()
         .replace("  message:", "  clean_context: true\n  message:");
     let state = baton::state::parse_str(&text, baton::state::Format::Yaml, "clean.yaml").unwrap();
-    let d = decide(
-        &default_policy(),
-        &state,
-        &EvalOptions::default(),
-        &RoughSizer,
-    )
-    .unwrap();
+    let d = decide_state(&state);
     assert_eq!(d.stale, ["clean_context"]);
     assert_eq!(d.strategy.as_str(), "full_new");
     assert_eq!(d.provider_thread.action.as_str(), "create");
@@ -436,12 +431,6 @@ handoffs:
 request: {provider: codex}
 "#;
     let state = baton::state::parse_str(text, baton::state::Format::Yaml, "chain.yaml").unwrap();
-    let d = decide(
-        &default_policy(),
-        &state,
-        &EvalOptions::default(),
-        &RoughSizer,
-    )
-    .unwrap();
+    let d = decide_state(&state);
     assert_eq!(d.strategy.as_str(), "full_existing");
 }

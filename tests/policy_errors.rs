@@ -7,14 +7,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Instant;
 
-fn baton(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("BATON_HANDOFF_DIR", "/tmp/baton-test-docs")
-        .output()
-        .expect("baton runs")
-}
+mod common;
+use common::baton;
 
 fn check(path: &str) -> Output {
     baton(&["check", path])

@@ -5,9 +5,9 @@ use baton::pipeline::{run, Outcome};
 use baton::render::RenderOptions;
 use rstest::rstest;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-const DOC_ROOT: &str = "/tmp/baton-render-test";
+mod common;
+use common::{baton_cmd as baton, DOC_ROOT};
 
 fn outcome(state: &str, policy: &str) -> Outcome {
     let state = baton::state::load_file(Path::new(state)).expect("fixture loads");
@@ -231,10 +231,21 @@ fn an_oversized_message_is_flagged_not_cut() {
     assert!(note.contains("inline_limit is 500"), "{note}");
 }
 
-fn baton() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
-    c.env("BATON_HANDOFF_DIR", DOC_ROOT);
-    c
+/// `baton render` of the seed example with a templates directory holding one
+/// `handoff.md.j2`.
+fn render_with_document_template(template: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("handoff.md.j2"), template).unwrap();
+    baton()
+        .args([
+            "render",
+            "--state",
+            "examples/seed-switch.yaml",
+            "--templates",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -285,22 +296,7 @@ fn render_cli_writes_nothing_for_no_handoff() {
 
 #[test]
 fn template_errors_name_template_line_and_variable() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("handoff.md.j2"),
-        "# {{ thread.id }}\n\n{{ no_such_thing }}\n",
-    )
-    .unwrap();
-    let out = baton()
-        .args([
-            "render",
-            "--state",
-            "examples/seed-switch.yaml",
-            "--templates",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = render_with_document_template("# {{ thread.id }}\n\n{{ no_such_thing }}\n");
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
@@ -310,22 +306,7 @@ fn template_errors_name_template_line_and_variable() {
 
 #[test]
 fn templates_dir_overrides_by_name() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("handoff.md.j2"),
-        "custom {{ handoff.id }}\n",
-    )
-    .unwrap();
-    let out = baton()
-        .args([
-            "render",
-            "--state",
-            "examples/seed-switch.yaml",
-            "--templates",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = render_with_document_template("custom {{ handoff.id }}\n");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "custom H2\n");
 }
 

@@ -3,16 +3,16 @@
 
 use rstest::rstest;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Instant;
 
+mod common;
+
 fn explain(state: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_baton"))
+    common::baton_cmd()
         .arg("explain")
         .arg("--state")
         .arg(state)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("BATON_HANDOFF_DIR", "/tmp/baton-test-docs")
         .output()
         .expect("baton runs")
 }
