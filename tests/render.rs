@@ -19,6 +19,17 @@ fn outcome(state: &str, policy: &str) -> Outcome {
     run(&policy, &state, &eval, &RenderOptions::default()).expect("pipeline runs")
 }
 
+/// The pipeline with default options.
+fn run_default(policy: &baton::Policy, state: &baton::State) -> Outcome {
+    run(
+        policy,
+        state,
+        &EvalOptions::default(),
+        &RenderOptions::default(),
+    )
+    .expect("pipeline runs")
+}
+
 fn document(state: &str, policy: &str) -> String {
     outcome(state, policy)
         .rendered
@@ -165,13 +176,7 @@ summary {
     )
     .unwrap();
     let state = baton::state::load_file(Path::new("tests/fixtures/render/long.yaml")).unwrap();
-    let o = run(
-        &policy,
-        &state,
-        &EvalOptions::default(),
-        &RenderOptions::default(),
-    )
-    .unwrap();
+    let o = run_default(&policy, &state);
     let s = o.summary.unwrap();
     assert_eq!(s.included, vec!["r40.1".to_string()]);
     let e = &s.sections[0].entries[0];
@@ -213,13 +218,7 @@ fn an_oversized_message_is_flagged_not_cut() {
     let long = "please ".repeat(200);
     state.request.message = Some(long.clone());
     let policy = baton::policy::load("mcode").unwrap();
-    let o = run(
-        &policy,
-        &state,
-        &EvalOptions::default(),
-        &RenderOptions::default(),
-    )
-    .unwrap();
+    let o = run_default(&policy, &state);
     let r = o.rendered.unwrap();
     assert!(r.inline.contains(long.trim_end()));
     let note = o

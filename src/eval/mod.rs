@@ -295,14 +295,11 @@ pub fn evaluate<'a>(
         .iter()
         .map(|s| {
             let rule = format!("stale {}", s.name);
-            let r = Rule {
-                policy,
-                label: rule,
-                span: s.span,
-                when: Some(&s.when),
-                because: s.because.as_ref(),
-            };
-            r.eval(&facts, &[], &mut trace)
+            Rule::new(policy, rule, s.span, Some(&s.when), s.because.as_ref()).eval(
+                &facts,
+                &[],
+                &mut trace,
+            )
         })
         .collect();
     let stale: Vec<String> = policy
@@ -316,14 +313,8 @@ pub fn evaluate<'a>(
     // 3. The ladder: first match wins. The checker guarantees an `otherwise`.
     let chosen = policy.ladder.iter().find(|r| {
         let label = format!("strategy {}", r.strategy.as_str());
-        let rule = Rule {
-            policy,
-            label,
-            span: r.span,
-            when: r.when.as_ref(),
-            because: r.because.as_ref(),
-        };
-        rule.eval(&facts, &signals, &mut trace)
+        Rule::new(policy, label, r.span, r.when.as_ref(), r.because.as_ref())
+            .eval(&facts, &signals, &mut trace)
     });
     let (strategy, override_handoff, decided_by) = match chosen {
         Some(r) => (
@@ -421,14 +412,8 @@ pub fn evaluate<'a>(
     let delivery = handoff_id.as_ref().map(|hid| {
         let chosen = policy.delivery.rules.iter().find(|r| {
             let label = format!("delivery {}", DeliveryMode::of(r.off_band).as_str());
-            let rule = Rule {
-                policy,
-                label,
-                span: r.span,
-                when: r.when.as_ref(),
-                because: r.because.as_ref(),
-            };
-            rule.eval(&facts, &signals, &mut trace)
+            Rule::new(policy, label, r.span, r.when.as_ref(), r.because.as_ref())
+                .eval(&facts, &signals, &mut trace)
         });
         let mode = DeliveryMode::of(chosen.map(|r| r.off_band).unwrap_or(false));
         let document = (mode == DeliveryMode::OffBand).then(|| {
@@ -459,14 +444,8 @@ pub fn evaluate<'a>(
     ) {
         let granted = p.grants.iter().find(|g| {
             let label = format!("pregrant {}", g.tool.to_lowercase());
-            let rule = Rule {
-                policy,
-                label,
-                span: g.span,
-                when: g.when.as_ref(),
-                because: None,
-            };
-            rule.eval(&facts, &signals, &mut trace)
+            Rule::new(policy, label, g.span, g.when.as_ref(), None)
+                .eval(&facts, &signals, &mut trace)
         });
         pregrant = granted.map(|g| Pregrant {
             tool: g.tool.clone(),
@@ -507,7 +486,23 @@ struct Rule<'p> {
     because: Option<&'p String>,
 }
 
-impl Rule<'_> {
+impl<'p> Rule<'p> {
+    fn new(
+        policy: &'p Policy,
+        label: String,
+        span: Span,
+        when: Option<&'p CExpr>,
+        because: Option<&'p String>,
+    ) -> Self {
+        Rule {
+            policy,
+            label,
+            span,
+            when,
+            because,
+        }
+    }
+
     /// Evaluate the rule, append its trace entry, and say whether it matched.
     fn eval(self, facts: &Facts<'_>, signals: &[bool], trace: &mut Vec<TraceEntry>) -> bool {
         let (matched, values) = match self.when {
