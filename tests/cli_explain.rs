@@ -207,9 +207,15 @@ fn explain_snapshot(#[case] example: &str) {
     let state = format!("examples/{example}.yaml");
     let out = baton(&["explain", "--state", &state]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    insta::assert_snapshot!(format!("explain_{example}"), stdout(&out));
+    insta::assert_snapshot!(
+        format!("explain_{example}"),
+        common::redact_sha(&stdout(&out))
+    );
 
     let out = baton(&["explain", "--state", &state, "--verbose"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    insta::assert_snapshot!(format!("explain_verbose_{example}"), stdout(&out));
+    insta::assert_snapshot!(
+        format!("explain_verbose_{example}"),
+        common::redact_sha(&stdout(&out))
+    );
 }

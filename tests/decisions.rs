@@ -382,13 +382,12 @@ fn explain_json_is_identical_across_processes() {
     assert_eq!(first, run());
 }
 
-// ---- Known problems (see the report): expected behaviour, ignored until fixed. ----
+// ---- Regressions: a stale thread is never resumed; consumed delta handoffs chain. ----
 
 /// Seed 000: "When stale [e.g. the user selected clean context], create a new provider thread
 /// with full_thread_summary". default.policy puts `no_handoff` first, so when the target's
 /// thread already saw every run, a clean-context request still resumes the old thread.
 #[test]
-#[ignore = "bug: default.policy resumes the old thread on clean_context when it saw every run (no_handoff is checked before stale)"]
 fn clean_context_starts_a_new_thread_even_without_missed_runs() {
     let path = root().join("examples/ladder-no-handoff.yaml");
     let text = std::fs::read_to_string(path)
@@ -407,7 +406,6 @@ fn clean_context_starts_a_new_thread_even_without_missed_runs() {
 /// history, and `full_existing` / `too_many_chained_handoffs` only fire for handoffs that were
 /// never consumed.
 #[test]
-#[ignore = "bug?: target.chained_handoffs never counts consumed delta handoffs, so a long delta chain stays delta_existing"]
 fn consumed_delta_chain_counts_as_chained_handoffs() {
     let text = r#"
 version: 1

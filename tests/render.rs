@@ -55,7 +55,7 @@ fn documents_snapshot(#[case] state: &str, #[case] policy: &str) {
         policy,
         Path::new(state).file_stem().unwrap().to_string_lossy()
     );
-    insta::assert_snapshot!(name, document(state, policy));
+    insta::assert_snapshot!(name, common::redact_sha(&document(state, policy)));
 }
 
 #[rstest]

@@ -22,6 +22,10 @@ fn explain(state: &Path) -> Output {
     "unknown-field.yaml",
     ":4:31: error: provider_threads[0].modle: unknown field `modle`, expected one of `id`, `provider`, `model`, `runtime_mode`, `status`, `resume_failed`"
 )]
+#[case::thread_id_that_climbs_out_of_the_document_root(
+    "thread-id-path.yaml",
+    ": error: thread.id: must not contain `..`: the thread id becomes a directory name for its handoff documents"
+)]
 #[case::duplicate_provider_thread(
     "duplicate-provider-thread.yaml",
     ": error: provider_threads[1].id: duplicate provider thread id \"C1\""

@@ -149,6 +149,18 @@ impl<'a> Facts<'a> {
                         && r.provider != self.target
                 })
                 .count() as i64;
+            // A delta chain: every handoff into the thread since its last native run that took
+            // none. A run that consumes a handoff is native too, so counting from the last
+            // native run alone would never see a chain.
+            let last_clean = cov
+                .as_ref()
+                .and_then(|c| {
+                    c.native_runs.iter().rev().copied().find(|o| {
+                        let run = self.state.runs.get(*o as usize - 1);
+                        run.map(|r| r.handoff.is_none()).unwrap_or(false)
+                    })
+                })
+                .unwrap_or(0);
             let chained = match self.target_thread {
                 None => 0,
                 Some(pt) => self
@@ -158,7 +170,7 @@ impl<'a> Facts<'a> {
                     .filter(|h| {
                         h.status.is_live()
                             && h.to_provider_thread.as_deref() == Some(pt.id.as_str())
-                            && h.target_run.unwrap_or(h.covered.to + 1) > last_native
+                            && h.target_run.unwrap_or(h.covered.to + 1) > last_clean
                     })
                     .count() as i64,
             };

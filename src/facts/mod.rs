@@ -119,7 +119,7 @@ facts! {
     TargetRunsSinceLastSeen => "target.runs_since_last_seen", Type::Int, false, Eligibility, "Eligible runs after `target.last_seen`.";
     TargetOffProviderRuns => "target.off_provider_runs", Type::Int, false, Eligibility, "Eligible runs on other providers since the target thread's last native run.";
     TargetNativeRuns => "target.native_runs", Type::Int, false, Eligibility, "Eligible runs the target thread ran itself.";
-    TargetChainedHandoffs => "target.chained_handoffs", Type::Int, false, Eligibility, "Live handoffs into the target thread since its last native run.";
+    TargetChainedHandoffs => "target.chained_handoffs", Type::Int, false, Eligibility, "Live handoffs into the target thread since its last native run that took no handoff (the delta chain).";
     TargetCapsResume => "target.caps.resume", Type::Bool, false, Thread, "The target provider can resume a thread.";
     TargetCapsNativeFork => "target.caps.native_fork", Type::Bool, false, Thread, "The target provider can fork a thread natively.";
     TargetCapsRollback => "target.caps.rollback", Type::Bool, false, Thread, "The target provider can roll a thread back.";

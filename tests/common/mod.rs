@@ -18,3 +18,24 @@ pub fn baton_cmd() -> Command {
 pub fn baton(args: &[&str]) -> Output {
     baton_cmd().args(args).output().expect("baton runs")
 }
+
+/// Replace every short policy hash (`sha256 0123456789ab`) with `sha256 <policy>`, so that
+/// snapshots of explain output and documents do not change with every edit of a policy.
+pub fn redact_sha(text: &str) -> String {
+    const TAG: &str = "sha256 ";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(TAG) {
+        let (head, tail) = rest.split_at(i + TAG.len());
+        out.push_str(head);
+        let hex = tail.chars().take_while(|c| c.is_ascii_hexdigit()).count();
+        if hex >= 12 {
+            out.push_str("<policy>");
+            rest = &tail[hex..];
+        } else {
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
+}
