@@ -524,14 +524,16 @@ impl<'p> Rule<'p> {
 /// The id a new handoff gets: `H<n>` for the smallest n above the number of handoffs that is
 /// not taken.
 pub fn next_handoff_id(state: &State) -> String {
+    let taken = |id: &str| state.handoffs.iter().any(|h| h.id == id);
+    let first = format!("H{}", state.handoffs.len() + 1);
+    if !taken(&first) {
+        return first;
+    }
+    // Unusual ids: look the rest up in a set rather than rescanning per candidate.
     let taken: std::collections::HashSet<&str> =
         state.handoffs.iter().map(|h| h.id.as_str()).collect();
-    let mut n = state.handoffs.len() + 1;
-    loop {
-        let id = format!("H{n}");
-        if !taken.contains(id.as_str()) {
-            return id;
-        }
-        n += 1;
-    }
+    (state.handoffs.len() + 2..)
+        .map(|n| format!("H{n}"))
+        .find(|id| !taken.contains(id.as_str()))
+        .unwrap_or(first)
 }

@@ -71,7 +71,7 @@ pub struct Facts<'a> {
     eligible: Vec<bool>,
     /// Ordinals of the eligible runs, oldest first (derived from `eligible` once).
     eligible_ordinals: Vec<u32>,
-    target_thread: Option<&'a ProviderThread>,
+    target_thread: OnceCell<Option<&'a ProviderThread>>,
     view: OnceCell<TargetView>,
     sizer: &'a dyn SummarySizer,
     delta_chars: OnceCell<i64>,
@@ -96,7 +96,7 @@ impl<'a> Facts<'a> {
             caps: caps_for(state, target),
             eligible,
             eligible_ordinals,
-            target_thread: find_target_thread(state, target),
+            target_thread: OnceCell::new(),
             view: OnceCell::new(),
             sizer,
             delta_chars: OnceCell::new(),
@@ -119,8 +119,11 @@ impl<'a> Facts<'a> {
         &self.eligible_ordinals
     }
 
+    /// The provider thread the target would resume (found on first use).
     pub fn target_thread(&self) -> Option<&'a ProviderThread> {
-        self.target_thread
+        *self
+            .target_thread
+            .get_or_init(|| find_target_thread(self.state, &self.target))
     }
 
     /// Record what the ladder and delivery decided, for `decision.*` and `delivery.*` facts.
@@ -131,7 +134,7 @@ impl<'a> Facts<'a> {
     fn view(&self) -> &TargetView {
         self.view.get_or_init(|| {
             let cov = self
-                .target_thread
+                .target_thread()
                 .map(|pt| coverage(self.state, &pt.id, |o| self.is_eligible(o)));
             let last_seen = cov.as_ref().map(|c| c.last_seen).unwrap_or(0);
             let last_native = cov
@@ -161,7 +164,7 @@ impl<'a> Facts<'a> {
                     })
                 })
                 .unwrap_or(0);
-            let chained = match self.target_thread {
+            let chained = match self.target_thread() {
                 None => 0,
                 Some(pt) => self
                     .state
@@ -240,9 +243,9 @@ impl<'a> Facts<'a> {
     pub fn value(&self, fact: Fact, run: Option<&RunCtx<'_>>, item: Option<&ItemCtx>) -> Value {
         use Value::*;
         let s = self.state;
-        let pt = self.target_thread;
+        let pt = self.target_thread();
         match fact {
-            Fact::ThreadId => Str(s.thread.id.clone()),
+            Fact::ThreadId => Str(s.thread.id.clone().into()),
             Fact::ThreadTitle => Value::opt_str(s.thread.title.as_deref()),
             Fact::ThreadRuns => Int(s.runs.len() as i64),
             Fact::ThreadEligibleRuns => Int(self.eligible_ordinals.len() as i64),
@@ -254,7 +257,7 @@ impl<'a> Facts<'a> {
                         seen.push(r.provider.clone());
                     }
                 }
-                List(seen.into_iter().map(Str).collect())
+                List(seen.into_iter().map(|p| Str(p.into())).collect())
             }
             Fact::ThreadIsFork => Bool(s.thread.parent.is_some()),
             Fact::ThreadHasCompactSummary => Bool(
@@ -264,7 +267,7 @@ impl<'a> Facts<'a> {
                     .map(|t| !t.trim().is_empty())
                     .unwrap_or(false),
             ),
-            Fact::RequestProvider => Str(s.request.provider.clone()),
+            Fact::RequestProvider => Str(s.request.provider.clone().into()),
             Fact::RequestModel => Value::opt_str(s.request.model.as_deref()),
             Fact::RequestRuntimeMode => Value::opt_str(s.request.runtime_mode.as_deref()),
             Fact::RequestCleanContext => Bool(s.request.clean_context),
@@ -276,7 +279,7 @@ impl<'a> Facts<'a> {
                 .map(|m| m.chars().count())
                 .unwrap_or(0) as i64),
             Fact::RequestRun => Int(s.runs.len() as i64 + 1),
-            Fact::TargetProvider => Str(self.target.clone()),
+            Fact::TargetProvider => Str(self.target.clone().into()),
             Fact::TargetHasThread => Bool(pt.is_some()),
             Fact::TargetThreadId => Value::opt_str(pt.map(|p| p.id.as_str())),
             Fact::TargetThreadModel => Value::opt_str(pt.and_then(|p| p.model.as_deref())),
@@ -325,14 +328,16 @@ impl<'a> Facts<'a> {
             }
             Fact::ForkNativePossible => Bool(self.fork_native_possible()),
             Fact::RunOrdinal => run.map(|r| Int(r.run.ordinal as i64)).unwrap_or(Null),
-            Fact::RunProvider => run.map(|r| Str(r.run.provider.clone())).unwrap_or(Null),
+            Fact::RunProvider => run
+                .map(|r| Str(r.run.provider.clone().into()))
+                .unwrap_or(Null),
             Fact::RunStatus => run
                 .map(|r| Str(r.run.status.as_str().into()))
                 .unwrap_or(Null),
             Fact::RunItems => run.map(|r| Int(r.run.items.len() as i64)).unwrap_or(Null),
             Fact::RunHasHandoff => run.map(|r| Bool(r.run.handoff.is_some())).unwrap_or(Null),
             Fact::ItemKind => item.map(|i| Str(i.kind.into())).unwrap_or(Null),
-            Fact::ItemId => item.map(|i| Str(i.id.clone())).unwrap_or(Null),
+            Fact::ItemId => item.map(|i| Str(i.id.clone().into())).unwrap_or(Null),
             Fact::ItemRun => item.map(|i| Int(i.run as i64)).unwrap_or(Null),
             Fact::ItemSuperseded => item.map(|i| Bool(i.superseded)).unwrap_or(Null),
             Fact::ItemLatest => item.map(|i| Bool(i.latest)).unwrap_or(Null),
@@ -357,25 +362,28 @@ impl<'a> Facts<'a> {
 /// The provider thread baton would resume for `provider`: the newest non-closed one, judged by
 /// the last run that used it, else by declaration order.
 pub fn find_target_thread<'a>(state: &'a State, provider: &str) -> Option<&'a ProviderThread> {
-    let candidates: Vec<&ProviderThread> = state
+    let open =
+        |p: &&ProviderThread| p.provider == provider && p.status != ProviderThreadStatus::Closed;
+    let closed: std::collections::HashSet<&str> = state
         .provider_threads
         .iter()
-        .filter(|p| p.provider == provider && p.status != ProviderThreadStatus::Closed)
+        .filter(|p| p.provider == provider && p.status == ProviderThreadStatus::Closed)
+        .map(|p| p.id.as_str())
         .collect();
-    // One pass over the runs: the last run that used each provider thread. (Scanning the runs
-    // once per candidate was quadratic and hung on large states.)
-    let mut last_run: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
-    for r in &state.runs {
-        if let Some(id) = r.provider_thread.as_deref() {
-            last_run.insert(id, r.ordinal);
-        }
+    // The newest run on an open thread of the provider names the thread; one reverse scan that
+    // usually stops within a few runs.
+    let newest = state.runs.iter().rev().find_map(|r| {
+        let id = r.provider_thread.as_deref()?;
+        (r.provider == provider && (closed.is_empty() || !closed.contains(id))).then_some(id)
+    });
+    match newest {
+        Some(id) => state
+            .provider_threads
+            .iter()
+            .filter(open)
+            .find(|p| p.id == id),
+        None => state.provider_threads.iter().filter(open).next_back(),
     }
-    let last_used = |pt: &ProviderThread| last_run.get(pt.id.as_str()).copied().unwrap_or(0);
-    candidates
-        .iter()
-        .enumerate()
-        .max_by_key(|(i, pt)| (last_used(pt), *i))
-        .map(|(_, pt)| *pt)
 }
 
 /// Whether run `ordinal` exists and was not rolled back.

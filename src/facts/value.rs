@@ -1,6 +1,7 @@
 //! Values and their types.
 
 use serde::Serialize;
+use std::borrow::Cow;
 use std::fmt;
 
 /// The static type of a fact or expression.
@@ -68,7 +69,8 @@ pub enum Value {
     Null,
     Bool(bool),
     Int(i64),
-    Str(String),
+    /// Borrowed for the fixed vocabulary (statuses, kinds), owned for text from the state.
+    Str(Cow<'static, str>),
     List(Vec<Value>),
 }
 
@@ -97,7 +99,7 @@ impl Value {
 
     pub fn opt_str(s: Option<&str>) -> Value {
         match s {
-            Some(s) => Value::Str(s.to_string()),
+            Some(s) => Value::Str(Cow::Owned(s.to_string())),
             None => Value::Null,
         }
     }

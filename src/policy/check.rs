@@ -301,7 +301,7 @@ impl<'a> Checker<'a> {
         };
         match e {
             Expr::Int(i, _) => Some((CExpr::Const(Value::Int(*i)), lit(Type::Int))),
-            Expr::Str(s, _) => Some((CExpr::Const(Value::Str(s.clone())), lit(Type::Str))),
+            Expr::Str(s, _) => Some((CExpr::Const(Value::Str(s.clone().into())), lit(Type::Str))),
             Expr::Bool(b, _) => Some((CExpr::Const(Value::Bool(*b)), lit(Type::Bool))),
             Expr::Null(_) => Some((
                 CExpr::Const(Value::Null),
@@ -500,7 +500,7 @@ impl<'a> Checker<'a> {
                         {
                             for v in vs {
                                 if let Value::Str(s) = v {
-                                    if !values.contains(&s.as_str()) {
+                                    if !values.contains(&s.as_ref()) {
                                         self.err(
                                             b.span(),
                                             format!(
