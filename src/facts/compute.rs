@@ -382,7 +382,7 @@ pub fn find_target_thread<'a>(state: &'a State, provider: &str) -> Option<&'a Pr
             .iter()
             .filter(open)
             .find(|p| p.id == id),
-        None => state.provider_threads.iter().filter(open).next_back(),
+        None => state.provider_threads.iter().rfind(open),
     }
 }
 
