@@ -114,12 +114,12 @@ fn state_yaml(n: usize) -> String {
 }
 
 fn policy_load(c: &mut Criterion) {
-    // TODO: bench the t3code, t3code-legacy and mcode profiles too once they are written;
-    // today they are empty placeholders and fail to check (no strategy ladder).
     let mut g = c.benchmark_group("policy_load");
-    g.bench_function("default", |b| {
-        b.iter(|| black_box(baton::policy::load(black_box("default")).expect("default checks")))
-    });
+    for name in baton::policy::source::shipped_names() {
+        g.bench_function(name, |b| {
+            b.iter(|| black_box(baton::policy::load(black_box(name)).expect("shipped checks")))
+        });
+    }
     g.finish();
 }
 

@@ -178,7 +178,7 @@ summary {
     let state = baton::state::load_file(Path::new("tests/fixtures/render/long.yaml")).unwrap();
     let o = run_default(&policy, &state);
     let s = o.summary.unwrap();
-    assert_eq!(s.included, vec!["r40.1".to_string()]);
+    assert_eq!(*s.included, vec!["r40.1".to_string()]);
     let e = &s.sections[0].entries[0];
     assert!(e.truncated);
     assert_eq!(e.text, "question 40 word...");
@@ -349,4 +349,37 @@ fn merge_back_hands_over_the_fork_delta() {
         doc,
         "Changes made in the fork since it was created:\nUser: Try Redis for sessions.\nFile changed: redis.rs\nAssistant: Redis sessions work.\n"
     );
+}
+
+#[test]
+fn a_template_that_includes_another_gets_every_section_field() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("handoff.md.j2"),
+        "{% include \"part.j2\" %}",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("part.j2"),
+        "{% for s in sections %}{{ s.name }}:{% for e in s.entries %} {{ e.id }}{% endfor %}|{{ s.count }}\n{% endfor %}",
+    )
+    .unwrap();
+    let out = baton()
+        .args([
+            "render",
+            "--state",
+            "examples/seed-switch.yaml",
+            "--templates",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("goals: r6.1|1\n"), "{stdout}");
 }

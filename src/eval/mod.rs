@@ -55,7 +55,7 @@ struct Env<'f, 'a> {
     facts: &'f Facts<'a>,
     signals: &'f [bool],
     run: Option<&'f RunCtx<'f>>,
-    item: Option<&'f ItemCtx>,
+    item: Option<&'f ItemCtx<'f>>,
 }
 
 /// Evaluate a compiled condition, recording every fact, `let` and signal it read.

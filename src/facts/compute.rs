@@ -17,24 +17,57 @@ pub struct RunCtx<'a> {
     pub run: &'a Run,
 }
 
-/// One item (or synthetic checkpoint/handoff item), for `summary` rules.
+/// One item of the state (or a synthetic checkpoint, handoff, compaction summary or fork
+/// anchor item), for `summary` rules. Facts about the item's own fields are read from `item`;
+/// only what depends on the other items (`superseded`, `latest`, `recency`) is stored.
 #[derive(Debug, Clone)]
-pub struct ItemCtx {
+pub struct ItemCtx<'s> {
     pub kind: &'static str,
     pub id: String,
     pub run: u32,
     pub superseded: bool,
     pub latest: bool,
     pub recency: i64,
-    pub chars: i64,
-    pub diff_lines: Option<i64>,
-    pub resolved: Option<bool>,
-    pub answered: Option<bool>,
-    pub exit_code: Option<i64>,
-    pub failed: bool,
-    pub tool: Option<String>,
-    pub path: Option<String>,
-    pub agent: Option<String>,
+    /// The state's item; `None` for synthetic items.
+    pub item: Option<&'s Item>,
+    /// Characters of a synthetic item's text (real items count their own).
+    synthetic_chars: i64,
+}
+
+impl ItemCtx<'_> {
+    /// Characters the item carries (text, output, diff).
+    pub fn chars(&self) -> i64 {
+        self.item
+            .map(|i| i.char_len() as i64)
+            .unwrap_or(self.synthetic_chars)
+    }
+
+    /// The value of an item fact (`None` for facts that are not about the item's fields).
+    fn field(&self, fact: Fact) -> Value {
+        use Value::*;
+        let opt = |s: Option<&str>| Value::opt_str(s);
+        match (fact, self.item) {
+            (Fact::ItemDiffLines, Some(Item::FileChange { diff_lines, .. })) => {
+                diff_lines.map(Int).unwrap_or(Null)
+            }
+            (Fact::ItemResolved, Some(Item::Approval { resolved, .. })) => Bool(*resolved),
+            (Fact::ItemAnswered, Some(Item::Question { answered, .. })) => Bool(*answered),
+            (Fact::ItemExitCode, Some(Item::Command { exit_code, .. })) => {
+                exit_code.map(Int).unwrap_or(Null)
+            }
+            (Fact::ItemFailed, Some(Item::Command { exit_code, .. })) => {
+                Bool(exit_code.map(|c| c != 0).unwrap_or(false))
+            }
+            (Fact::ItemFailed, Some(Item::ToolCall { status, .. })) => {
+                Bool(*status == Some(crate::state::ToolStatus::Failed))
+            }
+            (Fact::ItemFailed, _) => Bool(false),
+            (Fact::ItemTool, Some(Item::ToolCall { tool, .. })) => opt(Some(tool)),
+            (Fact::ItemPath, Some(Item::FileChange { path, .. })) => opt(Some(path)),
+            (Fact::ItemAgent, Some(Item::SubagentResult { agent, .. })) => opt(Some(agent)),
+            _ => Null,
+        }
+    }
 }
 
 /// The coverage of one provider thread: its native runs and the ranges of its live handoffs.
@@ -342,15 +375,15 @@ impl<'a> Facts<'a> {
             Fact::ItemSuperseded => item.map(|i| Bool(i.superseded)).unwrap_or(Null),
             Fact::ItemLatest => item.map(|i| Bool(i.latest)).unwrap_or(Null),
             Fact::ItemRecency => item.map(|i| Int(i.recency)).unwrap_or(Null),
-            Fact::ItemChars => item.map(|i| Int(i.chars)).unwrap_or(Null),
-            Fact::ItemDiffLines => item.and_then(|i| i.diff_lines).map(Int).unwrap_or(Null),
-            Fact::ItemResolved => item.and_then(|i| i.resolved).map(Bool).unwrap_or(Null),
-            Fact::ItemAnswered => item.and_then(|i| i.answered).map(Bool).unwrap_or(Null),
-            Fact::ItemExitCode => item.and_then(|i| i.exit_code).map(Int).unwrap_or(Null),
-            Fact::ItemFailed => item.map(|i| Bool(i.failed)).unwrap_or(Null),
-            Fact::ItemTool => Value::opt_str(item.and_then(|i| i.tool.as_deref())),
-            Fact::ItemPath => Value::opt_str(item.and_then(|i| i.path.as_deref())),
-            Fact::ItemAgent => Value::opt_str(item.and_then(|i| i.agent.as_deref())),
+            Fact::ItemChars => item.map(|i| Int(i.chars())).unwrap_or(Null),
+            Fact::ItemDiffLines
+            | Fact::ItemResolved
+            | Fact::ItemAnswered
+            | Fact::ItemExitCode
+            | Fact::ItemFailed
+            | Fact::ItemTool
+            | Fact::ItemPath
+            | Fact::ItemAgent => item.map(|i| i.field(fact)).unwrap_or(Null),
             Fact::DecisionStrategy => Value::opt_str(self.outcome.borrow().0),
             Fact::DeliveryOffBand => Bool(self.outcome.borrow().1 == Some("off_band")),
             Fact::DeliveryInline => Bool(self.outcome.borrow().1 == Some("inline")),
@@ -430,128 +463,8 @@ pub fn coverage(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> Cove
     cov
 }
 
-/// Item facts for a synthetic item (compaction summary, fork anchor).
-pub fn synthetic_item(kind: &'static str, id: String, run: u32, chars: i64) -> ItemCtx {
-    synthetic(kind, id, run, chars)
-}
-
-/// Item facts for every item of the given runs (plus synthetic checkpoint and handoff items),
-/// in source order. `superseded` and `latest` are judged within this set.
-pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<(ItemCtx, Option<&'s Item>)> {
-    let mut out: Vec<(ItemCtx, Option<&'s Item>)> = Vec::new();
-    for &o in runs {
-        let Some(run) = state.runs.get((o as usize).wrapping_sub(1)) else {
-            continue;
-        };
-        if let Some(h) = run.handoff.as_deref() {
-            if let Some(hd) = state.handoffs.iter().find(|x| x.id == h) {
-                out.push((
-                    synthetic(
-                        "handoff",
-                        hd.id.to_string(),
-                        o,
-                        hd.summary
-                            .as_deref()
-                            .map(|t| t.chars().count())
-                            .unwrap_or(0) as i64,
-                    ),
-                    None,
-                ));
-            }
-        }
-        for (i, item) in run.items.iter().enumerate() {
-            let (diff_lines, resolved, answered, exit_code, failed, tool, path, agent) = match item
-            {
-                Item::FileChange {
-                    diff_lines, path, ..
-                } => (
-                    *diff_lines,
-                    None,
-                    None,
-                    None,
-                    false,
-                    None,
-                    Some(path.clone()),
-                    None,
-                ),
-                Item::Approval { resolved, .. } => {
-                    (None, Some(*resolved), None, None, false, None, None, None)
-                }
-                Item::Question { answered, .. } => {
-                    (None, None, Some(*answered), None, false, None, None, None)
-                }
-                Item::Command { exit_code, .. } => (
-                    None,
-                    None,
-                    None,
-                    *exit_code,
-                    exit_code.map(|c| c != 0).unwrap_or(false),
-                    None,
-                    None,
-                    None,
-                ),
-                Item::ToolCall { tool, status, .. } => (
-                    None,
-                    None,
-                    None,
-                    None,
-                    *status == Some(crate::state::ToolStatus::Failed),
-                    Some(tool.clone()),
-                    None,
-                    None,
-                ),
-                Item::SubagentResult { agent, .. } => (
-                    None,
-                    None,
-                    None,
-                    None,
-                    false,
-                    None,
-                    None,
-                    Some(agent.clone()),
-                ),
-                _ => (None, None, None, None, false, None, None, None),
-            };
-            out.push((
-                ItemCtx {
-                    kind: item.kind(),
-                    id: crate::state::item_id(item, o, i),
-                    run: o,
-                    superseded: false,
-                    latest: false,
-                    recency: 0,
-                    chars: item.char_len() as i64,
-                    diff_lines,
-                    resolved,
-                    answered,
-                    exit_code,
-                    failed,
-                    tool,
-                    path,
-                    agent,
-                },
-                Some(item),
-            ));
-        }
-        for c in state.checkpoints.iter().filter(|c| c.run == o) {
-            let mut ctx = synthetic(
-                "checkpoint",
-                format!("checkpoint.{o}"),
-                o,
-                c.diff_summary
-                    .as_deref()
-                    .map(|t| t.chars().count())
-                    .unwrap_or(0) as i64,
-            );
-            ctx.diff_lines = None;
-            out.push((ctx, None));
-        }
-    }
-    mark_superseded_and_latest(&mut out);
-    out
-}
-
-fn synthetic(kind: &'static str, id: String, run: u32, chars: i64) -> ItemCtx {
+/// Item facts for a synthetic item (compaction summary, fork anchor, checkpoint, handoff).
+pub fn synthetic_item(kind: &'static str, id: String, run: u32, chars: i64) -> ItemCtx<'static> {
     ItemCtx {
         kind,
         id,
@@ -559,43 +472,89 @@ fn synthetic(kind: &'static str, id: String, run: u32, chars: i64) -> ItemCtx {
         superseded: false,
         latest: false,
         recency: 0,
-        chars,
-        diff_lines: None,
-        resolved: None,
-        answered: None,
-        exit_code: None,
-        failed: false,
-        tool: None,
-        path: None,
-        agent: None,
+        item: None,
+        synthetic_chars: chars,
     }
 }
 
-fn mark_superseded_and_latest(items: &mut [(ItemCtx, Option<&Item>)]) {
-    use std::collections::HashSet;
-    let mut seen_cmd: HashSet<String> = HashSet::new();
-    let mut seen_tool: HashSet<(String, String)> = HashSet::new();
-    let mut per_kind: std::collections::HashMap<&'static str, i64> =
-        std::collections::HashMap::new();
-    for (ctx, item) in items.iter_mut().rev() {
+fn text_chars(t: Option<&str>) -> i64 {
+    t.map(|t| t.chars().count()).unwrap_or(0) as i64
+}
+
+/// Item facts for every item of the given runs (plus synthetic checkpoint and handoff items),
+/// in source order. `superseded` and `latest` are judged within this set.
+pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<ItemCtx<'s>> {
+    let handoffs: std::collections::HashMap<&str, &crate::state::Handoff> =
+        state.handoffs.iter().map(|h| (h.id.as_str(), h)).collect();
+    let mut out: Vec<ItemCtx<'s>> = Vec::new();
+    for &o in runs {
+        let Some(run) = state.runs.get((o as usize).wrapping_sub(1)) else {
+            continue;
+        };
+        if let Some(hd) = run.handoff.as_deref().and_then(|h| handoffs.get(h)) {
+            let chars = text_chars(hd.summary.as_deref());
+            out.push(synthetic_item("handoff", hd.id.clone(), o, chars));
+        }
+        for (i, item) in run.items.iter().enumerate() {
+            out.push(ItemCtx {
+                kind: item.kind(),
+                id: crate::state::item_id(item, o, i),
+                run: o,
+                superseded: false,
+                latest: false,
+                recency: 0,
+                item: Some(item),
+                synthetic_chars: 0,
+            });
+        }
+        for c in state.checkpoints.iter().filter(|c| c.run == o) {
+            let chars = text_chars(c.diff_summary.as_deref());
+            out.push(synthetic_item(
+                "checkpoint",
+                format!("checkpoint.{o}"),
+                o,
+                chars,
+            ));
+        }
+    }
+    mark_superseded_and_latest(&mut out);
+    out
+}
+
+fn mark_superseded_and_latest(items: &mut [ItemCtx<'_>]) {
+    use std::borrow::Cow;
+    use std::collections::{HashMap, HashSet};
+    let mut seen_cmd: HashSet<Cow<str>> = HashSet::new();
+    let mut seen_tool: HashSet<(&str, &str)> = HashSet::new();
+    let mut per_kind: HashMap<&'static str, i64> = HashMap::new();
+    for ctx in items.iter_mut().rev() {
         let n = per_kind.entry(ctx.kind).or_insert(0);
         ctx.recency = *n;
         ctx.latest = *n == 0;
         *n += 1;
-        match item {
+        ctx.superseded = match ctx.item {
             Some(Item::Command { command, .. }) => {
-                let key = command.split_whitespace().collect::<Vec<_>>().join(" ");
-                if !seen_cmd.insert(key) {
-                    ctx.superseded = true;
-                }
+                // The same command line, whatever its spacing.
+                let key = single_spaced(command);
+                !seen_cmd.insert(key)
             }
             Some(Item::ToolCall { tool, input, .. }) => {
-                let key = (tool.clone(), input.clone().unwrap_or_default());
-                if !seen_tool.insert(key) {
-                    ctx.superseded = true;
-                }
+                !seen_tool.insert((tool.as_str(), input.as_deref().unwrap_or("")))
             }
-            _ => {}
-        }
+            _ => false,
+        };
+    }
+}
+
+/// `text` with every whitespace run as one space and no space at either end; borrowed when it
+/// already is.
+fn single_spaced(text: &str) -> std::borrow::Cow<'_, str> {
+    let clean = text.trim() == text
+        && !text.contains("  ")
+        && !text.contains(|c: char| c.is_whitespace() && c != ' ');
+    if clean {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(text.split_whitespace().collect::<Vec<_>>().join(" "))
     }
 }

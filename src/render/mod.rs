@@ -11,6 +11,7 @@ use crate::state::State;
 use minijinja::{context, Environment, UndefinedBehavior};
 use serde::Serialize;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Templates shipped in the binary.
 pub const EMBEDDED: &[(&str, &str)] = &[
@@ -69,8 +70,8 @@ pub struct Provenance {
     pub delivery: String,
     pub created_by: String,
     pub fallback_reason: Option<String>,
-    pub included: Vec<String>,
-    pub omitted: Vec<crate::select::Omitted>,
+    pub included: Arc<Vec<String>>,
+    pub omitted: Arc<Vec<crate::select::Omitted>>,
     pub chars: Chars,
     pub templates: Templates,
 }
@@ -158,10 +159,19 @@ fn render_one(
 /// render at the speed of string concatenation; `entries` (every entry with id, kind, run, text,
 /// truncated) is added only when the template reads it.
 fn sections_value(env: &Environment<'_>, template: &str, summary: &Summary) -> minijinja::Value {
-    let wants_entries = env
+    // Build only what the template names (a template that includes others may name anything).
+    let source = env
         .get_template(template)
-        .map(|t| t.source().contains("entries"))
-        .unwrap_or(true);
+        .map(|t| t.source().to_string())
+        .unwrap_or_default();
+    let composed = source.split("{%").skip(1).any(|tag| {
+        let word = tag.trim_start_matches(['-', '+']).trim_start();
+        ["include", "extends", "import", "from"]
+            .iter()
+            .any(|k| word.starts_with(k))
+    });
+    let wants = |field: &str| composed || source.is_empty() || source.contains(field);
+    let (want_body, want_lines, want_entries) = (wants("body"), wants("lines"), wants("entries"));
     let list: Vec<minijinja::Value> = summary
         .sections
         .iter()
@@ -169,16 +179,25 @@ fn sections_value(env: &Environment<'_>, template: &str, summary: &Summary) -> m
             let mut body = String::new();
             let mut lines = String::new();
             for e in &s.entries {
-                body.push_str("- ");
-                body.push_str(&e.text.replace('\n', "\n  "));
-                if e.truncated {
-                    body.push_str(" [cut to fit the budget]");
+                if want_body {
+                    body.push_str("- ");
+                    for (n, line) in e.text.split('\n').enumerate() {
+                        if n > 0 {
+                            body.push_str("\n  ");
+                        }
+                        body.push_str(line);
+                    }
+                    if e.truncated {
+                        body.push_str(" [cut to fit the budget]");
+                    }
+                    body.push('\n');
                 }
-                body.push('\n');
-                lines.push_str(&e.text);
-                lines.push('\n');
+                if want_lines {
+                    lines.push_str(&e.text);
+                    lines.push('\n');
+                }
             }
-            let entries = if wants_entries {
+            let entries = if want_entries {
                 minijinja::Value::from_serialize(&s.entries)
             } else {
                 minijinja::Value::UNDEFINED
@@ -331,8 +350,8 @@ pub fn render(
         delivery: mode.as_str().into(),
         created_by,
         fallback_reason: opts.fallback_reason.clone(),
-        included: summary.included.clone(),
-        omitted: summary.omitted.clone(),
+        included: Arc::clone(&summary.included),
+        omitted: Arc::clone(&summary.omitted),
         chars: Chars {
             document: document.chars().count(),
             inline: inline.chars().count(),

@@ -15,13 +15,13 @@ use crate::policy::check::BUILTIN_SECTIONS;
 use crate::policy::{CSummary, Form, Policy};
 use crate::state::{Item, RequestKind, State};
 use serde::Serialize;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// One line (or block) of a section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Entry {
     pub id: String,
-    pub kind: String,
+    pub kind: &'static str,
     pub run: u32,
     pub text: String,
     /// The budget cut this entry short.
@@ -38,7 +38,7 @@ pub struct Section {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Omitted {
     pub id: String,
-    pub kind: String,
+    pub kind: &'static str,
     pub reason: String,
 }
 
@@ -47,8 +47,10 @@ pub struct Omitted {
 pub struct Summary {
     /// Non-empty sections in document order.
     pub sections: Vec<Section>,
-    pub included: Vec<String>,
-    pub omitted: Vec<Omitted>,
+    /// Shared with the provenance of the rendered handoff (never copied).
+    pub included: Arc<Vec<String>>,
+    /// Every item left out, with the reason; shared like `included`.
+    pub omitted: Arc<Vec<Omitted>>,
     /// Characters of every entry's text.
     pub chars: usize,
     pub budget: Option<usize>,
@@ -60,8 +62,8 @@ impl Summary {
     }
 }
 
-struct Candidate {
-    ctx: ItemCtx,
+struct Candidate<'s> {
+    ctx: ItemCtx<'s>,
     /// Index into the document's section order.
     section: usize,
     text: String,
@@ -106,18 +108,18 @@ pub fn select_runs(policy: &Policy, facts: &Facts<'_>, runs: &[u32]) -> Summary 
     let Some(rules) = rules_of(policy) else {
         return Summary {
             sections: Vec::new(),
-            included: Vec::new(),
-            omitted: Vec::new(),
+            included: Arc::default(),
+            omitted: Arc::default(),
             chars: 0,
             budget: None,
         };
     };
     let order = section_order(rules);
-    let mut items: Vec<(ItemCtx, Option<&Item>)> = Vec::new();
+    let mut items: Vec<ItemCtx> = Vec::new();
     // Synthetic items first: the fork anchor, then the compaction summary.
     let mut synthetic = |kind: &'static str, run: u32, text: &str| {
         let chars = text.chars().count() as i64;
-        items.push((synthetic_item(kind, kind.to_string(), run, chars), None));
+        items.push(synthetic_item(kind, kind.to_string(), run, chars));
     };
     if let (RequestKind::Fork, Some(a)) = (state.request.kind, &state.request.fork_anchor) {
         let run = state.thread.parent.as_ref().map(|p| p.run).unwrap_or(0);
@@ -136,7 +138,7 @@ pub fn select_runs(policy: &Policy, facts: &Facts<'_>, runs: &[u32]) -> Summary 
     let omit = |omitted: &mut Vec<Omitted>, ctx: ItemCtx, reason: String| {
         omitted.push(Omitted {
             id: ctx.id,
-            kind: ctx.kind.into(),
+            kind: ctx.kind,
             reason,
         })
     };
@@ -146,7 +148,7 @@ pub fn select_runs(policy: &Policy, facts: &Facts<'_>, runs: &[u32]) -> Summary 
             .unwrap_or(true)
     };
     let mut chosen: Vec<Candidate> = Vec::new();
-    for (ctx, item) in items {
+    for ctx in items {
         if ctx.kind == "reasoning" {
             let reason = "hidden reasoning never leaves the thread".to_string();
             omit(&mut omitted, ctx, reason);
@@ -167,7 +169,7 @@ pub fn select_runs(policy: &Policy, facts: &Facts<'_>, runs: &[u32]) -> Summary 
             .find(|i| i.kind == ctx.kind && holds(&i.when, &ctx))
         {
             Some(inc) => {
-                let text = entry_text(state, &ctx, item, inc.form, rules.text_max);
+                let text = entry_text(state, &ctx, inc.form, rules.text_max);
                 let section = order
                     .iter()
                     .position(|(n, _)| *n == inc.section)
@@ -230,7 +232,7 @@ pub fn select_runs(policy: &Policy, facts: &Facts<'_>, runs: &[u32]) -> Summary 
         chars += c.text.chars().count();
         buckets[c.section].push(Entry {
             id: c.ctx.id,
-            kind: c.ctx.kind.to_string(),
+            kind: c.ctx.kind,
             run: c.ctx.run,
             text: c.text,
             truncated: truncated == Some(i),
@@ -249,8 +251,8 @@ pub fn select_runs(policy: &Policy, facts: &Facts<'_>, runs: &[u32]) -> Summary 
     omitted.sort_by(|a, b| a.id.cmp(&b.id));
     Summary {
         sections,
-        included,
-        omitted,
+        included: Arc::new(included),
+        omitted: Arc::new(omitted),
         chars,
         budget: rules.budget.map(|(b, _)| b),
     }
@@ -294,13 +296,7 @@ fn file_name(path: &str) -> &str {
 }
 
 /// The text of one entry in one form.
-fn entry_text(
-    state: &State,
-    ctx: &ItemCtx,
-    item: Option<&Item>,
-    form: Form,
-    max: Option<usize>,
-) -> String {
+fn entry_text(state: &State, ctx: &ItemCtx, form: Form, max: Option<usize>) -> String {
     match ctx.kind {
         "fork_anchor" => {
             let a = state.request.fork_anchor.as_ref();
@@ -338,7 +334,7 @@ fn entry_text(
         }
         _ => {}
     }
-    let Some(item) = item else {
+    let Some(item) = ctx.item else {
         return String::new();
     };
     match (item, form) {
