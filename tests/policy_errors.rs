@@ -371,3 +371,35 @@ fn facts_only_where_they_are_known(
     assert_eq!(err.lines().next(), Some(first_line), "{err}");
     assert!(err.ends_with(&format!("= help: {help}")), "{err}");
 }
+
+/// A derived file's `let` may use a `let` the same file defines later: lets resolve by
+/// dependency, not by position.
+#[test]
+fn an_overriding_let_may_use_a_later_let() {
+    let policy = baton::policy::load_text(
+        "child.policy",
+        "policy \"child\" {\n  extends \"default\"\n}\nlet max_off_provider_runs = limit\nlet limit = 4\n",
+    )
+    .expect("checks");
+    assert_eq!(
+        policy.lets.get("max_off_provider_runs"),
+        Some(&baton::facts::Value::Int(4))
+    );
+    assert!(policy.warnings.is_empty(), "{:?}", policy.warnings);
+}
+
+#[test]
+fn a_let_cycle_is_reported_once() {
+    let err = baton::policy::load_text(
+        "cycle.policy",
+        "let a = b\nlet b = a\nstrategy { full_new when a > 1\n  full_new otherwise }\n",
+    )
+    .expect_err("a cycle does not check")
+    .to_string();
+    assert_eq!(
+        err.lines().next(),
+        Some("cycle.policy:2:9: error: `let a` depends on itself: a -> b -> a"),
+        "{err}"
+    );
+    assert_eq!(err.matches("error:").count(), 1, "{err}");
+}

@@ -169,7 +169,14 @@ impl Ctx {
 struct Checker<'a> {
     sources: &'a [Source],
     diags: Vec<Diagnostic>,
+    /// Resolved `let` values.
     lets: HashMap<String, (Value, Type, Span)>,
+    /// Every `let` of the composed policy, resolved on first use: a derived file's `let` may
+    /// refer to one it defines after the base's position of the name it overrides.
+    let_defs: HashMap<&'a str, &'a Let>,
+    /// `let`s being resolved (to report a cycle) and those that failed (reported once).
+    let_stack: Vec<&'a str>,
+    let_failed: HashSet<&'a str>,
     used_lets: HashSet<String>,
     signals: Vec<String>,
     observed_any_stale: bool,
@@ -283,6 +290,9 @@ impl<'a> Checker<'a> {
                     nullable: def.nullable,
                 },
             ));
+        }
+        if self.let_failed.contains(path) {
+            return None; // its own error is already reported
         }
         let names = self.names_in(ctx);
         let help = did_you_mean(path, names.iter().map(|s| s.as_str()))
@@ -608,13 +618,54 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Resolve `let name` (already resolved, or now); false when it is not a `let` or does not
+    /// check.
+    fn resolve_let(&mut self, name: &str, at: Span) -> bool {
+        if self.lets.contains_key(name) {
+            return true;
+        }
+        let Some((&key, &def)) = self.let_defs.get_key_value(name) else {
+            return false;
+        };
+        if self.let_failed.contains(key) {
+            return false;
+        }
+        if let Some(i) = self.let_stack.iter().position(|n| *n == key) {
+            let mut chain: Vec<&str> = self.let_stack[i..].to_vec();
+            chain.push(key);
+            self.err(
+                at,
+                format!("`let {key}` depends on itself: {}", chain.join(" -> ")),
+                None,
+            );
+            self.let_failed.insert(key);
+            return false;
+        }
+        self.let_stack.push(key);
+        let value = self.constant(&def.value);
+        self.let_stack.pop();
+        match value {
+            Some((v, t)) => {
+                self.lets.insert(key.to_string(), (v, t, def.name.span));
+                true
+            }
+            None => {
+                self.let_failed.insert(key);
+                false
+            }
+        }
+    }
+
     fn constant(&mut self, e: &Expr) -> Option<(Value, Type)> {
         let ctx = Ctx::Let;
         // Only literals and other lets.
         let mut paths = Vec::new();
         e.paths(&mut paths);
         for (p, span) in &paths {
-            if !self.lets.contains_key(p) {
+            if !self.resolve_let(p, *span) {
+                if self.let_defs.contains_key(p.as_str()) {
+                    return None; // already reported where that `let` is defined
+                }
                 self.err(
                     *span,
                     format!("`let` values are constants; `{p}` is not a constant"),
@@ -697,6 +748,9 @@ pub fn check(
         sources: &sources,
         diags: Vec::new(),
         lets: HashMap::new(),
+        let_defs: HashMap::new(),
+        let_stack: Vec::new(),
+        let_failed: HashSet::new(),
         used_lets: HashSet::new(),
         signals: Vec::new(),
         observed_any_stale: false,
@@ -711,7 +765,7 @@ pub fn check(
         });
     }
 
-    // Lets, in order.
+    // Lets: names first, then values, each resolved on first use.
     for l in &merged.lets {
         if Fact::by_name(&l.name.node).is_some() || l.name.node == "stale" {
             c.err(
@@ -724,9 +778,10 @@ pub fn check(
             );
             continue;
         }
-        if let Some((v, t)) = c.constant(&l.value) {
-            c.lets.insert(l.name.node.clone(), (v, t, l.name.span));
-        }
+        c.let_defs.insert(l.name.node.as_str(), l);
+    }
+    for l in &merged.lets {
+        c.resolve_let(&l.name.node, l.name.span);
     }
 
     // Eligible.
