@@ -230,11 +230,12 @@ fn an_oversized_message_is_flagged_not_cut() {
     assert!(note.contains("inline_limit is 500"), "{note}");
 }
 
-/// `baton render` of the seed example with a templates directory holding one
-/// `handoff.md.j2`.
-fn render_with_document_template(template: &str) -> std::process::Output {
+/// `baton render` of the seed example with a templates directory holding `files`.
+fn render_with_templates(files: &[(&str, &str)]) -> std::process::Output {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("handoff.md.j2"), template).unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
     baton()
         .args([
             "render",
@@ -245,6 +246,11 @@ fn render_with_document_template(template: &str) -> std::process::Output {
         .arg(dir.path())
         .output()
         .unwrap()
+}
+
+/// The same with one `handoff.md.j2`.
+fn render_with_document_template(template: &str) -> std::process::Output {
+    render_with_templates(&[("handoff.md.j2", template)])
 }
 
 #[test]
@@ -353,27 +359,13 @@ fn merge_back_hands_over_the_fork_delta() {
 
 #[test]
 fn a_template_that_includes_another_gets_every_section_field() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("handoff.md.j2"),
-        "{% include \"part.j2\" %}",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("part.j2"),
-        "{% for s in sections %}{{ s.name }}:{% for e in s.entries %} {{ e.id }}{% endfor %}|{{ s.count }}\n{% endfor %}",
-    )
-    .unwrap();
-    let out = baton()
-        .args([
-            "render",
-            "--state",
-            "examples/seed-switch.yaml",
-            "--templates",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = render_with_templates(&[
+        ("handoff.md.j2", "{% include \"part.j2\" %}"),
+        (
+            "part.j2",
+            "{% for s in sections %}{{ s.name }}:{% for e in s.entries %} {{ e.id }}{% endfor %}|{{ s.count }}\n{% endfor %}",
+        ),
+    ]);
     assert_eq!(
         out.status.code(),
         Some(0),

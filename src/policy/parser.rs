@@ -349,58 +349,42 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn duplicate(&mut self, what: &str, span: Span) {
-        self.error(
+    fn spanned_string(&self, p: Pair<'_, Rule>) -> Spanned<String> {
+        Spanned {
+            span: self.span(&p),
+            node: self.string(p),
+        }
+    }
+
+    fn spanned_int(&mut self, p: Pair<'_, Rule>) -> Spanned<i64> {
+        let span = self.span(&p);
+        Spanned {
+            node: self.int(p),
             span,
-            format!("a policy file has at most one `{what}` block"),
-            Some("merge the two blocks into one".into()),
-        );
+        }
+    }
+
+    /// The string of an entry such as `extends "base.policy"`.
+    fn entry_string(&self, p: Pair<'_, Rule>) -> Option<Spanned<String>> {
+        p.kids().next().map(|s| self.spanned_string(s))
+    }
+
+    /// Fill a block slot, reporting a second block of the same kind in one file.
+    fn once<T>(&mut self, slot: &mut Option<T>, value: T, what: &str, span: Span) {
+        if slot.is_some() {
+            self.error(
+                span,
+                format!("a policy file has at most one `{what}` block"),
+                Some("merge the two blocks into one".into()),
+            );
+        }
+        *slot = Some(value);
     }
 
     fn decl(&mut self, p: Pair<'_, Rule>, file: &mut PolicyFile) {
         let span = self.span(&p);
         match p.as_rule() {
-            Rule::header => {
-                if file.name.is_some() {
-                    self.duplicate("policy", span);
-                }
-                let mut it = p.kids();
-                if let Some(n) = it.next() {
-                    let nspan = self.span(&n);
-                    file.name = Some(Spanned {
-                        node: self.string(n),
-                        span: nspan,
-                    });
-                }
-                for e in it {
-                    match e.as_rule() {
-                        Rule::description => {
-                            if let Some(s) = e.kids().next() {
-                                file.description = Some(self.string(s));
-                            }
-                        }
-                        Rule::extends => {
-                            if let Some(s) = e.kids().next() {
-                                let sp = self.span(&s);
-                                file.extends.push(Spanned {
-                                    node: self.string(s),
-                                    span: sp,
-                                });
-                            }
-                        }
-                        Rule::template_decl => {
-                            if let Some(s) = e.kids().next() {
-                                let sp = self.span(&s);
-                                file.template = Some(Spanned {
-                                    node: self.string(s),
-                                    span: sp,
-                                });
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
+            Rule::header => self.header(p, span, file),
             Rule::let_decl => {
                 let mut it = p.kids();
                 if let (Some(n), Some(v)) = (it.next(), it.next()) {
@@ -410,12 +394,14 @@ impl<'a> Builder<'a> {
                 }
             }
             Rule::eligible_decl => {
-                if file.eligible.is_some() {
-                    self.duplicate("eligible", span);
-                }
                 if let Some(w) = p.kids().next() {
                     let when = self.when(w);
-                    file.eligible = Some(Condition { span, when });
+                    self.once(
+                        &mut file.eligible,
+                        Condition { span, when },
+                        "eligible",
+                        span,
+                    );
                 }
             }
             Rule::stale_decl => {
@@ -434,134 +420,142 @@ impl<'a> Builder<'a> {
                 });
             }
             Rule::strategy_block => {
-                if file.strategy.is_some() {
-                    self.duplicate("strategy", span);
+                let ladder = self.ladder(p, span);
+                self.once(&mut file.strategy, ladder, "strategy", span);
+            }
+            Rule::summary_block => {
+                let summary = self.summary(p, span);
+                self.once(&mut file.summary, summary, "summary", span);
+            }
+            Rule::delivery_block => {
+                let delivery = self.delivery(p, span);
+                self.once(&mut file.delivery, delivery, "delivery", span);
+            }
+            Rule::pregrant_block => {
+                let pregrant = self.pregrant(p, span);
+                self.once(&mut file.pregrant, pregrant, "pregrant", span);
+            }
+            _ => {}
+        }
+    }
+
+    fn header(&mut self, p: Pair<'_, Rule>, span: Span, file: &mut PolicyFile) {
+        let mut it = p.kids();
+        if let Some(n) = it.next() {
+            let name = self.spanned_string(n);
+            self.once(&mut file.name, name, "policy", span);
+        }
+        for e in it {
+            match e.as_rule() {
+                Rule::description => file.description = self.entry_string(e).map(|s| s.node),
+                Rule::extends => file.extends.extend(self.entry_string(e)),
+                Rule::template_decl => file.template = self.entry_string(e),
+                _ => {}
+            }
+        }
+    }
+
+    fn ladder(&mut self, p: Pair<'_, Rule>, span: Span) -> Ladder {
+        let mut rules = Vec::new();
+        for r in p.kids() {
+            let rspan = self.span(&r);
+            let mut strategy = None;
+            let mut when = None;
+            let mut handoff = None;
+            let mut because = None;
+            for part in r.kids() {
+                match part.as_rule() {
+                    Rule::ident => strategy = Some(self.spanned_str(part)),
+                    Rule::when_clause => when = Some(self.when(part)),
+                    Rule::handoff_as => handoff = part.kids().next().map(|x| self.spanned_str(x)),
+                    Rule::because => because = Some(self.because(part)),
+                    _ => {}
                 }
-                let mut rules = Vec::new();
-                for r in p.kids() {
-                    let rspan = self.span(&r);
-                    let mut strategy = None;
-                    let mut when = None;
-                    let mut handoff = None;
-                    let mut because = None;
-                    for part in r.kids() {
+            }
+            if let Some(strategy) = strategy {
+                rules.push(LadderRule {
+                    strategy,
+                    span: rspan,
+                    when,
+                    handoff,
+                    because,
+                });
+            }
+        }
+        Ladder { span, rules }
+    }
+
+    fn delivery(&mut self, p: Pair<'_, Rule>, span: Span) -> DeliveryBlock {
+        let mut block = DeliveryBlock {
+            span,
+            rules: Vec::new(),
+            inline_limit: None,
+        };
+        for e in p.kids() {
+            let espan = self.span(&e);
+            match e.as_rule() {
+                Rule::inline_limit => {
+                    block.inline_limit = e.kids().next().map(|n| self.spanned_int(n));
+                }
+                Rule::delivery_rule => {
+                    let mut rule = DeliveryRule {
+                        span: espan,
+                        off_band: false,
+                        when: None,
+                        because: None,
+                    };
+                    for part in e.kids() {
                         match part.as_rule() {
-                            Rule::ident => strategy = Some(self.spanned_str(part)),
-                            Rule::when_clause => when = Some(self.when(part)),
-                            Rule::handoff_as => {
-                                handoff = part.kids().next().map(|x| self.spanned_str(x))
-                            }
-                            Rule::because => because = Some(self.because(part)),
+                            Rule::delivery_mode => rule.off_band = part.as_str() == "off_band",
+                            Rule::when_clause => rule.when = Some(self.when(part)),
+                            Rule::because => rule.because = Some(self.because(part)),
                             _ => {}
                         }
                     }
-                    if let Some(strategy) = strategy {
-                        rules.push(LadderRule {
-                            strategy,
-                            span: rspan,
-                            when,
-                            handoff,
-                            because,
-                        });
-                    }
+                    block.rules.push(rule);
                 }
-                file.strategy = Some(Ladder { span, rules });
+                _ => {}
             }
-            Rule::summary_block => {
-                if file.summary.is_some() {
-                    self.duplicate("summary", span);
-                }
-                file.summary = Some(self.summary(p, span));
-            }
-            Rule::delivery_block => {
-                if file.delivery.is_some() {
-                    self.duplicate("delivery", span);
-                }
-                let mut block = DeliveryBlock {
-                    span,
-                    rules: Vec::new(),
-                    inline_limit: None,
-                };
-                for e in p.kids() {
-                    let espan = self.span(&e);
-                    match e.as_rule() {
-                        Rule::inline_limit => {
-                            if let Some(n) = e.kids().next() {
-                                let nspan = self.span(&n);
-                                let v = self.int(n);
-                                block.inline_limit = Some(Spanned {
-                                    node: v,
-                                    span: nspan,
-                                });
-                            }
-                        }
-                        Rule::delivery_rule => {
-                            let mut off_band = false;
-                            let mut when = None;
-                            let mut because = None;
-                            for part in e.kids() {
-                                match part.as_rule() {
-                                    Rule::delivery_mode => off_band = part.as_str() == "off_band",
-                                    Rule::when_clause => when = Some(self.when(part)),
-                                    Rule::because => because = Some(self.because(part)),
-                                    _ => {}
-                                }
-                            }
-                            block.rules.push(DeliveryRule {
-                                span: espan,
-                                off_band,
-                                when,
-                                because,
-                            });
-                        }
-                        _ => {}
-                    }
-                }
-                file.delivery = Some(block);
-            }
-            Rule::pregrant_block => {
-                if file.pregrant.is_some() {
-                    self.duplicate("pregrant", span);
-                }
-                let mut block = PregrantBlock {
-                    span,
-                    grants: Vec::new(),
-                    turns: 1,
-                    uses: 1,
-                };
-                for e in p.kids() {
-                    let espan = self.span(&e);
-                    match e.as_rule() {
-                        Rule::grant_rule => {
-                            let mut it = e.kids();
-                            let (Some(t), Some(target)) = (it.next(), it.next()) else {
-                                continue;
-                            };
-                            let tool = self.spanned_str(t);
-                            let target = self.spanned_str(target);
-                            let when = it.next().map(|w| self.when(w));
-                            block.grants.push(GrantRule {
-                                span: espan,
-                                tool,
-                                target,
-                                when,
-                            });
-                        }
-                        Rule::grant_limits => {
-                            let mut it = e.kids();
-                            if let (Some(t), Some(u)) = (it.next(), it.next()) {
-                                block.turns = self.int(t);
-                                block.uses = self.int(u);
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                file.pregrant = Some(block);
-            }
-            Rule::EOI => {}
-            _ => {}
         }
+        block
+    }
+
+    fn pregrant(&mut self, p: Pair<'_, Rule>, span: Span) -> PregrantBlock {
+        let mut block = PregrantBlock {
+            span,
+            grants: Vec::new(),
+            turns: 1,
+            uses: 1,
+        };
+        for e in p.kids() {
+            let espan = self.span(&e);
+            let rule = e.as_rule();
+            let mut it = e.kids();
+            match rule {
+                Rule::grant_rule => {
+                    let (Some(t), Some(target)) = (it.next(), it.next()) else {
+                        continue;
+                    };
+                    let tool = self.spanned_str(t);
+                    let target = self.spanned_str(target);
+                    let when = it.next().map(|w| self.when(w));
+                    block.grants.push(GrantRule {
+                        span: espan,
+                        tool,
+                        target,
+                        when,
+                    });
+                }
+                Rule::grant_limits => {
+                    if let (Some(t), Some(u)) = (it.next(), it.next()) {
+                        block.turns = self.int(t);
+                        block.uses = self.int(u);
+                    }
+                }
+                _ => {}
+            }
+        }
+        block
     }
 
     fn summary(&mut self, p: Pair<'_, Rule>, span: Span) -> SummaryBlock {
@@ -577,16 +571,7 @@ impl<'a> Builder<'a> {
         for e in p.kids() {
             let espan = self.span(&e);
             match e.as_rule() {
-                Rule::text_rule => {
-                    if let Some(n) = e.kids().next() {
-                        let nspan = self.span(&n);
-                        let v = self.int(n);
-                        block.text_max = Some(Spanned {
-                            node: v,
-                            span: nspan,
-                        });
-                    }
-                }
+                Rule::text_rule => block.text_max = e.kids().next().map(|n| self.spanned_int(n)),
                 Rule::section_decl => {
                     let mut it = e.kids();
                     if let (Some(n), Some(t)) = (it.next(), it.next()) {
