@@ -15,6 +15,7 @@ pub mod render;
 pub mod select;
 
 pub mod state;
+pub mod store;
 pub mod suggest;
 
 pub use decision::Decision;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod commands;
+mod store;
 
 /// baton decides how an AI coding app hands a conversation from one agent provider to another,
 /// renders the handoff, and explains every decision.
@@ -42,6 +43,27 @@ pub enum Command {
         after_help = "Examples:\n  baton render --state examples/seed-switch.yaml              # print the document\n  baton render --state examples/seed-switch.yaml --out out/    # write handoff.md, inline.md, handoff.json\n  baton render --state s.yaml --policy t3code --templates my-templates/\n\nNo document is written when the decision is no_handoff or unsupported; baton says why."
     )]
     Render(RenderArgs),
+    /// The SQLite store: create it, import state files, export threads.
+    #[command(
+        after_help = "Examples:\n  baton db init --db baton.db\n  baton db import --db baton.db examples/seed-switch.yaml\n  baton db export --db baton.db --thread th_1\n\n--db defaults to $BATON_DB, then ./baton.db."
+    )]
+    Db(store::DbArgs),
+    /// Decide, render and record the next run of a stored thread.
+    #[command(
+        after_help = "Examples:\n  baton dispatch --db baton.db --thread th_1 --target claude --message \"Review the flow\"\n  baton dispatch --thread th_1 --target codex --json"
+    )]
+    Dispatch(store::DispatchArgs),
+    /// Finish a running run: append its items and set its status.
+    Complete(store::CompleteArgs),
+    /// Roll a stored thread back to run N.
+    Rollback(store::RollbackArgs),
+    /// Fork a stored thread at run N into a child thread.
+    Fork(store::ForkArgs),
+    /// Hand a fork's runs since the fork point back to its parent.
+    #[command(name = "merge-back")]
+    MergeBack(store::MergeBackArgs),
+    /// Supersede the running run's handoff with a newly rendered one.
+    Regenerate(store::RegenerateArgs),
 }
 
 #[derive(Args, Debug)]
@@ -72,8 +94,15 @@ pub struct CheckArgs {
 #[derive(Args, Debug, Clone)]
 pub struct StateSource {
     /// State file (YAML, or JSON by extension; `-` reads YAML from stdin).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["db", "thread"])]
     pub state: Option<PathBuf>,
+    /// Read a stored thread from this database (with --thread; default $BATON_DB, else
+    /// ./baton.db).
+    #[arg(long, value_name = "FILE", requires = "thread")]
+    pub db: Option<PathBuf>,
+    /// The stored thread to read (instead of --state).
+    #[arg(long, value_name = "ID")]
+    pub thread: Option<String>,
 }
 
 /// What every deciding command reads: a state, a policy, the target, the document root.
@@ -122,6 +151,13 @@ pub fn main() -> ExitCode {
         Command::Check(a) => commands::check(a),
         Command::Explain(a) => commands::explain(a),
         Command::Render(a) => commands::render(a),
+        Command::Db(a) => store::db(a),
+        Command::Dispatch(a) => store::dispatch(a),
+        Command::Complete(a) => store::complete(a),
+        Command::Rollback(a) => store::rollback(a),
+        Command::Fork(a) => store::fork(a),
+        Command::MergeBack(a) => store::merge_back(a),
+        Command::Regenerate(a) => store::regenerate(a),
     };
     ExitCode::from(code)
 }
