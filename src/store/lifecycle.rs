@@ -2,9 +2,10 @@
 //! transaction that loads the thread inside the transaction, so two callers racing on the
 //! same thread serialize: the second sees everything the first recorded.
 
+use super::grants::SqlGrants;
 use super::io::{Cx, HandoffRow};
 use super::{fault, sql_err, Store, StoreError};
-use crate::decision::{Decision, DeliveryMode, ThreadAction};
+use crate::decision::{Decision, ThreadAction};
 use crate::eval::EvalOptions;
 use crate::pipeline::Outcome;
 use crate::policy::{Policy, Strategy};
@@ -225,22 +226,24 @@ fn decide(
         .map_err(pipeline_err(path, &state.thread.id))
 }
 
-/// The delivery stage: the single place where a rendered handoff is delivered. Returns the
-/// handoff's status and its document path. Inline delivery is complete once the prompt is
-/// returned (`ready`); an off-band document is `pending` until it is in place.
+/// The delivery stage, the single place a rendered handoff is delivered: the off-band
+/// document is written and its pre-grant inserted into `grants` inside the caller's
+/// transaction (a failed write falls back to inline, and the decision says so). Returns the
+/// handoff's status (`ready`: the document is in place, or the prompt carries it inline) and
+/// the document's path.
 fn deliver_stage(
-    _cx: &Cx<'_>,
+    cx: &Cx<'_>,
     outcome: &mut Outcome,
-    _thread: &str,
+    thread: &str,
+    handoff_dir: Option<&PathBuf>,
 ) -> (HandoffStatus, Option<PathBuf>) {
-    let delivery = outcome.decision.delivery.as_ref();
-    match delivery {
-        Some(d) if d.mode == DeliveryMode::OffBand => (
-            HandoffStatus::Pending,
-            d.document.as_ref().map(PathBuf::from),
-        ),
-        _ => (HandoffStatus::Ready, None),
-    }
+    let offband = crate::deliver::OffbandStore::new(handoff_dir.cloned());
+    let mut grants = SqlGrants {
+        conn: cx.conn,
+        path: cx.path.clone(),
+    };
+    let delivered = crate::deliver::deliver(outcome, &offband, thread, &mut grants);
+    (HandoffStatus::Ready, delivered.document_path)
 }
 
 /// Record the handoff of `outcome` (delivering it first). Returns the record.
@@ -249,6 +252,7 @@ fn record_handoff(
     cx: &Cx<'_>,
     state: &State,
     outcome: &mut Outcome,
+    handoff_dir: Option<&PathBuf>,
     target_run: Option<u32>,
     to_provider_thread: Option<String>,
     transfer: Option<String>,
@@ -265,7 +269,7 @@ fn record_handoff(
     if outcome.rendered.is_none() {
         return Ok(None);
     }
-    let (status, document_path) = deliver_stage(cx, outcome, &thread);
+    let (status, document_path) = deliver_stage(cx, outcome, &thread, handoff_dir);
     let Some(rendered) = outcome.rendered.as_ref() else {
         return Ok(None);
     };
@@ -378,8 +382,8 @@ pub fn dispatch(
     )?;
     fault("dispatch:after_decide");
     let run = outcome.decision.run;
-    cx.log_decision(thread, "dispatch", &outcome.decision)?;
     if outcome.decision.strategy == Strategy::Unsupported {
+        cx.log_decision(thread, "dispatch", &outcome.decision)?;
         // Nothing starts: the decision is logged and returned.
         commit(tx, &path, busy, "committing the dispatch")?;
         return Ok(Dispatched {
@@ -467,6 +471,7 @@ pub fn dispatch(
         &cx,
         &state,
         &mut outcome,
+        req.handoff_dir.as_ref(),
         Some(run),
         provider_thread.clone(),
         transfer,
@@ -483,6 +488,8 @@ pub fn dispatch(
             items: Vec::new(),
         },
     )?;
+    // Logged after delivery: a fallback to inline is part of the decision.
+    cx.log_decision(thread, "dispatch", &outcome.decision)?;
     let request = serde_json::to_string(&state.request).unwrap_or_default();
     cx.exec(
         "recording the request",
@@ -665,7 +672,6 @@ pub fn regenerate(
             why: format!("handoff {handoff} was left as it is"),
         });
     }
-    cx.log_decision(thread, "regenerate", &outcome.decision)?;
     cx.exec(
         "superseding the old handoff",
         "UPDATE handoffs SET status = 'superseded' WHERE thread = ?1 AND id = ?2",
@@ -675,11 +681,13 @@ pub fn regenerate(
         &cx,
         &state,
         &mut outcome,
+        opts.handoff_dir.as_ref(),
         Some(t),
         pt.clone(),
         old.transfer.clone(),
         Some(handoff.to_string()),
     )?;
+    cx.log_decision(thread, "regenerate", &outcome.decision)?;
     if let Some(rec) = &record {
         cx.exec(
             "linking the run to the new handoff",
@@ -1045,7 +1053,6 @@ pub fn merge_back(
             why: "nothing was merged back".into(),
         });
     }
-    cx.log_decision(child, "merge_back", &outcome.decision)?;
     let tid = next_transfer_id(&state);
     let t = Transfer {
         id: tid.clone(),
@@ -1058,7 +1065,17 @@ pub fn merge_back(
         handoff: outcome.decision.handoff_id.clone(),
     };
     cx.insert_transfer(child, cx.next_seq("transfers", child)?, &t)?;
-    let record = record_handoff(&cx, &state, &mut outcome, None, None, Some(tid), None)?;
+    let record = record_handoff(
+        &cx,
+        &state,
+        &mut outcome,
+        opts.handoff_dir.as_ref(),
+        None,
+        None,
+        Some(tid),
+        None,
+    )?;
+    cx.log_decision(child, "merge_back", &outcome.decision)?;
     commit(tx, &path, busy, "committing the merge-back")?;
     Ok(Dispatched {
         decision: outcome.decision,
