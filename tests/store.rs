@@ -123,9 +123,11 @@ fn a_version_0_database_is_migrated_in_place_keeping_its_tables() {
     assert_eq!(store.schema_version().unwrap(), store::SCHEMA_VERSION);
     let theme: String = store
         .connection()
-        .query_row("SELECT value FROM app_settings WHERE key = 'theme'", [], |r| {
-            r.get(0)
-        })
+        .query_row(
+            "SELECT value FROM app_settings WHERE key = 'theme'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(theme, "dark");
     assert!(store.threads().unwrap().is_empty());
@@ -178,8 +180,12 @@ fn a_file_database_uses_wal_and_foreign_keys() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("b.db")).unwrap();
     let c = store.connection();
-    let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
-    let fk: i64 = c.query_row("PRAGMA foreign_keys", [], |r| r.get(0)).unwrap();
+    let mode: String = c
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    let fk: i64 = c
+        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+        .unwrap();
     assert_eq!((mode.as_str(), fk), ("wal", 1));
 }
 
@@ -202,7 +208,9 @@ fn plan(store: &Store, sql: &str) -> String {
 #[case::handoffs_into_provider_thread(
     "SELECT id, covered_from, covered_to FROM handoffs WHERE thread = 't' AND to_provider_thread = 'C1'"
 )]
-#[case::grants_of_a_turn("SELECT uses_left FROM grants WHERE thread = 't' AND run = 3 AND path = '/x'")]
+#[case::grants_of_a_turn(
+    "SELECT uses_left FROM grants WHERE thread = 't' AND run = 3 AND path = '/x'"
+)]
 fn lookups_use_an_index_not_a_scan(#[case] sql: &str) {
     let store = Store::open_in_memory().unwrap();
     let p = plan(&store, sql);
@@ -330,7 +338,11 @@ fn two_racing_dispatches_on_one_thread_start_one_run() {
     let s: State = Store::open(&db).unwrap().load("th_1").unwrap();
     assert_eq!(s.runs.len(), 9);
     assert_eq!(s.handoffs.len(), 2, "one handoff (H2) for the one run");
-    assert_eq!(s.provider_threads.len(), 2, "no provider thread created twice");
+    assert_eq!(
+        s.provider_threads.len(),
+        2,
+        "no provider thread created twice"
+    );
 }
 
 #[test]
@@ -346,8 +358,8 @@ fn a_busy_database_is_reported_after_the_timeout() {
         .set_busy_timeout(std::time::Duration::from_millis(100))
         .unwrap();
     let policy = policy::load("default").unwrap();
-    let err = store::dispatch(&mut store, &policy, &request("th_1", "codex", dir.path()))
-        .unwrap_err();
+    let err =
+        store::dispatch(&mut store, &policy, &request("th_1", "codex", dir.path())).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(

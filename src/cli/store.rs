@@ -424,7 +424,14 @@ fn read_items(path: &Path) -> Result<Vec<Item>, u8> {
             .map(|l| format!(":{}:{}", l.line(), l.column()))
             .unwrap_or_default();
         let at = if at == "." { String::new() } else { format!("{at}: ") };
-        eprintln!("{name}{loc}: error: {at}{inner} (expected a list of items as in a state file's `runs[].items`)");
+        // serde_yaml adds its own location and path; we print ours.
+        let msg = inner.to_string();
+        let msg = msg.split(" at line ").next().unwrap_or_default();
+        let msg = match msg.split_once(": ") {
+            Some((head, rest)) if !head.contains(char::is_whitespace) => rest,
+            _ => msg,
+        };
+        eprintln!("{name}{loc}: error: {at}{msg} (expected a list of items as in a state file's `runs[].items`)");
         FAIL
     })
 }
