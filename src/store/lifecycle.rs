@@ -202,7 +202,7 @@ fn pipeline_err(path: &str, thread: &str) -> impl Fn(crate::pipeline::PipelineEr
     move |source| StoreError::Pipeline {
         path: path.clone(),
         thread: thread.clone(),
-        source,
+        source: Box::new(source),
     }
 }
 
@@ -558,7 +558,7 @@ pub fn complete_run(
         StoreError::InvalidState {
             path: path.clone(),
             thread: thread.into(),
-            source,
+            source: Box::new(source),
         }
     })?;
     cx.insert_items(thread, run, first, &items)?;
@@ -962,7 +962,7 @@ pub fn fork(
         StoreError::InvalidState {
             path: path.clone(),
             thread: child_id.clone(),
-            source,
+            source: Box::new(source),
         }
     })?;
     cx.insert_state(&state)?;

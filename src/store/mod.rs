@@ -135,7 +135,7 @@ pub enum StoreError {
         path: String,
         thread: String,
         #[source]
-        source: crate::pipeline::PipelineError,
+        source: Box<crate::pipeline::PipelineError>,
     },
     #[error("{path}: error: thread \"{thread}\": the policy's decision for {target} is `{strategy}`, which makes no handoff; {why}")]
     NoHandoff {
@@ -150,7 +150,7 @@ pub enum StoreError {
         path: String,
         thread: String,
         #[source]
-        source: crate::state::StateError,
+        source: Box<crate::state::StateError>,
     },
 }
 
@@ -275,7 +275,7 @@ impl Store {
             |source| StoreError::InvalidState {
                 path: name.clone(),
                 thread: state.thread.id.clone(),
-                source,
+                source: Box::new(source),
             },
         )?;
         let busy = self.busy;
