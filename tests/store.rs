@@ -371,3 +371,55 @@ fn a_busy_database_is_reported_after_the_timeout() {
     let d = store::dispatch(&mut store, &policy, &request("th_1", "codex", dir.path())).unwrap();
     assert_eq!(d.run, 9);
 }
+
+/// Dispatch loads only the items the covered delta needs; its decision must be the one the
+/// engine makes on the whole thread, for every example (and every provider as the target).
+#[test]
+fn dispatch_decides_exactly_as_the_engine_does_on_the_whole_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    let mut compared = 0;
+    for file in yaml_files("examples") {
+        let input = state::load_file(&file).unwrap();
+        if input.request.kind != state::RequestKind::Dispatch
+            || input.runs.last().map(|r| r.status) == Some(RunStatus::Running)
+        {
+            continue;
+        }
+        for policy_name in ["default", "t3code", "mcode"] {
+            let policy = policy::load(policy_name).unwrap();
+            for target in ["codex", "claude", "cursor"] {
+                let mut store = Store::open_in_memory().unwrap();
+                store.import(&input).unwrap();
+                let req = DispatchRequest {
+                    thread: input.thread.id.clone(),
+                    target: target.into(),
+                    message: input.request.message.clone(),
+                    model: input.request.model.clone(),
+                    runtime_mode: input.request.runtime_mode.clone(),
+                    clean_context: input.request.clean_context,
+                    handoff_dir: Some(docs.clone()),
+                    templates_dir: None,
+                };
+                let got = store::dispatch(&mut store, &policy, &req).map(|d| d.decision);
+                let opts = baton::EvalOptions {
+                    target: Some(target.into()),
+                    document_root: Some(docs.clone()),
+                };
+                // The request dispatch makes: the same one, for `target`.
+                let mut whole = input.clone();
+                whole.request.provider = target.into();
+                let want = baton::pipeline::decide(&policy, &whole, &opts);
+                match (got, want) {
+                    (Ok(g), Ok(w)) => {
+                        assert_eq!(g, w, "{} {policy_name} {target}", file.display())
+                    }
+                    (Err(_), Err(_)) => {}
+                    (g, w) => panic!("{} {policy_name} {target}: {g:?} vs {w:?}", file.display()),
+                }
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 100, "{compared}");
+}

@@ -328,6 +328,12 @@ impl<'c> Cx<'c> {
 
     /// Load a thread as a state.
     pub fn load(&self, thread: &str) -> Result<State, StoreError> {
+        self.load_items_after(thread, 0)
+    }
+
+    /// Load a thread with the items of runs after `after` only (earlier runs keep their
+    /// metadata, with no items): dispatch reads only what the covered delta needs.
+    pub fn load_items_after(&self, thread: &str, after: u32) -> Result<State, StoreError> {
         let during = "loading a thread";
         type ThreadRow = (
             u32,
@@ -383,7 +389,7 @@ impl<'c> Cx<'c> {
             },
             providers,
             provider_threads: self.provider_threads(thread)?,
-            runs: self.runs(thread)?,
+            runs: self.runs(thread, after)?,
             handoffs: self.handoffs(thread)?,
             transfers: self.transfers(thread)?,
             checkpoints: self.checkpoints(thread)?,
@@ -429,7 +435,7 @@ impl<'c> Cx<'c> {
         Ok(out)
     }
 
-    fn runs(&self, thread: &str) -> Result<Vec<Run>, StoreError> {
+    fn runs(&self, thread: &str, items_after: u32) -> Result<Vec<Run>, StoreError> {
         let during = "loading runs";
         let mut st = self
             .conn
@@ -463,13 +469,21 @@ impl<'c> Cx<'c> {
                 items: Vec::new(),
             });
         }
+        self.fill_items(thread, items_after, &mut runs)?;
+        Ok(runs)
+    }
+
+    /// Load the items of runs after `after` into `runs` (whose items must be empty).
+    pub fn fill_items(&self, thread: &str, after: u32, runs: &mut [Run]) -> Result<(), StoreError> {
         let during = "loading items";
         let mut st = self
             .conn
-            .prepare_cached("SELECT run, idx, body FROM items WHERE thread = ?1 ORDER BY run, idx")
+            .prepare_cached(
+                "SELECT run, idx, body FROM items WHERE thread = ?1 AND run > ?2 ORDER BY run, idx",
+            )
             .map_err(|e| self.err(during, e))?;
         let rows = st
-            .query_map([thread], |r| {
+            .query_map(params![thread, after], |r| {
                 Ok((
                     r.get::<_, u32>(0)?,
                     r.get::<_, i64>(1)?,
@@ -491,7 +505,7 @@ impl<'c> Cx<'c> {
                 }
             }
         }
-        Ok(runs)
+        Ok(())
     }
 
     pub fn handoffs(&self, thread: &str) -> Result<Vec<Handoff>, StoreError> {

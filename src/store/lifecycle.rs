@@ -331,6 +331,45 @@ fn fork_anchor(run: &Run) -> Option<ForkAnchor> {
         })
 }
 
+/// Whether a policy reads facts that depend on the items of runs the target has already
+/// seen (`run.items` in any rule, `summary.full_chars`): then dispatch loads every item.
+fn policy_reads_old_items(policy: &Policy) -> bool {
+    use crate::facts::Fact;
+    use crate::policy::CExpr;
+    fn reads(e: &CExpr) -> bool {
+        match e {
+            CExpr::Fact(f) => matches!(f, Fact::RunItems | Fact::SummaryFullChars),
+            CExpr::List(xs) | CExpr::And(xs) | CExpr::Or(xs) => xs.iter().any(reads),
+            CExpr::Not(x) => reads(x),
+            CExpr::Cmp(a, _, b) => reads(a) || reads(b),
+            CExpr::Sum(xs) => xs.iter().any(|(_, x)| reads(x)),
+            CExpr::Const(_) | CExpr::Let(..) | CExpr::Signal(..) | CExpr::AnyStale => false,
+        }
+    }
+    let opt = |e: &Option<CExpr>| e.as_ref().map(reads).unwrap_or(false);
+    policy
+        .eligible
+        .as_ref()
+        .map(|(_, e)| reads(e))
+        .unwrap_or(false)
+        || policy.stales.iter().any(|s| reads(&s.when))
+        || policy.ladder.iter().any(|r| opt(&r.when))
+        || policy.delivery.rules.iter().any(|r| opt(&r.when))
+        || policy
+            .pregrant
+            .as_ref()
+            .map(|p| p.grants.iter().any(|g| opt(&g.when)))
+            .unwrap_or(false)
+}
+
+/// The run up to which `target`'s provider thread has seen the thread (from run metadata and
+/// handoffs alone): a delta decision needs no item at or before it.
+fn items_bound(state: &State, target: &str) -> u32 {
+    crate::facts::find_target_thread(state, target)
+        .map(|pt| crate::facts::coverage(state, &pt.id, |_| true).last_seen)
+        .unwrap_or(0)
+}
+
 /// Decide, render and record the next run of a stored thread: the run (status `running`),
 /// the provider thread it resumes or creates, the handoff and its transfer, and a
 /// decision-log row. A thread whose last run is still running is refused. At a fork's first
@@ -343,7 +382,14 @@ pub fn dispatch(
     let (tx, path, busy) = begin(store, "starting a dispatch")?;
     let cx = Cx::new(&tx, &path, busy);
     let thread = req.thread.as_str();
-    let mut state = cx.load(thread)?;
+    let partial = !policy_reads_old_items(policy);
+    // Run metadata, provider threads and handoffs in full; items only after `bound`.
+    let mut state = cx.load_items_after(thread, if partial { u32::MAX } else { 0 })?;
+    let mut bound = 0;
+    if partial {
+        bound = items_bound(&state, &req.target);
+        cx.fill_items(thread, bound, &mut state.runs)?;
+    }
     if let Some(last) = state.runs.last().filter(|r| r.status == RunStatus::Running) {
         return Err(StoreError::RunInProgress {
             path,
@@ -380,6 +426,29 @@ pub fn dispatch(
         req.templates_dir.as_ref(),
         &path,
     )?;
+    let needs_more = |o: &Outcome| {
+        pending_fork.is_some()
+            || o.decision
+                .covered_runs
+                .as_ref()
+                .map(|c| c.from <= bound)
+                .unwrap_or(false)
+    };
+    if bound > 0 && needs_more(&outcome) {
+        // The decision reaches before the loaded items: decide again on the whole thread.
+        for r in &mut state.runs {
+            r.items.clear();
+        }
+        cx.fill_items(thread, 0, &mut state.runs)?;
+        outcome = decide(
+            policy,
+            &state,
+            &req.target,
+            req.handoff_dir.as_ref(),
+            req.templates_dir.as_ref(),
+            &path,
+        )?;
+    }
     fault("dispatch:after_decide");
     let run = outcome.decision.run;
     if outcome.decision.strategy == Strategy::Unsupported {
