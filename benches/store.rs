@@ -1,0 +1,243 @@
+//! Store benchmarks: import of a long thread, full load, and dispatch (load from SQLite +
+//! decide + render + deliver + record) on threads of 1,000 and 10,000 runs with the same
+//! covered delta.
+//!
+//! The threads have 10 items per run. Providers alternate in blocks of five runs (codex on
+//! C1, claude on L1); every switch consumes a handoff into the thread being entered. The
+//! thread ends with a claude block, so a dispatch to codex resumes C1 with a delta of the
+//! last 5 runs, whatever the length of the thread.
+//!
+//! Run with:
+//!   cargo bench --bench store -- --warm-up-time 1 --measurement-time 3
+use baton::state::*;
+use baton::store::{self, DispatchRequest, Store};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+use std::path::{Path, PathBuf};
+
+const BLOCK: u32 = 5;
+
+fn items(o: u32) -> Vec<Item> {
+    let t = |s: String| s;
+    vec![
+        Item::UserMessage {
+            id: None,
+            text: t(format!(
+                "Step {o}: extend the OAuth flow and keep the tests green."
+            )),
+        },
+        Item::Reasoning {
+            id: None,
+            text: t(format!(
+                "Run {o} needs the callback route; check the router first."
+            )),
+        },
+        Item::AssistantMessage {
+            id: None,
+            text: t(format!(
+                "Run {o}: I will change the handler and add a test."
+            )),
+        },
+        Item::FileChange {
+            id: None,
+            path: format!("src/mod_{}.rs", o % 17),
+            change: Some(FileChangeKind::Modified),
+            diff_lines: Some(10 + (o % 300) as i64),
+            diff: None,
+        },
+        Item::Command {
+            id: None,
+            command: "cargo test".into(),
+            exit_code: Some((o % 2) as i64),
+            output: Some(format!("test result: {} passed", 40 + o % 7)),
+        },
+        Item::ToolCall {
+            id: None,
+            tool: "Read".into(),
+            input: Some(format!("src/mod_{}.rs", o % 17)),
+            status: Some(ToolStatus::Completed),
+            output: Some("fn handler() {}".into()),
+        },
+        Item::Plan {
+            id: None,
+            steps: vec![
+                PlanStep {
+                    text: "Add route".into(),
+                    status: StepStatus::Done,
+                },
+                PlanStep {
+                    text: "Write tests".into(),
+                    status: StepStatus::InProgress,
+                },
+            ],
+        },
+        Item::Decision {
+            id: None,
+            text: format!("Run {o}: keep sessions in Postgres."),
+        },
+        Item::Narration {
+            id: None,
+            text: format!("Looking at src/mod_{}.rs now.", o % 17),
+        },
+        Item::Protocol {
+            id: None,
+            text: "event: turn.completed".into(),
+        },
+    ]
+}
+
+/// A thread of `n` runs (a multiple of 10: the last block is claude's).
+fn thread(n: u32) -> State {
+    let pt = |id: &str, provider: &str, model: &str| ProviderThread {
+        id: id.into(),
+        provider: provider.into(),
+        model: Some(model.into()),
+        runtime_mode: Some("full_access".into()),
+        status: ProviderThreadStatus::Active,
+        resume_failed: false,
+    };
+    let mut handoffs = Vec::new();
+    let mut runs = Vec::new();
+    let mut seen = [0u32; 2];
+    for start in (1..=n).step_by(BLOCK as usize) {
+        let p = (((start - 1) / BLOCK) % 2) as usize;
+        let (provider, id, from) = if p == 0 {
+            ("codex", "C1", "L1")
+        } else {
+            ("claude", "L1", "C1")
+        };
+        let mut handoff = None;
+        if start > 1 && seen[p] + 1 < start {
+            let h = format!("H{}", handoffs.len() + 1);
+            handoffs.push(Handoff {
+                id: h.clone(),
+                transfer: None,
+                target_run: Some(start),
+                from_provider_threads: vec![from.into()],
+                to_provider_thread: Some(id.into()),
+                covered: RunRange {
+                    from: seen[p] + 1,
+                    to: start - 1,
+                },
+                strategy: if seen[p] == 0 {
+                    HandoffStrategy::FullThreadSummary
+                } else {
+                    HandoffStrategy::DeltaSinceTargetLastSeen
+                },
+                status: HandoffStatus::Consumed,
+                created_by: Some("deterministic".into()),
+                summary: None,
+                supersedes: None,
+            });
+            handoff = Some(h);
+        }
+        for o in start..(start + BLOCK).min(n + 1) {
+            runs.push(Run {
+                ordinal: o,
+                provider: provider.into(),
+                provider_thread: Some(id.into()),
+                status: RunStatus::Completed,
+                handoff: if o == start { handoff.clone() } else { None },
+                items: items(o),
+            });
+        }
+        seen[p] = (start + BLOCK - 1).min(n);
+    }
+    State {
+        version: 1,
+        thread: Thread {
+            id: "th_bench".into(),
+            title: Some("Benchmark thread".into()),
+            compact_summary: None,
+            compact_summary_through: None,
+            parent: None,
+        },
+        providers: Default::default(),
+        provider_threads: vec![
+            pt("C1", "codex", "gpt-5-codex"),
+            pt("L1", "claude", "claude-sonnet-4"),
+        ],
+        runs,
+        handoffs,
+        transfers: Vec::new(),
+        checkpoints: Vec::new(),
+        request: Request {
+            provider: "codex".into(),
+            model: None,
+            runtime_mode: None,
+            clean_context: false,
+            message: Some("Carry on.".into()),
+            kind: RequestKind::Dispatch,
+            fork_anchor: None,
+        },
+    }
+}
+
+/// A database file holding `thread(n)`, closed (checkpointed) so a file copy is complete.
+fn prepared(dir: &Path, n: u32) -> PathBuf {
+    let path = dir.join(format!("prepared-{n}.db"));
+    let mut s = Store::open(&path).expect("opens");
+    s.import(&thread(n)).expect("imports");
+    drop(s);
+    path
+}
+
+fn fresh_copy(dir: &Path, from: &Path, k: &mut u64) -> Store {
+    *k += 1;
+    let to = dir.join(format!("copy-{k}.db"));
+    std::fs::copy(from, &to).expect("copies");
+    Store::open(&to).expect("opens copy")
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let docs = dir.path().join("docs");
+    let policy = baton::policy::load("default").expect("default policy");
+    let mut k = 0u64;
+
+    let mut g = c.benchmark_group("store");
+    g.sample_size(10);
+    let big = thread(10_000);
+    g.bench_function("import/10000", |b| {
+        b.iter_batched(
+            || {
+                k += 1;
+                Store::open(&dir.path().join(format!("import-{k}.db"))).expect("opens")
+            },
+            |mut s| s.import(&big).expect("imports"),
+            BatchSize::PerIteration,
+        )
+    });
+    for n in [1_000u32, 10_000] {
+        let db = prepared(dir.path(), n);
+        let store = Store::open(&db).expect("opens");
+        g.bench_with_input(BenchmarkId::new("load_full", n), &n, |b, _| {
+            b.iter(|| store.load("th_bench").expect("loads"))
+        });
+        drop(store);
+        let req = DispatchRequest {
+            thread: "th_bench".into(),
+            target: "codex".into(),
+            message: Some("Carry on.".into()),
+            handoff_dir: Some(docs.clone()),
+            ..Default::default()
+        };
+        g.bench_with_input(BenchmarkId::new("dispatch", n), &n, |b, _| {
+            b.iter_batched(
+                || fresh_copy(dir.path(), &db, &mut k),
+                |mut s| {
+                    let d = store::dispatch(&mut s, &policy, &req).expect("dispatches");
+                    assert_eq!(
+                        d.decision.covered_runs.as_ref().map(|c| c.to - c.from + 1),
+                        Some(5)
+                    );
+                    s
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
