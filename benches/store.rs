@@ -213,6 +213,17 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("load_full", n), &n, |b, _| {
             b.iter(|| store.load("th_bench").expect("loads"))
         });
+        g.bench_with_input(BenchmarkId::new("load_metadata", n), &n, |b, _| {
+            b.iter(|| store.load_items_after("th_bench", u32::MAX).expect("loads"))
+        });
+        let meta = store.load_items_after("th_bench", u32::MAX).expect("loads");
+        let eval = baton::EvalOptions {
+            target: Some("claude".into()),
+            document_root: None,
+        };
+        g.bench_with_input(BenchmarkId::new("decide_on_metadata", n), &n, |b, _| {
+            b.iter(|| baton::pipeline::decide(&policy, &meta, &eval).expect("decides"))
+        });
         drop(store);
         let req = DispatchRequest {
             thread: "th_bench".into(),
@@ -230,6 +241,22 @@ fn bench(c: &mut Criterion) {
                         d.decision.covered_runs.as_ref().map(|c| c.to - c.from + 1),
                         Some(5)
                     );
+                    s
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        // The same, to claude, whose thread saw every run: no handoff to render or deliver.
+        let req = DispatchRequest {
+            target: "claude".into(),
+            ..req
+        };
+        g.bench_with_input(BenchmarkId::new("dispatch_no_handoff", n), &n, |b, _| {
+            b.iter_batched(
+                || fresh_copy(dir.path(), &db, &mut k),
+                |mut s| {
+                    let d = store::dispatch(&mut s, &policy, &req).expect("dispatches");
+                    assert!(d.handoff.is_none());
                     s
                 },
                 BatchSize::PerIteration,

@@ -15,6 +15,29 @@ pub(crate) struct Cx<'c> {
     busy: Duration,
 }
 
+/// Status names without a trip through serde (the hot path of loading long threads).
+fn run_status(s: &str) -> Option<RunStatus> {
+    Some(match s {
+        "completed" => RunStatus::Completed,
+        "failed" => RunStatus::Failed,
+        "interrupted" => RunStatus::Interrupted,
+        "running" => RunStatus::Running,
+        "rolled_back" => RunStatus::RolledBack,
+        _ => return None,
+    })
+}
+
+fn handoff_status(s: &str) -> Option<HandoffStatus> {
+    Some(match s {
+        "pending" => HandoffStatus::Pending,
+        "ready" => HandoffStatus::Ready,
+        "failed" => HandoffStatus::Failed,
+        "superseded" => HandoffStatus::Superseded,
+        "consumed" => HandoffStatus::Consumed,
+        _ => return None,
+    })
+}
+
 /// A stored handoff with the store-only columns.
 #[derive(Debug, Clone)]
 pub(crate) struct HandoffRow {
@@ -459,7 +482,10 @@ impl<'c> Cx<'c> {
         for row in rows {
             let (ordinal, provider, provider_thread, status, handoff) =
                 row.map_err(|e| self.err(during, e))?;
-            let status = self.parse_enum(format!("run {ordinal}: status"), &status)?;
+            let status = match run_status(&status) {
+                Some(s) => s,
+                None => self.parse_enum(format!("run {ordinal}: status"), &status)?,
+            };
             runs.push(Run {
                 ordinal,
                 provider,
@@ -568,8 +594,14 @@ impl<'c> Cx<'c> {
             ): Row = row.map_err(|e| self.err(during, e))?;
             let from_provider_threads =
                 self.parse_json(format!("handoff {id}: from_provider_threads"), &from)?;
-            let strategy = self.parse_enum(format!("handoff {id}: strategy"), &strategy)?;
-            let status = self.parse_enum(format!("handoff {id}: status"), &status)?;
+            let strategy = match HandoffStrategy::parse(&strategy) {
+                Some(s) => s,
+                None => self.parse_enum(format!("handoff {id}: strategy"), &strategy)?,
+            };
+            let status = match handoff_status(&status) {
+                Some(s) => s,
+                None => self.parse_enum(format!("handoff {id}: status"), &status)?,
+            };
             out.push(Handoff {
                 id,
                 transfer,

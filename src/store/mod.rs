@@ -305,6 +305,13 @@ impl Store {
         io::Cx::new(&self.conn, &self.name(), self.busy).load(thread)
     }
 
+    /// Load a thread with the items of runs after `after` only; earlier runs carry their
+    /// metadata (provider, provider thread, status, handoff) and no items. What dispatch
+    /// reads for a delta; `load_items_after(t, u32::MAX)` loads no items at all.
+    pub fn load_items_after(&self, thread: &str, after: u32) -> Result<State, StoreError> {
+        io::Cx::new(&self.conn, &self.name(), self.busy).load_items_after(thread, after)
+    }
+
     /// Every stored thread id, sorted.
     pub fn threads(&self) -> Result<Vec<String>, StoreError> {
         io::Cx::new(&self.conn, &self.name(), self.busy).threads()
