@@ -457,11 +457,12 @@ pub(crate) fn complete(a: CompleteArgs) -> u8 {
     match store::complete_run(&mut store, &a.thread, a.run, items, status) {
         Ok(c) => {
             print(&format!(
-                "run {} of {}: {} ({} items){}",
+                "run {} of {}: {} ({} item{}){}",
                 c.run,
                 c.thread,
                 c.status.as_str(),
                 c.items,
+                if c.items == 1 { "" } else { "s" },
                 c.handoff_consumed
                     .map(|h| format!("; handoff {h} consumed"))
                     .unwrap_or_default()
