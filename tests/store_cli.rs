@@ -470,6 +470,50 @@ fn bad_input_says_what_is_wrong(#[case] args: &[&str], #[case] code: i32, #[case
 }
 
 #[test]
+fn render_reads_a_stored_thread() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    let from_db = db.ok(&["render", "--thread", "th_1"]);
+    let from_file = db.ok(&["render", "--state", "examples/seed-switch.yaml"]);
+    assert_eq!(from_db, from_file);
+    assert!(from_db.contains("Review the OAuth flow for CSRF issues."));
+}
+
+#[test]
+fn a_database_that_cannot_be_opened_says_so() {
+    let db = Db::new();
+    let missing = db.dir.path().join("no/such/dir/b.db");
+    let err = db.fails(&["db", "init", "--db", missing.to_str().unwrap()], 1);
+    assert_eq!(
+        err,
+        format!(
+            "{}: error: cannot open database: cannot create or open the file (does its directory exist, and is it writable?)\n",
+            missing.display()
+        )
+    );
+    let garbage = db.dir.path().join("garbage.db");
+    std::fs::write(&garbage, "this is not a database, just some text that is long enough to fill a header page of sqlite .......................").unwrap();
+    let err = db.fails(
+        &[
+            "db",
+            "export",
+            "--db",
+            garbage.to_str().unwrap(),
+            "--thread",
+            "t",
+        ],
+        1,
+    );
+    assert!(
+        err.starts_with(&format!(
+            "{}: error: database error while configuring the connection: file is not a database",
+            garbage.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
 fn merge_back_with_nothing_new_is_refused() {
     let db = Db::new();
     db.import("examples/seed-switch.yaml");

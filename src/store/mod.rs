@@ -31,12 +31,8 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// run or handoff it refers to.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{path}: error: cannot open database: {source}")]
-    Open {
-        path: String,
-        #[source]
-        source: rusqlite::Error,
-    },
+    #[error("{path}: error: cannot open database: {reason}")]
+    Open { path: String, reason: String },
     #[error("{path}: error: database schema version {found} is newer than this baton supports ({supported}); upgrade baton")]
     TooNew {
         path: String,
@@ -181,18 +177,24 @@ impl Store {
     /// `$BATON_BUSY_TIMEOUT_MS`).
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let name = path.display().to_string();
-        let conn = Connection::open(path).map_err(|source| StoreError::Open {
+        let conn = Connection::open(path).map_err(|e| StoreError::Open {
             path: name.clone(),
-            source,
+            reason: match e.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::CannotOpen) => {
+                    "cannot create or open the file (does its directory exist, and is it writable?)"
+                        .to_string()
+                }
+                _ => e.to_string(),
+            },
         })?;
         Self::setup(conn, Some(path.to_path_buf()))
     }
 
     /// A private in-memory database (tests, one-shot tools).
     pub fn open_in_memory() -> Result<Store, StoreError> {
-        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
+        let conn = Connection::open_in_memory().map_err(|e| StoreError::Open {
             path: ":memory:".into(),
-            source,
+            reason: e.to_string(),
         })?;
         Self::setup(conn, None)
     }
