@@ -246,6 +246,17 @@ fn bench(c: &mut Criterion) {
                 BatchSize::PerIteration,
             )
         });
+        // Metadata in a fresh connection on a fresh copy: what a dispatch's load costs.
+        g.bench_with_input(BenchmarkId::new("load_metadata_cold", n), &n, |b, _| {
+            b.iter_batched(
+                || fresh_copy(dir.path(), &db, &mut k),
+                |s| {
+                    let st = s.load_items_after("th_bench", u32::MAX).expect("loads");
+                    (s, st)
+                },
+                BatchSize::PerIteration,
+            )
+        });
         // The same, to claude, whose thread saw every run: no handoff to render or deliver.
         let req = DispatchRequest {
             target: "claude".into(),
