@@ -470,6 +470,26 @@ fn bad_input_says_what_is_wrong(#[case] args: &[&str], #[case] code: i32, #[case
 }
 
 #[test]
+fn an_unsupported_target_starts_no_run_but_logs_the_decision() {
+    let db = Db::new();
+    db.import("examples/ladder-unsupported.yaml");
+    let o = db.run(&[
+        "dispatch",
+        "--thread",
+        "th_unsupported",
+        "--target",
+        "legacybot",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "error: no run started: legacybot cannot take this thread (`unsupported`); dispatch to another provider\n"
+    );
+    assert_eq!(db.export("th_unsupported").runs.len(), 2);
+    assert_eq!(count(&db, "decision_log"), 1);
+}
+
+#[test]
 fn render_reads_a_stored_thread() {
     let db = Db::new();
     db.import("examples/seed-switch.yaml");
