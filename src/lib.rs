@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod cli;
+pub mod coverage;
 pub mod decision;
 pub mod deliver;
 pub mod eval;
@@ -16,6 +17,7 @@ pub mod select;
 
 pub mod state;
 pub mod suggest;
+pub mod testing;
 
 pub use decision::Decision;
 pub use eval::{decide, EvalOptions};

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod commands;
+mod tooling;
 
 /// baton decides how an AI coding app hands a conversation from one agent provider to another,
 /// renders the handoff, and explains every decision.
@@ -42,6 +43,32 @@ pub enum Command {
         after_help = "Examples:\n  baton render --state examples/seed-switch.yaml              # print the document\n  baton render --state examples/seed-switch.yaml --out out/    # write handoff.md, inline.md, handoff.json\n  baton render --state s.yaml --policy t3code --templates my-templates/\n\nNo document is written when the decision is no_handoff or unsupported; baton says why."
     )]
     Render(RenderArgs),
+    /// Run policy unit tests from YAML files; the last line is `N passed, N failed`.
+    #[command(
+        after_help = "Examples:\n  baton test                              # policies/tests/\n  baton test policies/tests/default.yaml --filter stale\n  baton test --coverage --min-coverage 100 policies/tests/\n\nExit 1 when a case fails, a test file is invalid, or coverage is below --min-coverage."
+    )]
+    Test(TestArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// Test files or directories (every *.yaml in them). Default: policies/tests.
+    pub paths: Vec<PathBuf>,
+    /// Run only the cases whose name contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
+    /// Report which rules, stale signals and summary rules were evaluated true, false, never.
+    #[arg(long)]
+    pub coverage: bool,
+    /// Fail (exit 1) when any policy file's rule coverage is below PCT percent.
+    #[arg(long, value_name = "PCT")]
+    pub min_coverage: Option<f64>,
+    /// Print the coverage as JSON instead of the case lines and the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the coverage JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub coverage_json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -122,6 +149,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => commands::check(a),
         Command::Explain(a) => commands::explain(a),
         Command::Render(a) => commands::render(a),
+        Command::Test(a) => tooling::test(a),
     };
     ExitCode::from(code)
 }
