@@ -111,30 +111,54 @@ impl Coverage {
         let mut counts: BTreeMap<(String, RuleKind), usize> = BTreeMap::new();
         let mut by_at = BTreeMap::new();
         let mut summary = BTreeMap::new();
-        let mut add = |this: &mut Coverage, span: Span, kind: RuleKind, label: String, conditional: bool| {
-            let file = policy
-                .sources
-                .get(span.source)
-                .map(|s| s.name.clone())
-                .unwrap_or_else(|| "<policy>".into());
-            let n = counts.entry((file.clone(), kind)).or_insert(0);
-            let id = RuleId { file, kind, index: *n };
-            *n += 1;
-            by_at.insert(policy.at(span), id.clone());
-            this.rules.entry(id.clone()).or_insert(RuleCoverage {
-                id: id.clone(),
-                label,
-                conditional,
-                true_count: 0,
-                false_count: 0,
-            });
-            id
-        };
+        let mut add =
+            |this: &mut Coverage, span: Span, kind: RuleKind, label: String, conditional: bool| {
+                let file = policy
+                    .sources
+                    .get(span.source)
+                    .map(|s| s.name.clone())
+                    .unwrap_or_else(|| "<policy>".into());
+                let n = counts.entry((file.clone(), kind)).or_insert(0);
+                let id = RuleId {
+                    file,
+                    kind,
+                    index: *n,
+                };
+                *n += 1;
+                // Two rules that read alike (`full_new when ...` twice) are told apart by number.
+                let same = this
+                    .rules
+                    .values()
+                    .filter(|r| {
+                        r.id.file == id.file && r.label.split(" #").next() == Some(label.as_str())
+                    })
+                    .count();
+                let label = if same > 0 {
+                    format!("{label} #{}", same + 1)
+                } else {
+                    label
+                };
+                by_at.insert(policy.at(span), id.clone());
+                this.rules.entry(id.clone()).or_insert(RuleCoverage {
+                    id: id.clone(),
+                    label,
+                    conditional,
+                    true_count: 0,
+                    false_count: 0,
+                });
+                id
+            };
         if let Some((span, _)) = &policy.eligible {
             add(self, *span, RuleKind::Eligible, "eligible".into(), true);
         }
         for s in &policy.stales {
-            add(self, s.span, RuleKind::Stale, format!("stale {}", s.name), true);
+            add(
+                self,
+                s.span,
+                RuleKind::Stale,
+                format!("stale {}", s.name),
+                true,
+            );
         }
         for r in &policy.ladder {
             let label = format!("strategy {}", r.strategy.as_str());
@@ -142,7 +166,13 @@ impl Coverage {
         }
         if let Some(sum) = &policy.summary {
             for (i, r) in sum.excludes.iter().enumerate() {
-                let id = add(self, r.span, RuleKind::Exclude, format!("exclude {}", r.kind), r.when.is_some());
+                let id = add(
+                    self,
+                    r.span,
+                    RuleKind::Exclude,
+                    format!("exclude {}", r.kind),
+                    r.when.is_some(),
+                );
                 summary.insert((SummaryRuleKind::Exclude, i), id);
             }
             for (i, r) in sum.includes.iter().enumerate() {
@@ -152,7 +182,10 @@ impl Coverage {
             }
         }
         for r in &policy.delivery.rules {
-            let label = format!("delivery {}", if r.off_band { "off_band" } else { "inline" });
+            let label = format!(
+                "delivery {}",
+                if r.off_band { "off_band" } else { "inline" }
+            );
             add(self, r.span, RuleKind::Delivery, label, r.when.is_some());
         }
         if let Some(p) = &policy.pregrant {
@@ -185,8 +218,10 @@ impl Coverage {
         for t in &decision.trace {
             let Some(id) = by_at.get(&t.at) else { continue };
             if id.kind == RuleKind::Eligible {
-                let admitted = matches!(t.values.get("eligible_runs"), Some(Value::Int(n)) if *n > 0);
-                let excluded = matches!(t.values.get("excluded_runs"), Some(Value::List(l)) if !l.is_empty());
+                let admitted =
+                    matches!(t.values.get("eligible_runs"), Some(Value::Int(n)) if *n > 0);
+                let excluded =
+                    matches!(t.values.get("excluded_runs"), Some(Value::List(l)) if !l.is_empty());
                 if admitted {
                     self.bump(id, true);
                 }
@@ -219,7 +254,13 @@ impl Coverage {
                 let total = rules.len();
                 let covered = rules.iter().filter(|r| r.covered()).count();
                 let branch = rules.iter().filter(|r| r.branch_covered()).count();
-                let pct = |n: usize| if total == 0 { 100.0 } else { n as f64 * 100.0 / total as f64 };
+                let pct = |n: usize| {
+                    if total == 0 {
+                        100.0
+                    } else {
+                        n as f64 * 100.0 / total as f64
+                    }
+                };
                 FileCoverage {
                     file: file.to_string(),
                     covered,
@@ -261,7 +302,9 @@ impl Coverage {
         struct Out {
             files: Vec<FileCoverage>,
         }
-        serde_json::to_string_pretty(&Out { files: self.files() })
-            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        serde_json::to_string_pretty(&Out {
+            files: self.files(),
+        })
+        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
 }

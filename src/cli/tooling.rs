@@ -1,8 +1,8 @@
 //! `baton test`, `baton fmt`, `baton diff`: thin shells over [`crate::testing`],
 //! [`crate::coverage`], [`crate::fmt`] and [`crate::diff`].
 
-use super::TestArgs;
 use super::commands::{FAIL, OK, USAGE};
+use super::TestArgs;
 use std::path::PathBuf;
 
 macro_rules! outln {

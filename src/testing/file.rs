@@ -30,7 +30,9 @@ impl TestFileError {
 }
 
 /// `Some(value)` for a key that is present, even when its value is `null`.
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
 }
 
@@ -210,8 +212,14 @@ pub fn parse_str(text: &str, file: &str) -> Result<TestFile, TestFileError> {
         if let Some(i) = msg.find(" at line ") {
             msg.truncate(i);
         }
-        let msg = if path.is_empty() || path == "." {
+        // serde_yaml names the enclosing mapping; name the key itself when it does not.
+        let msg = if path.is_empty() || path == "." || msg.starts_with(&path) {
             msg
+        } else if let Some(rest) = path
+            .rsplit_once('.')
+            .and_then(|(head, _)| msg.strip_prefix(head).map(|r| r.to_string()))
+        {
+            format!("{path}{}", rest.trim_start_matches(|c| c != ':'))
         } else {
             format!("{path}: {msg}")
         };
@@ -226,7 +234,10 @@ pub fn parse_str(text: &str, file: &str) -> Result<TestFile, TestFileError> {
                     file,
                     case.line,
                     1,
-                    format!("cases[{i}] `{}`: give `state` or `state_inline`, not both", case.name),
+                    format!(
+                        "cases[{i}] `{}`: give `state` or `state_inline`, not both",
+                        case.name
+                    ),
                 ))
             }
             (None, None) => {
@@ -234,7 +245,10 @@ pub fn parse_str(text: &str, file: &str) -> Result<TestFile, TestFileError> {
                     file,
                     case.line,
                     1,
-                    format!("cases[{i}] `{}`: no state; give `state: FILE` or `state_inline: {{...}}`", case.name),
+                    format!(
+                        "cases[{i}] `{}`: no state; give `state: FILE` or `state_inline: {{...}}`",
+                        case.name
+                    ),
                 ))
             }
             _ => {}
@@ -250,7 +264,10 @@ pub fn parse_str(text: &str, file: &str) -> Result<TestFile, TestFileError> {
                 file,
                 c.line,
                 1,
-                format!("case name `{}` is used twice (first at line {first})", c.name),
+                format!(
+                    "case name `{}` is used twice (first at line {first})",
+                    c.name
+                ),
             ));
         }
     }

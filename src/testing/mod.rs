@@ -82,9 +82,16 @@ impl PolicyUnderTest {
         let (summary, rendered) = if decision.needs_handoff() {
             let (summary, h) = crate::select::select_observed(policy, &facts, &decision);
             hits = h;
-            let rendered =
-                crate::render::render(policy, state, &decision, &summary, &RenderOptions::default())?;
-            if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {
+            let rendered = crate::render::render(
+                policy,
+                state,
+                &decision,
+                &summary,
+                &RenderOptions::default(),
+            )?;
+            if let (Some(d), Some(note)) =
+                (decision.delivery.as_mut(), rendered.inline_note.clone())
+            {
                 d.inline_note = Some(note);
             }
             (Some(summary), Some(rendered))
@@ -133,6 +140,18 @@ impl Checked {
             .unwrap_or_default();
         let mut parts = vec![format!("stale = [{}]", d.stale.join(", "))];
         parts.extend(values);
+        // Why each held signal held.
+        for name in &d.stale {
+            let label = format!("stale {name}");
+            if let Some(t) = d.trace.iter().find(|t| t.rule == label) {
+                let vals: Vec<String> = t
+                    .values
+                    .iter()
+                    .map(|(k, v)| format!("{k} = {}", serde_json::to_string(v).unwrap_or_default()))
+                    .collect();
+                parts.push(format!("{name}: {}", vals.join(", ")));
+            }
+        }
         format!(
             "`{}` at {} ({})",
             d.decided_by.rule,
@@ -180,7 +199,11 @@ impl Checked {
     pub fn assert_handoff_strategy(&self, expected: Option<&str>) -> &Self {
         let got = self.outcome.decision.handoff_strategy.map(|h| h.as_str());
         if got != expected {
-            self.fail("handoff_strategy", expected.unwrap_or("null"), got.unwrap_or("null"));
+            self.fail(
+                "handoff_strategy",
+                expected.unwrap_or("null"),
+                got.unwrap_or("null"),
+            );
         }
         self
     }
@@ -188,7 +211,11 @@ impl Checked {
     #[track_caller]
     pub fn assert_thread(&self, action: &str, id: Option<&str>) -> &Self {
         let pt = &self.outcome.decision.provider_thread;
-        let got = format!("{} {}", pt.action.as_str(), pt.id.as_deref().unwrap_or("null"));
+        let got = format!(
+            "{} {}",
+            pt.action.as_str(),
+            pt.id.as_deref().unwrap_or("null")
+        );
         let want = format!("{action} {}", id.unwrap_or("null"));
         if got != want {
             self.fail("provider_thread", &want, &got);
@@ -198,9 +225,16 @@ impl Checked {
 
     #[track_caller]
     pub fn assert_covered_runs(&self, from: u32, to: u32) -> &Self {
-        let got = self.outcome.decision.covered_runs.as_ref().map(|r| (r.from, r.to));
+        let got = self
+            .outcome
+            .decision
+            .covered_runs
+            .as_ref()
+            .map(|r| (r.from, r.to));
         if got != Some((from, to)) {
-            let got = got.map(|(f, t)| format!("{f}..{t}")).unwrap_or_else(|| "null".into());
+            let got = got
+                .map(|(f, t)| format!("{f}..{t}"))
+                .unwrap_or_else(|| "null".into());
             self.fail("covered_runs", &format!("{from}..{to}"), &got);
         }
         self

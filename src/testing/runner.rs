@@ -88,10 +88,7 @@ impl RunReport {
 }
 
 fn base_dir(tf: &TestFile) -> PathBuf {
-    tf.path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
+    tf.path.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
 /// The policy a spec names: a path relative to the test file when one exists there, else a
@@ -182,7 +179,9 @@ pub fn run_file(tf: &TestFile, opts: &RunOptions, report: &mut RunReport) -> Res
         let put = PolicyUnderTest::from_policy(policy.clone());
         match put.check(&state, target.as_deref()) {
             Ok((checked, hits)) => {
-                report.coverage.record(policy, &checked.outcome.decision, &hits);
+                report
+                    .coverage
+                    .record(policy, &checked.outcome.decision, &hits);
                 result.mismatches = check_expect(&checked, &case.expect);
                 result.decided_by = Some(checked.deciding_rule());
             }
@@ -303,13 +302,21 @@ pub fn check_expect(c: &Checked, e: &Expect) -> Vec<Mismatch> {
     if let Some(s) = &e.stale_contains {
         let missing: Vec<String> = s.iter().filter(|x| !d.stale.contains(x)).cloned().collect();
         if !missing.is_empty() {
-            mis("stale_contains", format!("{} to hold", list(&missing)), list(&d.stale));
+            mis(
+                "stale_contains",
+                format!("{} to hold", list(&missing)),
+                list(&d.stale),
+            );
         }
     }
     if let Some(s) = &e.stale_not_contains {
         let held: Vec<String> = s.iter().filter(|x| d.stale.contains(x)).cloned().collect();
         if !held.is_empty() {
-            mis("stale_not_contains", format!("{} not to hold", list(&held)), list(&d.stale));
+            mis(
+                "stale_not_contains",
+                format!("{} not to hold", list(&held)),
+                list(&d.stale),
+            );
         }
     }
     if let Some(exp) = &e.delivery {
@@ -322,7 +329,11 @@ pub fn check_expect(c: &Checked, e: &Expect) -> Vec<Mismatch> {
                     mis("delivery.mode", snake(&show(&m)), got.mode.as_str().into());
                 }
                 if let Some(l) = exp.inline_limit {
-                    mis("delivery.inline_limit", l.to_string(), got.inline_limit.to_string());
+                    mis(
+                        "delivery.inline_limit",
+                        l.to_string(),
+                        got.inline_limit.to_string(),
+                    );
                 }
             }
         }
@@ -330,7 +341,11 @@ pub fn check_expect(c: &Checked, e: &Expect) -> Vec<Mismatch> {
     if let Some(exp) = &e.pregrant {
         match (exp, &d.pregrant) {
             (None, None) => {}
-            (None, Some(got)) => mis("pregrant", "null".into(), format!("{} {}", got.tool, got.path)),
+            (None, Some(got)) => mis(
+                "pregrant",
+                "null".into(),
+                format!("{} {}", got.tool, got.path),
+            ),
             (Some(_), None) => mis("pregrant", "a pre-grant".into(), "null".into()),
             (Some(exp), Some(got)) => {
                 if let Some(t) = &exp.tool {
@@ -406,11 +421,10 @@ fn check_document(c: &Checked, doc: Option<&DocumentExpect>, out: &mut Vec<Misma
         .map(|s| s.sections.iter().map(|x| x.name.clone()).collect())
         .unwrap_or_default();
     let has = |want: &str| {
-        c.outcome.summary.as_ref().is_some_and(|s| {
-            s.sections
-                .iter()
-                .any(|x| x.name == want || x.title == want)
-        })
+        c.outcome
+            .summary
+            .as_ref()
+            .is_some_and(|s| s.sections.iter().any(|x| x.name == want || x.title == want))
     };
     for s in &doc.sections {
         if !has(s) {
