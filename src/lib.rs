@@ -7,6 +7,7 @@ pub mod cli;
 pub mod coverage;
 pub mod decision;
 pub mod deliver;
+pub mod diff;
 pub mod eval;
 pub mod explain;
 pub mod facts;

@@ -48,6 +48,30 @@ pub enum Command {
         after_help = "Examples:\n  baton test                              # policies/tests/\n  baton test policies/tests/default.yaml --filter stale\n  baton test --coverage --min-coverage 100 policies/tests/\n\nExit 1 when a case fails, a test file is invalid, or coverage is below --min-coverage."
     )]
     Test(TestArgs),
+    /// Decide every state of a corpus with two policy versions and report what changes.
+    #[command(
+        after_help = "Examples:\n  baton diff --from default --to policies/team.policy --corpus examples/\n  baton diff --from old/ --to new/ --corpus states/ --fail-on-change --json\n\nEach state is decided for its request.provider. Exit 0 unless --fail-on-change is given\nand a decision changed (exit 1)."
+    )]
+    Diff(DiffArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The current policy (file, directory or shipped profile).
+    #[arg(long, value_name = "POLICY")]
+    pub from: String,
+    /// The changed policy (file, directory or shipped profile).
+    #[arg(long, value_name = "POLICY")]
+    pub to: String,
+    /// Directory of state files (*.yaml, *.yml, *.json).
+    #[arg(long, value_name = "DIR")]
+    pub corpus: PathBuf,
+    /// Exit 1 when any decision changes.
+    #[arg(long)]
+    pub fail_on_change: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -150,6 +174,7 @@ pub fn main() -> ExitCode {
         Command::Explain(a) => commands::explain(a),
         Command::Render(a) => commands::render(a),
         Command::Test(a) => tooling::test(a),
+        Command::Diff(a) => tooling::diff(a),
     };
     ExitCode::from(code)
 }

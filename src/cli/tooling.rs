@@ -2,7 +2,7 @@
 //! [`crate::coverage`], [`crate::fmt`] and [`crate::diff`].
 
 use super::commands::{FAIL, OK, USAGE};
-use super::TestArgs;
+use super::{DiffArgs, TestArgs};
 use std::path::PathBuf;
 
 macro_rules! outln {
@@ -85,4 +85,53 @@ pub(crate) fn test(a: TestArgs) -> u8 {
         outln!("{}", report.summary_line());
     }
     code
+}
+
+pub(crate) fn diff(a: DiffArgs) -> u8 {
+    let (Ok(old), Ok(new)) = (
+        super::commands::load_policy(&a.from),
+        super::commands::load_policy(&a.to),
+    ) else {
+        return FAIL;
+    };
+    let report = match crate::diff::diff_corpus(&old, &new, &a.corpus) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return FAIL;
+        }
+    };
+    for p in &report.problems {
+        for e in [&p.old, &p.new].into_iter().flatten() {
+            eprintln!("{e}");
+        }
+        eprintln!(
+            "{}: warning: skipped, the state could not be decided",
+            p.state
+        );
+    }
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&report)
+                .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        );
+    } else {
+        for c in &report.changes {
+            outln!(
+                "{}: {}: {} -> {} (now decided by {})",
+                c.state,
+                c.field,
+                c.old,
+                c.new,
+                c.decided_by
+            );
+        }
+        outln!("{}", report.summary_line());
+    }
+    if a.fail_on_change && !report.changes.is_empty() {
+        FAIL
+    } else {
+        OK
+    }
 }
