@@ -53,6 +53,21 @@ pub enum Command {
         after_help = "Examples:\n  baton diff --from default --to policies/team.policy --corpus examples/\n  baton diff --from old/ --to new/ --corpus states/ --fail-on-change --json\n\nEach state is decided for its request.provider. Exit 0 unless --fail-on-change is given\nand a decision changed (exit 1)."
     )]
     Diff(DiffArgs),
+    /// Rewrite policy files in the canonical layout (comments kept).
+    #[command(
+        after_help = "Examples:\n  baton fmt policies/team.policy\n  baton fmt --check policies/     # exit 1 and show a diff when a file is not formatted"
+    )]
+    Fmt(FmtArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FmtArgs {
+    /// Change nothing: show a diff and exit 1 when a file is not in the canonical layout.
+    #[arg(long)]
+    pub check: bool,
+    /// Policy files or directories (each *.policy in them).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -175,6 +190,7 @@ pub fn main() -> ExitCode {
         Command::Render(a) => commands::render(a),
         Command::Test(a) => tooling::test(a),
         Command::Diff(a) => tooling::diff(a),
+        Command::Fmt(a) => tooling::fmt(a),
     };
     ExitCode::from(code)
 }

@@ -2,7 +2,7 @@
 //! [`crate::coverage`], [`crate::fmt`] and [`crate::diff`].
 
 use super::commands::{FAIL, OK, USAGE};
-use super::{DiffArgs, TestArgs};
+use super::{DiffArgs, FmtArgs, TestArgs};
 use std::path::PathBuf;
 
 macro_rules! outln {
@@ -134,4 +134,59 @@ pub(crate) fn diff(a: DiffArgs) -> u8 {
     } else {
         OK
     }
+}
+
+/// The policy files one `fmt` argument names.
+fn policy_files(p: &std::path::Path) -> Vec<PathBuf> {
+    if !p.is_dir() {
+        return vec![p.to_path_buf()];
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("policy"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+pub(crate) fn fmt(a: FmtArgs) -> u8 {
+    let mut code = OK;
+    for arg in &a.paths {
+        for path in policy_files(arg) {
+            let name = crate::state::display_path(&path);
+            let text = match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("{name}: error: cannot read the policy file: {e}");
+                    code = FAIL;
+                    continue;
+                }
+            };
+            let formatted = match crate::fmt::format_source(&name, &text) {
+                Ok(f) => f,
+                Err(e) => {
+                    eprintln!("{e}");
+                    code = FAIL;
+                    continue;
+                }
+            };
+            if formatted == text {
+                continue;
+            }
+            if a.check {
+                out!("{}", crate::fmt::diff(&name, &text, &formatted));
+                eprintln!("{name}: not formatted (run `baton fmt {name}`)");
+                code = FAIL;
+            } else if let Err(e) = std::fs::write(&path, &formatted) {
+                eprintln!("{name}: error: cannot write the policy file: {e}");
+                code = FAIL;
+            } else {
+                outln!("formatted {name}");
+            }
+        }
+    }
+    code
 }
