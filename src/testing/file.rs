@@ -49,6 +49,9 @@ pub struct TestFile {
     /// Where the file was read from (set by [`load`]).
     #[serde(skip)]
     pub path: PathBuf,
+    /// 1-based line of the `policy:` key.
+    #[serde(skip)]
+    pub policy_line: usize,
 }
 
 /// One test case.
@@ -225,6 +228,11 @@ pub fn parse_str(text: &str, file: &str) -> Result<TestFile, TestFileError> {
         };
         TestFileError::at(file, line, col, msg)
     })?;
+    tf.policy_line = text
+        .lines()
+        .position(|l| l.starts_with("policy:"))
+        .map(|i| i + 1)
+        .unwrap_or(1);
     let lines = case_lines(text);
     for (i, case) in tf.cases.iter_mut().enumerate() {
         case.line = lines.get(i).copied().unwrap_or(1);

@@ -127,15 +127,19 @@ pub fn case_state(tf: &TestFile, case: &Case) -> Result<State, String> {
 /// error for the whole file.
 pub fn load_policies(tf: &TestFile) -> Result<BTreeMap<String, Policy>, String> {
     let mut out = BTreeMap::new();
-    let mut specs = vec![tf.policy.clone()];
-    specs.extend(tf.cases.iter().filter_map(|c| c.policy.clone()));
-    for spec in specs {
+    let mut specs = vec![(tf.policy.clone(), tf.policy_line)];
+    specs.extend(
+        tf.cases
+            .iter()
+            .filter_map(|c| c.policy.clone().map(|p| (p, c.line))),
+    );
+    for (spec, line) in specs {
         if out.contains_key(&spec) {
             continue;
         }
         let policy = crate::policy::load(&policy_spec(tf, &spec)).map_err(|e| {
             format!(
-                "{}: error: policy `{spec}` does not check:\n{e}",
+                "{}:{line}:1: error: policy `{spec}` does not check:\n{e}",
                 crate::state::display_path(&tf.path)
             )
         })?;
