@@ -219,7 +219,7 @@ fn fmt_check_shows_a_diff_and_fmt_rewrites() {
         out.contains("-let   limit=3   # trailing comment\n+let limit = 3 # trailing comment\n"),
         "{out}"
     );
-    assert!(out.contains("+    because \"far\"\n"), "{out}");
+    assert!(out.contains("+  because \"far\"\n"), "{out}");
     assert!(stderr(&o).contains("messy.policy: not formatted"));
 
     let dir = tempfile::tempdir().unwrap();

@@ -5,8 +5,8 @@
 //! - one statement per line as written; tokens separated by one space, none inside `[...]`
 //!   and `(...)` or before `,`;
 //! - two spaces of indentation per `{` block; a line that continues a rule (it starts with
-//!   `and`, `or`, `when`, `because`, ..., or the line before ends in the middle of an
-//!   expression) gets four more;
+//!   `and`, `or`, `when`, ..., or the line before ends in the middle of an expression) gets
+//!   four more, and a line that starts with `because` or `handoff` two more;
 //! - comments keep their text (trailing whitespace removed) and sit one space after code;
 //! - at most one blank line in a row, none after `{` or before `}` or at either end of the
 //!   file, which ends with one newline.
@@ -102,12 +102,15 @@ fn format_tokens(lines: &[Vec<Tok>]) -> String {
         let cont = !is_comment_line
             && !closes
             && (open || parens > 0 || CONT_START.contains(&word(first)));
-        let indent = base * 2
-            + if cont || (is_comment_line && (open || parens > 0)) {
-                4
-            } else {
-                0
-            };
+        // `because` and `handoff` close a rule: two spaces in; other continuations four.
+        let extra = if cont && matches!(word(first), "because" | "handoff") && !open {
+            2
+        } else if cont || (is_comment_line && (open || parens > 0)) {
+            4
+        } else {
+            0
+        };
+        let indent = base * 2 + extra;
         let prev_opens = out.last().is_some_and(|l| l.ends_with('{'));
         if blank_pending && !out.is_empty() && !prev_opens && !closes {
             out.push(String::new());
@@ -156,7 +159,7 @@ mod tests {
         let out = format_source("t.policy", src).unwrap();
         assert_eq!(
             out,
-            "strategy {\n  full_new when not target.has_thread\n      because \"x\"\n\n  delta_existing otherwise # keep\n}\nlet xs = [-1, 2]\n"
+            "strategy {\n  full_new when not target.has_thread\n    because \"x\"\n\n  delta_existing otherwise # keep\n}\nlet xs = [-1, 2]\n"
         );
         assert_eq!(format_source("t.policy", &out).unwrap(), out);
     }

@@ -134,6 +134,8 @@ impl Checked {
             .map(|t| {
                 t.values
                     .iter()
+                    // `stale` itself is printed as the list of held signals.
+                    .filter(|(k, _)| k.as_str() != "stale")
                     .map(|(k, v)| format!("{k} = {}", serde_json::to_string(v).unwrap_or_default()))
                     .collect::<Vec<_>>()
             })
