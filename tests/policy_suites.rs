@@ -96,7 +96,7 @@ fn failed_assertion_shows_expected_actual_and_deciding_rule() {
     );
 }
 
-/// The shipped suites pass and cover every rule of default, t3code and mcode.
+/// The shipped suites pass and cover every rule of default, t3code, t3code-legacy and mcode.
 #[test]
 fn shipped_suites_pass_with_full_rule_coverage() {
     let report = run_paths(&[root().join("policies/tests")], &RunOptions::default()).unwrap();
@@ -109,7 +109,15 @@ fn shipped_suites_pass_with_full_rule_coverage() {
     assert!(failures.is_empty(), "{}", failures.join(""));
     let files = report.coverage.files();
     let names: Vec<&str> = files.iter().map(|f| f.file.as_str()).collect();
-    assert_eq!(names, ["default.policy", "mcode.policy", "t3code.policy"]);
+    assert_eq!(
+        names,
+        [
+            "default.policy",
+            "mcode.policy",
+            "t3code-legacy.policy",
+            "t3code.policy"
+        ]
+    );
     for f in files {
         assert_eq!(f.percent, 100.0, "{}", report.coverage.table());
     }
