@@ -111,11 +111,11 @@ fn coverage_gate_and_json() {
 )]
 #[case(
     "no-state.yaml",
-    "no-state.yaml:3:1: error: cases[0] `x`: no state; give `state: FILE` or `state_inline: {...}`"
+    "no-state.yaml:3:3: error: cases[0] `x`: no state; give `state: FILE` or `state_inline: {...}`"
 )]
 #[case(
     "duplicate-name.yaml",
-    "duplicate-name.yaml:6:1: error: case name `x` is used twice (first at line 3)"
+    "duplicate-name.yaml:6:3: error: case name `x` is used twice (first at line 3)"
 )]
 #[case("bad-policy.yaml", "bad-policy.yaml:1:1: error: policy `../policies/fact-typo.policy` does not check:\ntests/fixtures/tooling/../policies/fact-typo.policy:4:19: error: unknown fact `target.runs_since_lastseen`")]
 fn invalid_test_files_are_errors(#[case] file: &str, #[case] message: &str) {
@@ -134,7 +134,7 @@ fn invalid_test_files_are_errors(#[case] file: &str, #[case] message: &str) {
 }
 
 #[rstest]
-#[case("missing-state.yaml", "missing-state.yaml:3:1: error: case `x`: state file tests/fixtures/tooling/no-such-state.yaml does not exist")]
+#[case("missing-state.yaml", "missing-state.yaml:3:3: error: case `x`: state file tests/fixtures/tooling/no-such-state.yaml does not exist")]
 #[case("bad-inline-state.yaml", "bad-inline-state.yaml:3 (state_inline of `x`): error: request.provider: unknown provider \"nobody_at_all\"")]
 fn bad_states_fail_their_case(#[case] file: &str, #[case] message: &str) {
     let o = baton(&["test", &format!("{T}/{file}")]);
@@ -335,4 +335,14 @@ fn diff_with_a_policy_that_does_not_check() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o)
         .starts_with("tests/fixtures/policies/fact-typo.policy:4:19: error: unknown fact"));
+}
+
+#[test]
+fn test_file_errors_show_the_line_with_a_caret() {
+    let o = baton(&["test", &format!("{T}/unknown-key.yaml")]);
+    assert!(
+        stderr(&o).ends_with("\n7 |       stal: []\n  |       ^\n"),
+        "{}",
+        stderr(&o)
+    );
 }

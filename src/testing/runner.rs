@@ -109,8 +109,9 @@ pub fn case_state(tf: &TestFile, case: &Case) -> Result<State, String> {
         let path = base_dir(tf).join(rel);
         if !path.exists() {
             return Err(format!(
-                "{file}:{}:1: error: case `{}`: state file {} does not exist",
+                "{file}:{}:{}: error: case `{}`: state file {} does not exist",
                 case.line,
+                case.col,
                 case.name,
                 crate::state::display_path(&path)
             ));
