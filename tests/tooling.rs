@@ -216,7 +216,15 @@ fn fmt_check_shows_a_diff_and_fmt_rewrites() {
     assert_eq!(o.status.code(), Some(1));
     let out = stdout(&o);
     assert!(
-        out.contains("-let   limit=3   # trailing comment\n+let limit = 3 # trailing comment\n"),
+        out.contains("\n-let   limit=3   # trailing comment\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\n+let limit = 3 # trailing comment\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\n+  full_new       when not target.has_thread or stale\n"),
         "{out}"
     );
     assert!(out.contains("+  because \"far\"\n"), "{out}");
@@ -345,4 +353,15 @@ fn test_file_errors_show_the_line_with_a_caret() {
         "{}",
         stderr(&o)
     );
+}
+
+/// The canonical layout is the one the shipped policies are written in (default.policy differs
+/// only in how its summary's item kinds are padded).
+#[rstest]
+#[case("policies/mcode.policy")]
+#[case("policies/t3code.policy")]
+#[case("policies/t3code-legacy.policy")]
+fn shipped_policies_are_in_the_canonical_layout(#[case] path: &str) {
+    let o = baton(&["fmt", "--check", path]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
 }
