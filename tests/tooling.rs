@@ -65,6 +65,23 @@ fn failing_case_shows_expected_actual_and_deciding_rule() {
 }
 
 #[test]
+fn json_results_show_each_mismatch() {
+    let o = baton(&["test", &format!("{T}/failing.yaml"), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["passed"].as_u64(), v["failed"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let failed = &v["results"][1];
+    assert_eq!(failed["passed"], false);
+    assert_eq!(failed["mismatches"][0]["field"], "strategy");
+    assert_eq!(failed["mismatches"][0]["expected"], "delta_existing");
+    assert_eq!(failed["mismatches"][0]["actual"], "full_new");
+    assert!(v.get("coverage").is_none());
+}
+
+#[test]
 fn filter_selects_cases_by_name() {
     let o = baton(&["test", &format!("{T}/failing.yaml"), "--filter", "claude"]);
     assert_eq!(o.status.code(), Some(0));
@@ -94,7 +111,9 @@ fn coverage_gate_and_json() {
     let o = baton(&["test", "policies/tests/t3code.yaml", "--coverage", "--json"]);
     assert_eq!(o.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let f = &v["files"][0];
+    assert_eq!(v["failed"], 0);
+    assert_eq!(v["results"][0]["passed"], true);
+    let f = &v["coverage"]["files"][0];
     assert_eq!(f["file"], "t3code.policy");
     assert_eq!(f["percent"], 100.0);
     assert_eq!(f["rules"][0]["kind"], "eligible");

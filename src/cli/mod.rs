@@ -102,7 +102,7 @@ pub struct TestArgs {
     /// Fail (exit 1) when any policy file's rule coverage is below PCT percent.
     #[arg(long, value_name = "PCT")]
     pub min_coverage: Option<f64>,
-    /// Print the coverage as JSON instead of the case lines and the table.
+    /// Print the results (and the coverage, when asked for) as one JSON document.
     #[arg(long)]
     pub json: bool,
     /// Also write the coverage JSON to FILE.

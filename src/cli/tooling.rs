@@ -63,9 +63,7 @@ pub(crate) fn test(a: TestArgs) -> u8 {
                 return FAIL;
             }
         }
-        if a.json {
-            outln!("{}", report.coverage.to_json());
-        } else {
+        if !a.json {
             outln!();
             out!("{}", report.coverage.table());
         }
@@ -81,7 +79,9 @@ pub(crate) fn test(a: TestArgs) -> u8 {
             }
         }
     }
-    if !a.json {
+    if a.json {
+        outln!("{}", report.to_json(coverage));
+    } else {
         outln!("{}", report.summary_line());
     }
     code
