@@ -195,6 +195,15 @@ pub(crate) fn render(a: RenderArgs) -> u8 {
     if let Some(note) = &r.inline_note {
         eprintln!("warning: {note}");
     }
+    if let Some(kind) = &r.provenance.fallback_reason {
+        eprintln!(
+            "warning: the summarizer failed ({kind}: {}); the deterministic summary is used",
+            r.provenance
+                .fallback_detail
+                .as_deref()
+                .unwrap_or("no detail")
+        );
+    }
     match &a.out {
         None => {
             out!("{}", r.document);
