@@ -178,6 +178,21 @@ pub(crate) fn render(a: RenderArgs) -> u8 {
             return FAIL;
         }
     };
+    if let Some(p) = outcome.rendered.as_ref().map(|r| &r.provenance) {
+        if let Some(kind) = &p.fallback_reason {
+            eprintln!(
+                "warning: the summarizer failed ({kind}: {}); the deterministic summary is used",
+                p.fallback_detail.as_deref().unwrap_or("no detail")
+            );
+        }
+    }
+    if a.deliver && outcome.rendered.is_some() {
+        return super::delivery::render_deliver(
+            outcome,
+            a.decide.handoff_dir.clone(),
+            &state.thread.id,
+        );
+    }
     let Some(r) = outcome.rendered else {
         let d = &outcome.decision;
         outln!(
@@ -194,15 +209,6 @@ pub(crate) fn render(a: RenderArgs) -> u8 {
     };
     if let Some(note) = &r.inline_note {
         eprintln!("warning: {note}");
-    }
-    if let Some(kind) = &r.provenance.fallback_reason {
-        eprintln!(
-            "warning: the summarizer failed ({kind}: {}); the deterministic summary is used",
-            r.provenance
-                .fallback_detail
-                .as_deref()
-                .unwrap_or("no detail")
-        );
     }
     match &a.out {
         None => {

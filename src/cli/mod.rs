@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod commands;
+mod delivery;
 
 /// baton decides how an AI coding app hands a conversation from one agent provider to another,
 /// renders the handoff, and explains every decision.
@@ -42,6 +43,30 @@ pub enum Command {
         after_help = "Examples:\n  baton render --state examples/seed-switch.yaml              # print the document\n  baton render --state examples/seed-switch.yaml --out out/    # write handoff.md, inline.md, handoff.json\n  baton render --state s.yaml --policy t3code --templates my-templates/\n\nNo document is written when the decision is no_handoff or unsupported; baton says why."
     )]
     Render(RenderArgs),
+    /// Remove expired off-band handoff documents (only directories baton created).
+    #[command(
+        after_help = "Examples:\n  baton gc --dry-run                 # say what would go\n  baton gc --max-age 2d --keep 3\n  baton gc --handoff-dir /tmp/baton-docs --json\n\nA handoff directory is removed when its document is older than --max-age or it is beyond\nthe newest --keep of its thread. Anything without baton's .baton-handoff marker is left alone."
+    )]
+    Gc(GcArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GcArgs {
+    /// Report what would be removed; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Remove handoffs whose document is older than this (`90s`, `30m`, `12h`, `7d`, `2w`).
+    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = delivery::parse_age)]
+    pub max_age: std::time::Duration,
+    /// Keep at most this many (the newest) handoffs per thread.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub keep: usize,
+    /// Directory of off-band documents (default: $BATON_HANDOFF_DIR, else <tmp>/baton-<uid>).
+    #[arg(long, value_name = "DIR")]
+    pub handoff_dir: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -54,6 +79,10 @@ pub struct RenderArgs {
     /// Write handoff.md, inline.md and handoff.json here instead of printing the document.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Deliver as the decision says: write an off-band document under --handoff-dir (falling
+    /// back to inline, with a warning, if that fails) and print the first-turn prompt.
+    #[arg(long, conflicts_with = "out")]
+    pub deliver: bool,
 }
 
 #[derive(Args, Debug)]
@@ -122,6 +151,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => commands::check(a),
         Command::Explain(a) => commands::explain(a),
         Command::Render(a) => commands::render(a),
+        Command::Gc(a) => delivery::gc(a),
     };
     ExitCode::from(code)
 }
