@@ -75,6 +75,11 @@ fn off_band_writes_the_three_files_and_issues_the_grant() {
     let grant = d.grant.expect("the default policy pre-grants Read");
     assert_eq!(grant.thread, thread_id());
     assert_eq!(grant.run, o.decision.run);
+    assert_eq!(
+        o.decision.pregrant.as_ref().map(|p| p.path.clone()),
+        Some(grant.path.display().to_string()),
+        "the decision names the path the grant allows"
+    );
     assert_eq!(grants.find(&thread_id(), o.decision.run).unwrap().len(), 1);
     let req = CheckRequest {
         thread: thread_id(),
