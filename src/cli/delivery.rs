@@ -1,11 +1,16 @@
-//! Delivery commands: `baton render --deliver`, `baton gc`. Thin shells over
-//! [`crate::deliver`].
+//! Delivery commands: `baton render --deliver`, `baton gc`, `baton pregrant check`. Thin
+//! shells over [`crate::deliver`] and the store.
 
-use super::commands::{FAIL, OK};
-use super::GcArgs;
-use crate::deliver::{self, GcReport, HandoffLiveness, MemoryGrantStore, OffbandStore, Retention};
+use super::commands::{FAIL, OK, USAGE};
+use super::{GcArgs, PregrantCheckArgs};
+use crate::deliver::{
+    self, CheckRequest, GcReport, HandoffLiveness, MemoryGrantStore, OffbandStore, PathArg,
+    Retention,
+};
 use crate::pipeline::Outcome;
-use std::path::PathBuf;
+use crate::store::Store;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 /// Print to stdout; a closed pipe is not an error worth a panic.
@@ -115,18 +120,120 @@ fn print_gc(report: &GcReport, json: bool) {
     );
 }
 
-/// `baton gc`: remove expired off-band handoff directories.
+/// `baton gc`: remove expired off-band handoff directories; with a store, also those whose
+/// handoff was superseded or whose thread was deleted.
 pub(crate) fn gc(a: GcArgs) -> u8 {
-    let store = OffbandStore::new(a.handoff_dir.clone());
+    let offband = OffbandStore::new(a.handoff_dir.clone());
     let retention = Retention {
         max_age: Some(a.max_age),
         max_per_thread: Some(a.keep),
     };
-    let live = |_: &str, _: &str| HandoffLiveness::Live;
-    match deliver::gc(&store, &retention, &live, SystemTime::now(), a.dry_run) {
+    let (db, defaulted) = db_path(a.db.as_deref());
+    let store = if defaulted && !db.exists() {
+        eprintln!(
+            "note: no database at {}; superseded and deleted handoffs are not detected (give --db)",
+            db.display()
+        );
+        None
+    } else {
+        match open_existing(&db) {
+            Ok(s) => Some(s),
+            Err(code) => return code,
+        }
+    };
+    // A store error keeps the handoff (never delete on doubt) and is reported after the pass.
+    let lookup_error: RefCell<Option<String>> = RefCell::new(None);
+    let live = |thread: &str, handoff: &str| match &store {
+        None => HandoffLiveness::Live,
+        Some(s) => s.handoff_liveness(thread, handoff).unwrap_or_else(|e| {
+            lookup_error.borrow_mut().get_or_insert(e.to_string());
+            HandoffLiveness::Live
+        }),
+    };
+    let result = deliver::gc(&offband, &retention, &live, SystemTime::now(), a.dry_run);
+    if let Some(e) = lookup_error.borrow().as_ref() {
+        eprintln!("warning: kept handoffs the store could not be asked about: {e}");
+    }
+    match result {
         Ok(report) => {
             print_gc(&report, a.json);
             OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            FAIL
+        }
+    }
+}
+
+/// The database `--db` names: the flag, else `$BATON_DB`, else `./baton.db`; and whether it
+/// came from the default (so a missing file is not an error everywhere).
+fn db_path(given: Option<&Path>) -> (PathBuf, bool) {
+    match given {
+        Some(p) => (p.to_path_buf(), false),
+        None => match std::env::var_os("BATON_DB") {
+            Some(v) if !v.is_empty() => (PathBuf::from(v), false),
+            _ => (PathBuf::from("baton.db"), true),
+        },
+    }
+}
+
+/// Open an existing database; never create one (a fresh, empty database would deny every
+/// grant and make every handoff look deleted).
+fn open_existing(db: &Path) -> Result<Store, u8> {
+    if !db.is_file() {
+        eprintln!(
+            "{}: error: no baton database here; create one with `baton db init --db {}` or pass --db",
+            db.display(),
+            db.display()
+        );
+        return Err(FAIL);
+    }
+    Store::open(db).map_err(|e| {
+        eprintln!("{e}");
+        FAIL
+    })
+}
+
+/// `baton pregrant check`: allow (exit 0, the grant is used) or deny (exit 1), with the reason.
+pub(crate) fn pregrant_check(a: PregrantCheckArgs) -> u8 {
+    let args = match (&a.path, &a.args) {
+        (Some(p), None) => PathArg::Path(p.clone()),
+        (None, Some(json)) => match serde_json::from_str(json) {
+            Ok(v) => PathArg::Args(v),
+            Err(e) => {
+                eprintln!("--args: error: not valid JSON: {e}");
+                return USAGE;
+            }
+        },
+        _ => {
+            eprintln!("error: give the requested path with --path P or the tool's arguments with --args JSON");
+            return USAGE;
+        }
+    };
+    let (db, _) = db_path(a.db.as_deref());
+    let mut store = match open_existing(&db) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let req = CheckRequest {
+        thread: a.thread.clone(),
+        run: a.run,
+        tool: a.tool.clone(),
+        args,
+    };
+    match deliver::check(&mut store, &req) {
+        Ok(v) => {
+            if a.json {
+                outln!("{}", serde_json::to_string(&v).unwrap_or_default());
+            } else {
+                outln!("{}: {}", if v.allow { "allow" } else { "deny" }, v.reason);
+            }
+            if v.allow {
+                OK
+            } else {
+                FAIL
+            }
         }
         Err(e) => {
             eprintln!("error: {e}");

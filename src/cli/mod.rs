@@ -86,6 +86,8 @@ pub enum Command {
         after_help = "Examples:\n  baton gc --dry-run                 # say what would go\n  baton gc --max-age 2d --keep 3\n  baton gc --handoff-dir /tmp/baton-docs --json\n\nA handoff directory is removed when its document is older than --max-age or it is beyond\nthe newest --keep of its thread. Anything without baton's .baton-handoff marker is left alone."
     )]
     Gc(GcArgs),
+    /// The scoped pre-grant: may the child's tool call proceed without a prompt?
+    Pregrant(PregrantArgs),
 }
 
 #[derive(Args, Debug)]
@@ -139,7 +141,56 @@ pub struct TestArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct PregrantArgs {
+    #[command(subcommand)]
+    pub command: PregrantCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PregrantCommand {
+    /// Answer allow (exit 0; the grant is used) or deny (exit 1), with the reason.
+    #[command(
+        after_help = "Examples:\n  baton pregrant check --db baton.db --thread th_1 --turn 9 --tool Read --path /tmp/baton-0/th_1/H2/handoff.md\n  baton pregrant check --thread th_1 --run 9 --tool Read --args '{\"file_path\": \"/tmp/baton-0/th_1/H2/handoff.md\"}' --json\n\n--db defaults to $BATON_DB, then ./baton.db; it must exist."
+    )]
+    Check(PregrantCheckArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PregrantCheckArgs {
+    /// The database holding the grants (default: $BATON_DB, else ./baton.db).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// The thread the tool call happens in.
+    #[arg(long, value_name = "ID")]
+    pub thread: String,
+    /// The turn (run number) the tool call happens on.
+    #[arg(long, visible_alias = "turn", value_name = "N")]
+    pub run: u32,
+    /// The tool, exactly as the provider names it (only `Read` is ever granted).
+    #[arg(long, value_name = "TOOL")]
+    pub tool: String,
+    /// The requested path.
+    #[arg(
+        long,
+        value_name = "PATH",
+        required_unless_present = "args",
+        conflicts_with = "args"
+    )]
+    pub path: Option<PathBuf>,
+    /// The tool's arguments as JSON; the path is read from `file_path` or `path`.
+    #[arg(long, value_name = "JSON")]
+    pub args: Option<String>,
+    /// Print `{"allow": bool, "reason": "..."}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct GcArgs {
+    /// The store that says which handoffs are superseded or deleted (default: $BATON_DB, else
+    /// ./baton.db; without one, only --max-age and --keep apply).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
     /// Report what would be removed; remove nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -257,6 +308,9 @@ pub fn main() -> ExitCode {
         Command::Diff(a) => tooling::diff(a),
         Command::Fmt(a) => tooling::fmt(a),
         Command::Gc(a) => delivery::gc(a),
+        Command::Pregrant(PregrantArgs {
+            command: PregrantCommand::Check(a),
+        }) => delivery::pregrant_check(a),
     };
     ExitCode::from(code)
 }
