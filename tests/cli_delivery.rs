@@ -259,3 +259,40 @@ fn gc_rejects_a_bad_age() {
         "{stderr}"
     );
 }
+
+#[test]
+fn dispatch_warns_when_the_off_band_write_falls_back() {
+    let tmp = TempDir::new().unwrap();
+    let db = tmp.path().join("baton.db");
+    let file = tmp.path().join("a-file");
+    fs::write(&file, "").unwrap();
+    let root = file.join("docs");
+    let out = baton_cmd()
+        .args(["db", "import", STATE, "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = baton_cmd()
+        .args([
+            "dispatch", "--thread", "th_1", "--target", "codex", "--json", "--db",
+        ])
+        .arg(&db)
+        .arg("--handoff-dir")
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let reason = format!(
+        "I/O error on {}: Not a directory (os error 20)",
+        root.display()
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim_end(),
+        format!("warning: off-band delivery failed, so the handoff is delivered inline: {reason}")
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["delivery"]["mode"], "inline");
+    assert_eq!(json["delivery"]["fallback_reason"], reason.as_str());
+    assert!(json["pregrant"].is_null());
+}
