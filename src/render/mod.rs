@@ -64,8 +64,9 @@ pub struct Rendered {
     pub inline_note: Option<String>,
     /// For an off-band handoff: the first-turn prompt as inline delivery would send it (the
     /// whole document plus the message), used when the off-band write fails so nothing is
-    /// lost. `None` when the handoff is already inline.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// lost. `None` when the handoff is already inline. Never serialised (it repeats the
+    /// document).
+    #[serde(skip)]
     pub inline_fallback: Option<String>,
 }
 
