@@ -18,6 +18,7 @@ pub mod render;
 pub mod select;
 
 pub mod state;
+pub mod store;
 pub mod suggest;
 pub mod testing;
 

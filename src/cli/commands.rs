@@ -40,8 +40,7 @@ pub(crate) fn load_policy(spec: &str) -> Result<Policy, u8> {
 
 pub(crate) fn load_state(src: &StateSource) -> Result<State, u8> {
     let Some(path) = &src.state else {
-        eprintln!("error: give a state with --state FILE");
-        return Err(USAGE);
+        return super::store::load_state(src);
     };
     crate::state::load_file(path).map_err(|e| {
         eprintln!("{e}");
@@ -178,6 +177,21 @@ pub(crate) fn render(a: RenderArgs) -> u8 {
             return FAIL;
         }
     };
+    if let Some(p) = outcome.rendered.as_ref().map(|r| &r.provenance) {
+        if let Some(kind) = &p.fallback_reason {
+            eprintln!(
+                "warning: the summarizer failed ({kind}: {}); the deterministic summary is used",
+                p.fallback_detail.as_deref().unwrap_or("no detail")
+            );
+        }
+    }
+    if a.deliver && outcome.rendered.is_some() {
+        return super::delivery::render_deliver(
+            outcome,
+            a.decide.handoff_dir.clone(),
+            &state.thread.id,
+        );
+    }
     let Some(r) = outcome.rendered else {
         let d = &outcome.decision;
         outln!(

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod commands;
+mod delivery;
+mod store;
 mod tooling;
 
 /// baton decides how an AI coding app hands a conversation from one agent provider to another,
@@ -43,6 +45,27 @@ pub enum Command {
         after_help = "Examples:\n  baton render --state examples/seed-switch.yaml              # print the document\n  baton render --state examples/seed-switch.yaml --out out/    # write handoff.md, inline.md, handoff.json\n  baton render --state s.yaml --policy t3code --templates my-templates/\n\nNo document is written when the decision is no_handoff or unsupported; baton says why."
     )]
     Render(RenderArgs),
+    /// The SQLite store: create it, import state files, export threads.
+    #[command(
+        after_help = "Examples:\n  baton db init --db baton.db\n  baton db import --db baton.db examples/seed-switch.yaml\n  baton db export --db baton.db --thread th_1\n\n--db defaults to $BATON_DB, then ./baton.db."
+    )]
+    Db(store::DbArgs),
+    /// Decide, render and record the next run of a stored thread.
+    #[command(
+        after_help = "Examples:\n  baton dispatch --db baton.db --thread th_1 --target claude --message \"Review the flow\"\n  baton dispatch --thread th_1 --target codex --json"
+    )]
+    Dispatch(store::DispatchArgs),
+    /// Finish a running run: append its items and set its status.
+    Complete(store::CompleteArgs),
+    /// Roll a stored thread back to run N.
+    Rollback(store::RollbackArgs),
+    /// Fork a stored thread at run N into a child thread.
+    Fork(store::ForkArgs),
+    /// Hand a fork's runs since the fork point back to its parent.
+    #[command(name = "merge-back")]
+    MergeBack(store::MergeBackArgs),
+    /// Supersede the running run's handoff with a newly rendered one.
+    Regenerate(store::RegenerateArgs),
     /// Run policy unit tests from YAML files; the last line is `N passed, N failed`.
     #[command(
         after_help = "Examples:\n  baton test                              # policies/tests/\n  baton test policies/tests/default.yaml --filter stale\n  baton test --coverage --min-coverage 100 policies/tests/\n\nExit 1 when a case fails, a test file is invalid, or coverage is below --min-coverage."
@@ -58,6 +81,13 @@ pub enum Command {
         after_help = "Examples:\n  baton fmt policies/team.policy\n  baton fmt --check policies/     # exit 1 and show a diff when a file is not formatted"
     )]
     Fmt(FmtArgs),
+    /// Remove expired off-band handoff documents (only directories baton created).
+    #[command(
+        after_help = "Examples:\n  baton gc --dry-run                 # say what would go\n  baton gc --max-age 2d --keep 3\n  baton gc --handoff-dir /tmp/baton-docs --json\n\nA handoff directory is removed when its document is older than --max-age or it is beyond\nthe newest --keep of its thread. Anything without baton's .baton-handoff marker is left alone."
+    )]
+    Gc(GcArgs),
+    /// The scoped pre-grant: may the child's tool call proceed without a prompt?
+    Pregrant(PregrantArgs),
 }
 
 #[derive(Args, Debug)]
@@ -111,6 +141,74 @@ pub struct TestArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct PregrantArgs {
+    #[command(subcommand)]
+    pub command: PregrantCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PregrantCommand {
+    /// Answer allow (exit 0; the grant is used) or deny (exit 1), with the reason.
+    #[command(
+        after_help = "Examples:\n  baton pregrant check --db baton.db --thread th_1 --turn 9 --tool Read --path /tmp/baton-0/th_1/H2/handoff.md\n  baton pregrant check --thread th_1 --run 9 --tool Read --args '{\"file_path\": \"/tmp/baton-0/th_1/H2/handoff.md\"}' --json\n\n--db defaults to $BATON_DB, then ./baton.db; it must exist."
+    )]
+    Check(PregrantCheckArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PregrantCheckArgs {
+    /// The database holding the grants (default: $BATON_DB, else ./baton.db).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// The thread the tool call happens in.
+    #[arg(long, value_name = "ID")]
+    pub thread: String,
+    /// The turn (run number) the tool call happens on.
+    #[arg(long, visible_alias = "turn", value_name = "N")]
+    pub run: u32,
+    /// The tool, exactly as the provider names it (only `Read` is ever granted).
+    #[arg(long, value_name = "TOOL")]
+    pub tool: String,
+    /// The requested path.
+    #[arg(
+        long,
+        value_name = "PATH",
+        required_unless_present = "args",
+        conflicts_with = "args"
+    )]
+    pub path: Option<PathBuf>,
+    /// The tool's arguments as JSON; the path is read from `file_path` or `path`.
+    #[arg(long, value_name = "JSON")]
+    pub args: Option<String>,
+    /// Print `{"allow": bool, "reason": "..."}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct GcArgs {
+    /// The store that says which handoffs are superseded or deleted (default: $BATON_DB, else
+    /// ./baton.db; without one, only --max-age and --keep apply).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Report what would be removed; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Remove handoffs whose document is older than this (`90s`, `30m`, `12h`, `7d`, `2w`).
+    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = delivery::parse_age)]
+    pub max_age: std::time::Duration,
+    /// Keep at most this many (the newest) handoffs per thread.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub keep: usize,
+    /// Directory of off-band documents (default: $BATON_HANDOFF_DIR, else <tmp>/baton-<uid>).
+    #[arg(long, value_name = "DIR")]
+    pub handoff_dir: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct RenderArgs {
     #[command(flatten)]
     pub decide: DecideArgs,
@@ -120,6 +218,10 @@ pub struct RenderArgs {
     /// Write handoff.md, inline.md and handoff.json here instead of printing the document.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Deliver as the decision says: write an off-band document under --handoff-dir (falling
+    /// back to inline, with a warning, if that fails) and print the first-turn prompt.
+    #[arg(long, conflicts_with = "out")]
+    pub deliver: bool,
 }
 
 #[derive(Args, Debug)]
@@ -138,8 +240,15 @@ pub struct CheckArgs {
 #[derive(Args, Debug, Clone)]
 pub struct StateSource {
     /// State file (YAML, or JSON by extension; `-` reads YAML from stdin).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["db", "thread"])]
     pub state: Option<PathBuf>,
+    /// Read a stored thread from this database (with --thread; default $BATON_DB, else
+    /// ./baton.db).
+    #[arg(long, value_name = "FILE", requires = "thread")]
+    pub db: Option<PathBuf>,
+    /// The stored thread to read (instead of --state).
+    #[arg(long, value_name = "ID")]
+    pub thread: Option<String>,
 }
 
 /// What every deciding command reads: a state, a policy, the target, the document root.
@@ -188,9 +297,20 @@ pub fn main() -> ExitCode {
         Command::Check(a) => commands::check(a),
         Command::Explain(a) => commands::explain(a),
         Command::Render(a) => commands::render(a),
+        Command::Db(a) => store::db(a),
+        Command::Dispatch(a) => store::dispatch(a),
+        Command::Complete(a) => store::complete(a),
+        Command::Rollback(a) => store::rollback(a),
+        Command::Fork(a) => store::fork(a),
+        Command::MergeBack(a) => store::merge_back(a),
+        Command::Regenerate(a) => store::regenerate(a),
         Command::Test(a) => tooling::test(a),
         Command::Diff(a) => tooling::diff(a),
         Command::Fmt(a) => tooling::fmt(a),
+        Command::Gc(a) => delivery::gc(a),
+        Command::Pregrant(PregrantArgs {
+            command: PregrantCommand::Check(a),
+        }) => delivery::pregrant_check(a),
     };
     ExitCode::from(code)
 }
