@@ -5,20 +5,6 @@ use crate::policy::{self, Diagnostic, Policy};
 use crate::state::State;
 use std::path::Path;
 
-/// Print to stdout; a closed pipe (`baton explain | head`) is not an error worth a panic.
-macro_rules! outln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-macro_rules! out {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-
 pub(crate) const OK: u8 = 0;
 pub(crate) const FAIL: u8 = 1;
 pub(crate) const USAGE: u8 = 2;

@@ -13,14 +13,6 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// Print to stdout; a closed pipe is not an error worth a panic.
-macro_rules! outln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-
 /// Parse an age such as `90s`, `30m`, `12h`, `7d` or `2w`.
 pub(crate) fn parse_age(s: &str) -> Result<Duration, String> {
     let bad = || {

@@ -5,6 +5,8 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[macro_use]
+mod out;
 mod commands;
 mod delivery;
 mod store;

@@ -5,19 +5,6 @@ use super::commands::{FAIL, OK, USAGE};
 use super::{DiffArgs, FmtArgs, TestArgs};
 use std::path::PathBuf;
 
-macro_rules! outln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-macro_rules! out {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-
 pub(crate) fn test(a: TestArgs) -> u8 {
     if let Some(m) = a.min_coverage {
         if !(0.0..=100.0).contains(&m) {
