@@ -254,7 +254,7 @@ fn gc_rejects_a_bad_age() {
     assert_eq!(code, 2);
     assert!(
         stderr.contains(
-            "invalid value '3x' for '--max-age <AGE>': invalid age \"3x\": expected a whole number with a unit s, m, h, d or w (e.g. 7d)"
+            "invalid value '3x' for '--max-age <AGE>': invalid age \"3x\": unknown time unit \"x\", supported units: ns, us/µs, ms, sec, min, hours, days, weeks, months, years (and few variations)"
         ),
         "{stderr}"
     );

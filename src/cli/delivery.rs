@@ -13,23 +13,9 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// Parse an age such as `90s`, `30m`, `12h`, `7d` or `2w`.
+/// Parse an age such as `90s`, `30m`, `12h`, `7d`, `2w` or `1day 12h` (humantime's syntax).
 pub(crate) fn parse_age(s: &str) -> Result<Duration, String> {
-    let bad = || {
-        format!("invalid age {s:?}: expected a whole number with a unit s, m, h, d or w (e.g. 7d)")
-    };
-    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "w" => 604_800,
-        _ => return Err(bad()),
-    };
-    n.checked_mul(secs).map(Duration::from_secs).ok_or_else(bad)
+    humantime::parse_duration(s).map_err(|e| format!("invalid age {s:?}: {e}"))
 }
 
 /// `baton render --deliver`: write the off-band handoff (or fall back to inline), print the
