@@ -1,0 +1,232 @@
+//! The method router: JSON params in, library call, JSON result out. No policy logic here;
+//! every decision comes from [`crate::pipeline`] with the policy set the request snapshotted
+//! when it started.
+
+use super::policy_set::PolicySet;
+use super::rpc::{code, RpcError};
+use super::session::{Shared, Turn};
+use crate::eval::{EvalError, EvalOptions};
+use crate::state::{Format, State, StateError};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What the session needs to know about a method before running it.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    /// Changes the store: once started it is not cancelled (its commit would be lost to the
+    /// client otherwise).
+    pub mutates: bool,
+}
+
+/// Every method, for `health` and the "unknown method" message.
+pub const NAMES: &[&str] = &[
+    "explain",
+    "render",
+    "policy/reload",
+    "policy/status",
+    "health",
+    "shutdown",
+    "exit",
+];
+
+/// The spec of a routable method (`shutdown` and `exit` are handled by the session).
+pub fn lookup(method: &str) -> Option<Spec> {
+    match method {
+        "explain" | "render" | "policy/status" | "health" => Some(Spec { mutates: false }),
+        "policy/reload" => Some(Spec { mutates: true }),
+        _ => None,
+    }
+}
+
+/// The thread a request is about, for per-thread ordering: `params.thread`, else the inline
+/// state's `thread.id`.
+pub fn thread_key(params: &Value) -> Option<String> {
+    params
+        .get("thread")
+        .and_then(Value::as_str)
+        .or_else(|| params.pointer("/state/thread/id").and_then(Value::as_str))
+        .map(str::to_string)
+}
+
+/// Run `method`. `turn` is this request's place in its thread's queue; it is held until the
+/// work (including any blocking part) is done.
+pub async fn call(
+    shared: &Arc<Shared>,
+    method: &str,
+    params: Value,
+    turn: Turn,
+) -> Result<Value, RpcError> {
+    match method {
+        "explain" => {
+            let p: DecideParams = parse_params(method, params)?;
+            let set = shared.policies.current();
+            let handoff_dir = shared.cfg.handoff_dir.clone();
+            blocking(turn, move || explain(&set, p, handoff_dir)).await
+        }
+        "render" => {
+            let p: DecideParams = parse_params(method, params)?;
+            let set = shared.policies.current();
+            let handoff_dir = shared.cfg.handoff_dir.clone();
+            blocking(turn, move || render(&set, p, handoff_dir)).await
+        }
+        "policy/reload" => {
+            let _: Empty = parse_params(method, params)?;
+            let r = shared.reload_and_notify().await;
+            drop(turn);
+            r
+        }
+        "policy/status" => {
+            let _: Empty = parse_params(method, params)?;
+            Ok(shared.policies.status())
+        }
+        "health" => {
+            let _: Empty = parse_params(method, params)?;
+            Ok(json!({
+                "status": "ok",
+                "version": env!("CARGO_PKG_VERSION"),
+                "uptimeMs": shared.started.elapsed().as_millis() as u64,
+                "inFlight": shared.in_flight().saturating_sub(1),
+                "policy": shared.policies.current().reference(),
+                "methods": NAMES,
+            }))
+        }
+        _ => Err(RpcError::new(
+            code::METHOD_NOT_FOUND,
+            format!("unknown method `{method}`"),
+        )),
+    }
+}
+
+/// Run blocking library work off the reactor, holding the thread's turn until it is done.
+async fn blocking<F>(turn: Turn, f: F) -> Result<Value, RpcError>
+where
+    F: FnOnce() -> Result<Value, RpcError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        f()
+    })
+    .await
+    .map_err(|e| RpcError::internal(format!("the request's task failed: {e}")))?
+}
+
+/// Deserialize params, naming the field at fault.
+fn parse_params<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError> {
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        let at = if path == "." {
+            String::new()
+        } else {
+            format!("{path}: ")
+        };
+        RpcError::invalid_params(format!(
+            "invalid params for `{method}`: {at}{}",
+            e.into_inner()
+        ))
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+/// Params of `explain` and `render`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct DecideParams {
+    /// The state document (DESIGN §3) as a JSON object.
+    state: Option<Value>,
+    /// Decide for this provider instead of the state's `request.provider`.
+    target: Option<String>,
+    /// Append every rule evaluated to the explanation.
+    #[serde(default)]
+    verbose: bool,
+}
+
+fn state_error(e: &StateError) -> RpcError {
+    let problems: Vec<Value> = e
+        .problems
+        .iter()
+        .map(|p| json!({"at": p.at, "line": p.line, "column": p.column, "message": p.message}))
+        .collect();
+    RpcError::new(code::STATE_ERROR, e.to_string()).with_data(json!({ "problems": problems }))
+}
+
+fn eval_error(e: &EvalError) -> RpcError {
+    let code = match e {
+        EvalError::UnknownTarget(_) => code::INVALID_PARAMS,
+        _ => code::POLICY_ERROR,
+    };
+    RpcError::new(code, e.to_string())
+}
+
+fn inline_state(p: &DecideParams) -> Result<State, RpcError> {
+    let Some(v) = &p.state else {
+        return Err(RpcError::invalid_params(
+            "give the thread's state as `state` (a state document object)",
+        ));
+    };
+    if !v.is_object() {
+        return Err(RpcError::invalid_params(
+            "`state` must be a state document object (DESIGN §3)",
+        ));
+    }
+    let text = v.to_string();
+    crate::state::parse_str(&text, Format::Json, "params.state").map_err(|e| state_error(&e))
+}
+
+fn eval_options(p: &DecideParams, handoff_dir: Option<PathBuf>) -> EvalOptions {
+    EvalOptions {
+        target: p.target.clone(),
+        document_root: handoff_dir,
+    }
+}
+
+fn explain(
+    set: &PolicySet,
+    p: DecideParams,
+    handoff_dir: Option<PathBuf>,
+) -> Result<Value, RpcError> {
+    let state = inline_state(&p)?;
+    let opts = eval_options(&p, handoff_dir);
+    let d = crate::pipeline::decide(&set.policy, &state, &opts).map_err(|e| eval_error(&e))?;
+    Ok(json!({
+        "policy": set.reference(),
+        "decision": d,
+        "explanation": crate::explain::render(&d, p.verbose),
+    }))
+}
+
+fn render(
+    set: &PolicySet,
+    p: DecideParams,
+    handoff_dir: Option<PathBuf>,
+) -> Result<Value, RpcError> {
+    let state = inline_state(&p)?;
+    let opts = eval_options(&p, handoff_dir);
+    let ropts = crate::render::RenderOptions {
+        templates: Some(set.templates.clone()),
+        ..Default::default()
+    };
+    let outcome =
+        crate::pipeline::run(&set.policy, &state, &opts, &ropts).map_err(|e| match e {
+            crate::pipeline::PipelineError::Eval(e) => eval_error(&e),
+            crate::pipeline::PipelineError::Render(e) => {
+                RpcError::new(code::RENDER_ERROR, e.to_string())
+            }
+        })?;
+    Ok(json!({
+        "policy": set.reference(),
+        "decision": outcome.decision,
+        "handoff": outcome.rendered.map(|r| json!({
+            "document": r.document,
+            "inline": r.inline,
+            "documentPath": r.document_path,
+            "inlineNote": r.inline_note,
+            "provenance": r.provenance,
+        })),
+    }))
+}
