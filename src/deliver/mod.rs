@@ -5,6 +5,8 @@
 //! * [`pregrant`] issues and checks the scoped pre-grant that lets the child `Read`
 //!   exactly that one document, on exactly one turn, exactly once.
 //! * [`gc`] removes expired off-band handoff directories (only ones baton created).
+//! * [`stage`] is the pipeline's delivery stage: write the off-band document and issue its
+//!   pre-grant, or fall back to inline delivery and say why ([`deliver`]).
 //! * [`summarizer`] runs an external summarizer command with a timeout and classifies
 //!   its failures so the caller can fall back to the deterministic summary.
 //!
@@ -15,6 +17,7 @@
 pub mod gc;
 pub mod offband;
 pub mod pregrant;
+pub mod stage;
 pub mod summarizer;
 
 use std::io;
@@ -26,6 +29,7 @@ pub use pregrant::{
     check, issue, CheckRequest, Grant, GrantStore, MemoryGrantStore, PathArg, Verdict,
     GRANTABLE_TOOL,
 };
+pub use stage::{deliver, Delivered};
 pub use summarizer::{
     run_external, run_external_blocking, summarize_blocking, ExternalCommand, SummarizerFailure,
     SummarizerSource, SummaryOutcome,

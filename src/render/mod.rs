@@ -61,6 +61,11 @@ pub struct Rendered {
     pub document_path: Option<String>,
     /// Set when the inline prompt could not fit `inline_limit` (it is never cut silently).
     pub inline_note: Option<String>,
+    /// For an off-band handoff: the first-turn prompt as inline delivery would send it (the
+    /// whole document plus the message), used when the off-band write fails so nothing is
+    /// lost. `None` when the handoff is already inline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inline_fallback: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -75,6 +80,10 @@ pub struct Provenance {
     pub delivery: String,
     pub created_by: String,
     pub fallback_reason: Option<String>,
+    /// Why the handoff was delivered inline although the policy chose off-band (the
+    /// off-band write or the pre-grant failed); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery_fallback_reason: Option<String>,
     pub included: Arc<Vec<String>>,
     pub omitted: Arc<Vec<crate::select::Omitted>>,
     pub chars: Chars,
@@ -348,6 +357,20 @@ pub fn render(
         }
     };
 
+    // Off-band delivery can still fail at write time; keep the inline form ready.
+    let inline_fallback = if mode == DeliveryMode::OffBand {
+        let ctx = context! {
+            mode => DeliveryMode::Inline.as_str(),
+            document_path => None::<String>,
+            gist => gist(summary).join(" "),
+            message => message.clone(),
+            document => document_value.clone(),
+        };
+        Some(render_one(&env, "inline.md.j2", &ctx)?)
+    } else {
+        None
+    };
+
     let provenance = Provenance {
         policy: decision.policy.clone(),
         handoff: hid,
@@ -359,6 +382,7 @@ pub fn render(
         delivery: mode.as_str().into(),
         created_by,
         fallback_reason: opts.fallback_reason.clone(),
+        delivery_fallback_reason: None,
         included: Arc::clone(&summary.included),
         omitted: Arc::clone(&summary.omitted),
         chars: Chars {
@@ -378,5 +402,6 @@ pub fn render(
         provenance,
         document_path,
         inline_note,
+        inline_fallback,
     })
 }

@@ -1,0 +1,148 @@
+//! The delivery stage: after the pipeline has decided and rendered, put an off-band handoff
+//! on disk and issue its pre-grant, or fall back to inline delivery when that fails.
+//!
+//! Public entry point: [`deliver`]. It never fails: a failed write or grant turns the
+//! delivery into an inline one whose first-turn prompt carries the whole document, and the
+//! error's message (which names the path) is recorded as `delivery.fallback_reason` in the
+//! decision, as `delivery_fallback_reason` in the provenance, and in [`Delivered`].
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::offband::OffbandStore;
+use super::pregrant::{issue, Grant, GrantStore};
+use super::DeliveryError;
+use crate::decision::DeliveryMode;
+use crate::pipeline::Outcome;
+
+/// File name of the first-turn prompt written next to the document.
+pub const INLINE_FILE: &str = "inline.md";
+/// File name of the provenance written next to the document.
+pub const PROVENANCE_FILE: &str = "handoff.json";
+
+/// What the delivery stage did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Delivered {
+    /// The off-band document written (`None` when delivered inline).
+    pub document_path: Option<PathBuf>,
+    /// The pre-grant issued for the document, if the decision asked for one.
+    pub grant: Option<Grant>,
+    /// Why an off-band delivery fell back to inline (the error's message), if it did.
+    pub fallback_reason: Option<String>,
+}
+
+/// Deliver `outcome`'s handoff for `thread_id`.
+///
+/// Does nothing unless the decision's delivery is off-band and a handoff was rendered.
+/// Off-band: writes `handoff.md`, `inline.md` and `handoff.json` with
+/// [`OffbandStore::write`] at the handoff id's stable path, then issues the pre-grant
+/// `decision.pregrant` describes for (`thread_id`, `decision.run`) into `grants`. On any
+/// failure it falls back to inline delivery (see the module docs) and reports why.
+pub fn deliver(
+    outcome: &mut Outcome,
+    offband: &OffbandStore,
+    thread_id: &str,
+    grants: &mut dyn GrantStore,
+) -> Delivered {
+    let off_band = outcome
+        .decision
+        .delivery
+        .as_ref()
+        .is_some_and(|d| d.mode == DeliveryMode::OffBand);
+    if !off_band || outcome.rendered.is_none() {
+        return Delivered::default();
+    }
+    match write_and_grant(outcome, offband, thread_id, grants) {
+        Ok(delivered) => delivered,
+        Err(e) => {
+            let reason = e.to_string();
+            fall_back_to_inline(outcome, &reason);
+            Delivered {
+                document_path: None,
+                grant: None,
+                fallback_reason: Some(reason),
+            }
+        }
+    }
+}
+
+fn write_and_grant(
+    outcome: &mut Outcome,
+    offband: &OffbandStore,
+    thread_id: &str,
+    grants: &mut dyn GrantStore,
+) -> Result<Delivered, DeliveryError> {
+    let decision = &outcome.decision;
+    let Some(handoff_id) = decision.handoff_id.clone() else {
+        return Err(DeliveryError::InvalidId {
+            kind: "handoff id",
+            id: String::new(),
+            why: "the decision names no handoff id",
+        });
+    };
+    let Some(rendered) = outcome.rendered.as_ref() else {
+        return Ok(Delivered::default());
+    };
+    let provenance = serde_json::to_string_pretty(&rendered.provenance)
+        .map_err(|e| DeliveryError::Store(format!("cannot encode provenance: {e}")))?
+        + "\n";
+    let files: [(&str, &[u8]); 3] = [
+        (super::DOCUMENT_FILE, rendered.document.as_bytes()),
+        (INLINE_FILE, rendered.inline.as_bytes()),
+        (PROVENANCE_FILE, provenance.as_bytes()),
+    ];
+    let path = offband.write(thread_id, &handoff_id, &files)?;
+    let grant = match &decision.pregrant {
+        Some(p) => Some(issue(
+            grants,
+            thread_id,
+            decision.run,
+            &p.tool,
+            &path,
+            p.uses,
+        )?),
+        None => None,
+    };
+    record_path(outcome, &path);
+    Ok(Delivered {
+        document_path: Some(path),
+        grant,
+        fallback_reason: None,
+    })
+}
+
+/// The document went where the decision said; make sure every record names that path.
+fn record_path(outcome: &mut Outcome, path: &Path) {
+    let shown = path.display().to_string();
+    if let Some(d) = outcome.decision.delivery.as_mut() {
+        d.document = Some(shown.clone());
+    }
+    if let Some(r) = outcome.rendered.as_mut() {
+        r.document_path = Some(shown);
+    }
+}
+
+/// Turn an off-band outcome into an inline one that carries the whole document.
+fn fall_back_to_inline(outcome: &mut Outcome, reason: &str) {
+    if let Some(d) = outcome.decision.delivery.as_mut() {
+        d.mode = DeliveryMode::Inline;
+        d.document = None;
+        d.inline_note = None;
+        d.fallback_reason = Some(reason.to_string());
+    }
+    outcome.decision.pregrant = None;
+    if let Some(r) = outcome.rendered.as_mut() {
+        let inline = match r.inline_fallback.take() {
+            Some(text) => text,
+            // Rendered without the inline form: the document itself is the prompt.
+            None => r.document.clone(),
+        };
+        r.provenance.chars.inline = inline.chars().count();
+        r.inline = inline;
+        r.document_path = None;
+        r.inline_note = None;
+        r.provenance.delivery = DeliveryMode::Inline.as_str().to_string();
+        r.provenance.delivery_fallback_reason = Some(reason.to_string());
+    }
+}
