@@ -139,6 +139,8 @@ struct Empty {}
 struct DecideParams {
     /// The state document (DESIGN §3) as a JSON object.
     state: Option<Value>,
+    /// The state document as text (YAML or JSON, e.g. a state file's contents).
+    state_text: Option<String>,
     /// Decide for this provider instead of the state's `request.provider`.
     target: Option<String>,
     /// Append every rule evaluated to the explanation.
@@ -164,10 +166,22 @@ fn eval_error(e: &EvalError) -> RpcError {
 }
 
 fn inline_state(p: &DecideParams) -> Result<State, RpcError> {
-    let Some(v) = &p.state else {
-        return Err(RpcError::invalid_params(
-            "give the thread's state as `state` (a state document object)",
-        ));
+    let v = match (&p.state, &p.state_text) {
+        (Some(v), None) => v,
+        (None, Some(text)) => {
+            return crate::state::parse_str(text, Format::Yaml, "params.stateText")
+                .map_err(|e| state_error(&e))
+        }
+        (Some(_), Some(_)) => {
+            return Err(RpcError::invalid_params(
+                "give the state once: `state` (an object) or `stateText` (YAML/JSON text), not both",
+            ))
+        }
+        (None, None) => {
+            return Err(RpcError::invalid_params(
+                "give the thread's state as `state` (a state document object) or `stateText` (its YAML/JSON text)",
+            ))
+        }
     };
     if !v.is_object() {
         return Err(RpcError::invalid_params(
