@@ -10,7 +10,6 @@ use crate::select::{compact, Summary};
 use crate::state::State;
 use minijinja::{context, Environment, UndefinedBehavior};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -32,10 +31,6 @@ pub const EMBEDDED: &[(&str, &str)] = &[
 pub struct RenderOptions {
     /// A directory whose templates override the embedded ones by name.
     pub templates_dir: Option<PathBuf>,
-    /// Templates held in memory (name -> text), consulted before `templates_dir` and the
-    /// embedded ones. The service loads a template directory once per policy-set generation so
-    /// that a render never sees a half-edited directory.
-    pub templates: Option<Arc<BTreeMap<String, String>>>,
     /// Who wrote the summary (`deterministic` unless an external summarizer did).
     pub created_by: Option<String>,
     /// Why the summary fell back to the deterministic builder, if it did.
@@ -129,11 +124,7 @@ fn environment(opts: &RenderOptions) -> Environment<'static> {
     env.set_keep_trailing_newline(true);
     env.set_trim_blocks(true);
     let dir = opts.templates_dir.clone();
-    let held = opts.templates.clone();
     env.set_loader(move |name| {
-        if let Some(text) = held.as_ref().and_then(|h| h.get(name)) {
-            return Ok(Some(text.clone()));
-        }
         if let Some(d) = &dir {
             let p = d.join(name);
             if p.is_file() {

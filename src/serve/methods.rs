@@ -222,7 +222,7 @@ fn render(
     let state = inline_state(&p)?;
     let opts = eval_options(&p, handoff_dir);
     let ropts = crate::render::RenderOptions {
-        templates: Some(set.templates.clone()),
+        templates_dir: set.templates_dir(),
         ..Default::default()
     };
     let outcome =

@@ -18,7 +18,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub struct PolicySet {
     pub policy: Policy,
     /// Templates read from the template directory (name -> text); embedded ones fill the rest.
-    pub templates: Arc<BTreeMap<String, String>>,
+    pub templates: BTreeMap<String, String>,
+    /// A private copy of those templates that renders of this generation read, so that a
+    /// render never sees a half-edited template directory. Removed when the set is dropped.
+    pub templates_snapshot: Option<Snapshot>,
     /// The policy sources and template files the set was built from.
     pub files: Vec<String>,
     /// 1 for the set loaded at start, +1 for every swap.
@@ -27,7 +30,57 @@ pub struct PolicySet {
     pub loaded_at_ms: u64,
 }
 
+/// A private directory (0700) holding one generation's templates; deleted on drop.
+#[derive(Debug)]
+pub struct Snapshot(PathBuf);
+
+impl Snapshot {
+    fn write(templates: &BTreeMap<String, String>) -> Result<Snapshot, PolicyError> {
+        use std::os::unix::fs::DirBuilderExt;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let root = std::env::temp_dir().join(format!(
+            "baton-serve-{}-{}",
+            crate::deliver::effective_uid(),
+            std::process::id()
+        ));
+        let dir = root.join(format!("templates-{}", NEXT.fetch_add(1, Ordering::SeqCst)));
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(true).mode(0o700);
+        b.create(&dir)
+            .map_err(|e| io_diag(&dir, "cannot create the template snapshot", &e))?;
+        let snap = Snapshot(dir);
+        for (name, text) in templates {
+            let p = snap.0.join(name);
+            std::fs::write(&p, text)
+                .map_err(|e| io_diag(&p, "cannot write the template snapshot", &e))?;
+        }
+        Ok(snap)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        if let Some(root) = self.0.parent() {
+            // Succeeds only once the last generation is gone.
+            let _ = std::fs::remove_dir(root);
+        }
+    }
+}
+
 impl PolicySet {
+    /// The template directory renders of this generation use.
+    pub fn templates_dir(&self) -> Option<PathBuf> {
+        self.templates_snapshot
+            .as_ref()
+            .map(|s| s.path().to_path_buf())
+    }
+
     /// `{"name": ..., "sha256": ...}`, the reference every decision-carrying response holds.
     pub fn reference(&self) -> Value {
         json!({"name": self.policy.name, "sha256": self.policy.sha256})
@@ -141,7 +194,7 @@ impl PolicyHolder {
     /// Load the first set; the service does not start without one that checks.
     pub fn load(spec: &str, templates_dir: Option<PathBuf>) -> Result<PolicyHolder, PolicyError> {
         let (policy, templates) = build(spec, templates_dir.as_deref())?;
-        let set = Self::make(policy, templates, 1);
+        let set = Self::make(policy, templates, 1)?;
         Ok(PolicyHolder {
             spec: spec.to_string(),
             templates_dir,
@@ -151,16 +204,26 @@ impl PolicyHolder {
         })
     }
 
-    fn make(policy: Policy, templates: BTreeMap<String, String>, generation: u64) -> PolicySet {
+    fn make(
+        policy: Policy,
+        templates: BTreeMap<String, String>,
+        generation: u64,
+    ) -> Result<PolicySet, PolicyError> {
         let mut files: Vec<String> = policy.sources.iter().map(|s| s.name.clone()).collect();
         files.extend(templates.keys().cloned());
-        PolicySet {
+        let templates_snapshot = if templates.is_empty() {
+            None
+        } else {
+            Some(Snapshot::write(&templates)?)
+        };
+        Ok(PolicySet {
             policy,
-            templates: Arc::new(templates),
+            templates,
+            templates_snapshot,
             files,
             generation,
             loaded_at_ms: now_ms(),
-        }
+        })
     }
 
     /// The set new requests use.
@@ -175,16 +238,22 @@ impl PolicyHolder {
     /// I/O and parsing): call it from a blocking task.
     pub fn reload(&self) -> Result<Reloaded, Rejection> {
         let _one = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
-        match build(&self.spec, self.templates_dir.as_deref()) {
-            Ok((policy, templates)) => {
-                let cur = self.current();
-                if cur.policy.sha256 == policy.sha256 && *cur.templates == templates {
-                    return Ok(Reloaded {
-                        set: cur,
-                        changed: false,
-                    });
+        let cur = self.current();
+        let built =
+            build(&self.spec, self.templates_dir.as_deref()).and_then(|(policy, templates)| {
+                if cur.policy.sha256 == policy.sha256 && cur.templates == templates {
+                    Ok(None)
+                } else {
+                    Self::make(policy, templates, cur.generation + 1).map(Some)
                 }
-                let set = Arc::new(Self::make(policy, templates, cur.generation + 1));
+            });
+        match built {
+            Ok(None) => Ok(Reloaded {
+                set: cur,
+                changed: false,
+            }),
+            Ok(Some(set)) => {
+                let set = Arc::new(set);
                 match self.current.write() {
                     Ok(mut g) => *g = set.clone(),
                     Err(p) => *p.into_inner() = set.clone(),
