@@ -15,14 +15,19 @@ use tokio::io::{AsyncBufRead, AsyncWrite};
 use tokio::sync::{broadcast, mpsc, oneshot, Notify};
 
 /// A request's place in its thread's queue: it runs when the previous request's `Turn` is
-/// dropped, and its own `Turn` releases the next one. Hold it for as long as the work runs
-/// (including inside a blocking task) so that one thread's requests never overlap.
-pub struct Turn {
+/// released, and releasing its own lets the next one run. Clones share one place: it is
+/// released when the last clone drops. The session keeps one clone until the response is
+/// queued for writing (so one thread's responses leave in order) and the work keeps another
+/// (so a cancelled read's blocking part still finishes before the next request starts).
+#[derive(Clone)]
+pub struct Turn(#[allow(dead_code)] Arc<TurnInner>);
+
+struct TurnInner {
     _release: oneshot::Sender<()>,
     thread: Option<(Arc<Shared>, String, u64)>,
 }
 
-impl Drop for Turn {
+impl Drop for TurnInner {
     fn drop(&mut self) {
         if let Some((shared, thread, seq)) = self.thread.take() {
             let mut q = shared.queues.lock().unwrap_or_else(|p| p.into_inner());
@@ -100,10 +105,10 @@ impl Shared {
         let Some(thread) = thread else {
             return (
                 None,
-                Turn {
+                Turn(Arc::new(TurnInner {
                     _release: tx,
                     thread: None,
-                },
+                })),
             );
         };
         let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
@@ -114,10 +119,10 @@ impl Shared {
         };
         (
             prev,
-            Turn {
+            Turn(Arc::new(TurnInner {
                 _release: tx,
                 thread: Some((self.clone(), thread, seq)),
-            },
+            })),
         )
     }
 
@@ -320,6 +325,7 @@ fn handle_request(
     let (cancel_tx, cancel_rx) = oneshot::channel::<()>();
     lock(cancels).insert(id.clone(), cancel_tx);
     let (s, out, cancels) = (shared.clone(), out.clone(), cancels.clone());
+    let held = turn.clone();
     tokio::spawn(async move {
         let _guard = guard;
         let cancelled = async move {
@@ -330,11 +336,18 @@ fn handle_request(
         tokio::pin!(cancelled);
         let result = async {
             // Wait for the previous request of the same thread (cancellable while queued).
-            if let Some(w) = wait {
+            if let Some(mut w) = wait {
                 tokio::select! {
                     biased;
-                    _ = &mut cancelled => return Err(cancelled_error(&method)),
-                    _ = w => {}
+                    _ = &mut cancelled => {
+                        // Hand the thread on only once the request ahead has finished.
+                        tokio::spawn(async move {
+                            let _ = w.await;
+                            drop(turn);
+                        });
+                        return Err(cancelled_error(&method));
+                    }
+                    _ = &mut w => {}
                 }
             }
             let work = methods::call(&s, &method, params, turn);
@@ -356,6 +369,7 @@ fn handle_request(
             Err(e) => rpc::error_response(Some(&id), &e),
         };
         let _ = out.send(msg);
+        drop(held);
     });
 }
 
