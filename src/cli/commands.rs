@@ -40,8 +40,7 @@ pub(crate) fn load_policy(spec: &str) -> Result<Policy, u8> {
 
 pub(crate) fn load_state(src: &StateSource) -> Result<State, u8> {
     let Some(path) = &src.state else {
-        eprintln!("error: give a state with --state FILE");
-        return Err(USAGE);
+        return super::store::load_state(src);
     };
     crate::state::load_file(path).map_err(|e| {
         eprintln!("{e}");

@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 mod commands;
 mod serve;
+mod store;
+mod tooling;
 
 /// baton decides how an AI coding app hands a conversation from one agent provider to another,
 /// renders the handoff, and explains every decision.
@@ -48,6 +50,92 @@ pub enum Command {
         after_help = "Examples:\n  baton serve --stdio                          # one client on stdin/stdout (LSP framing)\n  baton serve --socket /run/user/1000/baton.sock --policy policies/\n  baton serve --stdio --framing lines          # newline-delimited JSON for scripts\n\nThe policy and template directories are watched; a set that does not check is rejected\nand the last good set keeps serving (a `policy/rejected` notification says why)."
     )]
     Serve(ServeArgs),
+    /// The SQLite store: create it, import state files, export threads.
+    #[command(
+        after_help = "Examples:\n  baton db init --db baton.db\n  baton db import --db baton.db examples/seed-switch.yaml\n  baton db export --db baton.db --thread th_1\n\n--db defaults to $BATON_DB, then ./baton.db."
+    )]
+    Db(store::DbArgs),
+    /// Decide, render and record the next run of a stored thread.
+    #[command(
+        after_help = "Examples:\n  baton dispatch --db baton.db --thread th_1 --target claude --message \"Review the flow\"\n  baton dispatch --thread th_1 --target codex --json"
+    )]
+    Dispatch(store::DispatchArgs),
+    /// Finish a running run: append its items and set its status.
+    Complete(store::CompleteArgs),
+    /// Roll a stored thread back to run N.
+    Rollback(store::RollbackArgs),
+    /// Fork a stored thread at run N into a child thread.
+    Fork(store::ForkArgs),
+    /// Hand a fork's runs since the fork point back to its parent.
+    #[command(name = "merge-back")]
+    MergeBack(store::MergeBackArgs),
+    /// Supersede the running run's handoff with a newly rendered one.
+    Regenerate(store::RegenerateArgs),
+    /// Run policy unit tests from YAML files; the last line is `N passed, N failed`.
+    #[command(
+        after_help = "Examples:\n  baton test                              # policies/tests/\n  baton test policies/tests/default.yaml --filter stale\n  baton test --coverage --min-coverage 100 policies/tests/\n\nExit 1 when a case fails, a test file is invalid, or coverage is below --min-coverage."
+    )]
+    Test(TestArgs),
+    /// Decide every state of a corpus with two policy versions and report what changes.
+    #[command(
+        after_help = "Examples:\n  baton diff --from default --to policies/team.policy --corpus examples/\n  baton diff --from old/ --to new/ --corpus states/ --fail-on-change --json\n\nEach state is decided for its request.provider. Exit 0 unless --fail-on-change is given\nand a decision changed (exit 1)."
+    )]
+    Diff(DiffArgs),
+    /// Rewrite policy files in the canonical layout (comments kept).
+    #[command(
+        after_help = "Examples:\n  baton fmt policies/team.policy\n  baton fmt --check policies/     # exit 1 and show a diff when a file is not formatted"
+    )]
+    Fmt(FmtArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FmtArgs {
+    /// Change nothing: show a diff and exit 1 when a file is not in the canonical layout.
+    #[arg(long)]
+    pub check: bool,
+    /// Policy files or directories (each *.policy in them).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The current policy (file, directory or shipped profile).
+    #[arg(long, value_name = "POLICY")]
+    pub from: String,
+    /// The changed policy (file, directory or shipped profile).
+    #[arg(long, value_name = "POLICY")]
+    pub to: String,
+    /// Directory of state files (*.yaml, *.yml, *.json).
+    #[arg(long, value_name = "DIR")]
+    pub corpus: PathBuf,
+    /// Exit 1 when any decision changes.
+    #[arg(long)]
+    pub fail_on_change: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// Test files or directories (every *.yaml in them). Default: policies/tests.
+    pub paths: Vec<PathBuf>,
+    /// Run only the cases whose name contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
+    /// Report which rules, stale signals and summary rules were evaluated true, false, never.
+    #[arg(long)]
+    pub coverage: bool,
+    /// Fail (exit 1) when any policy file's rule coverage is below PCT percent.
+    #[arg(long, value_name = "PCT")]
+    pub min_coverage: Option<f64>,
+    /// Print the coverage as JSON instead of the case lines and the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the coverage JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub coverage_json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -112,8 +200,15 @@ pub struct CheckArgs {
 #[derive(Args, Debug, Clone)]
 pub struct StateSource {
     /// State file (YAML, or JSON by extension; `-` reads YAML from stdin).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["db", "thread"])]
     pub state: Option<PathBuf>,
+    /// Read a stored thread from this database (with --thread; default $BATON_DB, else
+    /// ./baton.db).
+    #[arg(long, value_name = "FILE", requires = "thread")]
+    pub db: Option<PathBuf>,
+    /// The stored thread to read (instead of --state).
+    #[arg(long, value_name = "ID")]
+    pub thread: Option<String>,
 }
 
 /// What every deciding command reads: a state, a policy, the target, the document root.
@@ -163,6 +258,16 @@ pub fn main() -> ExitCode {
         Command::Explain(a) => commands::explain(a),
         Command::Render(a) => commands::render(a),
         Command::Serve(a) => serve::serve(a),
+        Command::Db(a) => store::db(a),
+        Command::Dispatch(a) => store::dispatch(a),
+        Command::Complete(a) => store::complete(a),
+        Command::Rollback(a) => store::rollback(a),
+        Command::Fork(a) => store::fork(a),
+        Command::MergeBack(a) => store::merge_back(a),
+        Command::Regenerate(a) => store::regenerate(a),
+        Command::Test(a) => tooling::test(a),
+        Command::Diff(a) => tooling::diff(a),
+        Command::Fmt(a) => tooling::fmt(a),
     };
     ExitCode::from(code)
 }

@@ -1,0 +1,582 @@
+//! The store's commands: `db init|import|export`, `dispatch`, `complete`, `rollback`, `fork`,
+//! `merge-back`, `regenerate`, and loading `--db FILE --thread ID` for explain/render.
+
+use super::commands::{load_policy, FAIL, OK, USAGE};
+use super::StateSource;
+use crate::state::{Item, RunStatus, State};
+use crate::store::{self, Dispatched, Store, StoreError};
+use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
+
+fn print(s: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stdout().lock(), "{s}");
+}
+
+/// `--db`: the database file.
+#[derive(Args, Debug, Clone)]
+pub struct DbPath {
+    /// The database (default: $BATON_DB, else ./baton.db).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+}
+
+impl DbPath {
+    fn resolve(&self) -> PathBuf {
+        db_path(self.db.as_deref())
+    }
+}
+
+fn db_path(given: Option<&Path>) -> PathBuf {
+    match given {
+        Some(p) => p.to_path_buf(),
+        None => match std::env::var_os("BATON_DB") {
+            Some(v) if !v.is_empty() => PathBuf::from(v),
+            _ => PathBuf::from("baton.db"),
+        },
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct DbArgs {
+    #[command(subcommand)]
+    pub command: DbCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DbCommand {
+    /// Create the database (or migrate it to this baton's schema).
+    Init(DbPath),
+    /// Import state files, one thread each.
+    Import(ImportArgs),
+    /// Print a stored thread as a state file (YAML, or JSON with --json).
+    Export(ExportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    pub db: DbPath,
+    /// State files (YAML, or JSON by extension).
+    #[arg(required = true, value_name = "STATE")]
+    pub states: Vec<PathBuf>,
+    /// Replace a stored thread of the same id instead of refusing.
+    #[arg(long)]
+    pub replace: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub db: DbPath,
+    /// The thread to export.
+    #[arg(long, value_name = "ID")]
+    pub thread: String,
+    /// Print JSON instead of YAML.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Where handoffs are made: policy, document directory, templates.
+#[derive(Args, Debug, Clone)]
+pub struct HandoffArgs {
+    /// Policy file, directory, or shipped profile (default, t3code, t3code-legacy, mcode).
+    #[arg(long, default_value = "default", value_name = "PATH")]
+    pub policy: String,
+    /// Directory for off-band documents (default: $BATON_HANDOFF_DIR, else <tmp>/baton-<uid>).
+    #[arg(long, value_name = "DIR")]
+    pub handoff_dir: Option<PathBuf>,
+    /// Directory of templates overriding the embedded ones by file name.
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct DispatchArgs {
+    #[command(flatten)]
+    pub db: DbPath,
+    #[arg(long, value_name = "ID")]
+    pub thread: String,
+    /// The provider the run goes to.
+    #[arg(long, value_name = "PROVIDER")]
+    pub target: String,
+    /// The user's message for the run.
+    #[arg(long, value_name = "TEXT")]
+    pub message: Option<String>,
+    /// The model requested (a change from the thread's model is a staleness signal).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// The runtime mode requested.
+    #[arg(long, value_name = "MODE")]
+    pub runtime_mode: Option<String>,
+    /// The user asked for a clean context.
+    #[arg(long)]
+    pub clean_context: bool,
+    #[command(flatten)]
+    pub handoff: HandoffArgs,
+    /// Print the decision (DESIGN §4) plus `handoff` and `recorded` as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CompleteArgs {
+    #[command(flatten)]
+    pub db: DbPath,
+    #[arg(long, value_name = "ID")]
+    pub thread: String,
+    /// The running run to complete.
+    #[arg(long, value_name = "N")]
+    pub run: u32,
+    /// The run's items: a YAML or JSON list of items as in a state file.
+    #[arg(long, value_name = "FILE")]
+    pub items: PathBuf,
+    /// How the run ended: completed, failed or interrupted.
+    #[arg(long, default_value = "completed", value_name = "S")]
+    pub status: String,
+}
+
+#[derive(Args, Debug)]
+pub struct RollbackArgs {
+    #[command(flatten)]
+    pub db: DbPath,
+    #[arg(long, value_name = "ID")]
+    pub thread: String,
+    /// Keep runs 1..N; later runs are rolled back.
+    #[arg(long, value_name = "N")]
+    pub to: u32,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ForkArgs {
+    #[command(flatten)]
+    pub db: DbPath,
+    #[arg(long, value_name = "ID")]
+    pub thread: String,
+    /// The run to fork at.
+    #[arg(long, value_name = "N")]
+    pub at: u32,
+    /// The child thread's id (default: <thread>-fork<n>).
+    #[arg(long, value_name = "ID")]
+    pub child: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeBackArgs {
+    #[command(flatten)]
+    pub db: DbPath,
+    /// The fork (child thread) to merge back into its parent.
+    #[arg(long, value_name = "CHILD")]
+    pub thread: String,
+    /// A message for the parent's next run.
+    #[arg(long, value_name = "TEXT")]
+    pub message: Option<String>,
+    #[command(flatten)]
+    pub handoff: HandoffArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RegenerateArgs {
+    #[command(flatten)]
+    pub db: DbPath,
+    #[arg(long, value_name = "ID")]
+    pub thread: String,
+    /// The handoff to supersede (it must be the handoff of the running run).
+    #[arg(long, value_name = "ID")]
+    pub handoff: String,
+    /// Replace the user's message.
+    #[arg(long, value_name = "TEXT")]
+    pub message: Option<String>,
+    #[command(flatten)]
+    pub handoff_args: HandoffArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn open(db: &Path) -> Result<Store, u8> {
+    Store::open(db).map_err(|e| {
+        eprintln!("{e}");
+        FAIL
+    })
+}
+
+fn fail(e: StoreError) -> u8 {
+    eprintln!("{e}");
+    FAIL
+}
+
+fn json_out<T: serde::Serialize>(v: &T) {
+    print(&serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+/// `explain`/`render` with `--thread ID [--db FILE]`.
+pub(crate) fn load_state(src: &StateSource) -> Result<State, u8> {
+    let Some(thread) = &src.thread else {
+        eprintln!(
+            "error: give a state with --state FILE, or a stored thread with --db FILE --thread ID"
+        );
+        return Err(USAGE);
+    };
+    let store = open(&db_path(src.db.as_deref()))?;
+    store.load(thread).map_err(fail)
+}
+
+pub(crate) fn db(a: DbArgs) -> u8 {
+    match a.command {
+        DbCommand::Init(p) => {
+            let path = p.resolve();
+            let store = match open(&path) {
+                Ok(s) => s,
+                Err(c) => return c,
+            };
+            match store.schema_version() {
+                Ok(v) => {
+                    print(&format!("{}: schema version {v}", path.display()));
+                    OK
+                }
+                Err(e) => fail(e),
+            }
+        }
+        DbCommand::Import(a) => {
+            let mut store = match open(&a.db.resolve()) {
+                Ok(s) => s,
+                Err(c) => return c,
+            };
+            let mut code = OK;
+            for file in &a.states {
+                let state = match crate::state::load_file(file) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        eprintln!("{e}");
+                        code = FAIL;
+                        continue;
+                    }
+                };
+                match store.import_with(&state, a.replace) {
+                    Ok(()) => print(&format!(
+                        "imported {} from {} ({} runs)",
+                        state.thread.id,
+                        file.display(),
+                        state.runs.len()
+                    )),
+                    Err(e) => code = fail(e),
+                }
+            }
+            code
+        }
+        DbCommand::Export(a) => {
+            let store = match open(&a.db.resolve()) {
+                Ok(s) => s,
+                Err(c) => return c,
+            };
+            match store.export(&a.thread) {
+                Ok(s) if a.json => {
+                    json_out(&s);
+                    OK
+                }
+                Ok(s) => {
+                    use std::io::Write as _;
+                    let _ = write!(std::io::stdout().lock(), "{}", crate::state::to_yaml(&s));
+                    OK
+                }
+                Err(e) => fail(e),
+            }
+        }
+    }
+}
+
+/// The JSON of a dispatch: the decision (DESIGN §4) plus `handoff` and `recorded`.
+#[derive(serde::Serialize)]
+struct DispatchedJson<'a> {
+    #[serde(flatten)]
+    decision: &'a crate::decision::Decision,
+    handoff: &'a Option<store::HandoffRecord>,
+    recorded: Recorded<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct Recorded<'a> {
+    run: u32,
+    provider_thread: &'a Option<String>,
+    started: bool,
+}
+
+fn dispatched_json(d: &Dispatched) -> DispatchedJson<'_> {
+    DispatchedJson {
+        decision: &d.decision,
+        handoff: &d.handoff,
+        recorded: Recorded {
+            run: d.run,
+            provider_thread: &d.provider_thread,
+            started: d.started,
+        },
+    }
+}
+
+fn print_dispatched(d: &Dispatched, json: bool, what: &str) {
+    if json {
+        json_out(&dispatched_json(d));
+        return;
+    }
+    let dec = &d.decision;
+    print(&format!(
+        "{what} run {} on {}: {} ({})",
+        d.run,
+        dec.target,
+        dec.strategy.as_str(),
+        dec.decided_by
+            .because
+            .as_deref()
+            .unwrap_or(dec.decided_by.rule.as_str())
+    ));
+    if !dec.stale.is_empty() {
+        print(&format!("  stale: {}", dec.stale.join(", ")));
+    }
+    match &d.provider_thread {
+        Some(pt) => print(&format!(
+            "  provider thread: {} {pt}",
+            dec.provider_thread.action.as_str()
+        )),
+        None => print("  provider thread: none"),
+    }
+    match &d.handoff {
+        Some(h) => {
+            print(&format!(
+                "  handoff {} ({}) covers runs {}-{}, {}",
+                h.id,
+                h.strategy.as_str(),
+                h.covered.from,
+                h.covered.to,
+                h.status.as_str()
+            ));
+            if let Some(p) = &h.document_path {
+                print(&format!("  document: {}", p.display()));
+            }
+            if let Some(s) = &h.supersedes {
+                print(&format!("  supersedes: {s}"));
+            }
+        }
+        None => print("  handoff: none"),
+    }
+}
+
+fn policy_of(h: &HandoffArgs) -> Result<crate::policy::Policy, u8> {
+    load_policy(&h.policy)
+}
+
+pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
+    let policy = match policy_of(&a.handoff) {
+        Ok(p) => p,
+        Err(c) => return c,
+    };
+    let mut store = match open(&a.db.resolve()) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let req = store::DispatchRequest {
+        thread: a.thread.clone(),
+        target: a.target.clone(),
+        message: a.message.clone(),
+        model: a.model.clone(),
+        runtime_mode: a.runtime_mode.clone(),
+        clean_context: a.clean_context,
+        handoff_dir: a.handoff.handoff_dir.clone(),
+        templates_dir: a.handoff.templates.clone(),
+    };
+    match store::dispatch(&mut store, &policy, &req) {
+        Ok(d) => {
+            print_dispatched(&d, a.json, "started");
+            if d.started {
+                OK
+            } else {
+                eprintln!(
+                    "error: no run started: {} cannot take this thread (`unsupported`); dispatch to another provider",
+                    a.target
+                );
+                FAIL
+            }
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn read_items(path: &Path) -> Result<Vec<Item>, u8> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        eprintln!(
+            "{name}: error: cannot read items file: {}",
+            crate::state::io_reason(&e)
+        );
+        FAIL
+    })?;
+    let de = serde_yaml::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize::<_, Vec<Item>>(de).map_err(|e| {
+        let at = e.path().to_string();
+        let inner = e.into_inner();
+        let loc = inner
+            .location()
+            .map(|l| format!(":{}:{}", l.line(), l.column()))
+            .unwrap_or_default();
+        let at = if at == "." { String::new() } else { format!("{at}: ") };
+        // serde_yaml adds its own location and path; we print ours.
+        let msg = inner.to_string();
+        let msg = msg.split(" at line ").next().unwrap_or_default();
+        let msg = match msg.split_once(": ") {
+            Some((head, rest)) if !head.contains(char::is_whitespace) => rest,
+            _ => msg,
+        };
+        eprintln!("{name}{loc}: error: {at}{msg} (expected a list of items as in a state file's `runs[].items`)");
+        FAIL
+    })
+}
+
+pub(crate) fn complete(a: CompleteArgs) -> u8 {
+    let status = match a.status.as_str() {
+        "completed" => RunStatus::Completed,
+        "failed" => RunStatus::Failed,
+        "interrupted" => RunStatus::Interrupted,
+        other => {
+            eprintln!("error: --status: invalid value \"{other}\"; expected completed, failed or interrupted");
+            return USAGE;
+        }
+    };
+    let items = match read_items(&a.items) {
+        Ok(i) => i,
+        Err(c) => return c,
+    };
+    let mut store = match open(&a.db.resolve()) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    match store::complete_run(&mut store, &a.thread, a.run, items, status) {
+        Ok(c) => {
+            print(&format!(
+                "run {} of {}: {} ({} items){}",
+                c.run,
+                c.thread,
+                c.status.as_str(),
+                c.items,
+                c.handoff_consumed
+                    .map(|h| format!("; handoff {h} consumed"))
+                    .unwrap_or_default()
+            ));
+            OK
+        }
+        Err(e) => fail(e),
+    }
+}
+
+pub(crate) fn rollback(a: RollbackArgs) -> u8 {
+    let mut store = match open(&a.db.resolve()) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    match store::rollback(&mut store, &a.thread, a.to) {
+        Ok(r) if a.json => {
+            json_out(&r);
+            OK
+        }
+        Ok(r) => {
+            let list = |v: Vec<String>| {
+                if v.is_empty() {
+                    "none".to_string()
+                } else {
+                    v.join(", ")
+                }
+            };
+            print(&format!("rolled {} back to run {}", r.thread, r.to));
+            print(&format!(
+                "  runs rolled back: {}",
+                list(r.runs_rolled_back.iter().map(|o| o.to_string()).collect())
+            ));
+            print(&format!(
+                "  handoffs superseded: {}",
+                list(r.handoffs_superseded)
+            ));
+            print(&format!(
+                "  provider threads: {}",
+                list(
+                    r.provider_threads
+                        .iter()
+                        .map(|p| format!("{} ({}) {}", p.id, p.provider, p.status.as_str()))
+                        .collect()
+                )
+            ));
+            OK
+        }
+        Err(e) => fail(e),
+    }
+}
+
+pub(crate) fn fork(a: ForkArgs) -> u8 {
+    let mut store = match open(&a.db.resolve()) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    match store::fork(&mut store, &a.thread, a.at, a.child.as_deref()) {
+        Ok(r) if a.json => {
+            json_out(&r);
+            OK
+        }
+        Ok(r) => {
+            print(&format!(
+                "forked {} at run {} as {} (transfer {} pending until its first dispatch)",
+                r.parent, r.at, r.child, r.transfer
+            ));
+            OK
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn handoff_options(h: &HandoffArgs, message: Option<String>) -> store::HandoffOptions {
+    store::HandoffOptions {
+        message,
+        handoff_dir: h.handoff_dir.clone(),
+        templates_dir: h.templates.clone(),
+    }
+}
+
+pub(crate) fn merge_back(a: MergeBackArgs) -> u8 {
+    let policy = match policy_of(&a.handoff) {
+        Ok(p) => p,
+        Err(c) => return c,
+    };
+    let mut store = match open(&a.db.resolve()) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let opts = handoff_options(&a.handoff, a.message.clone());
+    match store::merge_back(&mut store, &policy, &a.thread, &opts) {
+        Ok(d) => {
+            print_dispatched(&d, a.json, "merge-back for parent");
+            OK
+        }
+        Err(e) => fail(e),
+    }
+}
+
+pub(crate) fn regenerate(a: RegenerateArgs) -> u8 {
+    let policy = match policy_of(&a.handoff_args) {
+        Ok(p) => p,
+        Err(c) => return c,
+    };
+    let mut store = match open(&a.db.resolve()) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let opts = handoff_options(&a.handoff_args, a.message.clone());
+    match store::regenerate(&mut store, &policy, &a.thread, &a.handoff, &opts) {
+        Ok(d) => {
+            print_dispatched(&d, a.json, "regenerated for");
+            OK
+        }
+        Err(e) => fail(e),
+    }
+}

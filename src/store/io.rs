@@ -1,0 +1,674 @@
+//! Rows <-> [`State`]: import (insert a whole thread), load/export, and the row-level writes
+//! the lifecycle operations share. Everything here runs on a connection or an open
+//! transaction ([`rusqlite::Transaction`] derefs to a connection).
+
+use super::{sql_err, StoreError};
+use crate::state::*;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{de::DeserializeOwned, Serialize};
+use std::time::Duration;
+
+/// A connection (or transaction) with the names errors need.
+pub(crate) struct Cx<'c> {
+    pub conn: &'c Connection,
+    pub path: String,
+    busy: Duration,
+}
+
+/// A stored handoff with the store-only columns.
+#[derive(Debug, Clone)]
+pub(crate) struct HandoffRow {
+    pub handoff: Handoff,
+    pub document_path: Option<String>,
+    pub document: Option<String>,
+    pub inline: Option<String>,
+}
+
+impl<'c> Cx<'c> {
+    pub fn new(conn: &'c Connection, path: &str, busy: Duration) -> Cx<'c> {
+        Cx {
+            conn,
+            path: path.to_string(),
+            busy,
+        }
+    }
+
+    pub fn err(&self, during: &str, e: rusqlite::Error) -> StoreError {
+        sql_err(&self.path, self.busy, during, e)
+    }
+
+    fn corrupt(&self, what: String, why: impl ToString) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.clone(),
+            what,
+            why: why.to_string(),
+        }
+    }
+
+    fn json<T: Serialize>(&self, what: &str, v: &T) -> Result<String, StoreError> {
+        serde_json::to_string(v).map_err(|e| self.corrupt(what.to_string(), e))
+    }
+
+    fn parse_json<T: DeserializeOwned>(&self, what: String, s: &str) -> Result<T, StoreError> {
+        serde_json::from_str(s).map_err(|e| self.corrupt(what, e))
+    }
+
+    fn parse_enum<T: DeserializeOwned>(&self, what: String, s: &str) -> Result<T, StoreError> {
+        serde_json::from_value(serde_json::Value::String(s.to_string()))
+            .map_err(|e| self.corrupt(what, e))
+    }
+
+    pub fn thread_exists(&self, thread: &str) -> Result<bool, StoreError> {
+        self.conn
+            .query_row("SELECT 1 FROM threads WHERE id = ?1", [thread], |_| Ok(()))
+            .optional()
+            .map(|o| o.is_some())
+            .map_err(|e| self.err("looking up a thread", e))
+    }
+
+    pub fn not_found(&self, thread: &str) -> StoreError {
+        StoreError::ThreadNotFound {
+            path: self.path.clone(),
+            thread: thread.to_string(),
+        }
+    }
+
+    pub fn threads(&self) -> Result<Vec<String>, StoreError> {
+        let during = "listing threads";
+        let mut st = self
+            .conn
+            .prepare("SELECT id FROM threads ORDER BY id")
+            .map_err(|e| self.err(during, e))?;
+        let rows = st
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(|e| self.err(during, e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.err(during, e))
+    }
+
+    pub fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
+        let during = "deleting a thread";
+        for sql in [
+            "DELETE FROM items WHERE thread = ?1",
+            "DELETE FROM runs WHERE thread = ?1",
+            "DELETE FROM provider_threads WHERE thread = ?1",
+            "DELETE FROM handoffs WHERE thread = ?1",
+            "DELETE FROM transfers WHERE thread = ?1",
+            "DELETE FROM checkpoints WHERE thread = ?1",
+            "DELETE FROM threads WHERE id = ?1",
+        ] {
+            self.conn
+                .execute(sql, [thread])
+                .map_err(|e| self.err(during, e))?;
+        }
+        Ok(())
+    }
+
+    /// Insert a whole thread (the caller checked it is not stored yet).
+    pub fn insert_state(&self, s: &State) -> Result<(), StoreError> {
+        let during = "importing a thread";
+        let t = &s.thread;
+        self.conn
+            .execute(
+                "INSERT INTO threads (id, version, title, compact_summary, compact_summary_through,
+                    parent_thread, parent_run, providers, request)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    t.id,
+                    s.version,
+                    t.title,
+                    t.compact_summary,
+                    t.compact_summary_through,
+                    t.parent.as_ref().map(|p| p.thread.as_str()),
+                    t.parent.as_ref().map(|p| p.run),
+                    self.json("providers", &s.providers)?,
+                    self.json("request", &s.request)?,
+                ],
+            )
+            .map_err(|e| self.err(during, e))?;
+        for (seq, pt) in s.provider_threads.iter().enumerate() {
+            self.insert_provider_thread(&t.id, seq as i64, pt)?;
+        }
+        for run in &s.runs {
+            self.insert_run(&t.id, run)?;
+            self.insert_items(&t.id, run.ordinal, 0, &run.items)?;
+        }
+        for (seq, h) in s.handoffs.iter().enumerate() {
+            self.insert_handoff(
+                &t.id,
+                seq as i64,
+                &HandoffRow {
+                    handoff: h.clone(),
+                    document_path: None,
+                    document: None,
+                    inline: None,
+                },
+            )?;
+        }
+        for (seq, x) in s.transfers.iter().enumerate() {
+            self.insert_transfer(&t.id, seq as i64, x)?;
+        }
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO checkpoints (thread, seq, run, files_changed, diff_summary)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(|e| self.err(during, e))?;
+        for (seq, c) in s.checkpoints.iter().enumerate() {
+            st.execute(params![
+                t.id,
+                seq as i64,
+                c.run,
+                c.files_changed,
+                c.diff_summary
+            ])
+            .map_err(|e| self.err(during, e))?;
+        }
+        Ok(())
+    }
+
+    pub fn insert_provider_thread(
+        &self,
+        thread: &str,
+        seq: i64,
+        pt: &ProviderThread,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO provider_threads (thread, id, seq, provider, model, runtime_mode,
+                    status, resume_failed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    thread,
+                    pt.id,
+                    seq,
+                    pt.provider,
+                    pt.model,
+                    pt.runtime_mode,
+                    pt.status.as_str(),
+                    pt.resume_failed
+                ])
+            })
+            .map(|_| ())
+            .map_err(|e| self.err("recording a provider thread", e))
+    }
+
+    pub fn insert_run(&self, thread: &str, run: &Run) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO runs (thread, ordinal, provider, provider_thread, status, handoff)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    thread,
+                    run.ordinal,
+                    run.provider,
+                    run.provider_thread,
+                    run.status.as_str(),
+                    run.handoff
+                ])
+            })
+            .map(|_| ())
+            .map_err(|e| self.err(&format!("recording run {}", run.ordinal), e))
+    }
+
+    /// Append `items` to run `run`, numbering them from `first`.
+    pub fn insert_items(
+        &self,
+        thread: &str,
+        run: u32,
+        first: usize,
+        items: &[Item],
+    ) -> Result<(), StoreError> {
+        let during = format!("recording the items of run {run}");
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO items (thread, run, idx, kind, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(|e| self.err(&during, e))?;
+        for (i, item) in items.iter().enumerate() {
+            let body = self.json("item", item)?;
+            st.execute(params![thread, run, (first + i) as i64, item.kind(), body])
+                .map_err(|e| self.err(&during, e))?;
+        }
+        Ok(())
+    }
+
+    pub fn insert_handoff(
+        &self,
+        thread: &str,
+        seq: i64,
+        row: &HandoffRow,
+    ) -> Result<(), StoreError> {
+        let h = &row.handoff;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO handoffs (thread, id, seq, transfer, target_run, from_provider_threads,
+                    to_provider_thread, covered_from, covered_to, strategy, status, created_by,
+                    summary, supersedes, document_path, document, inline_prompt)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    thread,
+                    h.id,
+                    seq,
+                    h.transfer,
+                    h.target_run,
+                    serde_json::to_string(&h.from_provider_threads).unwrap_or_else(|_| "[]".into()),
+                    h.to_provider_thread,
+                    h.covered.from,
+                    h.covered.to,
+                    h.strategy.as_str(),
+                    h.status.as_str(),
+                    h.created_by,
+                    h.summary,
+                    h.supersedes,
+                    row.document_path,
+                    row.document,
+                    row.inline,
+                ])
+            })
+            .map(|_| ())
+            .map_err(|e| self.err(&format!("recording handoff {}", h.id), e))
+    }
+
+    pub fn insert_transfer(&self, thread: &str, seq: i64, t: &Transfer) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO transfers (thread, id, seq, type, status, source_thread, target_thread,
+                    source_run, resolution, handoff)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    thread,
+                    t.id,
+                    seq,
+                    t.kind.as_str(),
+                    t.status.as_str(),
+                    t.source_thread,
+                    t.target_thread,
+                    t.source_run,
+                    t.resolution,
+                    t.handoff
+                ])
+            })
+            .map(|_| ())
+            .map_err(|e| self.err(&format!("recording transfer {}", t.id), e))
+    }
+
+    /// Next free `seq` of a per-thread ordered table.
+    pub fn next_seq(&self, table: &str, thread: &str) -> Result<i64, StoreError> {
+        self.conn
+            .query_row(
+                &format!("SELECT COALESCE(MAX(seq) + 1, 0) FROM {table} WHERE thread = ?1"),
+                [thread],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(&format!("numbering {table}"), e))
+    }
+
+    /// Run one UPDATE/INSERT statement.
+    pub fn exec(
+        &self,
+        during: &str,
+        sql: &str,
+        p: impl rusqlite::Params,
+    ) -> Result<usize, StoreError> {
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut st| st.execute(p))
+            .map_err(|e| self.err(during, e))
+    }
+
+    /// Load a thread as a state.
+    pub fn load(&self, thread: &str) -> Result<State, StoreError> {
+        let during = "loading a thread";
+        type ThreadRow = (
+            u32,
+            Option<String>,
+            Option<String>,
+            Option<u32>,
+            Option<String>,
+            Option<u32>,
+            String,
+            String,
+        );
+        let row: Option<ThreadRow> = self
+            .conn
+            .prepare_cached(
+                "SELECT version, title, compact_summary, compact_summary_through, parent_thread,
+                    parent_run, providers, request FROM threads WHERE id = ?1",
+            )
+            .and_then(|mut st| {
+                st.query_row([thread], |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                        r.get(6)?,
+                        r.get(7)?,
+                    ))
+                })
+                .optional()
+            })
+            .map_err(|e| self.err(during, e))?;
+        let Some((version, title, compact_summary, through, pthread, prun, providers, request)) =
+            row
+        else {
+            return Err(self.not_found(thread));
+        };
+        let parent = match (pthread, prun) {
+            (Some(thread), Some(run)) => Some(ParentRef { thread, run }),
+            _ => None,
+        };
+        let providers = self.parse_json(format!("thread {thread}: providers"), &providers)?;
+        let request = self.parse_json(format!("thread {thread}: request"), &request)?;
+        Ok(State {
+            version,
+            thread: Thread {
+                id: thread.to_string(),
+                title,
+                compact_summary,
+                compact_summary_through: through,
+                parent,
+            },
+            providers,
+            provider_threads: self.provider_threads(thread)?,
+            runs: self.runs(thread)?,
+            handoffs: self.handoffs(thread)?,
+            transfers: self.transfers(thread)?,
+            checkpoints: self.checkpoints(thread)?,
+            request,
+        })
+    }
+
+    fn provider_threads(&self, thread: &str) -> Result<Vec<ProviderThread>, StoreError> {
+        let during = "loading provider threads";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT id, provider, model, runtime_mode, status, resume_failed
+                 FROM provider_threads WHERE thread = ?1 ORDER BY seq",
+            )
+            .map_err(|e| self.err(during, e))?;
+        let rows = st
+            .query_map([thread], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, bool>(5)?,
+                ))
+            })
+            .map_err(|e| self.err(during, e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, provider, model, runtime_mode, status, resume_failed) =
+                row.map_err(|e| self.err(during, e))?;
+            let status = self.parse_enum(format!("provider thread {id}: status"), &status)?;
+            out.push(ProviderThread {
+                id,
+                provider,
+                model,
+                runtime_mode,
+                status,
+                resume_failed,
+            });
+        }
+        Ok(out)
+    }
+
+    fn runs(&self, thread: &str) -> Result<Vec<Run>, StoreError> {
+        let during = "loading runs";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT ordinal, provider, provider_thread, status, handoff
+                 FROM runs WHERE thread = ?1 ORDER BY ordinal",
+            )
+            .map_err(|e| self.err(during, e))?;
+        let rows = st
+            .query_map([thread], |r| {
+                Ok((
+                    r.get::<_, u32>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                ))
+            })
+            .map_err(|e| self.err(during, e))?;
+        let mut runs = Vec::new();
+        for row in rows {
+            let (ordinal, provider, provider_thread, status, handoff) =
+                row.map_err(|e| self.err(during, e))?;
+            let status = self.parse_enum(format!("run {ordinal}: status"), &status)?;
+            runs.push(Run {
+                ordinal,
+                provider,
+                provider_thread,
+                status,
+                handoff,
+                items: Vec::new(),
+            });
+        }
+        let during = "loading items";
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT run, idx, body FROM items WHERE thread = ?1 ORDER BY run, idx")
+            .map_err(|e| self.err(during, e))?;
+        let rows = st
+            .query_map([thread], |r| {
+                Ok((
+                    r.get::<_, u32>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })
+            .map_err(|e| self.err(during, e))?;
+        // Runs are contiguous from 1 (validated on the way in), so the ordinal is the index.
+        for row in rows {
+            let (run, idx, body) = row.map_err(|e| self.err(during, e))?;
+            let item: Item = self.parse_json(format!("run {run} item {idx}"), &body)?;
+            match runs.get_mut((run as usize).wrapping_sub(1)) {
+                Some(r) if r.ordinal == run => r.items.push(item),
+                _ => {
+                    return Err(self.corrupt(
+                        format!("run {run} item {idx}"),
+                        "the item belongs to a run that is not stored in order",
+                    ))
+                }
+            }
+        }
+        Ok(runs)
+    }
+
+    pub fn handoffs(&self, thread: &str) -> Result<Vec<Handoff>, StoreError> {
+        let during = "loading handoffs";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT id, transfer, target_run, from_provider_threads, to_provider_thread,
+                    covered_from, covered_to, strategy, status, created_by, summary, supersedes
+                 FROM handoffs WHERE thread = ?1 ORDER BY seq",
+            )
+            .map_err(|e| self.err(during, e))?;
+        type Row = (
+            String,
+            Option<String>,
+            Option<u32>,
+            String,
+            Option<String>,
+            u32,
+            u32,
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        );
+        let rows = st
+            .query_map([thread], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                    r.get(10)?,
+                    r.get(11)?,
+                ))
+            })
+            .map_err(|e| self.err(during, e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (
+                id,
+                transfer,
+                target_run,
+                from,
+                to,
+                cf,
+                ct,
+                strategy,
+                status,
+                created_by,
+                summary,
+                supersedes,
+            ): Row = row.map_err(|e| self.err(during, e))?;
+            let from_provider_threads =
+                self.parse_json(format!("handoff {id}: from_provider_threads"), &from)?;
+            let strategy = self.parse_enum(format!("handoff {id}: strategy"), &strategy)?;
+            let status = self.parse_enum(format!("handoff {id}: status"), &status)?;
+            out.push(Handoff {
+                id,
+                transfer,
+                target_run,
+                from_provider_threads,
+                to_provider_thread: to,
+                covered: RunRange { from: cf, to: ct },
+                strategy,
+                status,
+                created_by,
+                summary,
+                supersedes,
+            });
+        }
+        Ok(out)
+    }
+
+    fn transfers(&self, thread: &str) -> Result<Vec<Transfer>, StoreError> {
+        let during = "loading transfers";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT id, type, status, source_thread, target_thread, source_run, resolution,
+                    handoff FROM transfers WHERE thread = ?1 ORDER BY seq",
+            )
+            .map_err(|e| self.err(during, e))?;
+        type Row = (
+            String,
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+            Option<u32>,
+            Option<String>,
+            Option<String>,
+        );
+        let rows = st
+            .query_map([thread], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ))
+            })
+            .map_err(|e| self.err(during, e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, kind, status, source_thread, target_thread, source_run, resolution, handoff): Row =
+                row.map_err(|e| self.err(during, e))?;
+            let kind = self.parse_enum(format!("transfer {id}: type"), &kind)?;
+            let status = self.parse_enum(format!("transfer {id}: status"), &status)?;
+            out.push(Transfer {
+                id,
+                kind,
+                status,
+                source_thread,
+                target_thread,
+                source_run,
+                resolution,
+                handoff,
+            });
+        }
+        Ok(out)
+    }
+
+    fn checkpoints(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
+        let during = "loading checkpoints";
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT run, files_changed, diff_summary FROM checkpoints
+                 WHERE thread = ?1 ORDER BY seq",
+            )
+            .map_err(|e| self.err(during, e))?;
+        let rows = st
+            .query_map([thread], |r| {
+                Ok(Checkpoint {
+                    run: r.get(0)?,
+                    files_changed: r.get(1)?,
+                    diff_summary: r.get(2)?,
+                })
+            })
+            .map_err(|e| self.err(during, e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.err(during, e))
+    }
+
+    /// Record a decision in the log.
+    pub fn log_decision(
+        &self,
+        thread: &str,
+        operation: &str,
+        decision: &crate::decision::Decision,
+    ) -> Result<(), StoreError> {
+        let json = self.json("decision", decision)?;
+        self.exec(
+            "recording the decision",
+            "INSERT INTO decision_log (thread, run, operation, policy_name, policy_sha256, decision)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                thread,
+                decision.run,
+                operation,
+                decision.policy.name,
+                decision.policy.sha256,
+                json
+            ],
+        )
+        .map(|_| ())
+    }
+}

@@ -1,0 +1,1087 @@
+//! Lifecycle operations on stored threads (DESIGN §8). Each is one `BEGIN IMMEDIATE`
+//! transaction that loads the thread inside the transaction, so two callers racing on the
+//! same thread serialize: the second sees everything the first recorded.
+
+use super::grants::SqlGrants;
+use super::io::{Cx, HandoffRow};
+use super::{fault, sql_err, Store, StoreError};
+use crate::decision::{Decision, ThreadAction};
+use crate::eval::EvalOptions;
+use crate::pipeline::Outcome;
+use crate::policy::{Policy, Strategy};
+use crate::render::RenderOptions;
+use crate::state::*;
+use rusqlite::params;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// What `dispatch` needs besides the stored thread.
+#[derive(Debug, Clone, Default)]
+pub struct DispatchRequest {
+    pub thread: String,
+    pub target: String,
+    pub message: Option<String>,
+    pub model: Option<String>,
+    pub runtime_mode: Option<String>,
+    pub clean_context: bool,
+    /// Root of the off-band document directory (default: `$BATON_HANDOFF_DIR`, else private tmp).
+    pub handoff_dir: Option<PathBuf>,
+    pub templates_dir: Option<PathBuf>,
+}
+
+/// Options of the operations that make a handoff without starting a run of their own
+/// (`regenerate`, `merge_back`).
+#[derive(Debug, Clone, Default)]
+pub struct HandoffOptions {
+    pub message: Option<String>,
+    pub handoff_dir: Option<PathBuf>,
+    pub templates_dir: Option<PathBuf>,
+}
+
+/// A handoff as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HandoffRecord {
+    pub id: String,
+    /// The off-band document, when delivery is off-band.
+    pub document_path: Option<PathBuf>,
+    /// The first-turn prompt.
+    pub inline: String,
+    pub status: HandoffStatus,
+    pub covered: RunRange,
+    pub strategy: HandoffStrategy,
+    pub transfer: Option<String>,
+    pub supersedes: Option<String>,
+}
+
+/// The outcome of a dispatch (and of `regenerate` / `merge_back`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Dispatched {
+    pub decision: Decision,
+    /// The run started (for `merge_back`: the parent's next run, which the handoff is for).
+    pub run: u32,
+    /// The provider thread the run uses (its new id when one was created); none when the
+    /// decision is `unsupported` and no run was started.
+    pub provider_thread: Option<String>,
+    pub handoff: Option<HandoffRecord>,
+    /// Whether a run was recorded (false for `unsupported`, `regenerate` and `merge_back`).
+    pub started: bool,
+}
+
+/// The outcome of `complete_run`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Completed {
+    pub thread: String,
+    pub run: u32,
+    pub status: RunStatus,
+    /// Items appended.
+    pub items: usize,
+    /// The handoff the run consumed, now `consumed`.
+    pub handoff_consumed: Option<String>,
+}
+
+/// A provider thread whose status a rollback changed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderThreadChange {
+    pub id: String,
+    pub provider: String,
+    pub status: ProviderThreadStatus,
+}
+
+/// The outcome of `rollback`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RollbackReport {
+    pub thread: String,
+    pub to: u32,
+    pub runs_rolled_back: Vec<u32>,
+    pub handoffs_superseded: Vec<String>,
+    pub provider_threads: Vec<ProviderThreadChange>,
+}
+
+/// The outcome of `fork`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ForkReport {
+    pub parent: String,
+    pub child: String,
+    pub at: u32,
+    /// The pending fork transfer (in the child), resolved at the child's first dispatch.
+    pub transfer: String,
+}
+
+fn begin<'s>(
+    store: &'s mut Store,
+    during: &str,
+) -> Result<(rusqlite::Transaction<'s>, String, std::time::Duration), StoreError> {
+    let (conn, path, busy) = store.parts();
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(|e| sql_err(&path, busy, during, e))?;
+    Ok((tx, path, busy))
+}
+
+fn commit(
+    tx: rusqlite::Transaction<'_>,
+    cx_path: &str,
+    busy: std::time::Duration,
+    during: &str,
+) -> Result<(), StoreError> {
+    tx.commit().map_err(|e| sql_err(cx_path, busy, during, e))
+}
+
+/// `H<n>`-style ids: the smallest free `<prefix><n>` from `count + 1`.
+fn next_id(prefix: &str, count: usize, taken: impl Fn(&str) -> bool) -> String {
+    (count + 1..)
+        .map(|n| format!("{prefix}{n}"))
+        .find(|id| !taken(id))
+        .unwrap_or_else(|| format!("{prefix}{}", count + 1))
+}
+
+fn next_transfer_id(state: &State) -> String {
+    next_id("T", state.transfers.len(), |id| {
+        state.transfers.iter().any(|t| t.id == id)
+    })
+}
+
+/// The id of a new provider thread of `provider`: a letter per provider (the provider's own
+/// earlier threads' letter, else the first letter of its name no other provider uses: codex
+/// `C`, then claude `L`) and the next free number: `C1`, `L1`, `C2`, ...
+fn new_provider_thread_id(state: &State, provider: &str) -> String {
+    let prefix_of = |id: &str| -> Option<String> {
+        let letters: String = id.chars().take_while(|c| c.is_ascii_uppercase()).collect();
+        let rest = &id[letters.len()..];
+        (!letters.is_empty() && !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit()))
+            .then_some(letters)
+    };
+    let own = state
+        .provider_threads
+        .iter()
+        .filter(|p| p.provider == provider)
+        .find_map(|p| prefix_of(&p.id));
+    let others: Vec<String> = state
+        .provider_threads
+        .iter()
+        .filter(|p| p.provider != provider)
+        .filter_map(|p| prefix_of(&p.id))
+        .collect();
+    let prefix = own.unwrap_or_else(|| {
+        provider
+            .chars()
+            .filter(|c| c.is_ascii_alphabetic())
+            .map(|c| c.to_ascii_uppercase().to_string())
+            .find(|l| !others.contains(l))
+            .unwrap_or_else(|| provider.to_ascii_uppercase())
+    });
+    let count = state
+        .provider_threads
+        .iter()
+        .filter(|p| prefix_of(&p.id).as_deref() == Some(prefix.as_str()))
+        .count();
+    next_id(&prefix, count, |id| {
+        state.provider_threads.iter().any(|p| p.id == id)
+    })
+}
+
+/// Provider threads of the runs in `covered`, in order of first appearance.
+fn from_provider_threads(state: &State, covered: &RunRange) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in &state.runs {
+        if r.ordinal < covered.from || r.ordinal > covered.to {
+            continue;
+        }
+        if let Some(pt) = &r.provider_thread {
+            if !out.contains(pt) {
+                out.push(pt.clone());
+            }
+        }
+    }
+    out
+}
+
+fn pipeline_err(path: &str, thread: &str) -> impl Fn(crate::pipeline::PipelineError) -> StoreError {
+    let path = path.to_string();
+    let thread = thread.to_string();
+    move |source| StoreError::Pipeline {
+        path: path.clone(),
+        thread: thread.clone(),
+        source: Box::new(source),
+    }
+}
+
+fn decide(
+    policy: &Policy,
+    state: &State,
+    target: &str,
+    handoff_dir: Option<&PathBuf>,
+    templates_dir: Option<&PathBuf>,
+    path: &str,
+) -> Result<Outcome, StoreError> {
+    let eval = EvalOptions {
+        target: Some(target.to_string()),
+        document_root: handoff_dir.cloned(),
+    };
+    let render = RenderOptions {
+        templates_dir: templates_dir.cloned(),
+        ..Default::default()
+    };
+    crate::pipeline::run(policy, state, &eval, &render)
+        .map_err(pipeline_err(path, &state.thread.id))
+}
+
+/// The delivery stage, the single place a rendered handoff is delivered: the off-band
+/// document is written and its pre-grant inserted into `grants` inside the caller's
+/// transaction (a failed write falls back to inline, and the decision says so). Returns the
+/// handoff's status (`ready`: the document is in place, or the prompt carries it inline) and
+/// the document's path.
+fn deliver_stage(
+    cx: &Cx<'_>,
+    outcome: &mut Outcome,
+    thread: &str,
+    handoff_dir: Option<&PathBuf>,
+) -> (HandoffStatus, Option<PathBuf>) {
+    let offband = crate::deliver::OffbandStore::new(handoff_dir.cloned());
+    let mut grants = SqlGrants {
+        conn: cx.conn,
+        path: cx.path.clone(),
+    };
+    let delivered = crate::deliver::deliver(outcome, &offband, thread, &mut grants);
+    (HandoffStatus::Ready, delivered.document_path)
+}
+
+/// Record the handoff of `outcome` (delivering it first). Returns the record.
+#[allow(clippy::too_many_arguments)]
+fn record_handoff(
+    cx: &Cx<'_>,
+    state: &State,
+    outcome: &mut Outcome,
+    handoff_dir: Option<&PathBuf>,
+    target_run: Option<u32>,
+    to_provider_thread: Option<String>,
+    transfer: Option<String>,
+    supersedes: Option<String>,
+) -> Result<Option<HandoffRecord>, StoreError> {
+    let thread = state.thread.id.clone();
+    let (Some(hid), Some(covered), Some(strategy)) = (
+        outcome.decision.handoff_id.clone(),
+        outcome.decision.covered_runs.clone(),
+        outcome.decision.handoff_strategy,
+    ) else {
+        return Ok(None);
+    };
+    if outcome.rendered.is_none() {
+        return Ok(None);
+    }
+    let (status, document_path) = deliver_stage(cx, outcome, &thread, handoff_dir);
+    let Some(rendered) = outcome.rendered.as_ref() else {
+        return Ok(None);
+    };
+    let handoff = Handoff {
+        id: hid.clone(),
+        transfer: transfer.clone(),
+        target_run,
+        from_provider_threads: from_provider_threads(state, &covered),
+        to_provider_thread,
+        covered: covered.clone(),
+        strategy,
+        status,
+        created_by: Some(rendered.provenance.created_by.clone()),
+        summary: None,
+        supersedes: supersedes.clone(),
+    };
+    let seq = cx.next_seq("handoffs", &thread)?;
+    cx.insert_handoff(
+        &thread,
+        seq,
+        &HandoffRow {
+            handoff,
+            document_path: document_path.as_ref().map(|p| p.display().to_string()),
+            document: Some(rendered.document.clone()),
+            inline: Some(rendered.inline.clone()),
+        },
+    )?;
+    Ok(Some(HandoffRecord {
+        id: hid,
+        document_path,
+        inline: rendered.inline.clone(),
+        status,
+        covered,
+        strategy,
+        transfer,
+        supersedes,
+    }))
+}
+
+/// The fork anchor of a fork at `run`: its last assistant message, else its last user message.
+fn fork_anchor(run: &Run) -> Option<ForkAnchor> {
+    let last = |want: &str| {
+        run.items
+            .iter()
+            .rev()
+            .find(|i| i.kind() == want)
+            .map(|i| i.primary_text().to_string())
+    };
+    last("assistant_message")
+        .map(|text| ForkAnchor {
+            role: AnchorRole::Assistant,
+            text,
+        })
+        .or_else(|| {
+            last("user_message").map(|text| ForkAnchor {
+                role: AnchorRole::User,
+                text,
+            })
+        })
+}
+
+/// Decide, render and record the next run of a stored thread: the run (status `running`),
+/// the provider thread it resumes or creates, the handoff and its transfer, and a
+/// decision-log row. A thread whose last run is still running is refused. At a fork's first
+/// dispatch its pending fork transfer resolves (`resolved_native` or `resolved_portable`).
+pub fn dispatch(
+    store: &mut Store,
+    policy: &Policy,
+    req: &DispatchRequest,
+) -> Result<Dispatched, StoreError> {
+    let (tx, path, busy) = begin(store, "starting a dispatch")?;
+    let cx = Cx::new(&tx, &path, busy);
+    let thread = req.thread.as_str();
+    let mut state = cx.load(thread)?;
+    if let Some(last) = state.runs.last().filter(|r| r.status == RunStatus::Running) {
+        return Err(StoreError::RunInProgress {
+            path,
+            thread: thread.to_string(),
+            run: last.ordinal,
+        });
+    }
+    let pending_fork = state.thread.parent.as_ref().and_then(|_| {
+        state.transfers.iter().position(|t| {
+            t.kind == TransferType::Fork
+                && t.status == TransferStatus::Pending
+                && t.target_thread.as_deref() == Some(thread)
+        })
+    });
+    let anchor = state.request.fork_anchor.take();
+    state.request = Request {
+        provider: req.target.clone(),
+        model: req.model.clone(),
+        runtime_mode: req.runtime_mode.clone(),
+        clean_context: req.clean_context,
+        message: req.message.clone(),
+        kind: if pending_fork.is_some() {
+            RequestKind::Fork
+        } else {
+            RequestKind::Dispatch
+        },
+        fork_anchor: if pending_fork.is_some() { anchor } else { None },
+    };
+    let mut outcome = decide(
+        policy,
+        &state,
+        &req.target,
+        req.handoff_dir.as_ref(),
+        req.templates_dir.as_ref(),
+        &path,
+    )?;
+    fault("dispatch:after_decide");
+    let run = outcome.decision.run;
+    if outcome.decision.strategy == Strategy::Unsupported {
+        cx.log_decision(thread, "dispatch", &outcome.decision)?;
+        // Nothing starts: the decision is logged and returned.
+        commit(tx, &path, busy, "committing the dispatch")?;
+        return Ok(Dispatched {
+            decision: outcome.decision,
+            run,
+            provider_thread: None,
+            handoff: None,
+            started: false,
+        });
+    }
+
+    // A fork's first dispatch: the parent's provider threads copied into the fork belong to
+    // the parent; the fork gets a thread of its own (forked natively or created).
+    if pending_fork.is_some() {
+        cx.exec(
+            "closing the parent's provider threads in the fork",
+            "UPDATE provider_threads SET status = 'closed' WHERE thread = ?1",
+            [thread],
+        )?;
+    }
+    let action = outcome.decision.provider_thread.clone();
+    let provider_thread = match action.action {
+        ThreadAction::Resume => action.id.clone(),
+        ThreadAction::Create | ThreadAction::ForkNative => {
+            let id = new_provider_thread_id(&state, &req.target);
+            let pt = ProviderThread {
+                id: id.clone(),
+                provider: req.target.clone(),
+                model: req.model.clone(),
+                runtime_mode: req.runtime_mode.clone(),
+                status: ProviderThreadStatus::Active,
+                resume_failed: false,
+            };
+            cx.insert_provider_thread(thread, cx.next_seq("provider_threads", thread)?, &pt)?;
+            state.provider_threads.push(pt);
+            Some(id)
+        }
+        ThreadAction::None => None,
+    };
+
+    // The transfer: the fork's pending one resolves; a provider handoff gets a new one.
+    let native = outcome.decision.strategy == Strategy::NativeFork;
+    let transfer = match pending_fork.map(|i| state.transfers[i].id.clone()) {
+        Some(tid) => {
+            cx.exec(
+                "resolving the fork transfer",
+                "UPDATE transfers SET status = ?3, resolution = ?4, handoff = ?5
+                 WHERE thread = ?1 AND id = ?2",
+                params![
+                    thread,
+                    tid,
+                    if native {
+                        "resolved_native"
+                    } else {
+                        "resolved_portable"
+                    },
+                    if native {
+                        "native_fork"
+                    } else {
+                        "portable_context"
+                    },
+                    outcome.decision.handoff_id
+                ],
+            )?;
+            Some(tid)
+        }
+        None if outcome.decision.needs_handoff() => {
+            let tid = next_transfer_id(&state);
+            let t = Transfer {
+                id: tid.clone(),
+                kind: TransferType::ProviderHandoff,
+                status: TransferStatus::ResolvedPortable,
+                source_thread: Some(thread.to_string()),
+                target_thread: Some(thread.to_string()),
+                source_run: outcome.decision.covered_runs.as_ref().map(|c| c.to),
+                resolution: Some("portable_context".into()),
+                handoff: outcome.decision.handoff_id.clone(),
+            };
+            cx.insert_transfer(thread, cx.next_seq("transfers", thread)?, &t)?;
+            Some(tid)
+        }
+        None => None,
+    };
+    let handoff = record_handoff(
+        &cx,
+        &state,
+        &mut outcome,
+        req.handoff_dir.as_ref(),
+        Some(run),
+        provider_thread.clone(),
+        transfer,
+        None,
+    )?;
+    cx.insert_run(
+        thread,
+        &Run {
+            ordinal: run,
+            provider: req.target.clone(),
+            provider_thread: provider_thread.clone(),
+            status: RunStatus::Running,
+            handoff: handoff.as_ref().map(|h| h.id.clone()),
+            items: Vec::new(),
+        },
+    )?;
+    // Logged after delivery: a fallback to inline is part of the decision.
+    cx.log_decision(thread, "dispatch", &outcome.decision)?;
+    let request = serde_json::to_string(&state.request).unwrap_or_default();
+    cx.exec(
+        "recording the request",
+        "UPDATE threads SET request = ?2 WHERE id = ?1",
+        params![thread, request],
+    )?;
+    fault("dispatch:after_handoff");
+    commit(tx, &path, busy, "committing the dispatch")?;
+    fault("dispatch:after_commit");
+    Ok(Dispatched {
+        decision: outcome.decision,
+        run,
+        provider_thread,
+        handoff,
+        started: true,
+    })
+}
+
+/// Finish a running run: append its items and mark it completed, failed or interrupted.
+/// The handoff it consumed becomes `consumed` (and its transfer too), so the provider
+/// thread's coverage now includes the handoff's runs and this run.
+pub fn complete_run(
+    store: &mut Store,
+    thread: &str,
+    run: u32,
+    items: Vec<Item>,
+    status: RunStatus,
+) -> Result<Completed, StoreError> {
+    let (tx, path, busy) = begin(store, "completing a run")?;
+    let cx = Cx::new(&tx, &path, busy);
+    if !matches!(
+        status,
+        RunStatus::Completed | RunStatus::Failed | RunStatus::Interrupted
+    ) {
+        return Err(StoreError::BadRunStatus {
+            path,
+            thread: thread.into(),
+            run,
+            status: status.as_str().into(),
+        });
+    }
+    let mut state = cx.load(thread)?;
+    let n = state.runs.len() as u32;
+    let Some(r) = state.runs.get_mut((run as usize).wrapping_sub(1)) else {
+        return Err(StoreError::RunNotFound {
+            path,
+            thread: thread.into(),
+            run,
+            runs: n,
+        });
+    };
+    if r.status != RunStatus::Running {
+        return Err(StoreError::RunNotRunning {
+            path,
+            thread: thread.into(),
+            run,
+            status: r.status.as_str().into(),
+        });
+    }
+    let first = r.items.len();
+    r.items.extend(items.iter().cloned());
+    r.status = status;
+    let consumed = r.handoff.clone();
+    // The new items must keep the thread valid (item ids unique, ...).
+    crate::state::validate(&state, &format!("{path}#{thread}")).map_err(|source| {
+        StoreError::InvalidState {
+            path: path.clone(),
+            thread: thread.into(),
+            source: Box::new(source),
+        }
+    })?;
+    cx.insert_items(thread, run, first, &items)?;
+    cx.exec(
+        "completing the run",
+        "UPDATE runs SET status = ?3 WHERE thread = ?1 AND ordinal = ?2",
+        params![thread, run, status.as_str()],
+    )?;
+    let mut handoff_consumed = None;
+    if let Some(h) = &consumed {
+        let n = cx.exec(
+            "consuming the handoff",
+            "UPDATE handoffs SET status = 'consumed' WHERE thread = ?1 AND id = ?2 AND status = 'ready'",
+            params![thread, h],
+        )?;
+        cx.exec(
+            "consuming the transfer",
+            "UPDATE transfers SET status = 'consumed'
+             WHERE thread = ?1 AND handoff = ?2 AND type = 'provider_handoff'",
+            params![thread, h],
+        )?;
+        if n == 1 {
+            handoff_consumed = Some(h.clone());
+        }
+    }
+    commit(tx, &path, busy, "committing the run completion")?;
+    Ok(Completed {
+        thread: thread.into(),
+        run,
+        status,
+        items: items.len(),
+        handoff_consumed,
+    })
+}
+
+/// Make a new handoff for the running run that consumes `handoff`, superseding it. The old
+/// row keeps everything but its status (`superseded`); the new one names it in `supersedes`.
+pub fn regenerate(
+    store: &mut Store,
+    policy: &Policy,
+    thread: &str,
+    handoff: &str,
+    opts: &HandoffOptions,
+) -> Result<Dispatched, StoreError> {
+    let (tx, path, busy) = begin(store, "regenerating a handoff")?;
+    let cx = Cx::new(&tx, &path, busy);
+    let mut state = cx.load(thread)?;
+    let refuse = |why: String| StoreError::NotRegenerable {
+        path: path.clone(),
+        thread: thread.into(),
+        handoff: handoff.into(),
+        why,
+    };
+    let Some(old) = state.handoffs.iter().find(|h| h.id == handoff).cloned() else {
+        return Err(StoreError::HandoffNotFound {
+            path,
+            thread: thread.into(),
+            handoff: handoff.into(),
+        });
+    };
+    if old.status == HandoffStatus::Superseded {
+        return Err(refuse("it is already superseded".into()));
+    }
+    let Some(t) = old.target_run else {
+        return Err(refuse("it is not for a run of this thread".into()));
+    };
+    let run = state
+        .runs
+        .get((t as usize).wrapping_sub(1))
+        .cloned()
+        .filter(|r| r.status == RunStatus::Running && r.handoff.as_deref() == Some(handoff));
+    let Some(run) = run else {
+        return Err(refuse(format!(
+            "run {t} is not a running run that consumes it; only the handoff of the running run can be regenerated"
+        )));
+    };
+    // The thread as it was before that run's dispatch, with the old handoff out of the way.
+    state.runs.truncate(t as usize - 1);
+    for h in &mut state.handoffs {
+        if h.id == handoff {
+            h.status = HandoffStatus::Superseded;
+        }
+    }
+    let pt = run.provider_thread.clone();
+    if let Some(pt) = &pt {
+        let used_before = state
+            .runs
+            .iter()
+            .any(|r| r.provider_thread.as_deref() == Some(pt.as_str()));
+        if !used_before {
+            state.provider_threads.retain(|p| &p.id != pt);
+        }
+    }
+    if opts.message.is_some() {
+        state.request.message = opts.message.clone();
+    }
+    let mut outcome = decide(
+        policy,
+        &state,
+        &run.provider,
+        opts.handoff_dir.as_ref(),
+        opts.templates_dir.as_ref(),
+        &path,
+    )?;
+    if !outcome.decision.needs_handoff() {
+        return Err(StoreError::NoHandoff {
+            path,
+            thread: thread.into(),
+            target: run.provider.clone(),
+            strategy: outcome.decision.strategy.as_str().into(),
+            why: format!("handoff {handoff} was left as it is"),
+        });
+    }
+    cx.exec(
+        "superseding the old handoff",
+        "UPDATE handoffs SET status = 'superseded' WHERE thread = ?1 AND id = ?2",
+        params![thread, handoff],
+    )?;
+    let record = record_handoff(
+        &cx,
+        &state,
+        &mut outcome,
+        opts.handoff_dir.as_ref(),
+        Some(t),
+        pt.clone(),
+        old.transfer.clone(),
+        Some(handoff.to_string()),
+    )?;
+    cx.log_decision(thread, "regenerate", &outcome.decision)?;
+    if let Some(rec) = &record {
+        cx.exec(
+            "linking the run to the new handoff",
+            "UPDATE runs SET handoff = ?3 WHERE thread = ?1 AND ordinal = ?2",
+            params![thread, t, rec.id],
+        )?;
+        if let Some(tid) = &old.transfer {
+            cx.exec(
+                "linking the transfer to the new handoff",
+                "UPDATE transfers SET handoff = ?3 WHERE thread = ?1 AND id = ?2",
+                params![thread, tid, rec.id],
+            )?;
+        }
+    }
+    commit(tx, &path, busy, "committing the regeneration")?;
+    Ok(Dispatched {
+        decision: outcome.decision,
+        run: t,
+        provider_thread: pt,
+        handoff: record,
+        started: false,
+    })
+}
+
+/// Roll the thread back to run `to`: later runs become `rolled_back`, handoffs covering any
+/// of them `superseded`, and provider threads that saw them `rolled_back` when their provider
+/// can roll back, `divergent` otherwise (the next dispatch sees the `diverged` signal).
+pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackReport, StoreError> {
+    let (tx, path, busy) = begin(store, "rolling back")?;
+    let cx = Cx::new(&tx, &path, busy);
+    let state = cx.load(thread)?;
+    let n = state.runs.len() as u32;
+    let refuse = |why: String| StoreError::BadRollback {
+        path: path.clone(),
+        thread: thread.into(),
+        to,
+        why,
+    };
+    if to > n {
+        return Err(refuse(format!("the thread has {n} runs")));
+    }
+    let runs: Vec<u32> = state
+        .runs
+        .iter()
+        .filter(|r| r.ordinal > to && r.status != RunStatus::RolledBack)
+        .map(|r| r.ordinal)
+        .collect();
+    if runs.is_empty() {
+        return Err(refuse(format!("no live run after run {to}")));
+    }
+    let handoffs: Vec<&Handoff> = state
+        .handoffs
+        .iter()
+        .filter(|h| h.status != HandoffStatus::Superseded && h.covered.to > to)
+        .collect();
+    let mut changes = Vec::new();
+    for pt in &state.provider_threads {
+        if pt.status == ProviderThreadStatus::Closed {
+            continue;
+        }
+        let ran = state.runs.iter().any(|r| {
+            runs.contains(&r.ordinal) && r.provider_thread.as_deref() == Some(pt.id.as_str())
+        });
+        let handed = handoffs
+            .iter()
+            .any(|h| h.status.is_live() && h.to_provider_thread.as_deref() == Some(pt.id.as_str()));
+        if ran || handed {
+            let status = if caps_for(&state, &pt.provider).rollback {
+                ProviderThreadStatus::RolledBack
+            } else {
+                ProviderThreadStatus::Divergent
+            };
+            changes.push(ProviderThreadChange {
+                id: pt.id.clone(),
+                provider: pt.provider.clone(),
+                status,
+            });
+        }
+    }
+    cx.exec(
+        "rolling back runs",
+        "UPDATE runs SET status = 'rolled_back'
+         WHERE thread = ?1 AND ordinal > ?2 AND status <> 'rolled_back'",
+        params![thread, to],
+    )?;
+    for h in &handoffs {
+        cx.exec(
+            "superseding handoffs",
+            "UPDATE handoffs SET status = 'superseded' WHERE thread = ?1 AND id = ?2",
+            params![thread, h.id],
+        )?;
+        cx.exec(
+            "superseding transfers",
+            "UPDATE transfers SET status = 'superseded' WHERE thread = ?1 AND handoff = ?2",
+            params![thread, h.id],
+        )?;
+    }
+    for c in &changes {
+        cx.exec(
+            "marking provider threads",
+            "UPDATE provider_threads SET status = ?3 WHERE thread = ?1 AND id = ?2",
+            params![thread, c.id, c.status.as_str()],
+        )?;
+    }
+    commit(tx, &path, busy, "committing the rollback")?;
+    Ok(RollbackReport {
+        thread: thread.into(),
+        to,
+        runs_rolled_back: runs,
+        handoffs_superseded: handoffs.iter().map(|h| h.id.clone()).collect(),
+        provider_threads: changes,
+    })
+}
+
+/// Fork the thread at run `at`: a child thread (id `child`, else `<thread>-fork<n>`) that
+/// inherits runs 1..at, with lineage `parent: {thread, run: at}` and a `pending` fork
+/// transfer. Nothing provider-specific is chosen here; the child's first dispatch decides.
+pub fn fork(
+    store: &mut Store,
+    thread: &str,
+    at: u32,
+    child: Option<&str>,
+) -> Result<ForkReport, StoreError> {
+    let (tx, path, busy) = begin(store, "forking")?;
+    let cx = Cx::new(&tx, &path, busy);
+    let parent = cx.load(thread)?;
+    let refuse = |why: String| StoreError::BadForkPoint {
+        path: path.clone(),
+        thread: thread.into(),
+        run: at,
+        why,
+    };
+    let Some(source) = parent.runs.get((at as usize).wrapping_sub(1)) else {
+        return Err(refuse(format!("the thread has {} runs", parent.runs.len())));
+    };
+    match source.status {
+        RunStatus::Running => {
+            return Err(refuse("the run is still running; complete it first".into()))
+        }
+        RunStatus::RolledBack => return Err(refuse("the run was rolled back".into())),
+        _ => {}
+    }
+    let child_id = match child {
+        Some(c) => c.to_string(),
+        None => {
+            let mut k = 1;
+            loop {
+                let id = format!("{thread}-fork{k}");
+                if !cx.thread_exists(&id)? {
+                    break id;
+                }
+                k += 1;
+            }
+        }
+    };
+    if cx.thread_exists(&child_id)? {
+        return Err(StoreError::ThreadExists {
+            path,
+            thread: child_id,
+        });
+    }
+    let runs: Vec<Run> = parent.runs[..at as usize].to_vec();
+    let handoffs: Vec<Handoff> = parent
+        .handoffs
+        .iter()
+        .filter(|h| h.covered.to <= at && h.target_run.map(|t| t <= at).unwrap_or(false))
+        .cloned()
+        .collect();
+    let kept = |id: &str| handoffs.iter().any(|h| h.id == id);
+    let mut transfers: Vec<Transfer> = parent
+        .transfers
+        .iter()
+        .filter(|t| t.handoff.as_deref().map(kept).unwrap_or(false))
+        .cloned()
+        .collect();
+    let handoffs: Vec<Handoff> = handoffs
+        .iter()
+        .cloned()
+        .map(|mut h| {
+            if h.transfer
+                .as_deref()
+                .map(|t| !transfers.iter().any(|x| x.id == t))
+                .unwrap_or(false)
+            {
+                h.transfer = None;
+            }
+            if h.supersedes.as_deref().map(|s| !kept(s)).unwrap_or(false) {
+                h.supersedes = None;
+            }
+            h
+        })
+        .collect();
+    let runs: Vec<Run> = runs
+        .into_iter()
+        .map(|mut r| {
+            if r.handoff.as_deref().map(|h| !kept(h)).unwrap_or(false) {
+                r.handoff = None;
+            }
+            r
+        })
+        .collect();
+    let used = |pt: &ProviderThread| {
+        runs.iter()
+            .any(|r| r.provider_thread.as_deref() == Some(pt.id.as_str()))
+            || handoffs.iter().any(|h| {
+                h.to_provider_thread.as_deref() == Some(pt.id.as_str())
+                    || h.from_provider_threads.contains(&pt.id)
+            })
+    };
+    let provider_threads: Vec<ProviderThread> = parent
+        .provider_threads
+        .iter()
+        .filter(|p| used(p))
+        .cloned()
+        .collect();
+    let source_pt = source
+        .provider_thread
+        .as_deref()
+        .and_then(|id| provider_threads.iter().find(|p| p.id == id));
+    let mut state = State {
+        version: parent.version,
+        thread: Thread {
+            id: child_id.clone(),
+            title: parent.thread.title.clone(),
+            compact_summary: parent
+                .thread
+                .compact_summary_through
+                .filter(|t| *t <= at)
+                .and(parent.thread.compact_summary.clone()),
+            compact_summary_through: parent.thread.compact_summary_through.filter(|t| *t <= at),
+            parent: Some(ParentRef {
+                thread: thread.to_string(),
+                run: at,
+            }),
+        },
+        providers: parent.providers.clone(),
+        provider_threads: provider_threads.clone(),
+        runs,
+        handoffs,
+        transfers: Vec::new(),
+        checkpoints: parent
+            .checkpoints
+            .iter()
+            .filter(|c| c.run <= at)
+            .cloned()
+            .collect(),
+        request: Request {
+            provider: source.provider.clone(),
+            model: source_pt.and_then(|p| p.model.clone()),
+            runtime_mode: source_pt.and_then(|p| p.runtime_mode.clone()),
+            clean_context: false,
+            message: None,
+            kind: RequestKind::Fork,
+            fork_anchor: fork_anchor(source),
+        },
+    };
+    let tid = next_id("T", transfers.len(), |id| {
+        transfers.iter().any(|t| t.id == id)
+    });
+    transfers.push(Transfer {
+        id: tid.clone(),
+        kind: TransferType::Fork,
+        status: TransferStatus::Pending,
+        source_thread: Some(thread.to_string()),
+        target_thread: Some(child_id.clone()),
+        source_run: Some(at),
+        resolution: None,
+        handoff: None,
+    });
+    state.transfers = transfers;
+    crate::state::validate(&state, &format!("{path}#{child_id}")).map_err(|source| {
+        StoreError::InvalidState {
+            path: path.clone(),
+            thread: child_id.clone(),
+            source: Box::new(source),
+        }
+    })?;
+    cx.insert_state(&state)?;
+    commit(tx, &path, busy, "committing the fork")?;
+    Ok(ForkReport {
+        parent: thread.into(),
+        child: child_id,
+        at,
+        transfer: tid,
+    })
+}
+
+/// Merge a fork back: the child's runs since the fork point as a `fork_delta_summary`
+/// handoff for the parent's provider (the provider of the parent's latest live run), recorded
+/// in the child with a `merge_back` transfer naming the parent. The returned `run` and
+/// `provider_thread` are the parent's next run and the provider thread it would resume.
+pub fn merge_back(
+    store: &mut Store,
+    policy: &Policy,
+    child: &str,
+    opts: &HandoffOptions,
+) -> Result<Dispatched, StoreError> {
+    let (tx, path, busy) = begin(store, "merging back")?;
+    let cx = Cx::new(&tx, &path, busy);
+    let state = cx.load(child)?;
+    let Some(parent_ref) = state.thread.parent.clone() else {
+        return Err(StoreError::NotAFork {
+            path,
+            thread: child.into(),
+        });
+    };
+    if let Some(last) = state.runs.last().filter(|r| r.status == RunStatus::Running) {
+        return Err(StoreError::RunInProgress {
+            path,
+            thread: child.into(),
+            run: last.ordinal,
+        });
+    }
+    let own = state
+        .runs
+        .iter()
+        .any(|r| r.ordinal > parent_ref.run && r.status != RunStatus::RolledBack);
+    if !own {
+        return Err(StoreError::NothingToMerge {
+            path,
+            thread: child.into(),
+            at: parent_ref.run,
+        });
+    }
+    let parent = cx.load(&parent_ref.thread)?;
+    let target = parent
+        .runs
+        .iter()
+        .rev()
+        .find(|r| r.status != RunStatus::RolledBack)
+        .map(|r| r.provider.clone())
+        .unwrap_or_else(|| parent.request.provider.clone());
+    let parent_pt = crate::facts::find_target_thread(&parent, &target).map(|p| p.id.clone());
+    // Decide on the child as the parent's provider sees it: none of the child's provider
+    // threads are the parent's, so the whole delta since the fork point is handed over.
+    let mut view = state.clone();
+    for p in &mut view.provider_threads {
+        p.status = ProviderThreadStatus::Closed;
+    }
+    view.request = Request {
+        provider: target.clone(),
+        model: None,
+        runtime_mode: None,
+        clean_context: false,
+        message: opts.message.clone(),
+        kind: RequestKind::MergeBack,
+        fork_anchor: None,
+    };
+    let mut outcome = decide(
+        policy,
+        &view,
+        &target,
+        opts.handoff_dir.as_ref(),
+        opts.templates_dir.as_ref(),
+        &path,
+    )?;
+    if !outcome.decision.needs_handoff() {
+        return Err(StoreError::NoHandoff {
+            path,
+            thread: child.into(),
+            target,
+            strategy: outcome.decision.strategy.as_str().into(),
+            why: "nothing was merged back".into(),
+        });
+    }
+    let tid = next_transfer_id(&state);
+    let t = Transfer {
+        id: tid.clone(),
+        kind: TransferType::MergeBack,
+        status: TransferStatus::ResolvedPortable,
+        source_thread: Some(child.to_string()),
+        target_thread: Some(parent_ref.thread.clone()),
+        source_run: state.runs.last().map(|r| r.ordinal),
+        resolution: Some("portable_context".into()),
+        handoff: outcome.decision.handoff_id.clone(),
+    };
+    cx.insert_transfer(child, cx.next_seq("transfers", child)?, &t)?;
+    let record = record_handoff(
+        &cx,
+        &state,
+        &mut outcome,
+        opts.handoff_dir.as_ref(),
+        None,
+        None,
+        Some(tid),
+        None,
+    )?;
+    cx.log_decision(child, "merge_back", &outcome.decision)?;
+    commit(tx, &path, busy, "committing the merge-back")?;
+    Ok(Dispatched {
+        decision: outcome.decision,
+        run: parent.runs.len() as u32 + 1,
+        provider_thread: parent_pt,
+        handoff: record,
+        started: false,
+    })
+}

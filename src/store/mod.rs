@@ -1,0 +1,377 @@
+//! The SQLite store (DESIGN §8): threads, runs, items, provider threads, handoffs, transfers,
+//! checkpoints, grants and a decision log in one database file.
+//!
+//! Public entry point: [`Store`] (open, import, export/load) and the lifecycle operations in
+//! [`lifecycle`] ([`dispatch`], [`complete_run`], [`regenerate`], [`rollback`], [`fork`],
+//! [`merge_back`]). Every multi-row change is one `BEGIN IMMEDIATE` transaction that reloads
+//! the thread inside the transaction, so concurrent callers serialize.
+
+mod grants;
+mod io;
+pub mod lifecycle;
+mod schema;
+
+use crate::deliver::HandoffLiveness;
+use crate::state::State;
+use rusqlite::{Connection, OptionalExtension};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use lifecycle::{
+    complete_run, dispatch, fork, merge_back, regenerate, rollback, Completed, DispatchRequest,
+    Dispatched, ForkReport, HandoffOptions, HandoffRecord, ProviderThreadChange, RollbackReport,
+};
+pub use schema::SCHEMA_VERSION;
+
+/// How long a busy database is retried before [`StoreError::Busy`] (overridden by
+/// `$BATON_BUSY_TIMEOUT_MS`).
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Everything that can go wrong in the store. Each error names the database and the thread,
+/// run or handoff it refers to.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: error: cannot open database: {source}")]
+    Open {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("{path}: error: database schema version {found} is newer than this baton supports ({supported}); upgrade baton")]
+    TooNew {
+        path: String,
+        found: i64,
+        supported: i64,
+    },
+    #[error("{path}: error: the database is locked by another process (still busy after {waited_ms} ms while {during}); try again when it has finished")]
+    Busy {
+        path: String,
+        during: String,
+        waited_ms: u64,
+    },
+    #[error("{path}: error: database error while {during}: {source}")]
+    Sqlite {
+        path: String,
+        during: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("{path}: error: stored row is unreadable: {what}: {why}")]
+    Corrupt {
+        path: String,
+        what: String,
+        why: String,
+    },
+    #[error("{path}: error: no thread \"{thread}\" in the database; `baton db import` it first")]
+    ThreadNotFound { path: String, thread: String },
+    #[error("{path}: error: thread \"{thread}\" is already in the database (use --replace to overwrite it)")]
+    ThreadExists { path: String, thread: String },
+    #[error("{path}: error: thread \"{thread}\" has no run {run} (it has {runs} runs)")]
+    RunNotFound {
+        path: String,
+        thread: String,
+        run: u32,
+        runs: u32,
+    },
+    #[error("{path}: error: run {run} of thread \"{thread}\" is {status}, not running; only a running run can be completed")]
+    RunNotRunning {
+        path: String,
+        thread: String,
+        run: u32,
+        status: String,
+    },
+    #[error("{path}: error: run {run} of thread \"{thread}\" cannot end as `{status}`; a run ends as completed, failed or interrupted")]
+    BadRunStatus {
+        path: String,
+        thread: String,
+        run: u32,
+        status: String,
+    },
+    #[error("{path}: error: run {run} of thread \"{thread}\" is still running; complete it (`baton complete --run {run}`) before dispatching again")]
+    RunInProgress {
+        path: String,
+        thread: String,
+        run: u32,
+    },
+    #[error("{path}: error: cannot fork thread \"{thread}\" at run {run}: {why}")]
+    BadForkPoint {
+        path: String,
+        thread: String,
+        run: u32,
+        why: String,
+    },
+    #[error("{path}: error: cannot roll thread \"{thread}\" back to run {to}: {why}")]
+    BadRollback {
+        path: String,
+        thread: String,
+        to: u32,
+        why: String,
+    },
+    #[error("{path}: error: thread \"{thread}\" is not a fork, so it has nothing to merge back")]
+    NotAFork { path: String, thread: String },
+    #[error("{path}: error: fork \"{thread}\" has no runs of its own after the fork point (run {at}); nothing to merge back")]
+    NothingToMerge {
+        path: String,
+        thread: String,
+        at: u32,
+    },
+    #[error("{path}: error: thread \"{thread}\" has no handoff \"{handoff}\"")]
+    HandoffNotFound {
+        path: String,
+        thread: String,
+        handoff: String,
+    },
+    #[error(
+        "{path}: error: cannot regenerate handoff \"{handoff}\" of thread \"{thread}\": {why}"
+    )]
+    NotRegenerable {
+        path: String,
+        thread: String,
+        handoff: String,
+        why: String,
+    },
+    #[error("{path}: error: thread \"{thread}\": {source}")]
+    Pipeline {
+        path: String,
+        thread: String,
+        #[source]
+        source: Box<crate::pipeline::PipelineError>,
+    },
+    #[error("{path}: error: thread \"{thread}\": the policy's decision for {target} is `{strategy}`, which makes no handoff; {why}")]
+    NoHandoff {
+        path: String,
+        thread: String,
+        target: String,
+        strategy: String,
+        why: String,
+    },
+    #[error("{path}: error: thread \"{thread}\" would be invalid: {source}")]
+    InvalidState {
+        path: String,
+        thread: String,
+        #[source]
+        source: Box<crate::state::StateError>,
+    },
+}
+
+/// A baton database.
+pub struct Store {
+    conn: Connection,
+    path: Option<PathBuf>,
+    busy: Duration,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+fn busy_from_env() -> Duration {
+    std::env::var("BATON_BUSY_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_BUSY_TIMEOUT)
+}
+
+impl Store {
+    /// Open (creating if needed) the database at `path` and migrate it to the current schema.
+    /// WAL mode, foreign keys on, busy timeout [`DEFAULT_BUSY_TIMEOUT`] (or
+    /// `$BATON_BUSY_TIMEOUT_MS`).
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let name = path.display().to_string();
+        let conn = Connection::open(path).map_err(|source| StoreError::Open {
+            path: name.clone(),
+            source,
+        })?;
+        Self::setup(conn, Some(path.to_path_buf()))
+    }
+
+    /// A private in-memory database (tests, one-shot tools).
+    pub fn open_in_memory() -> Result<Store, StoreError> {
+        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
+            path: ":memory:".into(),
+            source,
+        })?;
+        Self::setup(conn, None)
+    }
+
+    fn setup(conn: Connection, path: Option<PathBuf>) -> Result<Store, StoreError> {
+        let mut store = Store {
+            conn,
+            path,
+            busy: busy_from_env(),
+        };
+        store.apply_busy_timeout()?;
+        let name = store.name();
+        let during = "configuring the connection";
+        if store.path.is_some() {
+            store
+                .conn
+                .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
+                .map_err(|e| store.err(during, e))?;
+            store
+                .conn
+                .execute_batch("PRAGMA synchronous=NORMAL")
+                .map_err(|e| store.err(during, e))?;
+        }
+        store
+            .conn
+            .execute_batch("PRAGMA foreign_keys=ON")
+            .map_err(|e| store.err(during, e))?;
+        schema::migrate(&mut store.conn, &name, store.busy)?;
+        Ok(store)
+    }
+
+    /// Change how long a busy database is retried before [`StoreError::Busy`].
+    pub fn set_busy_timeout(&mut self, t: Duration) -> Result<(), StoreError> {
+        self.busy = t;
+        self.apply_busy_timeout()
+    }
+
+    fn apply_busy_timeout(&self) -> Result<(), StoreError> {
+        self.conn
+            .busy_timeout(self.busy)
+            .map_err(|e| self.err("setting the busy timeout", e))
+    }
+
+    /// The database file (none in memory).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The schema version of the open database.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        schema::user_version(&self.conn).map_err(|e| self.err("reading the schema version", e))
+    }
+
+    /// The database's name in messages.
+    pub(crate) fn name(&self) -> String {
+        match &self.path {
+            Some(p) => p.display().to_string(),
+            None => ":memory:".into(),
+        }
+    }
+
+    pub(crate) fn err(&self, during: &str, e: rusqlite::Error) -> StoreError {
+        sql_err(&self.name(), self.busy, during, e)
+    }
+
+    /// The raw connection, for tests and benchmarks that inspect the schema.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Import a state file's thread. Fails when the thread is already stored.
+    pub fn import(&mut self, state: &State) -> Result<(), StoreError> {
+        self.import_with(state, false)
+    }
+
+    /// Import a thread, replacing a stored thread of the same id when `replace` holds.
+    pub fn import_with(&mut self, state: &State, replace: bool) -> Result<(), StoreError> {
+        let name = self.name();
+        crate::state::validate(state, &format!("{name}#{}", state.thread.id)).map_err(
+            |source| StoreError::InvalidState {
+                path: name.clone(),
+                thread: state.thread.id.clone(),
+                source: Box::new(source),
+            },
+        )?;
+        let busy = self.busy;
+        let tx = self.begin("importing a thread")?;
+        let cx = io::Cx::new(&tx, &name, busy);
+        if cx.thread_exists(&state.thread.id)? {
+            if !replace {
+                return Err(StoreError::ThreadExists {
+                    path: name,
+                    thread: state.thread.id.clone(),
+                });
+            }
+            cx.delete_thread(&state.thread.id)?;
+        }
+        cx.insert_state(state)?;
+        tx.commit()
+            .map_err(|e| sql_err(&name, busy, "committing the import", e))
+    }
+
+    /// The stored thread as a state file (the same as [`Store::load`]).
+    pub fn export(&self, thread: &str) -> Result<State, StoreError> {
+        self.load(thread)
+    }
+
+    /// Load a thread as a [`State`].
+    pub fn load(&self, thread: &str) -> Result<State, StoreError> {
+        io::Cx::new(&self.conn, &self.name(), self.busy).load(thread)
+    }
+
+    /// Every stored thread id, sorted.
+    pub fn threads(&self) -> Result<Vec<String>, StoreError> {
+        io::Cx::new(&self.conn, &self.name(), self.busy).threads()
+    }
+
+    /// For off-band GC: is this handoff live, superseded, or unknown (thread/handoff deleted)?
+    pub fn handoff_liveness(
+        &self,
+        thread: &str,
+        handoff: &str,
+    ) -> Result<HandoffLiveness, StoreError> {
+        let status: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT status FROM handoffs WHERE thread = ?1 AND id = ?2",
+                (thread, handoff),
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err("looking up a handoff", e))?;
+        Ok(match status.as_deref() {
+            None => HandoffLiveness::Unknown,
+            Some("superseded") => HandoffLiveness::Superseded,
+            Some(_) => HandoffLiveness::Live,
+        })
+    }
+
+    /// `BEGIN IMMEDIATE`: take the write lock now (waiting up to the busy timeout), so that a
+    /// read-then-write operation cannot interleave with another writer.
+    pub(crate) fn begin(&mut self, during: &str) -> Result<rusqlite::Transaction<'_>, StoreError> {
+        let name = self.name();
+        let busy = self.busy;
+        self.conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| sql_err(&name, busy, during, e))
+    }
+
+    pub(crate) fn parts(&mut self) -> (&mut Connection, String, Duration) {
+        let name = self.name();
+        (&mut self.conn, name, self.busy)
+    }
+}
+
+/// Map a rusqlite error: busy/locked becomes [`StoreError::Busy`].
+pub(crate) fn sql_err(path: &str, busy: Duration, during: &str, e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode;
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => StoreError::Busy {
+            path: path.to_string(),
+            during: during.to_string(),
+            waited_ms: busy.as_millis() as u64,
+        },
+        _ => StoreError::Sqlite {
+            path: path.to_string(),
+            during: during.to_string(),
+            source: e,
+        },
+    }
+}
+
+/// Test-only fault injection: when `$BATON_FAULT` names `step`, abort the process right here
+/// (no unwinding, no destructors: what a `kill -9` at this point would leave).
+pub(crate) fn fault(step: &str) {
+    if std::env::var("BATON_FAULT")
+        .map(|v| v == step)
+        .unwrap_or(false)
+    {
+        std::process::abort();
+    }
+}

@@ -1,0 +1,162 @@
+//! Schema migrations. The schema version is `PRAGMA user_version`; migration `i` (1-based)
+//! takes a database from version `i - 1` to `i`. A database is migrated in place on open; a
+//! database newer than [`SCHEMA_VERSION`] is refused.
+
+use super::{sql_err, StoreError};
+use rusqlite::{Connection, TransactionBehavior};
+use std::time::Duration;
+
+/// Version 1: the thread model of DESIGN §3 plus the decision log.
+const V1: &str = r#"
+CREATE TABLE threads (
+    id                      TEXT PRIMARY KEY,
+    version                 INTEGER NOT NULL,
+    title                   TEXT,
+    compact_summary         TEXT,
+    compact_summary_through INTEGER,
+    parent_thread           TEXT,
+    parent_run              INTEGER,
+    providers               TEXT NOT NULL DEFAULT '{}',  -- JSON: provider -> caps
+    request                 TEXT NOT NULL                -- JSON: the run about to start
+);
+CREATE TABLE provider_threads (
+    thread        TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    id            TEXT NOT NULL,
+    seq           INTEGER NOT NULL,
+    provider      TEXT NOT NULL,
+    model         TEXT,
+    runtime_mode  TEXT,
+    status        TEXT NOT NULL,
+    resume_failed INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (thread, id)
+);
+CREATE TABLE runs (
+    thread          TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    ordinal         INTEGER NOT NULL,
+    provider        TEXT NOT NULL,
+    provider_thread TEXT,
+    status          TEXT NOT NULL,
+    handoff         TEXT,
+    PRIMARY KEY (thread, ordinal)
+) WITHOUT ROWID;
+CREATE TABLE items (
+    thread TEXT NOT NULL,
+    run    INTEGER NOT NULL,
+    idx    INTEGER NOT NULL,
+    kind   TEXT NOT NULL,
+    body   TEXT NOT NULL,                                 -- JSON: the item as in a state file
+    PRIMARY KEY (thread, run, idx),
+    FOREIGN KEY (thread, run) REFERENCES runs(thread, ordinal) ON DELETE CASCADE
+) WITHOUT ROWID;
+CREATE TABLE handoffs (
+    thread                TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    id                    TEXT NOT NULL,
+    seq                   INTEGER NOT NULL,
+    transfer              TEXT,
+    target_run            INTEGER,
+    from_provider_threads TEXT NOT NULL DEFAULT '[]',     -- JSON list of ids
+    to_provider_thread    TEXT,
+    covered_from          INTEGER NOT NULL,
+    covered_to            INTEGER NOT NULL,
+    strategy              TEXT NOT NULL,
+    status                TEXT NOT NULL,
+    created_by            TEXT,
+    summary               TEXT,
+    supersedes            TEXT,
+    document_path         TEXT,                           -- store only: where it was delivered
+    document              TEXT,                           -- store only: the rendered document
+    inline_prompt         TEXT,                           -- store only: the first-turn prompt
+    PRIMARY KEY (thread, id)
+);
+CREATE INDEX handoffs_into ON handoffs (thread, to_provider_thread);
+CREATE TABLE transfers (
+    thread        TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    id            TEXT NOT NULL,
+    seq           INTEGER NOT NULL,
+    type          TEXT NOT NULL,
+    status        TEXT NOT NULL,
+    source_thread TEXT,
+    target_thread TEXT,
+    source_run    INTEGER,
+    resolution    TEXT,
+    handoff       TEXT,
+    PRIMARY KEY (thread, id)
+);
+CREATE TABLE checkpoints (
+    thread        TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    seq           INTEGER NOT NULL,
+    run           INTEGER NOT NULL,
+    files_changed INTEGER NOT NULL DEFAULT 0,
+    diff_summary  TEXT,
+    PRIMARY KEY (thread, seq)
+);
+CREATE TABLE decision_log (
+    id            INTEGER PRIMARY KEY,
+    thread        TEXT NOT NULL,
+    run           INTEGER NOT NULL,
+    operation     TEXT NOT NULL,
+    policy_name   TEXT NOT NULL,
+    policy_sha256 TEXT NOT NULL,
+    decision      TEXT NOT NULL,                           -- JSON: DESIGN §4
+    created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX decision_log_by_thread ON decision_log (thread, run);
+"#;
+
+/// Version 2: pre-grants persist in the store.
+const V2: &str = r#"
+CREATE TABLE grants (
+    id        INTEGER PRIMARY KEY,
+    thread    TEXT NOT NULL,
+    run       INTEGER NOT NULL,
+    tool      TEXT NOT NULL,
+    path      TEXT NOT NULL,
+    uses_left INTEGER NOT NULL,
+    handoff   TEXT NOT NULL
+);
+CREATE INDEX grants_by_turn ON grants (thread, run, path);
+"#;
+
+/// The migrations, in order: `MIGRATIONS[i]` upgrades version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[V1, V2];
+
+/// The schema version this baton writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
+
+/// Bring the database up to [`SCHEMA_VERSION`], all pending migrations in one transaction.
+pub(crate) fn migrate(conn: &mut Connection, path: &str, busy: Duration) -> Result<(), StoreError> {
+    let e = |during: &str, err| sql_err(path, busy, during, err);
+    let found = user_version(conn).map_err(|err| e("reading the schema version", err))?;
+    let too_new = |found| StoreError::TooNew {
+        path: path.to_string(),
+        found,
+        supported: SCHEMA_VERSION,
+    };
+    if found > SCHEMA_VERSION {
+        return Err(too_new(found));
+    }
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|err| e("migrating the schema", err))?;
+    // Another process may have migrated while we waited for the lock.
+    let found = user_version(&tx).map_err(|err| e("reading the schema version", err))?;
+    if found > SCHEMA_VERSION {
+        return Err(too_new(found));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+        let to = i + 1;
+        tx.execute_batch(sql)
+            .map_err(|err| e(&format!("migrating the schema to version {to}"), err))?;
+        tx.execute_batch(&format!("PRAGMA user_version = {to}"))
+            .map_err(|err| e(&format!("migrating the schema to version {to}"), err))?;
+    }
+    tx.commit()
+        .map_err(|err| e("committing the schema migration", err))
+}

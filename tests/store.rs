@@ -1,0 +1,373 @@
+//! The SQLite store through its library API: lossless import/export, migrations, indexes,
+//! grants, liveness and concurrent dispatches.
+
+use baton::deliver::{Grant, GrantStore, HandoffLiveness};
+use baton::policy;
+use baton::state::{self, RunStatus, State};
+use baton::store::{self, DispatchRequest, Store, StoreError};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn yaml_files(dir: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("yaml") | Some("json")
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn apply_sql(db: &Path, fixture: &str) {
+    let sql = std::fs::read_to_string(root().join("tests/fixtures/db").join(fixture)).unwrap();
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute_batch(&sql).unwrap();
+}
+
+#[test]
+fn export_of_import_equals_the_input_for_every_example_and_fixture() {
+    let mut checked = Vec::new();
+    let mut failures = Vec::new();
+    for dir in [
+        "examples",
+        "tests/fixtures/state",
+        "tests/fixtures/render",
+        "tests/fixtures/db",
+    ] {
+        for file in yaml_files(dir) {
+            // Only valid states can be imported; the invalid fixtures test the loader.
+            let Ok(input) = state::load_file(&file) else {
+                continue;
+            };
+            let mut store = Store::open_in_memory().unwrap();
+            store.import(&input).unwrap();
+            let output = store.export(&input.thread.id).unwrap();
+            if output != input {
+                failures.push(format!("{}: export differs from the input", file.display()));
+            } else if state::to_yaml(&output) != state::to_yaml(&input) {
+                failures.push(format!("{}: YAML text differs", file.display()));
+            }
+            checked.push(file);
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert!(checked.len() >= 25, "only {} files checked", checked.len());
+}
+
+#[test]
+fn round_trip_survives_a_file_database_and_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("b.db");
+    let input = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
+    Store::open(&db).unwrap().import(&input).unwrap();
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.load("th_1").unwrap(), input);
+    assert_eq!(store.threads().unwrap(), vec!["th_1".to_string()]);
+}
+
+#[test]
+fn importing_a_thread_twice_is_refused_unless_replacing() {
+    let mut store = Store::open_in_memory().unwrap();
+    let input = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
+    store.import(&input).unwrap();
+    let err = store.import(&input).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        ":memory:: error: thread \"th_1\" is already in the database (use --replace to overwrite it)"
+    );
+    let mut shorter = input.clone();
+    shorter.runs.truncate(2);
+    shorter.handoffs.clear();
+    shorter.transfers.clear();
+    shorter.checkpoints.clear();
+    store.import_with(&shorter, true).unwrap();
+    assert_eq!(store.load("th_1").unwrap(), shorter);
+}
+
+#[test]
+fn an_invalid_state_is_not_imported() {
+    let mut store = Store::open_in_memory().unwrap();
+    let mut s = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
+    s.runs[2].provider_thread = Some("NOPE".into());
+    let err = store.import(&s).unwrap_err().to_string();
+    assert!(
+        err.contains("runs[2].provider_thread: unknown provider thread \"NOPE\""),
+        "{err}"
+    );
+    assert!(store.threads().unwrap().is_empty());
+}
+
+#[test]
+fn loading_an_unknown_thread_names_it_and_the_database() {
+    let store = Store::open_in_memory().unwrap();
+    assert_eq!(
+        store.load("nope").unwrap_err().to_string(),
+        ":memory:: error: no thread \"nope\" in the database; `baton db import` it first"
+    );
+}
+
+#[test]
+fn a_version_0_database_is_migrated_in_place_keeping_its_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v0.db");
+    apply_sql(&db, "v0.sql");
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.schema_version().unwrap(), store::SCHEMA_VERSION);
+    let theme: String = store
+        .connection()
+        .query_row(
+            "SELECT value FROM app_settings WHERE key = 'theme'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(theme, "dark");
+    assert!(store.threads().unwrap().is_empty());
+}
+
+#[test]
+fn a_version_1_database_upgrades_with_its_threads_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v1.db");
+    apply_sql(&db, "v1.sql");
+    let mut store = Store::open(&db).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 2);
+    let s = store.load("th_v1").unwrap();
+    assert_eq!(s.runs.len(), 2);
+    assert_eq!(s.runs[0].items.len(), 2);
+    // Version 2 added the grants table.
+    store
+        .insert(Grant {
+            thread: "th_v1".into(),
+            run: 3,
+            tool: "Read".into(),
+            path: "/tmp/x".into(),
+            uses_left: 1,
+            handoff: "H1".into(),
+        })
+        .unwrap();
+    assert_eq!(store.find("th_v1", 3).unwrap().len(), 1);
+}
+
+#[test]
+fn a_database_from_a_newer_baton_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("new.db");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 7")
+        .unwrap();
+    let err = Store::open(&db).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: error: database schema version 7 is newer than this baton supports (2); upgrade baton",
+            db.display()
+        )
+    );
+}
+
+#[test]
+fn a_file_database_uses_wal_and_foreign_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("b.db")).unwrap();
+    let c = store.connection();
+    let mode: String = c
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    let fk: i64 = c
+        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!((mode.as_str(), fk), ("wal", 1));
+}
+
+fn plan(store: &Store, sql: &str) -> String {
+    let mut st = store
+        .connection()
+        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .unwrap();
+    let rows = st
+        .query_map([], |r| r.get::<_, String>(3))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect::<Vec<_>>();
+    rows.join("\n")
+}
+
+#[rstest::rstest]
+#[case::runs_after_ordinal_n("SELECT ordinal, status FROM runs WHERE thread = 't' AND ordinal > 5")]
+#[case::items_of_runs_after_n("SELECT body FROM items WHERE thread = 't' AND run > 5")]
+#[case::handoffs_into_provider_thread(
+    "SELECT id, covered_from, covered_to FROM handoffs WHERE thread = 't' AND to_provider_thread = 'C1'"
+)]
+#[case::grants_of_a_turn(
+    "SELECT uses_left FROM grants WHERE thread = 't' AND run = 3 AND path = '/x'"
+)]
+fn lookups_use_an_index_not_a_scan(#[case] sql: &str) {
+    let store = Store::open_in_memory().unwrap();
+    let p = plan(&store, sql);
+    assert!(!p.contains("SCAN"), "{sql}\n{p}");
+    assert!(
+        p.contains("USING INDEX")
+            || p.contains("USING COVERING INDEX")
+            || p.contains("USING PRIMARY KEY"),
+        "{sql}\n{p}"
+    );
+}
+
+#[test]
+fn grants_persist_and_a_use_is_consumed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("g.db");
+    let mut a = Store::open(&db).unwrap();
+    let g = Grant {
+        thread: "th_1".into(),
+        run: 9,
+        tool: "Read".into(),
+        path: "/docs/th_1/H2/handoff.md".into(),
+        uses_left: 1,
+        handoff: "H2".into(),
+    };
+    a.insert(g.clone()).unwrap();
+    let mut b = Store::open(&db).unwrap();
+    assert_eq!(b.find("th_1", 9).unwrap(), vec![g.clone()]);
+    assert!(b.consume("th_1", 9, &g.path).unwrap());
+    assert!(!a.consume("th_1", 9, &g.path).unwrap());
+    assert!(!a.consume("th_1", 9, Path::new("/other")).unwrap());
+    assert_eq!(a.find("th_1", 9).unwrap()[0].uses_left, 0);
+    assert!(a.find("th_1", 8).unwrap().is_empty());
+}
+
+fn request(thread: &str, target: &str, docs: &Path) -> DispatchRequest {
+    DispatchRequest {
+        thread: thread.into(),
+        target: target.into(),
+        handoff_dir: Some(docs.to_path_buf()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn dispatch_records_run_handoff_grant_and_decision_log_in_one_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    let mut store = Store::open(&dir.path().join("b.db")).unwrap();
+    let input = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
+    store.import(&input).unwrap();
+    let policy = policy::load("default").unwrap();
+    let d = store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs)).unwrap();
+    assert_eq!((d.run, d.provider_thread.as_deref()), (9, Some("C1")));
+    let h = d.handoff.clone().unwrap();
+    assert_eq!(h.id, "H2");
+    assert_eq!(h.status, state::HandoffStatus::Ready);
+    let doc = h.document_path.clone().unwrap();
+    assert!(doc.exists(), "{}", doc.display());
+    // The grant went into the store with the handoff.
+    let grants = store.find("th_1", 9).unwrap();
+    assert_eq!(grants.len(), 1);
+    assert_eq!(grants[0].handoff, "H2");
+    let s = store.load("th_1").unwrap();
+    assert_eq!(s.runs[8].status, RunStatus::Running);
+    assert_eq!(s.runs[8].handoff.as_deref(), Some("H2"));
+    let logged: (i64, String) = store
+        .connection()
+        .query_row(
+            "SELECT run, policy_sha256 FROM decision_log WHERE thread = 'th_1'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(logged, (9, policy.sha256.clone()));
+    assert_eq!(
+        store.handoff_liveness("th_1", "H2").unwrap(),
+        HandoffLiveness::Live
+    );
+    assert_eq!(
+        store.handoff_liveness("th_1", "H9").unwrap(),
+        HandoffLiveness::Unknown
+    );
+    assert_eq!(
+        store.handoff_liveness("gone", "H2").unwrap(),
+        HandoffLiveness::Unknown
+    );
+    // Regenerating supersedes H2.
+    let r = store::regenerate(&mut store, &policy, "th_1", "H2", &Default::default()).unwrap();
+    assert_eq!(r.handoff.unwrap().supersedes.as_deref(), Some("H2"));
+    assert_eq!(
+        store.handoff_liveness("th_1", "H2").unwrap(),
+        HandoffLiveness::Superseded
+    );
+}
+
+#[test]
+fn two_racing_dispatches_on_one_thread_start_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("race.db");
+    let docs = dir.path().join("docs");
+    let input = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
+    Store::open(&db).unwrap().import(&input).unwrap();
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let (db, docs, barrier) = (db.clone(), docs.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let policy = policy::load("default").unwrap();
+                let mut store = Store::open(&db).unwrap();
+                barrier.wait();
+                store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs))
+            })
+        })
+        .collect();
+    let results: Vec<Result<store::Dispatched, StoreError>> =
+        handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(ok, 1, "{results:?}");
+    let err = results.iter().find_map(|r| r.as_ref().err()).unwrap();
+    assert!(
+        matches!(err, StoreError::RunInProgress { run: 9, .. }),
+        "{err}"
+    );
+    let s: State = Store::open(&db).unwrap().load("th_1").unwrap();
+    assert_eq!(s.runs.len(), 9);
+    assert_eq!(s.handoffs.len(), 2, "one handoff (H2) for the one run");
+    assert_eq!(
+        s.provider_threads.len(),
+        2,
+        "no provider thread created twice"
+    );
+}
+
+#[test]
+fn a_busy_database_is_reported_after_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("busy.db");
+    let input = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
+    Store::open(&db).unwrap().import(&input).unwrap();
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut store = Store::open(&db).unwrap();
+    store
+        .set_busy_timeout(std::time::Duration::from_millis(100))
+        .unwrap();
+    let policy = policy::load("default").unwrap();
+    let err =
+        store::dispatch(&mut store, &policy, &request("th_1", "codex", dir.path())).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: error: the database is locked by another process (still busy after 100 ms while starting a dispatch); try again when it has finished",
+            db.display()
+        )
+    );
+    holder.execute_batch("ROLLBACK").unwrap();
+    let d = store::dispatch(&mut store, &policy, &request("th_1", "codex", dir.path())).unwrap();
+    assert_eq!(d.run, 9);
+}

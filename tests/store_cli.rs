@@ -1,0 +1,598 @@
+//! Lifecycle scenarios end to end through the CLI on a temporary database: seed 000's
+//! example built run by run, rollback, fork (native and portable), merge-back,
+//! regeneration, racing processes, fault injection, and the messages of bad input.
+
+mod common;
+
+use baton::state::{self, HandoffStatus, ProviderThreadStatus, RunStatus, State, TransferStatus};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Db {
+    dir: tempfile::TempDir,
+    db: PathBuf,
+}
+
+impl Db {
+    fn new() -> Db {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("baton.db");
+        let d = Db { dir, db };
+        d.ok(&["db", "init"]);
+        d
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = common::baton_cmd();
+        c.env("BATON_HANDOFF_DIR", self.dir.path().join("docs"))
+            .env("BATON_DB", &self.db)
+            .env_remove("BATON_FAULT")
+            .args(args);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(
+            o.status.success(),
+            "baton {args:?} failed: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    /// Run, expect exit `code`, return stderr.
+    fn fails(&self, args: &[&str], code: i32) -> String {
+        let o = self.run(args);
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "baton {args:?}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stderr).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        serde_json::from_str(&self.ok(args)).unwrap()
+    }
+
+    fn export(&self, thread: &str) -> State {
+        let text = self.ok(&["db", "export", "--thread", thread]);
+        state::parse_str(&text, state::Format::Yaml, "export").unwrap()
+    }
+
+    fn import(&self, file: &str) {
+        self.ok(&["db", "import", file]);
+    }
+
+    fn items_file(&self, run: &state::Run) -> PathBuf {
+        let p = self.dir.path().join(format!("items-{}.yaml", run.ordinal));
+        std::fs::write(&p, serde_yaml::to_string(&run.items).unwrap()).unwrap();
+        p
+    }
+
+    fn integrity_ok(&self) {
+        let c = rusqlite::Connection::open(&self.db).unwrap();
+        let r: String = c
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(r, "ok");
+    }
+}
+
+fn seed() -> State {
+    state::load_file(Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/seed-switch.yaml"
+    )))
+    .unwrap()
+}
+
+fn model_of(provider: &str) -> &'static str {
+    if provider == "codex" {
+        "gpt-5-codex"
+    } else {
+        "claude-sonnet-4"
+    }
+}
+
+/// Dispatch and complete `run` of the seed example (its provider, its items).
+fn play(db: &Db, run: &state::Run) -> serde_json::Value {
+    let d = db.json(&[
+        "dispatch",
+        "--thread",
+        "th_1",
+        "--target",
+        &run.provider,
+        "--model",
+        model_of(&run.provider),
+        "--runtime-mode",
+        "full_access",
+        "--json",
+    ]);
+    assert_eq!(d["recorded"]["run"], run.ordinal);
+    let items = db.items_file(run);
+    db.ok(&[
+        "complete",
+        "--thread",
+        "th_1",
+        "--run",
+        &run.ordinal.to_string(),
+        "--items",
+        items.to_str().unwrap(),
+    ]);
+    d
+}
+
+/// Seed 000 built run by run: runs 1-5 on codex, 6-8 on claude, 9 back on codex.
+fn build_seed(db: &Db) -> Vec<serde_json::Value> {
+    db.import("tests/fixtures/db/seed-empty.yaml");
+    let seed = seed();
+    let mut decisions: Vec<serde_json::Value> = seed.runs.iter().map(|r| play(db, r)).collect();
+    let mut run9 = seed.runs[0].clone();
+    run9.ordinal = 9;
+    run9.items = vec![state::Item::UserMessage {
+        id: None,
+        text: "Now add tests for the CSRF check.".into(),
+    }];
+    decisions.push(play(db, &run9));
+    decisions
+}
+
+#[test]
+fn seed_000_built_run_by_run_has_the_seed_coverage() {
+    let db = Db::new();
+    let d = build_seed(&db);
+    let strategies: Vec<&str> = d.iter().map(|d| d["strategy"].as_str().unwrap()).collect();
+    assert_eq!(
+        strategies,
+        [
+            "full_new",
+            "no_handoff",
+            "no_handoff",
+            "no_handoff",
+            "no_handoff",
+            "full_new",
+            "no_handoff",
+            "no_handoff",
+            "delta_existing"
+        ]
+    );
+    assert_eq!(d[5]["handoff"]["id"], "H1");
+    assert_eq!(d[8]["handoff"]["id"], "H2");
+    assert_eq!(d[8]["provider_thread"]["id"], "C1");
+    let s = db.export("th_1");
+    let pts: Vec<(&str, &str)> = s
+        .provider_threads
+        .iter()
+        .map(|p| (p.id.as_str(), p.provider.as_str()))
+        .collect();
+    assert_eq!(pts, [("C1", "codex"), ("L1", "claude")]);
+    let on: Vec<&str> = s
+        .runs
+        .iter()
+        .map(|r| r.provider_thread.as_deref().unwrap())
+        .collect();
+    assert_eq!(on, ["C1", "C1", "C1", "C1", "C1", "L1", "L1", "L1", "C1"]);
+    // The runs carry the seed's items, and run 6 consumed H1, as in examples/seed-switch.yaml.
+    let seed = seed();
+    for (got, want) in s.runs.iter().zip(&seed.runs) {
+        assert_eq!(got.items, want.items, "run {}", want.ordinal);
+        assert_eq!(got.handoff, want.handoff, "run {}", want.ordinal);
+        assert_eq!(got.status, RunStatus::Completed);
+    }
+    let h: Vec<_> = s
+        .handoffs
+        .iter()
+        .map(|h| {
+            (
+                h.id.as_str(),
+                h.covered.from,
+                h.covered.to,
+                h.to_provider_thread.as_deref().unwrap(),
+                h.strategy.as_str(),
+                h.status,
+                h.target_run,
+            )
+        })
+        .collect();
+    assert_eq!(
+        h,
+        [
+            (
+                "H1",
+                1,
+                5,
+                "L1",
+                "full_thread_summary",
+                HandoffStatus::Consumed,
+                Some(6)
+            ),
+            (
+                "H2",
+                6,
+                8,
+                "C1",
+                "delta_since_target_last_seen",
+                HandoffStatus::Consumed,
+                Some(9)
+            ),
+        ]
+    );
+    assert_eq!(s.handoffs[0].from_provider_threads, ["C1"]);
+    assert_eq!(s.handoffs[1].from_provider_threads, ["L1"]);
+    assert!(s
+        .transfers
+        .iter()
+        .all(|t| t.status == TransferStatus::Consumed));
+    // Coverage as the engine sees it: C1 native 1-5 and 9 plus H2; L1 native 6-8 plus H1.
+    let c1 = baton::facts::coverage(&s, "C1", |_| true);
+    assert_eq!(c1.native_runs, [1, 2, 3, 4, 5, 9]);
+    assert_eq!((c1.handoffs[0].from, c1.handoffs[0].to), (6, 8));
+    let l1 = baton::facts::coverage(&s, "L1", |_| true);
+    assert_eq!(l1.native_runs, [6, 7, 8]);
+    assert_eq!((l1.handoffs[0].from, l1.handoffs[0].to), (1, 5));
+    // explain reads the stored thread too.
+    let e = db.json(&[
+        "explain", "--thread", "th_1", "--target", "claude", "--json",
+    ]);
+    assert_eq!(e["covered_runs"]["from"], 9);
+
+    // Rollback to 5: runs 6-9 rolled back, H2 superseded, L1 rolled back (claude can roll
+    // back), C1 divergent (codex cannot).
+    let r = db.json(&["rollback", "--thread", "th_1", "--to", "5", "--json"]);
+    assert_eq!(r["runs_rolled_back"], serde_json::json!([6, 7, 8, 9]));
+    assert_eq!(r["handoffs_superseded"], serde_json::json!(["H2"]));
+    let s2 = db.export("th_1");
+    let status = |id: &str| {
+        s2.provider_threads
+            .iter()
+            .find(|p| p.id == id)
+            .unwrap()
+            .status
+    };
+    assert_eq!(status("C1"), ProviderThreadStatus::Divergent);
+    assert_eq!(status("L1"), ProviderThreadStatus::RolledBack);
+    assert!(s2.runs[5..]
+        .iter()
+        .all(|r| r.status == RunStatus::RolledBack));
+    assert_eq!(s2.handoffs[1].status, HandoffStatus::Superseded);
+    // Nothing else about H2 changed.
+    assert_eq!(
+        state::Handoff {
+            status: s.handoffs[1].status,
+            ..s2.handoffs[1].clone()
+        },
+        s.handoffs[1]
+    );
+    // The next dispatch sees the stale signal and starts fresh with runs 1-5.
+    let d = db.json(&[
+        "dispatch", "--thread", "th_1", "--target", "codex", "--json",
+    ]);
+    assert_eq!(d["stale"], serde_json::json!(["diverged"]));
+    assert_eq!(d["strategy"], "full_new");
+    assert_eq!(d["covered_runs"], serde_json::json!({"from": 1, "to": 5}));
+    assert_eq!(d["recorded"]["run"], 10);
+    assert_eq!(d["recorded"]["provider_thread"], "C2");
+    db.integrity_ok();
+}
+
+#[test]
+fn fork_at_5_resolves_natively_on_the_source_provider_then_merges_back() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    let out = db.ok(&[
+        "fork", "--thread", "th_1", "--at", "5", "--child", "th_fork",
+    ]);
+    assert_eq!(
+        out,
+        "forked th_1 at run 5 as th_fork (transfer T1 pending until its first dispatch)\n"
+    );
+    let child = db.export("th_fork");
+    assert_eq!(child.thread.parent.as_ref().unwrap().run, 5);
+    assert_eq!(child.runs.len(), 5);
+    assert_eq!(child.runs, seed().runs[..5].to_vec());
+    let t = child.transfers.last().unwrap();
+    assert_eq!(
+        (t.kind.as_str(), t.status, t.source_run),
+        ("fork", TransferStatus::Pending, Some(5))
+    );
+    // Nothing provider-specific was chosen at fork time.
+    assert_eq!(child.provider_threads.len(), 1);
+
+    let d = db.json(&[
+        "dispatch", "--thread", "th_fork", "--target", "codex", "--json",
+    ]);
+    assert_eq!(d["strategy"], "native_fork");
+    assert_eq!(
+        d["provider_thread"],
+        serde_json::json!({"action": "fork_native", "id": "C1"})
+    );
+    assert_eq!(d["recorded"]["provider_thread"], "C2");
+    assert!(d["handoff"].is_null());
+    let child = db.export("th_fork");
+    let t = child.transfers.iter().find(|t| t.id == "T1").unwrap();
+    assert_eq!(t.status, TransferStatus::ResolvedNative);
+    assert_eq!(t.resolution.as_deref(), Some("native_fork"));
+
+    // The fork's own run, then merge-back into the parent (last on claude, L1).
+    let items = db.dir.path().join("fork-items.yaml");
+    std::fs::write(
+        &items,
+        "- {kind: user_message, text: \"Try a Redis session store.\"}\n- {kind: decision, text: \"Keep Postgres after all.\"}\n",
+    )
+    .unwrap();
+    db.ok(&[
+        "complete",
+        "--thread",
+        "th_fork",
+        "--run",
+        "6",
+        "--items",
+        items.to_str().unwrap(),
+    ]);
+    let m = db.json(&["merge-back", "--thread", "th_fork", "--json"]);
+    assert_eq!(m["handoff_strategy"], "fork_delta_summary");
+    assert_eq!(m["covered_runs"], serde_json::json!({"from": 6, "to": 6}));
+    assert_eq!(m["target"], "claude");
+    assert_eq!(m["recorded"]["provider_thread"], "L1");
+    assert_eq!(m["recorded"]["run"], 9);
+    let child = db.export("th_fork");
+    let mb = child.transfers.last().unwrap();
+    assert_eq!(mb.kind.as_str(), "merge_back");
+    assert_eq!(mb.target_thread.as_deref(), Some("th_1"));
+    assert_eq!(mb.handoff, m["handoff"]["id"].as_str().map(String::from));
+    let h = child.handoffs.last().unwrap();
+    assert_eq!(h.strategy.as_str(), "fork_delta_summary");
+    let doc = m["handoff"]["document_path"].as_str().unwrap();
+    let text = std::fs::read_to_string(doc).unwrap();
+    assert!(text.contains("Keep Postgres after all."), "{text}");
+    // The parent is untouched.
+    assert_eq!(db.export("th_1"), seed());
+}
+
+#[test]
+fn fork_at_5_resolves_portably_on_another_provider() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    db.ok(&["fork", "--thread", "th_1", "--at", "5"]);
+    let d = db.json(&[
+        "dispatch",
+        "--thread",
+        "th_1-fork1",
+        "--target",
+        "claude",
+        "--json",
+    ]);
+    assert_eq!(d["strategy"], "full_new");
+    assert_eq!(d["handoff_strategy"], "full_thread_summary");
+    assert_eq!(d["covered_runs"], serde_json::json!({"from": 1, "to": 5}));
+    let child = db.export("th_1-fork1");
+    let t = child.transfers.last().unwrap();
+    assert_eq!(t.status, TransferStatus::ResolvedPortable);
+    assert_eq!(t.resolution.as_deref(), Some("portable_context"));
+    assert_eq!(t.handoff.as_deref(), d["handoff"]["id"].as_str());
+    // The parent's codex thread is the parent's: closed in the fork.
+    let c1 = child
+        .provider_threads
+        .iter()
+        .find(|p| p.id == "C1")
+        .unwrap();
+    assert_eq!(c1.status, ProviderThreadStatus::Closed);
+}
+
+#[test]
+fn regeneration_supersedes_the_old_handoff_and_links_the_new_one() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    db.ok(&["dispatch", "--thread", "th_1", "--target", "codex"]);
+    let before = db.export("th_1");
+    let out = db.ok(&["regenerate", "--thread", "th_1", "--handoff", "H2"]);
+    assert!(
+        out.contains("handoff H3 (delta_since_target_last_seen) covers runs 6-8, ready"),
+        "{out}"
+    );
+    assert!(out.contains("supersedes: H2"), "{out}");
+    let after = db.export("th_1");
+    let old = after.handoffs.iter().find(|h| h.id == "H2").unwrap();
+    assert_eq!(old.status, HandoffStatus::Superseded);
+    let was = before.handoffs.iter().find(|h| h.id == "H2").unwrap();
+    assert_eq!(
+        state::Handoff {
+            status: was.status,
+            ..old.clone()
+        },
+        *was,
+        "only the status of the old row changed"
+    );
+    let new = after.handoffs.iter().find(|h| h.id == "H3").unwrap();
+    assert_eq!(new.supersedes.as_deref(), Some("H2"));
+    assert_eq!(new.to_provider_thread.as_deref(), Some("C1"));
+    assert_eq!(after.runs[8].handoff.as_deref(), Some("H3"));
+    // A superseded handoff cannot be regenerated again.
+    let err = db.fails(&["regenerate", "--thread", "th_1", "--handoff", "H2"], 1);
+    assert!(
+        err.contains(
+            "cannot regenerate handoff \"H2\" of thread \"th_1\": it is already superseded"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn forking_from_a_running_run_is_refused() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    db.ok(&["dispatch", "--thread", "th_1", "--target", "codex"]);
+    let err = db.fails(&["fork", "--thread", "th_1", "--at", "9"], 1);
+    assert_eq!(
+        err,
+        format!(
+            "{}: error: cannot fork thread \"th_1\" at run 9: the run is still running; complete it first\n",
+            db.db.display()
+        )
+    );
+}
+
+#[rstest::rstest]
+#[case::export_unknown(&["db", "export", "--thread", "nope"], 1, "error: no thread \"nope\" in the database; `baton db import` it first")]
+#[case::dispatch_unknown(&["dispatch", "--thread", "nope", "--target", "codex"], 1, "no thread \"nope\"")]
+#[case::dispatch_unknown_target(&["dispatch", "--thread", "th_1", "--target", "gemini"], 1, "unknown provider \"gemini\"")]
+#[case::complete_not_running(&["complete", "--thread", "th_1", "--run", "3", "--items", "tests/fixtures/db/items.yaml"], 1, "run 3 of thread \"th_1\" is completed, not running; only a running run can be completed")]
+#[case::complete_missing_run(&["complete", "--thread", "th_1", "--run", "30", "--items", "tests/fixtures/db/items.yaml"], 1, "thread \"th_1\" has no run 30 (it has 8 runs)")]
+#[case::complete_bad_status(&["complete", "--thread", "th_1", "--run", "3", "--items", "tests/fixtures/db/items.yaml", "--status", "done"], 2, "--status: invalid value \"done\"; expected completed, failed or interrupted")]
+#[case::complete_bad_items(&["complete", "--thread", "th_1", "--run", "3", "--items", "tests/fixtures/db/bad-items.yaml"], 1, "tests/fixtures/db/bad-items.yaml:2:10: error: [1].kind: unknown variant `telepathy`, expected one of")]
+#[case::complete_missing_items(&["complete", "--thread", "th_1", "--run", "3", "--items", "nope.yaml"], 1, "nope.yaml: error: cannot read items file: no such file")]
+#[case::rollback_beyond(&["rollback", "--thread", "th_1", "--to", "12"], 1, "cannot roll thread \"th_1\" back to run 12: the thread has 8 runs")]
+#[case::rollback_nothing(&["rollback", "--thread", "th_1", "--to", "8"], 1, "cannot roll thread \"th_1\" back to run 8: no live run after run 8")]
+#[case::fork_beyond(&["fork", "--thread", "th_1", "--at", "0"], 1, "cannot fork thread \"th_1\" at run 0: the thread has 8 runs")]
+#[case::fork_existing_child(&["fork", "--thread", "th_1", "--at", "2", "--child", "th_1"], 1, "thread \"th_1\" is already in the database")]
+#[case::fork_bad_child(&["fork", "--thread", "th_1", "--at", "2", "--child", "../x"], 1, "thread.id")]
+#[case::merge_back_not_fork(&["merge-back", "--thread", "th_1"], 1, "thread \"th_1\" is not a fork, so it has nothing to merge back")]
+#[case::regenerate_unknown(&["regenerate", "--thread", "th_1", "--handoff", "H7"], 1, "thread \"th_1\" has no handoff \"H7\"")]
+#[case::regenerate_consumed(&["regenerate", "--thread", "th_1", "--handoff", "H1"], 1, "cannot regenerate handoff \"H1\" of thread \"th_1\": run 6 is not a running run that consumes it")]
+#[case::import_twice(&["db", "import", "examples/seed-switch.yaml"], 1, "thread \"th_1\" is already in the database (use --replace to overwrite it)")]
+#[case::import_invalid(&["db", "import", "tests/fixtures/state/duplicate-item.yaml"], 1, "duplicate-item.yaml")]
+#[case::explain_both_sources(&["explain", "--state", "examples/seed-switch.yaml", "--thread", "th_1"], 2, "cannot be used with")]
+#[case::import_nothing(&["db", "import"], 2, "required")]
+fn bad_input_says_what_is_wrong(#[case] args: &[&str], #[case] code: i32, #[case] msg: &str) {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    let err = db.fails(args, code);
+    assert!(err.contains(msg), "stderr: {err}");
+}
+
+#[test]
+fn merge_back_with_nothing_new_is_refused() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    db.ok(&["fork", "--thread", "th_1", "--at", "3", "--child", "f"]);
+    let err = db.fails(&["merge-back", "--thread", "f"], 1);
+    assert!(
+        err.contains(
+            "fork \"f\" has no runs of its own after the fork point (run 3); nothing to merge back"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_db_path_defaults_to_baton_db_env_then_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .current_dir(dir.path())
+        .env_remove("BATON_DB")
+        .args(["db", "init"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(dir.path().join("baton.db").exists());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "baton.db: schema version 2\n"
+    );
+}
+
+#[test]
+fn two_racing_processes_start_one_run() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            db.cmd(&["dispatch", "--thread", "th_1", "--target", "codex"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let ok = outs.iter().filter(|o| o.status.success()).count();
+    assert_eq!(ok, 1, "{outs:?}");
+    let loser = outs.iter().find(|o| !o.status.success()).unwrap();
+    assert!(
+        String::from_utf8_lossy(&loser.stderr)
+            .contains("run 9 of thread \"th_1\" is still running"),
+        "{loser:?}"
+    );
+    let s = db.export("th_1");
+    assert_eq!(
+        (s.runs.len(), s.handoffs.len(), s.provider_threads.len()),
+        (9, 2, 2)
+    );
+    db.integrity_ok();
+}
+
+#[test]
+fn a_locked_database_is_reported_not_corrupted() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    let holder = rusqlite::Connection::open(&db.db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let o = db
+        .cmd(&["dispatch", "--thread", "th_1", "--target", "codex"])
+        .env("BATON_BUSY_TIMEOUT_MS", "200")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "{}: error: the database is locked by another process (still busy after 200 ms while starting a dispatch); try again when it has finished\n",
+            db.db.display()
+        )
+    );
+    holder.execute_batch("ROLLBACK").unwrap();
+    db.integrity_ok();
+    assert_eq!(db.export("th_1"), seed());
+}
+
+fn count(db: &Db, table: &str) -> i64 {
+    let c = rusqlite::Connection::open(&db.db).unwrap();
+    c.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
+}
+
+/// Kill the process at a chosen step of a dispatch: the database is before or after the
+/// whole operation, never between.
+#[rstest::rstest]
+#[case::after_decide("dispatch:after_decide", false)]
+#[case::after_handoff("dispatch:after_handoff", false)]
+#[case::after_commit("dispatch:after_commit", true)]
+fn a_dispatch_killed_midway_leaves_the_database_before_or_after(
+    #[case] step: &str,
+    #[case] committed: bool,
+) {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    let before = db.export("th_1");
+    let o = db
+        .cmd(&["dispatch", "--thread", "th_1", "--target", "codex"])
+        .env("BATON_FAULT", step)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the fault hook aborts the process");
+    db.integrity_ok();
+    let after = db.export("th_1");
+    if committed {
+        assert_eq!(after.runs.len(), 9);
+        assert_eq!(after.handoffs.len(), 2);
+        assert_eq!((count(&db, "decision_log"), count(&db, "grants")), (1, 1));
+    } else {
+        assert_eq!(after, before);
+        assert_eq!((count(&db, "decision_log"), count(&db, "grants")), (0, 0));
+        // And the thread still works.
+        db.ok(&["dispatch", "--thread", "th_1", "--target", "codex"]);
+        assert_eq!(db.export("th_1").runs.len(), 9);
+    }
+}
