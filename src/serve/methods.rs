@@ -5,6 +5,7 @@
 use super::policy_set::PolicySet;
 use super::rpc::{code, RpcError};
 use super::session::{Shared, Turn};
+use super::stored::{self, StorePool};
 use crate::eval::{EvalError, EvalOptions};
 use crate::state::{Format, State, StateError};
 use serde::de::DeserializeOwned;
@@ -25,6 +26,14 @@ pub struct Spec {
 pub const NAMES: &[&str] = &[
     "explain",
     "render",
+    "dispatch",
+    "completeRun",
+    "rollback",
+    "fork",
+    "mergeBack",
+    "pregrant/check",
+    "thread/import",
+    "thread/export",
     "policy/reload",
     "policy/status",
     "health",
@@ -35,8 +44,11 @@ pub const NAMES: &[&str] = &[
 /// The spec of a routable method (`shutdown` and `exit` are handled by the session).
 pub fn lookup(method: &str) -> Option<Spec> {
     match method {
-        "explain" | "render" | "policy/status" | "health" => Some(Spec { mutates: false }),
-        "policy/reload" => Some(Spec { mutates: true }),
+        "explain" | "render" | "thread/export" | "policy/status" | "health" => {
+            Some(Spec { mutates: false })
+        }
+        "dispatch" | "completeRun" | "rollback" | "fork" | "mergeBack" | "pregrant/check"
+        | "thread/import" | "policy/reload" => Some(Spec { mutates: true }),
         _ => None,
     }
 }
@@ -62,15 +74,67 @@ pub async fn call(
     match method {
         "explain" => {
             let p: DecideParams = parse_params(method, params)?;
-            let set = shared.policies.current();
+            let (set, s) = (shared.policies.current(), shared.clone());
             let handoff_dir = shared.cfg.handoff_dir.clone();
-            blocking(turn, move || explain(&set, p, handoff_dir)).await
+            blocking(turn, move || explain(&set, &s.stores, p, handoff_dir)).await
         }
         "render" => {
             let p: DecideParams = parse_params(method, params)?;
-            let set = shared.policies.current();
+            let (set, s) = (shared.policies.current(), shared.clone());
             let handoff_dir = shared.cfg.handoff_dir.clone();
-            blocking(turn, move || render(&set, p, handoff_dir)).await
+            blocking(turn, move || render(&set, &s.stores, p, handoff_dir)).await
+        }
+        "dispatch" => {
+            let p: stored::DispatchParams = parse_params(method, params)?;
+            let (set, s) = (shared.policies.current(), shared.clone());
+            let handoff_dir = shared.cfg.handoff_dir.clone();
+            blocking(turn, move || {
+                stored::dispatch(&s.stores, &set, handoff_dir, p)
+            })
+            .await
+        }
+        "mergeBack" => {
+            let p: stored::MergeBackParams = parse_params(method, params)?;
+            let (set, s) = (shared.policies.current(), shared.clone());
+            let handoff_dir = shared.cfg.handoff_dir.clone();
+            blocking(turn, move || {
+                stored::merge_back(&s.stores, &set, handoff_dir, p)
+            })
+            .await
+        }
+        "completeRun" => {
+            let p: stored::CompleteParams = parse_params(method, params)?;
+            let s = shared.clone();
+            blocking(turn, move || stored::complete(&s.stores, p)).await
+        }
+        "rollback" => {
+            let p: stored::RollbackParams = parse_params(method, params)?;
+            let s = shared.clone();
+            blocking(turn, move || stored::rollback(&s.stores, p)).await
+        }
+        "fork" => {
+            let p: stored::ForkParams = parse_params(method, params)?;
+            let s = shared.clone();
+            blocking(turn, move || stored::fork(&s.stores, p)).await
+        }
+        "pregrant/check" => {
+            let p: stored::PregrantParams = parse_params(method, params)?;
+            let s = shared.clone();
+            blocking(turn, move || stored::pregrant_check(&s.stores, p)).await
+        }
+        "thread/import" => {
+            let p: stored::ImportParams = parse_params(method, params)?;
+            let s = shared.clone();
+            blocking(turn, move || {
+                let state = inline_state(p.state.as_ref(), p.state_text.as_deref())?;
+                stored::import(&s.stores, state, p.replace)
+            })
+            .await
+        }
+        "thread/export" => {
+            let p: stored::ThreadParams = parse_params(method, params)?;
+            let s = shared.clone();
+            blocking(turn, move || stored::export(&s.stores, p)).await
         }
         "policy/reload" => {
             let _: Empty = parse_params(method, params)?;
@@ -137,6 +201,8 @@ struct Empty {}
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct DecideParams {
+    /// A thread in the store.
+    thread: Option<String>,
     /// The state document (DESIGN §3) as a JSON object.
     state: Option<Value>,
     /// The state document as text (YAML or JSON, e.g. a state file's contents).
@@ -165,8 +231,20 @@ fn eval_error(e: &EvalError) -> RpcError {
     RpcError::new(code, e.to_string())
 }
 
-fn inline_state(p: &DecideParams) -> Result<State, RpcError> {
-    let v = match (&p.state, &p.state_text) {
+/// The state of a deciding request: the stored `thread`, or the inline `state` / `stateText`.
+fn state_of(p: &DecideParams, stores: &StorePool) -> Result<State, RpcError> {
+    match (&p.thread, p.state.is_some() || p.state_text.is_some()) {
+        (Some(t), false) => stored::load(stores, t),
+        (Some(_), true) => Err(RpcError::invalid_params(
+            "give either a stored `thread` or an inline `state`/`stateText`, not both",
+        )),
+        (None, _) => inline_state(p.state.as_ref(), p.state_text.as_deref()),
+    }
+}
+
+/// An inline state: `state` (a JSON object) or `stateText` (YAML or JSON text).
+fn inline_state(state: Option<&Value>, text: Option<&str>) -> Result<State, RpcError> {
+    let v = match (state, text) {
         (Some(v), None) => v,
         (None, Some(text)) => {
             return crate::state::parse_str(text, Format::Yaml, "params.stateText")
@@ -179,7 +257,7 @@ fn inline_state(p: &DecideParams) -> Result<State, RpcError> {
         }
         (None, None) => {
             return Err(RpcError::invalid_params(
-                "give the thread's state as `state` (a state document object) or `stateText` (its YAML/JSON text)",
+                "give the thread's state as `state` (a state document object) or `stateText` (its YAML/JSON text), or a stored `thread`",
             ))
         }
     };
@@ -188,8 +266,8 @@ fn inline_state(p: &DecideParams) -> Result<State, RpcError> {
             "`state` must be a state document object (DESIGN §3)",
         ));
     }
-    let text = v.to_string();
-    crate::state::parse_str(&text, Format::Json, "params.state").map_err(|e| state_error(&e))
+    crate::state::parse_str(&v.to_string(), Format::Json, "params.state")
+        .map_err(|e| state_error(&e))
 }
 
 fn eval_options(p: &DecideParams, handoff_dir: Option<PathBuf>) -> EvalOptions {
@@ -201,10 +279,11 @@ fn eval_options(p: &DecideParams, handoff_dir: Option<PathBuf>) -> EvalOptions {
 
 fn explain(
     set: &PolicySet,
+    stores: &StorePool,
     p: DecideParams,
     handoff_dir: Option<PathBuf>,
 ) -> Result<Value, RpcError> {
-    let state = inline_state(&p)?;
+    let state = state_of(&p, stores)?;
     let opts = eval_options(&p, handoff_dir);
     let d = crate::pipeline::decide(&set.policy, &state, &opts).map_err(|e| eval_error(&e))?;
     Ok(json!({
@@ -216,10 +295,11 @@ fn explain(
 
 fn render(
     set: &PolicySet,
+    stores: &StorePool,
     p: DecideParams,
     handoff_dir: Option<PathBuf>,
 ) -> Result<Value, RpcError> {
-    let state = inline_state(&p)?;
+    let state = state_of(&p, stores)?;
     let opts = eval_options(&p, handoff_dir);
     let ropts = crate::render::RenderOptions {
         templates_dir: set.templates_dir(),

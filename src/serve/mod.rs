@@ -13,6 +13,7 @@ pub mod methods;
 pub mod policy_set;
 pub mod rpc;
 pub mod session;
+pub mod stored;
 
 pub use framing::Framing;
 pub use policy_set::{PolicyHolder, PolicySet};

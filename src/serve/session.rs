@@ -5,6 +5,7 @@ use super::framing::{self, Frame, FrameError, FrameReader};
 use super::methods;
 use super::policy_set::PolicyHolder;
 use super::rpc::{self, code, Id, Incoming, RpcError};
+use super::stored::StorePool;
 use super::ServeConfig;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -48,6 +49,7 @@ type Cancels = Arc<Mutex<HashMap<Id, oneshot::Sender<()>>>>;
 pub struct Shared {
     pub cfg: ServeConfig,
     pub policies: Arc<PolicyHolder>,
+    pub stores: StorePool,
     /// thread id -> (sequence of the last queued request, its release signal).
     queues: Mutex<HashMap<String, QueueTail>>,
     seq: AtomicU64,
@@ -74,6 +76,7 @@ impl Drop for InFlight {
 impl Shared {
     pub fn new(cfg: ServeConfig, policies: Arc<PolicyHolder>) -> Arc<Shared> {
         Arc::new(Shared {
+            stores: StorePool::new(cfg.db.clone()),
             cfg,
             policies,
             queues: Mutex::new(HashMap::new()),
