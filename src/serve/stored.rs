@@ -57,7 +57,7 @@ pub fn store_error(e: &StoreError) -> RpcError {
         | StoreError::RunNotFound { .. }
         | StoreError::HandoffNotFound { .. } => code::NOT_FOUND,
         StoreError::InvalidState { .. } => code::STATE_ERROR,
-        StoreError::Pipeline { source, .. } => match source {
+        StoreError::Pipeline { source, .. } => match source.as_ref() {
             crate::pipeline::PipelineError::Eval(_) => code::POLICY_ERROR,
             crate::pipeline::PipelineError::Render(_) => code::RENDER_ERROR,
         },
