@@ -74,25 +74,64 @@ try {
   assert.match(status.sha256, /^[0-9a-f]{64}$/);
   step(`health ok, policy ${status.name} ${status.sha256.slice(0, 12)}`);
 
-  // Seed 000: runs 1-5 on codex, switch to claude for run 6.
-  const r6 = await req("explain", { stateText: stateText("seed-run6.yaml") });
-  assert.equal(r6.decision.target, "claude");
-  assert.equal(r6.decision.strategy, "full_new");
-  assert.equal(r6.decision.provider_thread.action, "create");
-  assert.deepEqual(r6.decision.covered_runs, { from: 1, to: 5 });
-  assert.equal(r6.decision.policy.sha256, status.sha256);
-  assert.equal(r6.policy.sha256, status.sha256);
+  // Seed 000 run by run, as the app would drive it: runs 1-5 on codex, 6-8 on claude, 9 back
+  // on codex. The thread starts empty in the store.
+  await req("thread/import", {
+    state: { version: 1, thread: { id: "th_1", title: "Add GitHub OAuth login" }, request: { provider: "codex" } },
+  });
+  const seed = JSON.parse(readFileSync(join(here, "seed-000-items.json"), "utf8"));
+  const runs = {};
+  for (const [i, target] of ["codex", "codex", "codex", "codex", "codex", "claude", "claude", "claude"].entries()) {
+    const d = await req("dispatch", { thread: "th_1", target, message: seed[i].message });
+    assert.equal(d.run, i + 1);
+    assert.equal(d.started, true);
+    assert.equal(d.decision.policy.sha256, status.sha256, "every decision names the policy that made it");
+    assert.equal(d.policy.sha256, status.sha256);
+    runs[d.run] = d;
+    const c = await req("completeRun", { thread: "th_1", run: d.run, items: seed[i].items });
+    assert.equal(c.status, "completed");
+  }
+  assert.equal(runs[1].decision.provider_thread.action, "create");
+  const codexThread = runs[1].providerThread;
+  assert.equal(runs[5].decision.strategy, "no_handoff");
+  assert.deepEqual(runs[5].decision.provider_thread, { action: "resume", id: codexThread });
+  step(`runs 1-5 on codex: created ${codexThread}, then resumed it with no handoff`);
+
+  const r6 = runs[6].decision;
+  assert.equal(r6.target, "claude");
+  assert.equal(r6.strategy, "full_new");
+  assert.equal(r6.provider_thread.action, "create");
+  assert.deepEqual(r6.covered_runs, { from: 1, to: 5 });
+  assert.equal(runs[6].handoff.id, r6.handoff_id);
   step("run 6 on claude: full_new, create, covers runs 1-5");
 
-  // Runs 6-8 on claude, switch back to codex for run 9.
-  const r9 = await req("render", { stateText: stateText("seed-switch.yaml") });
-  assert.equal(r9.decision.target, "codex");
-  assert.equal(r9.decision.strategy, "delta_existing");
-  assert.deepEqual(r9.decision.provider_thread, { action: "resume", id: "C1" });
-  assert.deepEqual(r9.decision.covered_runs, { from: 6, to: 8 });
-  assert.equal(r9.decision.policy.sha256, status.sha256);
-  assert.ok(r9.handoff.document.includes("CSRF"), "the delta document covers runs 6-8");
-  step("run 9 on codex: delta_existing, resume C1, covers runs 6-8, document rendered");
+  const d9 = await req("dispatch", { thread: "th_1", target: "codex", message: "Now add tests for the CSRF check." });
+  assert.equal(d9.run, 9);
+  assert.equal(d9.decision.strategy, "delta_existing");
+  assert.deepEqual(d9.decision.provider_thread, { action: "resume", id: codexThread });
+  assert.deepEqual(d9.decision.covered_runs, { from: 6, to: 8 });
+  assert.equal(d9.decision.policy.sha256, status.sha256);
+  step(`run 9 back on codex: delta_existing, resume ${codexThread}, covers runs 6-8`);
+
+  // The child may Read exactly its handoff document, once.
+  if (d9.decision.pregrant) {
+    const path = d9.decision.pregrant.path;
+    const allow = await req("pregrant/check", { thread: "th_1", run: 9, tool: "Read", args: { file_path: path } });
+    assert.equal(allow.allow, true, allow.reason);
+    const again = await req("pregrant/check", { thread: "th_1", run: 9, tool: "Read", path });
+    assert.equal(again.allow, false);
+    step(`pre-grant: Read of the handoff allowed once, then denied (${again.reason})`);
+  }
+  await req("completeRun", { thread: "th_1", run: 9, items: [] });
+
+  // The inline forms: the same seed example from state files.
+  const i6 = await req("explain", { stateText: stateText("seed-run6.yaml") });
+  assert.equal(i6.decision.strategy, "full_new");
+  const i9 = await req("render", { stateText: stateText("seed-switch.yaml") });
+  assert.equal(i9.decision.strategy, "delta_existing");
+  assert.deepEqual(i9.decision.covered_runs, { from: 6, to: 8 });
+  assert.ok(i9.handoff.document.includes("CSRF"), "the delta document covers runs 6-8");
+  step("explain/render of inline states agree: run 6 full_new, run 9 delta_existing");
 
   // Bad input is answered with the standard codes and the server keeps serving.
   await assert.rejects(req("no/such/method"), (e) => e.code === -32601);
