@@ -95,7 +95,7 @@ fn rss_kib(pid: u32) -> u64 {
 fn big_thread() -> Value {
     let runs: Vec<Value> = (1..=BIG_RUNS)
         .map(|n| {
-            let (provider, pt) = if (n / 100) % 2 == 0 { ("codex", "C1") } else { ("claude", "L1") };
+            let (provider, pt) = if (n / 100).is_multiple_of(2) { ("codex", "C1") } else { ("claude", "L1") };
             json!({"ordinal": n, "provider": provider, "provider_thread": pt, "items": [
                 {"kind": "user_message", "text": format!("Step {n}: change the handler and keep the tests green.")},
                 {"kind": "reasoning", "text": "Think about it."},
@@ -184,13 +184,13 @@ fn main() {
                     assert!(Instant::now() < deadline, "bench exceeded its time bound");
                     let id = (c * (WARMUP + per_client) + k) as u64 + 1_000;
                     let (method, params): (&'static str, Value) = match i % 10 {
-                        0 | 5 => ("explain", json!({"thread": "big", "target": if i % 20 == 0 { "codex" } else { "claude" }})),
+                        0 | 5 => ("explain", json!({"thread": "big", "target": if i.is_multiple_of(20) { "codex" } else { "claude" }})),
                         1 | 6 => ("health", json!({})),
                         2 => ("policy/status", json!({})),
                         3 | 7 => ("explain", json!({"state": mine})),
                         4 => {
                             run += 1;
-                            ("dispatch", json!({"thread": format!("c{c}"), "target": if (run / 3) % 2 == 0 { "codex" } else { "claude" }}))
+                            ("dispatch", json!({"thread": format!("c{c}"), "target": if (run / 3).is_multiple_of(2) { "codex" } else { "claude" }}))
                         }
                         8 => ("completeRun", json!({"thread": format!("c{c}"), "run": run, "items": [{"kind": "assistant_message", "text": "ok"}]})),
                         _ => ("render", json!({"state": mine})),
@@ -199,7 +199,7 @@ fn main() {
                     let r = conn.call(id, method, params);
                     lat.entry(method).or_default().push(t.elapsed());
                     assert!(seen.insert(r["id"].as_u64().unwrap()), "duplicate response");
-                    if k >= WARMUP && i % (per_client / 10).max(1) == 0 && c == 0 {
+                    if k >= WARMUP && i.is_multiple_of((per_client / 10).max(1)) && c == 0 {
                         samples.lock().unwrap().push(rss_kib(pid));
                     }
                 }
