@@ -53,7 +53,10 @@ fn exit_code(#[case] args: &[&str], #[case] code: i32) {
 #[test]
 fn no_state_says_how_to_give_one() {
     let out = baton(&["explain"]);
-    assert_eq!(stderr(&out), "error: give a state with --state FILE\n");
+    assert_eq!(
+        stderr(&out),
+        "error: give a state with --state FILE, or a stored thread with --db FILE --thread ID\n"
+    );
     assert_eq!(out.status.code(), Some(2));
 }
 

@@ -65,6 +65,23 @@ fn failing_case_shows_expected_actual_and_deciding_rule() {
 }
 
 #[test]
+fn json_results_show_each_mismatch() {
+    let o = baton(&["test", &format!("{T}/failing.yaml"), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["passed"].as_u64(), v["failed"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let failed = &v["results"][1];
+    assert_eq!(failed["passed"], false);
+    assert_eq!(failed["mismatches"][0]["field"], "strategy");
+    assert_eq!(failed["mismatches"][0]["expected"], "delta_existing");
+    assert_eq!(failed["mismatches"][0]["actual"], "full_new");
+    assert!(v.get("coverage").is_none());
+}
+
+#[test]
 fn filter_selects_cases_by_name() {
     let o = baton(&["test", &format!("{T}/failing.yaml"), "--filter", "claude"]);
     assert_eq!(o.status.code(), Some(0));
@@ -94,7 +111,9 @@ fn coverage_gate_and_json() {
     let o = baton(&["test", "policies/tests/t3code.yaml", "--coverage", "--json"]);
     assert_eq!(o.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let f = &v["files"][0];
+    assert_eq!(v["failed"], 0);
+    assert_eq!(v["results"][0]["passed"], true);
+    let f = &v["coverage"]["files"][0];
     assert_eq!(f["file"], "t3code.policy");
     assert_eq!(f["percent"], 100.0);
     assert_eq!(f["rules"][0]["kind"], "eligible");
@@ -111,11 +130,11 @@ fn coverage_gate_and_json() {
 )]
 #[case(
     "no-state.yaml",
-    "no-state.yaml:3:1: error: cases[0] `x`: no state; give `state: FILE` or `state_inline: {...}`"
+    "no-state.yaml:3:3: error: cases[0] `x`: no state; give `state: FILE` or `state_inline: {...}`"
 )]
 #[case(
     "duplicate-name.yaml",
-    "duplicate-name.yaml:6:1: error: case name `x` is used twice (first at line 3)"
+    "duplicate-name.yaml:6:3: error: case name `x` is used twice (first at line 3)"
 )]
 #[case("bad-policy.yaml", "bad-policy.yaml:1:1: error: policy `../policies/fact-typo.policy` does not check:\ntests/fixtures/tooling/../policies/fact-typo.policy:4:19: error: unknown fact `target.runs_since_lastseen`")]
 fn invalid_test_files_are_errors(#[case] file: &str, #[case] message: &str) {
@@ -134,7 +153,7 @@ fn invalid_test_files_are_errors(#[case] file: &str, #[case] message: &str) {
 }
 
 #[rstest]
-#[case("missing-state.yaml", "missing-state.yaml:3:1: error: case `x`: state file tests/fixtures/tooling/no-such-state.yaml does not exist")]
+#[case("missing-state.yaml", "missing-state.yaml:3:3: error: case `x`: state file tests/fixtures/tooling/no-such-state.yaml does not exist")]
 #[case("bad-inline-state.yaml", "bad-inline-state.yaml:3 (state_inline of `x`): error: request.provider: unknown provider \"nobody_at_all\"")]
 fn bad_states_fail_their_case(#[case] file: &str, #[case] message: &str) {
     let o = baton(&["test", &format!("{T}/{file}")]);
@@ -216,7 +235,15 @@ fn fmt_check_shows_a_diff_and_fmt_rewrites() {
     assert_eq!(o.status.code(), Some(1));
     let out = stdout(&o);
     assert!(
-        out.contains("-let   limit=3   # trailing comment\n+let limit = 3 # trailing comment\n"),
+        out.contains("\n-let   limit=3   # trailing comment\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\n+let limit = 3 # trailing comment\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\n+  full_new       when not target.has_thread or stale\n"),
         "{out}"
     );
     assert!(out.contains("+  because \"far\"\n"), "{out}");
@@ -335,4 +362,25 @@ fn diff_with_a_policy_that_does_not_check() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o)
         .starts_with("tests/fixtures/policies/fact-typo.policy:4:19: error: unknown fact"));
+}
+
+#[test]
+fn test_file_errors_show_the_line_with_a_caret() {
+    let o = baton(&["test", &format!("{T}/unknown-key.yaml")]);
+    assert!(
+        stderr(&o).ends_with("\n7 |       stal: []\n  |       ^\n"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// The canonical layout is the one the shipped policies are written in (default.policy differs
+/// only in how its summary's item kinds are padded).
+#[rstest]
+#[case("policies/mcode.policy")]
+#[case("policies/t3code.policy")]
+#[case("policies/t3code-legacy.policy")]
+fn shipped_policies_are_in_the_canonical_layout(#[case] path: &str) {
+    let o = baton(&["fmt", "--check", path]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
 }

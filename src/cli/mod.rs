@@ -5,7 +5,10 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[macro_use]
+mod out;
 mod commands;
+mod delivery;
 mod serve;
 mod store;
 mod tooling;
@@ -86,6 +89,13 @@ pub enum Command {
         after_help = "Examples:\n  baton fmt policies/team.policy\n  baton fmt --check policies/     # exit 1 and show a diff when a file is not formatted"
     )]
     Fmt(FmtArgs),
+    /// Remove expired off-band handoff documents (only directories baton created).
+    #[command(
+        after_help = "Examples:\n  baton gc --dry-run                 # say what would go\n  baton gc --max-age 2d --keep 3\n  baton gc --handoff-dir /tmp/baton-docs --json\n\nA handoff directory is removed when its document is older than --max-age or it is beyond\nthe newest --keep of its thread. Anything without baton's .baton-handoff marker is left alone."
+    )]
+    Gc(GcArgs),
+    /// The scoped pre-grant: may the child's tool call proceed without a prompt?
+    Pregrant(PregrantArgs),
 }
 
 #[derive(Args, Debug)]
@@ -130,7 +140,7 @@ pub struct TestArgs {
     /// Fail (exit 1) when any policy file's rule coverage is below PCT percent.
     #[arg(long, value_name = "PCT")]
     pub min_coverage: Option<f64>,
-    /// Print the coverage as JSON instead of the case lines and the table.
+    /// Print the results (and the coverage, when asked for) as one JSON document.
     #[arg(long)]
     pub json: bool,
     /// Also write the coverage JSON to FILE.
@@ -173,6 +183,74 @@ pub struct ServeArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct PregrantArgs {
+    #[command(subcommand)]
+    pub command: PregrantCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PregrantCommand {
+    /// Answer allow (exit 0; the grant is used) or deny (exit 1), with the reason.
+    #[command(
+        after_help = "Examples:\n  baton pregrant check --db baton.db --thread th_1 --turn 9 --tool Read --path /tmp/baton-0/th_1/H2/handoff.md\n  baton pregrant check --thread th_1 --run 9 --tool Read --args '{\"file_path\": \"/tmp/baton-0/th_1/H2/handoff.md\"}' --json\n\n--db defaults to $BATON_DB, then ./baton.db; it must exist."
+    )]
+    Check(PregrantCheckArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PregrantCheckArgs {
+    /// The database holding the grants (default: $BATON_DB, else ./baton.db).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// The thread the tool call happens in.
+    #[arg(long, value_name = "ID")]
+    pub thread: String,
+    /// The turn (run number) the tool call happens on.
+    #[arg(long, visible_alias = "turn", value_name = "N")]
+    pub run: u32,
+    /// The tool, exactly as the provider names it (only `Read` is ever granted).
+    #[arg(long, value_name = "TOOL")]
+    pub tool: String,
+    /// The requested path.
+    #[arg(
+        long,
+        value_name = "PATH",
+        required_unless_present = "args",
+        conflicts_with = "args"
+    )]
+    pub path: Option<PathBuf>,
+    /// The tool's arguments as JSON; the path is read from `file_path` or `path`.
+    #[arg(long, value_name = "JSON")]
+    pub args: Option<String>,
+    /// Print `{"allow": bool, "reason": "..."}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct GcArgs {
+    /// The store that says which handoffs are superseded or deleted (default: $BATON_DB, else
+    /// ./baton.db; without one, only --max-age and --keep apply).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Report what would be removed; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Remove handoffs whose document is older than this (`90s`, `30m`, `12h`, `7d`, `2w`).
+    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = delivery::parse_age)]
+    pub max_age: std::time::Duration,
+    /// Keep at most this many (the newest) handoffs per thread.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub keep: usize,
+    /// Directory of off-band documents (default: $BATON_HANDOFF_DIR, else <tmp>/baton-<uid>).
+    #[arg(long, value_name = "DIR")]
+    pub handoff_dir: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct RenderArgs {
     #[command(flatten)]
     pub decide: DecideArgs,
@@ -182,6 +260,10 @@ pub struct RenderArgs {
     /// Write handoff.md, inline.md and handoff.json here instead of printing the document.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Deliver as the decision says: write an off-band document under --handoff-dir (falling
+    /// back to inline, with a warning, if that fails) and print the first-turn prompt.
+    #[arg(long, conflicts_with = "out")]
+    pub deliver: bool,
 }
 
 #[derive(Args, Debug)]
@@ -268,6 +350,10 @@ pub fn main() -> ExitCode {
         Command::Test(a) => tooling::test(a),
         Command::Diff(a) => tooling::diff(a),
         Command::Fmt(a) => tooling::fmt(a),
+        Command::Gc(a) => delivery::gc(a),
+        Command::Pregrant(PregrantArgs {
+            command: PregrantCommand::Check(a),
+        }) => delivery::pregrant_check(a),
     };
     ExitCode::from(code)
 }

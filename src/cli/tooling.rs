@@ -5,19 +5,6 @@ use super::commands::{FAIL, OK, USAGE};
 use super::{DiffArgs, FmtArgs, TestArgs};
 use std::path::PathBuf;
 
-macro_rules! outln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-macro_rules! out {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-
 pub(crate) fn test(a: TestArgs) -> u8 {
     if let Some(m) = a.min_coverage {
         if !(0.0..=100.0).contains(&m) {
@@ -63,9 +50,7 @@ pub(crate) fn test(a: TestArgs) -> u8 {
                 return FAIL;
             }
         }
-        if a.json {
-            outln!("{}", report.coverage.to_json());
-        } else {
+        if !a.json {
             outln!();
             out!("{}", report.coverage.table());
         }
@@ -81,7 +66,9 @@ pub(crate) fn test(a: TestArgs) -> u8 {
             }
         }
     }
-    if !a.json {
+    if a.json {
+        outln!("{}", report.to_json(coverage));
+    } else {
         outln!("{}", report.summary_line());
     }
     code

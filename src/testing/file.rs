@@ -9,12 +9,14 @@ use std::path::{Path, PathBuf};
 pub enum TestFileError {
     #[error("{file}: error: cannot read the test file: {message}")]
     Read { file: String, message: String },
-    #[error("{file}:{line}:{col}: error: {message}")]
+    #[error("{file}:{line}:{col}: error: {message}{snippet}")]
     Invalid {
         file: String,
         line: usize,
         col: usize,
         message: String,
+        /// The line in question with a caret under the column (empty when unknown).
+        snippet: String,
     },
 }
 
@@ -25,7 +27,24 @@ impl TestFileError {
             line,
             col,
             message: message.into(),
+            snippet: String::new(),
         }
+    }
+
+    /// Add the source line and a caret under the column, taken from the file's text.
+    fn with_snippet(mut self, text: &str) -> Self {
+        if let TestFileError::Invalid {
+            line, col, snippet, ..
+        } = &mut self
+        {
+            if let Some(src) = text.lines().nth(line.saturating_sub(1)) {
+                let gutter = line.to_string();
+                let pad = " ".repeat(gutter.len());
+                let caret = " ".repeat(col.saturating_sub(1).min(src.chars().count()));
+                *snippet = format!("\n{gutter} | {src}\n{pad} | {caret}^");
+            }
+        }
+        self
     }
 }
 
@@ -74,6 +93,9 @@ pub struct Case {
     /// 1-based line of the case in its file (set by [`load`]).
     #[serde(skip)]
     pub line: usize,
+    /// 1-based column of the case's `-` (set by [`load`]).
+    #[serde(skip)]
+    pub col: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -202,6 +224,10 @@ pub fn load(path: &Path) -> Result<TestFile, TestFileError> {
 
 /// Parse and validate test-file text; `file` names it in errors.
 pub fn parse_str(text: &str, file: &str) -> Result<TestFile, TestFileError> {
+    parse_unsnipped(text, file).map_err(|e| e.with_snippet(text))
+}
+
+fn parse_unsnipped(text: &str, file: &str) -> Result<TestFile, TestFileError> {
     let de = serde_yaml::Deserializer::from_str(text);
     let mut tf: TestFile = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -235,13 +261,13 @@ pub fn parse_str(text: &str, file: &str) -> Result<TestFile, TestFileError> {
         .unwrap_or(1);
     let lines = case_lines(text);
     for (i, case) in tf.cases.iter_mut().enumerate() {
-        case.line = lines.get(i).copied().unwrap_or(1);
+        (case.line, case.col) = lines.get(i).copied().unwrap_or((1, 1));
         match (&case.state, &case.state_inline) {
             (Some(_), Some(_)) => {
                 return Err(TestFileError::at(
                     file,
                     case.line,
-                    1,
+                    case.col,
                     format!(
                         "cases[{i}] `{}`: give `state` or `state_inline`, not both",
                         case.name
@@ -252,7 +278,7 @@ pub fn parse_str(text: &str, file: &str) -> Result<TestFile, TestFileError> {
                 return Err(TestFileError::at(
                     file,
                     case.line,
-                    1,
+                    case.col,
                     format!(
                         "cases[{i}] `{}`: no state; give `state: FILE` or `state_inline: {{...}}`",
                         case.name
@@ -271,7 +297,7 @@ pub fn parse_str(text: &str, file: &str) -> Result<TestFile, TestFileError> {
             return Err(TestFileError::at(
                 file,
                 c.line,
-                1,
+                c.col,
                 format!(
                     "case name `{}` is used twice (first at line {first})",
                     c.name
@@ -282,9 +308,8 @@ pub fn parse_str(text: &str, file: &str) -> Result<TestFile, TestFileError> {
     Ok(tf)
 }
 
-/// The line of each case: the lines holding a `name:` key at the indentation of the cases'
-/// list items, in order.
-fn case_lines(text: &str) -> Vec<usize> {
+/// The line and column of each case: the items of the top-level `cases:` list, in order.
+fn case_lines(text: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut in_cases = false;
     let mut item_indent: Option<usize> = None;
@@ -302,7 +327,7 @@ fn case_lines(text: &str) -> Vec<usize> {
             let ind = *item_indent.get_or_insert(indent);
             if ind == indent {
                 let _ = rest;
-                out.push(i + 1);
+                out.push((i + 1, indent + 1));
             }
         }
     }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One expectation that did not hold.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Mismatch {
     /// `strategy`, `covered_runs`, `document.contains`, ...
     pub field: String,
@@ -18,7 +18,7 @@ pub struct Mismatch {
 }
 
 /// The result of one case.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CaseResult {
     pub name: String,
     /// `file:line` of the case.
@@ -85,6 +85,24 @@ impl RunReport {
     pub fn summary_line(&self) -> String {
         format!("{} passed, {} failed", self.passed(), self.failed())
     }
+
+    /// The results as pretty JSON: `{"passed", "failed", "results": [...]}`, plus
+    /// `"coverage": {"files": [...]}` when `coverage` is set.
+    pub fn to_json(&self, coverage: bool) -> String {
+        let mut v = serde_json::json!({
+            "passed": self.passed(),
+            "failed": self.failed(),
+            "results": self.results.iter().map(|r| {
+                let mut j = serde_json::to_value(r).unwrap_or_default();
+                j["passed"] = serde_json::Value::Bool(r.passed());
+                j
+            }).collect::<Vec<_>>(),
+        });
+        if coverage {
+            v["coverage"] = serde_json::from_str(&self.coverage.to_json()).unwrap_or_default();
+        }
+        serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
 }
 
 fn base_dir(tf: &TestFile) -> PathBuf {
@@ -109,8 +127,9 @@ pub fn case_state(tf: &TestFile, case: &Case) -> Result<State, String> {
         let path = base_dir(tf).join(rel);
         if !path.exists() {
             return Err(format!(
-                "{file}:{}:1: error: case `{}`: state file {} does not exist",
+                "{file}:{}:{}: error: case `{}`: state file {} does not exist",
                 case.line,
+                case.col,
                 case.name,
                 crate::state::display_path(&path)
             ));
