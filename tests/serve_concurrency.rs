@@ -271,3 +271,50 @@ fn template_directory_reloads_with_the_set() {
         .starts_with("SECOND "));
     assert_eq!(s.stop(), 0);
 }
+
+/// A slow external summarizer on one thread does not hold up requests for other threads.
+#[test]
+fn a_slow_summarizer_on_one_thread_does_not_block_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("slow.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat >/dev/null\nsleep 1\necho '## Summary'\necho 'Written slowly.'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let policy = dir.path().join("slow.policy");
+    std::fs::write(
+        &policy,
+        format!(
+            "policy \"slow\" {{\n  extends \"default\"\n}}\n\nsummary {{\n  include user_message into goals\n  source command \"{}\" timeout_ms 5000\n}}\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let mut s = stdio(
+        dir.path(),
+        &["--policy", policy.to_str().unwrap(), "--no-watch"],
+    );
+    let mut slow_state = example_state("seed-run6.yaml");
+    slow_state["thread"]["id"] = json!("th_slow");
+    let slow = s.client.start("render", json!({"state": slow_state}));
+    let quick: Vec<i64> = (0..5)
+        .map(|i| {
+            let mut st = example_state("seed-switch.yaml");
+            st["thread"]["id"] = json!(format!("th_quick{i}"));
+            s.client.start("explain", json!({"state": st}))
+        })
+        .collect();
+    let mut first: Vec<i64> = (0..quick.len())
+        .map(|_| s.client.response()["id"].as_i64().unwrap())
+        .collect();
+    first.sort();
+    assert_eq!(first, quick, "the other threads were answered first");
+    let r = s.client.response();
+    assert_eq!(r["id"], slow);
+    let prov = &r["result"]["handoff"]["provenance"];
+    assert!(prov.to_string().contains("slow.sh"), "{prov}");
+    assert_eq!(s.stop(), 0);
+}
