@@ -61,7 +61,7 @@ fn content_length_errors(#[case] raw: Vec<u8>, #[case] code: i64, #[case] messag
 
 #[rstest]
 #[case::invalid_json(b"{not json}\n".to_vec(), -32700, "invalid JSON at line 1 column 2")]
-#[case::oversized(format!("{{\"pad\":\"{}\"}}\n", "y".repeat(5000)).into_bytes(), -32600, "exceeds the limit of 4096 bytes")]
+#[case::oversized(format!("{{\"pad\":\"{}\"}}\n", "y".repeat(5000)).into_bytes(), -32600, "message line exceeds the limit of 4096 bytes")]
 #[case::unknown_method(b"{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"nope\"}\n".to_vec(), -32601, "unknown method `nope`")]
 fn line_framing_errors(#[case] raw: Vec<u8>, #[case] code: i64, #[case] message: &str) {
     let err = after_raw(true, &raw, &[]);

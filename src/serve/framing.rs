@@ -34,6 +34,8 @@ pub enum FrameError {
     BadHeader(String),
     #[error("message of {len} bytes exceeds the limit of {max} bytes (serve --max-message)")]
     TooLarge { len: usize, max: usize },
+    #[error("message line exceeds the limit of {max} bytes (serve --max-message)")]
+    LineTooLong { max: usize },
 }
 
 /// What one read produced.
@@ -111,10 +113,7 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
                 return Ok(Frame::Eof);
             };
             if over {
-                return Ok(Frame::Bad(FrameError::TooLarge {
-                    len: self.max + 1,
-                    max: self.max,
-                }));
+                return Ok(Frame::Bad(FrameError::LineTooLong { max: self.max }));
             }
             let body = trim_eol(&line);
             if body.iter().all(|b| b.is_ascii_whitespace()) {

@@ -235,7 +235,9 @@ where
             Ok(Frame::Bad(e)) => {
                 let code = match e {
                     FrameError::BadHeader(_) => code::PARSE_ERROR,
-                    FrameError::TooLarge { .. } => code::INVALID_REQUEST,
+                    FrameError::TooLarge { .. } | FrameError::LineTooLong { .. } => {
+                        code::INVALID_REQUEST
+                    }
                 };
                 let _ = out_tx.send(rpc::error_response(
                     None,
