@@ -161,3 +161,27 @@ fn bad_usage_and_bad_policy_at_start() {
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("no policy file, directory or shipped profile named `nope`"));
 }
+
+#[test]
+fn sigterm_on_a_socket_server_finishes_requests_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("t.sock");
+    let mut child = serve_cmd(dir.path(), &["--socket", sock.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let mut c = Client::connect(&sock, false);
+    assert_eq!(c.result("health", json!({}))["status"], "ok");
+    let id = c.start("explain", json!({"state": long_state("th_term", 2000)}));
+    // Once this is answered, the explain before it has been read: it is in flight.
+    let h = c.start("health", json!({}));
+    c.response_to(h);
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let r = c.response_to(id);
+    assert_eq!(r["result"]["decision"]["strategy"], "full_new", "{r}");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert!(!sock.exists());
+}
