@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod policy;
 pub mod render;
 pub mod select;
+pub mod serve;
 
 pub mod state;
 pub mod store;

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 mod out;
 mod commands;
 mod delivery;
+mod serve;
 mod store;
 mod tooling;
 
@@ -47,6 +48,11 @@ pub enum Command {
         after_help = "Examples:\n  baton render --state examples/seed-switch.yaml              # print the document\n  baton render --state examples/seed-switch.yaml --out out/    # write handoff.md, inline.md, handoff.json\n  baton render --state s.yaml --policy t3code --templates my-templates/\n\nNo document is written when the decision is no_handoff or unsupported; baton says why."
     )]
     Render(RenderArgs),
+    /// Run the JSON-RPC 2.0 sidecar service (see docs/service.md).
+    #[command(
+        after_help = "Examples:\n  baton serve --stdio                          # one client on stdin/stdout (LSP framing)\n  baton serve --socket /run/user/1000/baton.sock --policy policies/\n  baton serve --stdio --framing lines          # newline-delimited JSON for scripts\n\nThe policy and template directories are watched; a set that does not check is rejected\nand the last good set keeps serving (a `policy/rejected` notification says why)."
+    )]
+    Serve(ServeArgs),
     /// The SQLite store: create it, import state files, export threads.
     #[command(
         after_help = "Examples:\n  baton db init --db baton.db\n  baton db import --db baton.db examples/seed-switch.yaml\n  baton db export --db baton.db --thread th_1\n\n--db defaults to $BATON_DB, then ./baton.db."
@@ -140,6 +146,40 @@ pub struct TestArgs {
     /// Also write the coverage JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub coverage_json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Serve one client on standard input and output.
+    #[arg(long, conflicts_with = "socket")]
+    pub stdio: bool,
+    /// Listen on this Unix domain socket (created with mode 0600).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Store database (default: $BATON_DB, else ./baton.db).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Policy file, directory, or shipped profile (default, t3code, t3code-legacy, mcode).
+    #[arg(long, default_value = "default", value_name = "PATH")]
+    pub policy: String,
+    /// Directory of templates overriding the embedded ones (watched for changes).
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
+    /// Directory for off-band documents (default: $BATON_HANDOFF_DIR, else <tmp>/baton-<uid>).
+    #[arg(long, value_name = "DIR")]
+    pub handoff_dir: Option<PathBuf>,
+    /// Message framing: `content-length` (LSP, vscode-jsonrpc) or `lines` (one JSON per line).
+    #[arg(long, default_value = "content-length", value_name = "FRAMING")]
+    pub framing: String,
+    /// Largest message accepted, in bytes.
+    #[arg(long, default_value_t = crate::serve::DEFAULT_MAX_MESSAGE, value_name = "BYTES")]
+    pub max_message: usize,
+    /// Quiet time before a burst of policy/template file changes is reloaded.
+    #[arg(long, default_value_t = 200, value_name = "MS")]
+    pub debounce_ms: u64,
+    /// Do not watch the policy and template directories (reload only on `policy/reload`).
+    #[arg(long)]
+    pub no_watch: bool,
 }
 
 #[derive(Args, Debug)]
@@ -299,6 +339,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => commands::check(a),
         Command::Explain(a) => commands::explain(a),
         Command::Render(a) => commands::render(a),
+        Command::Serve(a) => serve::serve(a),
         Command::Db(a) => store::db(a),
         Command::Dispatch(a) => store::dispatch(a),
         Command::Complete(a) => store::complete(a),
