@@ -62,5 +62,37 @@ fn offband(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, pregrant, offband);
+/// The delivery stage on the seed example: write handoff.md, inline.md and handoff.json,
+/// then issue the pre-grant.
+fn stage(c: &mut Criterion) {
+    let tmp = tempfile::TempDir::new().expect("tempdir");
+    let root = tmp.path().join("root");
+    let state = baton::state::load_file(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/seed-switch.yaml"
+    )))
+    .expect("state");
+    let policy = baton::policy::load("default").expect("policy");
+    let eval = baton::eval::EvalOptions {
+        target: None,
+        document_root: Some(root.clone()),
+    };
+    let outcome = baton::pipeline::run(
+        &policy,
+        &state,
+        &eval,
+        &baton::render::RenderOptions::default(),
+    )
+    .expect("pipeline");
+    let store = OffbandStore::new(Some(root));
+    c.bench_function("deliver_stage_seed", |b| {
+        b.iter_batched(
+            || (outcome.clone(), MemoryGrantStore::new()),
+            |(mut o, mut g)| black_box(baton::deliver::deliver(&mut o, &store, "th_1", &mut g)),
+            BatchSize::SmallInput,
+        )
+    });
+}
+
+criterion_group!(benches, pregrant, offband, stage);
 criterion_main!(benches);

@@ -4,19 +4,24 @@
 #![deny(unsafe_code)]
 
 pub mod cli;
+pub mod coverage;
 pub mod decision;
 pub mod deliver;
+pub mod diff;
 pub mod eval;
 pub mod explain;
 pub mod facts;
+pub mod fmt;
 pub mod pipeline;
 pub mod policy;
 pub mod render;
 pub mod select;
+pub mod serve;
 
 pub mod state;
 pub mod store;
 pub mod suggest;
+pub mod testing;
 
 pub use decision::Decision;
 pub use eval::{decide, EvalOptions};

@@ -1,4 +1,6 @@
-//! The whole pipeline in one call: decide, select, render. The CLI and the service use this.
+//! The whole pipeline in one call: decide, select, summarize (an external summarizer when the
+//! policy names one), render. The CLI and the service use this; delivery of the rendered
+//! handoff is the next stage, [`crate::deliver::deliver`].
 
 use crate::decision::Decision;
 use crate::eval::{EvalError, EvalOptions};
@@ -45,7 +47,8 @@ pub fn run(
         });
     }
     let summary = crate::select::select(policy, &facts, &decision);
-    let rendered = crate::render::render(policy, state, &decision, &summary, render)?;
+    let render = summarize(policy, state, &decision, &summary, render);
+    let rendered = crate::render::render(policy, state, &decision, &summary, &render)?;
     if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {
         d.inline_note = Some(note);
     }
@@ -54,4 +57,46 @@ pub fn run(
         summary: Some(summary),
         rendered: Some(rendered),
     })
+}
+
+/// The summarizer's output budget when the policy's summary block sets no `budget`.
+pub const DEFAULT_SUMMARIZER_BUDGET: usize = 32_000;
+
+/// Run the policy's external summarizer, if it names one, and say in the render options who
+/// wrote the summary. The command gets the decision, the thread and the selected summary
+/// as JSON on stdin; any failure falls back to the deterministic sections and is recorded.
+fn summarize(
+    policy: &Policy,
+    state: &State,
+    decision: &Decision,
+    summary: &Summary,
+    render: &RenderOptions,
+) -> RenderOptions {
+    let mut opts = render.clone();
+    let Some(source) = policy.summary.as_ref().map(|s| &s.source) else {
+        return opts;
+    };
+    let Some(cmd) = crate::deliver::ExternalCommand::from_source(source) else {
+        return opts;
+    };
+    let budget = summary.budget.unwrap_or(DEFAULT_SUMMARIZER_BUDGET);
+    let input = serde_json::json!({
+        "thread": { "id": state.thread.id, "title": state.thread.title },
+        "budget": budget,
+        "decision": decision,
+        "summary": summary,
+    });
+    match crate::deliver::run_external_blocking(&cmd, &input, budget) {
+        Ok(text) => {
+            opts.created_by = Some(crate::deliver::created_by(source));
+            opts.summary_text = Some(text);
+        }
+        Err(failure) => {
+            opts.created_by = Some("deterministic".to_string());
+            opts.fallback_reason = Some(failure.kind().to_string());
+            opts.fallback_detail = Some(failure.to_string());
+            opts.summary_text = None;
+        }
+    }
+    opts
 }

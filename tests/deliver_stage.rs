@@ -3,7 +3,7 @@
 #![cfg(unix)]
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use baton::decision::DeliveryMode;
 use baton::deliver::{
@@ -75,6 +75,11 @@ fn off_band_writes_the_three_files_and_issues_the_grant() {
     let grant = d.grant.expect("the default policy pre-grants Read");
     assert_eq!(grant.thread, thread_id());
     assert_eq!(grant.run, o.decision.run);
+    assert_eq!(
+        o.decision.pregrant.as_ref().map(|p| p.path.clone()),
+        Some(grant.path.display().to_string()),
+        "the decision names the path the grant allows"
+    );
     assert_eq!(grants.find(&thread_id(), o.decision.run).unwrap().len(), 1);
     let req = CheckRequest {
         thread: thread_id(),
@@ -178,4 +183,167 @@ fn a_missing_handoff_id_is_a_fallback_not_a_panic() {
     let store = OffbandStore::new(Some(root));
     let d = deliver(&mut o, &store, THREAD, &mut MemoryGrantStore::new());
     assert_fell_back(&o, &d, &["handoff id"]);
+}
+
+/// A tmpfs mounted on a fresh directory for the life of the guard, or `None` (the test is
+/// skipped) where the sandbox does not allow `mount`. Tests run as root, and root ignores
+/// directory modes, so a real read-only or full filesystem is the honest way to fail a write.
+struct Mount {
+    dir: PathBuf,
+    _tmp: TempDir,
+}
+
+impl Mount {
+    fn tmpfs(options: &str) -> Option<Mount> {
+        let tmp = TempDir::new().unwrap();
+        let dir = tmp.path().join("mnt");
+        fs::create_dir(&dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(&dir)
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if !ok {
+            eprintln!("skipped: cannot mount a tmpfs here");
+            return None;
+        }
+        Some(Mount { dir, _tmp: tmp })
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+#[test]
+fn a_read_only_filesystem_falls_back_to_inline() {
+    let Some(m) = Mount::tmpfs("ro,size=1m,mode=0700") else {
+        return;
+    };
+    let root = m.dir.join("docs");
+    let (o, d, _) = deliver_into(&root);
+    assert_fell_back(
+        &o,
+        &d,
+        &[
+            &format!("cannot write {}: ", root.display()),
+            "Read-only file system",
+            "point BATON_HANDOFF_DIR at a writable private directory",
+        ],
+    );
+}
+
+#[test]
+fn a_full_disk_falls_back_to_inline() {
+    let Some(m) = Mount::tmpfs("size=64k,mode=0700") else {
+        return;
+    };
+    // Fill the filesystem; the write that hits ENOSPC is expected to fail.
+    let _ = fs::write(m.dir.join("filler"), vec![b'x'; 256 * 1024]);
+    let root = m.dir.join("docs");
+    let (o, d, _) = deliver_into(&root);
+    assert_fell_back(
+        &o,
+        &d,
+        &["disk full", "No space left on device", "run `baton gc`"],
+    );
+}
+
+#[rstest::rstest]
+#[case::other_writable(0o777, "it is writable by group or others (mode 0777)")]
+#[case::group_writable(0o770, "it is writable by group or others (mode 0770)")]
+fn a_root_with_loose_permissions_falls_back_to_inline(#[case] mode: u32, #[case] problem: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = TempDir::new().unwrap();
+    let root = tmp.path().join("docs");
+    fs::create_dir(&root).unwrap();
+    fs::set_permissions(&root, fs::Permissions::from_mode(mode)).unwrap();
+    let (o, d, _) = deliver_into(&root);
+    assert_fell_back(
+        &o,
+        &d,
+        &[
+            &format!("refusing to use {}: {problem}", root.display()),
+            "chmod 700",
+        ],
+    );
+}
+
+#[test]
+fn a_thread_directory_with_loose_permissions_falls_back_to_inline() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = TempDir::new().unwrap();
+    let root = tmp.path().join("docs");
+    let thread_dir = root.join(thread_id());
+    fs::create_dir_all(&thread_dir).unwrap();
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::set_permissions(&thread_dir, fs::Permissions::from_mode(0o757)).unwrap();
+    let (o, d, _) = deliver_into(&root);
+    assert_fell_back(
+        &o,
+        &d,
+        &[&format!(
+            "refusing to use {}: it is writable by group or others (mode 0757)",
+            thread_dir.display()
+        )],
+    );
+}
+
+#[test]
+fn a_root_owned_by_another_user_falls_back_to_inline() {
+    let tmp = TempDir::new().unwrap();
+    let root = tmp.path().join("docs");
+    fs::create_dir(&root).unwrap();
+    if std::os::unix::fs::chown(&root, Some(65534), Some(65534)).is_err() {
+        eprintln!("skipped: chown needs root");
+        return;
+    }
+    let (o, d, _) = deliver_into(&root);
+    assert_fell_back(
+        &o,
+        &d,
+        &[&format!(
+            "refusing to use {}: it is owned by uid 65534, not by this user (uid {})",
+            root.display(),
+            baton::deliver::effective_uid()
+        )],
+    );
+}
+
+#[test]
+fn a_planted_symlink_for_the_handoff_directory_falls_back_to_inline() {
+    let tmp = TempDir::new().unwrap();
+    let root = tmp.path().join("docs");
+    let o = outcome(&root);
+    let hid = o.decision.handoff_id.clone().unwrap();
+    let thread_dir = root.join(thread_id());
+    fs::create_dir_all(&thread_dir).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o700)).unwrap();
+        fs::set_permissions(&thread_dir, fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let target = tmp.path().join("attacker");
+    fs::create_dir(&target).unwrap();
+    std::os::unix::fs::symlink(&target, thread_dir.join(&hid)).unwrap();
+    let (o, d, _) = deliver_into(&root);
+    assert_fell_back(
+        &o,
+        &d,
+        &[&format!(
+            "refusing to use {}: it is a symlink",
+            thread_dir.join(&hid).display()
+        )],
+    );
+    assert_eq!(
+        fs::read_dir(&target).unwrap().count(),
+        0,
+        "nothing written through it"
+    );
 }

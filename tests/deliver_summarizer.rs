@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use baton::deliver::{
     run_external, run_external_blocking, summarize_blocking, ExternalCommand, SummarizerFailure,
-    SummarizerSource,
+    SummarySource,
 };
 use rstest::rstest;
 use serde_json::json;
@@ -21,6 +21,16 @@ fn script(dir: &Path, name: &str, body: &str, timeout: Duration) -> ExternalComm
         program: "/bin/sh".to_string(),
         args: vec![path.display().to_string()],
         timeout,
+    }
+}
+
+/// A policy summary source running `body` as a script.
+fn source(dir: &Path, name: &str, body: &str, timeout_ms: u64) -> SummarySource {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+    SummarySource::Command {
+        command: format!("/bin/sh '{}'", path.display()),
+        timeout_ms,
     }
 }
 
@@ -262,11 +272,13 @@ fn blocking_helper_runs_without_a_runtime() {
 }
 
 #[tokio::test]
-async fn blocking_helper_inside_a_runtime_fails_instead_of_panicking() {
+async fn blocking_helper_works_inside_a_runtime() {
     let tmp = TempDir::new().expect("tempdir");
     let cmd = script(tmp.path(), "ok.sh", "echo hi", LONG);
-    let err = run_external_blocking(&cmd, &input(), 100).expect_err("inside runtime");
-    assert_eq!(err.kind(), "spawn");
+    assert_eq!(
+        run_external_blocking(&cmd, &input(), 100).expect("ok"),
+        "hi"
+    );
 }
 
 fn deterministic(_: &serde_json::Value, budget: usize) -> String {
@@ -276,15 +288,13 @@ fn deterministic(_: &serde_json::Value, budget: usize) -> String {
 #[test]
 fn summarize_uses_the_command_when_it_succeeds() {
     let tmp = TempDir::new().expect("tempdir");
-    let cmd = script(tmp.path(), "ok.sh", "echo '# External'", LONG);
-    let out = summarize_blocking(
-        &SummarizerSource::Command(cmd),
-        &input(),
-        100,
-        &deterministic,
-    );
+    let src = source(tmp.path(), "ok.sh", "echo '# External'", 20_000);
+    let out = summarize_blocking(&src, &input(), 100, &deterministic);
     assert_eq!(out.text, "# External");
-    assert_eq!(out.created_by, "command:/bin/sh");
+    let SummarySource::Command { command, .. } = &src else {
+        unreachable!()
+    };
+    assert_eq!(out.created_by, format!("command:{command}"));
     assert_eq!(out.fallback_reason, None);
 }
 
@@ -296,13 +306,8 @@ fn summarize_uses_the_command_when_it_succeeds() {
 #[case::timeout("exec sleep 30", "timeout")]
 fn summarize_falls_back_to_deterministic(#[case] body: &str, #[case] kind: &str) {
     let tmp = TempDir::new().expect("tempdir");
-    let cmd = script(tmp.path(), "s.sh", body, Duration::from_millis(300));
-    let out = summarize_blocking(
-        &SummarizerSource::Command(cmd),
-        &input(),
-        100,
-        &deterministic,
-    );
+    let src = source(tmp.path(), "s.sh", body, 300);
+    let out = summarize_blocking(&src, &input(), 100, &deterministic);
     assert_eq!(out.text, "deterministic summary within 100");
     assert_eq!(out.created_by, "deterministic");
     assert_eq!(out.fallback_reason.as_deref(), Some(kind));
@@ -311,12 +316,7 @@ fn summarize_falls_back_to_deterministic(#[case] body: &str, #[case] kind: &str)
 
 #[test]
 fn deterministic_source_needs_no_command() {
-    let out = summarize_blocking(
-        &SummarizerSource::Deterministic,
-        &input(),
-        42,
-        &deterministic,
-    );
+    let out = summarize_blocking(&SummarySource::Deterministic, &input(), 42, &deterministic);
     assert_eq!(out.text, "deterministic summary within 42");
     assert_eq!(out.created_by, "deterministic");
     assert_eq!(out.fallback_reason, None);

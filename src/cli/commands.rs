@@ -5,20 +5,6 @@ use crate::policy::{self, Diagnostic, Policy};
 use crate::state::State;
 use std::path::Path;
 
-/// Print to stdout; a closed pipe (`baton explain | head`) is not an error worth a panic.
-macro_rules! outln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-macro_rules! out {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-
 pub(crate) const OK: u8 = 0;
 pub(crate) const FAIL: u8 = 1;
 pub(crate) const USAGE: u8 = 2;
@@ -177,6 +163,21 @@ pub(crate) fn render(a: RenderArgs) -> u8 {
             return FAIL;
         }
     };
+    if let Some(p) = outcome.rendered.as_ref().map(|r| &r.provenance) {
+        if let Some(kind) = &p.fallback_reason {
+            eprintln!(
+                "warning: the summarizer failed ({kind}: {}); the deterministic summary is used",
+                p.fallback_detail.as_deref().unwrap_or("no detail")
+            );
+        }
+    }
+    if a.deliver && outcome.rendered.is_some() {
+        return super::delivery::render_deliver(
+            outcome,
+            a.decide.handoff_dir.clone(),
+            &state.thread.id,
+        );
+    }
     let Some(r) = outcome.rendered else {
         let d = &outcome.decision;
         outln!(

@@ -5,8 +5,13 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[macro_use]
+mod out;
 mod commands;
+mod delivery;
+mod serve;
 mod store;
+mod tooling;
 
 /// baton decides how an AI coding app hands a conversation from one agent provider to another,
 /// renders the handoff, and explains every decision.
@@ -43,6 +48,11 @@ pub enum Command {
         after_help = "Examples:\n  baton render --state examples/seed-switch.yaml              # print the document\n  baton render --state examples/seed-switch.yaml --out out/    # write handoff.md, inline.md, handoff.json\n  baton render --state s.yaml --policy t3code --templates my-templates/\n\nNo document is written when the decision is no_handoff or unsupported; baton says why."
     )]
     Render(RenderArgs),
+    /// Run the JSON-RPC 2.0 sidecar service (see docs/service.md).
+    #[command(
+        after_help = "Examples:\n  baton serve --stdio                          # one client on stdin/stdout (LSP framing)\n  baton serve --socket /run/user/1000/baton.sock --policy policies/\n  baton serve --stdio --framing lines          # newline-delimited JSON for scripts\n\nThe policy and template directories are watched; a set that does not check is rejected\nand the last good set keeps serving (a `policy/rejected` notification says why)."
+    )]
+    Serve(ServeArgs),
     /// The SQLite store: create it, import state files, export threads.
     #[command(
         after_help = "Examples:\n  baton db init --db baton.db\n  baton db import --db baton.db examples/seed-switch.yaml\n  baton db export --db baton.db --thread th_1\n\n--db defaults to $BATON_DB, then ./baton.db."
@@ -64,6 +74,180 @@ pub enum Command {
     MergeBack(store::MergeBackArgs),
     /// Supersede the running run's handoff with a newly rendered one.
     Regenerate(store::RegenerateArgs),
+    /// Run policy unit tests from YAML files; the last line is `N passed, N failed`.
+    #[command(
+        after_help = "Examples:\n  baton test                              # policies/tests/\n  baton test policies/tests/default.yaml --filter stale\n  baton test --coverage --min-coverage 100 policies/tests/\n\nExit 1 when a case fails, a test file is invalid, or coverage is below --min-coverage."
+    )]
+    Test(TestArgs),
+    /// Decide every state of a corpus with two policy versions and report what changes.
+    #[command(
+        after_help = "Examples:\n  baton diff --from default --to policies/team.policy --corpus examples/\n  baton diff --from old/ --to new/ --corpus states/ --fail-on-change --json\n\nEach state is decided for its request.provider. Exit 0 unless --fail-on-change is given\nand a decision changed (exit 1)."
+    )]
+    Diff(DiffArgs),
+    /// Rewrite policy files in the canonical layout (comments kept).
+    #[command(
+        after_help = "Examples:\n  baton fmt policies/team.policy\n  baton fmt --check policies/     # exit 1 and show a diff when a file is not formatted"
+    )]
+    Fmt(FmtArgs),
+    /// Remove expired off-band handoff documents (only directories baton created).
+    #[command(
+        after_help = "Examples:\n  baton gc --dry-run                 # say what would go\n  baton gc --max-age 2d --keep 3\n  baton gc --handoff-dir /tmp/baton-docs --json\n\nA handoff directory is removed when its document is older than --max-age or it is beyond\nthe newest --keep of its thread. Anything without baton's .baton-handoff marker is left alone."
+    )]
+    Gc(GcArgs),
+    /// The scoped pre-grant: may the child's tool call proceed without a prompt?
+    Pregrant(PregrantArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FmtArgs {
+    /// Change nothing: show a diff and exit 1 when a file is not in the canonical layout.
+    #[arg(long)]
+    pub check: bool,
+    /// Policy files or directories (each *.policy in them).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The current policy (file, directory or shipped profile).
+    #[arg(long, value_name = "POLICY")]
+    pub from: String,
+    /// The changed policy (file, directory or shipped profile).
+    #[arg(long, value_name = "POLICY")]
+    pub to: String,
+    /// Directory of state files (*.yaml, *.yml, *.json).
+    #[arg(long, value_name = "DIR")]
+    pub corpus: PathBuf,
+    /// Exit 1 when any decision changes.
+    #[arg(long)]
+    pub fail_on_change: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// Test files or directories (every *.yaml in them). Default: policies/tests.
+    pub paths: Vec<PathBuf>,
+    /// Run only the cases whose name contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
+    /// Report which rules, stale signals and summary rules were evaluated true, false, never.
+    #[arg(long)]
+    pub coverage: bool,
+    /// Fail (exit 1) when any policy file's rule coverage is below PCT percent.
+    #[arg(long, value_name = "PCT")]
+    pub min_coverage: Option<f64>,
+    /// Print the results (and the coverage, when asked for) as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the coverage JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub coverage_json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Serve one client on standard input and output.
+    #[arg(long, conflicts_with = "socket")]
+    pub stdio: bool,
+    /// Listen on this Unix domain socket (created with mode 0600).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Store database (default: $BATON_DB, else ./baton.db).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Policy file, directory, or shipped profile (default, t3code, t3code-legacy, mcode).
+    #[arg(long, default_value = "default", value_name = "PATH")]
+    pub policy: String,
+    /// Directory of templates overriding the embedded ones (watched for changes).
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
+    /// Directory for off-band documents (default: $BATON_HANDOFF_DIR, else <tmp>/baton-<uid>).
+    #[arg(long, value_name = "DIR")]
+    pub handoff_dir: Option<PathBuf>,
+    /// Message framing: `content-length` (LSP, vscode-jsonrpc) or `lines` (one JSON per line).
+    #[arg(long, default_value = "content-length", value_name = "FRAMING")]
+    pub framing: String,
+    /// Largest message accepted, in bytes.
+    #[arg(long, default_value_t = crate::serve::DEFAULT_MAX_MESSAGE, value_name = "BYTES")]
+    pub max_message: usize,
+    /// Quiet time before a burst of policy/template file changes is reloaded.
+    #[arg(long, default_value_t = 200, value_name = "MS")]
+    pub debounce_ms: u64,
+    /// Do not watch the policy and template directories (reload only on `policy/reload`).
+    #[arg(long)]
+    pub no_watch: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct PregrantArgs {
+    #[command(subcommand)]
+    pub command: PregrantCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PregrantCommand {
+    /// Answer allow (exit 0; the grant is used) or deny (exit 1), with the reason.
+    #[command(
+        after_help = "Examples:\n  baton pregrant check --db baton.db --thread th_1 --turn 9 --tool Read --path /tmp/baton-0/th_1/H2/handoff.md\n  baton pregrant check --thread th_1 --run 9 --tool Read --args '{\"file_path\": \"/tmp/baton-0/th_1/H2/handoff.md\"}' --json\n\n--db defaults to $BATON_DB, then ./baton.db; it must exist."
+    )]
+    Check(PregrantCheckArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PregrantCheckArgs {
+    /// The database holding the grants (default: $BATON_DB, else ./baton.db).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// The thread the tool call happens in.
+    #[arg(long, value_name = "ID")]
+    pub thread: String,
+    /// The turn (run number) the tool call happens on.
+    #[arg(long, visible_alias = "turn", value_name = "N")]
+    pub run: u32,
+    /// The tool, exactly as the provider names it (only `Read` is ever granted).
+    #[arg(long, value_name = "TOOL")]
+    pub tool: String,
+    /// The requested path.
+    #[arg(
+        long,
+        value_name = "PATH",
+        required_unless_present = "args",
+        conflicts_with = "args"
+    )]
+    pub path: Option<PathBuf>,
+    /// The tool's arguments as JSON; the path is read from `file_path` or `path`.
+    #[arg(long, value_name = "JSON")]
+    pub args: Option<String>,
+    /// Print `{"allow": bool, "reason": "..."}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct GcArgs {
+    /// The store that says which handoffs are superseded or deleted (default: $BATON_DB, else
+    /// ./baton.db; without one, only --max-age and --keep apply).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Report what would be removed; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Remove handoffs whose document is older than this (`90s`, `30m`, `12h`, `7d`, `2w`).
+    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = delivery::parse_age)]
+    pub max_age: std::time::Duration,
+    /// Keep at most this many (the newest) handoffs per thread.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub keep: usize,
+    /// Directory of off-band documents (default: $BATON_HANDOFF_DIR, else <tmp>/baton-<uid>).
+    #[arg(long, value_name = "DIR")]
+    pub handoff_dir: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -76,6 +260,10 @@ pub struct RenderArgs {
     /// Write handoff.md, inline.md and handoff.json here instead of printing the document.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Deliver as the decision says: write an off-band document under --handoff-dir (falling
+    /// back to inline, with a warning, if that fails) and print the first-turn prompt.
+    #[arg(long, conflicts_with = "out")]
+    pub deliver: bool,
 }
 
 #[derive(Args, Debug)]
@@ -151,6 +339,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => commands::check(a),
         Command::Explain(a) => commands::explain(a),
         Command::Render(a) => commands::render(a),
+        Command::Serve(a) => serve::serve(a),
         Command::Db(a) => store::db(a),
         Command::Dispatch(a) => store::dispatch(a),
         Command::Complete(a) => store::complete(a),
@@ -158,6 +347,13 @@ pub fn main() -> ExitCode {
         Command::Fork(a) => store::fork(a),
         Command::MergeBack(a) => store::merge_back(a),
         Command::Regenerate(a) => store::regenerate(a),
+        Command::Test(a) => tooling::test(a),
+        Command::Diff(a) => tooling::diff(a),
+        Command::Fmt(a) => tooling::fmt(a),
+        Command::Gc(a) => delivery::gc(a),
+        Command::Pregrant(PregrantArgs {
+            command: PregrantCommand::Check(a),
+        }) => delivery::pregrant_check(a),
     };
     ExitCode::from(code)
 }

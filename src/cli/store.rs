@@ -320,6 +320,12 @@ fn dispatched_json(d: &Dispatched) -> DispatchedJson<'_> {
 }
 
 fn print_dispatched(d: &Dispatched, json: bool, what: &str) {
+    let delivery = d.decision.delivery.as_ref();
+    if let Some(reason) = delivery.and_then(|x| x.fallback_reason.as_ref()) {
+        eprintln!(
+            "warning: off-band delivery failed, so the handoff is delivered inline: {reason}"
+        );
+    }
     if json {
         json_out(&dispatched_json(d));
         return;

@@ -31,8 +31,8 @@ pub use pregrant::{
 };
 pub use stage::{deliver, Delivered};
 pub use summarizer::{
-    run_external, run_external_blocking, summarize_blocking, ExternalCommand, SummarizerFailure,
-    SummarizerSource, SummaryOutcome,
+    created_by, run_external, run_external_blocking, summarize_blocking, ExternalCommand,
+    SummarizerFailure, SummaryOutcome, SummarySource,
 };
 
 /// Errors from off-band delivery, pre-grants and garbage collection.

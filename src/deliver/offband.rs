@@ -106,7 +106,8 @@ impl OffbandStore {
     /// Creates the root, thread and handoff directories with mode 0700 if missing and
     /// refuses any of them that is a symlink, not a directory, owned by another user, or
     /// writable by group/others. Writes the marker file first, then each file atomically
-    /// (temp file created exclusively with mode 0600, fsync, rename, fsync of the directory).
+    /// (temp file created exclusively with mode 0600, fsync, rename); the directory is
+    /// fsynced after the marker and once more after the last file.
     pub fn write(
         &self,
         thread_id: &str,
@@ -140,10 +141,15 @@ impl OffbandStore {
         ensure_private_dir(&handoff_dir)?;
 
         let marker = format!("thread: {thread_id}\nhandoff: {handoff_id}\n");
+        // The marker's rename is made durable first, so a directory holding baton's files
+        // always carries the marker GC looks for; the files' renames share one directory
+        // fsync at the end.
         atomic_write(&handoff_dir, MARKER_FILE, marker.as_bytes())?;
+        sync_dir(&handoff_dir)?;
         for (name, contents) in files {
             atomic_write(&handoff_dir, name, contents)?;
         }
+        sync_dir(&handoff_dir)?;
         Ok(handoff_dir.join(DOCUMENT_FILE))
     }
 
@@ -236,7 +242,8 @@ fn temp_name(name: &str) -> String {
     format!(".{name}.tmp.{}.{n}.{nanos}", std::process::id())
 }
 
-/// Atomically replace `dir/name` with `contents` (mode 0600).
+/// Atomically replace `dir/name` with `contents` (mode 0600). The caller fsyncs `dir`
+/// afterwards to make the rename durable.
 fn atomic_write(dir: &Path, name: &str, contents: &[u8]) -> Result<(), DeliveryError> {
     let target = dir.join(name);
     if let Ok(meta) = fs::symlink_metadata(&target) {
@@ -281,6 +288,11 @@ fn atomic_write(dir: &Path, name: &str, contents: &[u8]) -> Result<(), DeliveryE
         let _ = fs::remove_file(&tmp);
         return Err(DeliveryError::from_io(&target, e));
     }
+    Ok(())
+}
+
+/// fsync a directory, making the renames in it durable.
+fn sync_dir(dir: &Path) -> Result<(), DeliveryError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| DeliveryError::from_io(dir, e))

@@ -104,7 +104,7 @@ fn write_and_grant(
         )?),
         None => None,
     };
-    record_path(outcome, &path);
+    record_path(outcome, &path, grant.as_ref());
     Ok(Delivered {
         document_path: Some(path),
         grant,
@@ -112,11 +112,15 @@ fn write_and_grant(
     })
 }
 
-/// The document went where the decision said; make sure every record names that path.
-fn record_path(outcome: &mut Outcome, path: &Path) {
+/// The document went where the decision said; make sure every record names that path, and
+/// that the decision's pre-grant names the canonical path the grant actually allows.
+fn record_path(outcome: &mut Outcome, path: &Path, grant: Option<&Grant>) {
     let shown = path.display().to_string();
     if let Some(d) = outcome.decision.delivery.as_mut() {
         d.document = Some(shown.clone());
+    }
+    if let (Some(p), Some(g)) = (outcome.decision.pregrant.as_mut(), grant) {
+        p.path = g.path.display().to_string();
     }
     if let Some(r) = outcome.rendered.as_mut() {
         r.document_path = Some(shown);

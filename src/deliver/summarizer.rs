@@ -11,6 +11,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
+pub use crate::policy::SummarySource;
+
 /// Stdout is read in full up to at least this many bytes; beyond the cap it is cut off.
 const STDOUT_MIN_CAP: usize = 1 << 20;
 /// How many bytes of stderr are kept for the failure message.
@@ -29,13 +31,36 @@ pub struct ExternalCommand {
     pub timeout: Duration,
 }
 
-/// Where a summary comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SummarizerSource {
-    /// baton's built-in deterministic summarizer.
-    Deterministic,
-    /// An external command.
-    Command(ExternalCommand),
+impl ExternalCommand {
+    /// The command a policy names (`source command "CMD" timeout_ms N`): `CMD` is a shell
+    /// command line, run as `/bin/sh -c CMD`, so quoting and arguments work as in a shell.
+    pub fn shell(command: &str, timeout: Duration) -> Self {
+        ExternalCommand {
+            program: "/bin/sh".to_string(),
+            args: vec!["-c".to_string(), command.to_string()],
+            timeout,
+        }
+    }
+
+    /// The command a policy's summary source names; `None` for `deterministic`.
+    pub fn from_source(source: &SummarySource) -> Option<Self> {
+        match source {
+            SummarySource::Deterministic => None,
+            SummarySource::Command {
+                command,
+                timeout_ms,
+            } => Some(Self::shell(command, Duration::from_millis(*timeout_ms))),
+        }
+    }
+}
+
+/// What `created_by` records for a summary `source` wrote: `deterministic` or
+/// `command:<the policy's command line>`.
+pub fn created_by(source: &SummarySource) -> String {
+    match source {
+        SummarySource::Deterministic => "deterministic".to_string(),
+        SummarySource::Command { command, .. } => format!("command:{command}"),
+    }
 }
 
 /// Why an external summarizer's output was not used.
@@ -264,24 +289,30 @@ pub async fn run_external(
 }
 
 /// [`run_external`] for synchronous callers: runs it on a fresh current-thread runtime.
-/// Must not be called from inside a tokio runtime (that is reported as a `spawn` failure
-/// rather than panicking).
+/// Called from inside a tokio runtime (the service), it runs that runtime on a scoped
+/// helper thread, so it never blocks a runtime worker's own event loop or panics.
 pub fn run_external_blocking(
     cmd: &ExternalCommand,
     input_json: &serde_json::Value,
     budget_chars: usize,
 ) -> Result<String, SummarizerFailure> {
-    if tokio::runtime::Handle::try_current().is_ok() {
-        return Err(SummarizerFailure::Spawn(
-            "run_external_blocking called from inside an async runtime; use run_external"
-                .to_string(),
-        ));
+    let run = || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| SummarizerFailure::Spawn(format!("cannot start a tokio runtime: {e}")))?;
+        rt.block_on(run_external(cmd, input_json, budget_chars))
+    };
+    if tokio::runtime::Handle::try_current().is_err() {
+        return run();
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| SummarizerFailure::Spawn(format!("cannot start a tokio runtime: {e}")))?;
-    rt.block_on(run_external(cmd, input_json, budget_chars))
+    std::thread::scope(|scope| {
+        scope.spawn(run).join().unwrap_or_else(|_| {
+            Err(SummarizerFailure::Spawn(
+                "the summarizer helper thread failed".to_string(),
+            ))
+        })
+    })
 }
 
 /// The summary a handoff uses, who made it, and why the external one was not used.
@@ -289,7 +320,7 @@ pub fn run_external_blocking(
 pub struct SummaryOutcome {
     /// The summary text (markdown).
     pub text: String,
-    /// `deterministic` or `command:<program>`.
+    /// `deterministic` or `command:<command line>` (see [`created_by`]).
     pub created_by: String,
     /// The failure kind (`timeout`, `exit_status`, ...) when the command failed.
     pub fallback_reason: Option<String>,
@@ -300,7 +331,7 @@ pub struct SummaryOutcome {
 /// Summarize with `source`, falling back to `deterministic` when an external command
 /// fails. Synchronous; see [`run_external_blocking`].
 pub fn summarize_blocking(
-    source: &SummarizerSource,
+    source: &SummarySource,
     input_json: &serde_json::Value,
     budget_chars: usize,
     deterministic: &dyn Fn(&serde_json::Value, usize) -> String,
@@ -311,18 +342,16 @@ pub fn summarize_blocking(
         fallback_reason: failure.as_ref().map(|f| f.kind().to_string()),
         fallback_detail: failure.as_ref().map(ToString::to_string),
     };
-    match source {
-        SummarizerSource::Deterministic => fallback(None),
-        SummarizerSource::Command(cmd) => {
-            match run_external_blocking(cmd, input_json, budget_chars) {
-                Ok(text) => SummaryOutcome {
-                    text,
-                    created_by: format!("command:{}", cmd.program),
-                    fallback_reason: None,
-                    fallback_detail: None,
-                },
-                Err(f) => fallback(Some(f)),
-            }
-        }
+    match ExternalCommand::from_source(source) {
+        None => fallback(None),
+        Some(cmd) => match run_external_blocking(&cmd, input_json, budget_chars) {
+            Ok(text) => SummaryOutcome {
+                text,
+                created_by: created_by(source),
+                fallback_reason: None,
+                fallback_detail: None,
+            },
+            Err(f) => fallback(Some(f)),
+        },
     }
 }

@@ -33,8 +33,14 @@ pub struct RenderOptions {
     pub templates_dir: Option<PathBuf>,
     /// Who wrote the summary (`deterministic` unless an external summarizer did).
     pub created_by: Option<String>,
-    /// Why the summary fell back to the deterministic builder, if it did.
+    /// Why the summary fell back to the deterministic builder, if it did (the failure's
+    /// kind: `timeout`, `exit_status`, `empty_output`, `over_budget`, `invalid_utf8`, `spawn`).
     pub fallback_reason: Option<String>,
+    /// The failure's full message, when the summary fell back.
+    pub fallback_detail: Option<String>,
+    /// Markdown an external summarizer wrote; templates show it (as `summary_text`) in place
+    /// of the deterministic sections.
+    pub summary_text: Option<String>,
 }
 
 /// A template that failed to load or render.
@@ -58,8 +64,9 @@ pub struct Rendered {
     pub inline_note: Option<String>,
     /// For an off-band handoff: the first-turn prompt as inline delivery would send it (the
     /// whole document plus the message), used when the off-band write fails so nothing is
-    /// lost. `None` when the handoff is already inline.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// lost. `None` when the handoff is already inline. Never serialised (it repeats the
+    /// document).
+    #[serde(skip)]
     pub inline_fallback: Option<String>,
 }
 
@@ -75,6 +82,9 @@ pub struct Provenance {
     pub delivery: String,
     pub created_by: String,
     pub fallback_reason: Option<String>,
+    /// The summarizer failure's message when `fallback_reason` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback_detail: Option<String>,
     /// Why the handoff was delivered inline although the policy chose off-band (the
     /// off-band write or the pre-grant failed); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -306,6 +316,7 @@ pub fn render(
         handoff => context! { id => hid.clone(), strategy => hs.as_str(), created_by => created_by.clone() },
         covered => context! { from => covered.from, to => covered.to },
         sections => sections_value(&env, &doc_template, summary),
+        summary_text => opts.summary_text.clone(),
         anchor => anchor,
         included_count => summary.included.len(),
         omitted_count => summary.omitted.len(),
@@ -373,6 +384,7 @@ pub fn render(
         delivery: mode.as_str().into(),
         created_by,
         fallback_reason: opts.fallback_reason.clone(),
+        fallback_detail: opts.fallback_detail.clone(),
         delivery_fallback_reason: None,
         included: Arc::clone(&summary.included),
         omitted: Arc::clone(&summary.omitted),

@@ -104,6 +104,52 @@ fn section_order(rules: &CSummary) -> Vec<(&str, &str)> {
 
 /// Select the items of `runs` (ordinals, oldest first) under the policy's summary rules.
 pub fn select_runs(policy: &Policy, facts: &Facts<'_>, runs: &[u32]) -> Summary {
+    select_inner(policy, facts, runs, None)
+}
+
+/// Which kind of summary rule a [`RuleHit`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummaryRuleKind {
+    Include,
+    Exclude,
+}
+
+/// One evaluation of one summary rule of the policy's own `summary` block against one item:
+/// the rule's kind and index in that block, and whether it held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RuleHit {
+    pub kind: SummaryRuleKind,
+    pub index: usize,
+    pub matched: bool,
+}
+
+/// [`select`], also recording every summary rule evaluation (for rule coverage). Rules are
+/// evaluated exactly as selection evaluates them: per item, the exclude rules of its kind in
+/// order until one holds, then the include rules of its kind in order until one holds. For a
+/// reasoning item (always left out) the exclude rules are still evaluated and recorded. Nothing
+/// is recorded when the policy has no summary block of its own.
+pub fn select_observed(
+    policy: &Policy,
+    facts: &Facts<'_>,
+    decision: &Decision,
+) -> (Summary, Vec<RuleHit>) {
+    let runs = decision_runs(facts, decision);
+    let mut hits = Vec::new();
+    let summary = if policy.summary.is_some() {
+        select_inner(policy, facts, &runs, Some(&mut hits))
+    } else {
+        select_inner(policy, facts, &runs, None)
+    };
+    (summary, hits)
+}
+
+fn select_inner(
+    policy: &Policy,
+    facts: &Facts<'_>,
+    runs: &[u32],
+    mut hits: Option<&mut Vec<RuleHit>>,
+) -> Summary {
     let state = facts.state;
     let Some(rules) = rules_of(policy) else {
         return Summary {
@@ -149,6 +195,9 @@ pub fn select_runs(policy: &Policy, facts: &Facts<'_>, runs: &[u32]) -> Summary 
     };
     let mut chosen: Vec<Candidate> = Vec::new();
     for ctx in items {
+        if let Some(hits) = hits.as_deref_mut() {
+            record_hits(rules, &ctx, &holds, hits);
+        }
         if ctx.kind == "reasoning" {
             let reason = "hidden reasoning never leaves the thread".to_string();
             omit(&mut omitted, ctx, reason);
@@ -258,9 +307,54 @@ pub fn select_runs(policy: &Policy, facts: &Facts<'_>, runs: &[u32]) -> Summary 
     }
 }
 
+/// Record the summary rules selection evaluates for one item (see [`select_observed`]).
+fn record_hits(
+    rules: &CSummary,
+    ctx: &ItemCtx,
+    holds: &dyn Fn(&Option<crate::policy::CExpr>, &ItemCtx) -> bool,
+    hits: &mut Vec<RuleHit>,
+) {
+    for (index, e) in rules.excludes.iter().enumerate() {
+        if e.kind != ctx.kind {
+            continue;
+        }
+        let matched = holds(&e.when, ctx);
+        hits.push(RuleHit {
+            kind: SummaryRuleKind::Exclude,
+            index,
+            matched,
+        });
+        if matched {
+            return;
+        }
+    }
+    if ctx.kind == "reasoning" {
+        return;
+    }
+    for (index, i) in rules.includes.iter().enumerate() {
+        if i.kind != ctx.kind {
+            continue;
+        }
+        let matched = holds(&i.when, ctx);
+        hits.push(RuleHit {
+            kind: SummaryRuleKind::Include,
+            index,
+            matched,
+        });
+        if matched {
+            return;
+        }
+    }
+}
+
 /// Select for a decision: the covered runs that are eligible.
 pub fn select(policy: &Policy, facts: &Facts<'_>, decision: &Decision) -> Summary {
-    let runs: Vec<u32> = match &decision.covered_runs {
+    select_runs(policy, facts, &decision_runs(facts, decision))
+}
+
+/// The covered runs of a decision that are eligible.
+fn decision_runs(facts: &Facts<'_>, decision: &Decision) -> Vec<u32> {
+    match &decision.covered_runs {
         Some(r) => facts
             .eligible_runs()
             .iter()
@@ -268,8 +362,7 @@ pub fn select(policy: &Policy, facts: &Facts<'_>, decision: &Decision) -> Summar
             .filter(|o| (r.from..=r.to).contains(o))
             .collect(),
         None => Vec::new(),
-    };
-    select_runs(policy, facts, &runs)
+    }
 }
 
 /// Sizes summaries with the policy's own selection rules (for `summary.*` facts). The

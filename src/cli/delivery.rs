@@ -1,0 +1,221 @@
+//! Delivery commands: `baton render --deliver`, `baton gc`, `baton pregrant check`. Thin
+//! shells over [`crate::deliver`] and the store.
+
+use super::commands::{FAIL, OK, USAGE};
+use super::{GcArgs, PregrantCheckArgs};
+use crate::deliver::{
+    self, CheckRequest, GcReport, HandoffLiveness, MemoryGrantStore, OffbandStore, PathArg,
+    Retention,
+};
+use crate::pipeline::Outcome;
+use crate::store::Store;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Parse an age such as `90s`, `30m`, `12h`, `7d`, `2w` or `1day 12h` (humantime's syntax).
+pub(crate) fn parse_age(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("invalid age {s:?}: {e}"))
+}
+
+/// `baton render --deliver`: write the off-band handoff (or fall back to inline), print the
+/// first-turn prompt on stdout and what happened on stderr.
+pub(crate) fn render_deliver(
+    mut outcome: Outcome,
+    handoff_dir: Option<PathBuf>,
+    thread: &str,
+) -> u8 {
+    let store = OffbandStore::new(handoff_dir);
+    // `render` keeps no database: the grant is issued (so an unusable document is caught)
+    // but not recorded; `baton dispatch` records it in the store.
+    let mut grants = MemoryGrantStore::new();
+    let delivered = deliver::deliver(&mut outcome, &store, thread, &mut grants);
+    if let Some(reason) = &delivered.fallback_reason {
+        eprintln!(
+            "warning: off-band delivery failed, so the handoff is delivered inline: {reason}"
+        );
+    }
+    match (&delivered.document_path, &delivered.grant) {
+        (Some(path), Some(g)) => eprintln!(
+            "delivered off-band: {}\npre-grant: {} of {} on turn {} of thread {} (not recorded: render keeps no database)",
+            path.display(),
+            g.tool,
+            g.path.display(),
+            g.run,
+            g.thread
+        ),
+        (Some(path), None) => eprintln!("delivered off-band: {}", path.display()),
+        (None, _) if delivered.fallback_reason.is_none() => eprintln!("delivered inline"),
+        (None, _) => {}
+    }
+    if let Some(r) = &outcome.rendered {
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), "{}", r.inline);
+        if !r.inline.ends_with('\n') {
+            outln!();
+        }
+    }
+    OK
+}
+
+fn print_gc(report: &GcReport, json: bool) {
+    if json {
+        let pairs = |v: &[(PathBuf, String)]| -> Vec<serde_json::Value> {
+            v.iter()
+                .map(|(p, r)| serde_json::json!({ "path": p, "reason": r }))
+                .collect()
+        };
+        let out = serde_json::json!({
+            "dry_run": report.dry_run,
+            "removed": pairs(&report.reasons),
+            "kept": report.kept,
+            "skipped": pairs(&report.skipped),
+        });
+        outln!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        return;
+    }
+    let verb = if report.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    for (path, reason) in &report.reasons {
+        outln!("{verb} {} ({reason})", path.display());
+    }
+    for (path, reason) in &report.skipped {
+        outln!("left alone {} ({reason})", path.display());
+    }
+    outln!(
+        "{verb} {} handoff(s), kept {}, left {} other entr{} alone",
+        report.removed.len(),
+        report.kept,
+        report.skipped.len(),
+        if report.skipped.len() == 1 {
+            "y"
+        } else {
+            "ies"
+        }
+    );
+}
+
+/// `baton gc`: remove expired off-band handoff directories; with a store, also those whose
+/// handoff was superseded or whose thread was deleted.
+pub(crate) fn gc(a: GcArgs) -> u8 {
+    let offband = OffbandStore::new(a.handoff_dir.clone());
+    let retention = Retention {
+        max_age: Some(a.max_age),
+        max_per_thread: Some(a.keep),
+    };
+    let (db, defaulted) = db_path(a.db.as_deref());
+    let store = if defaulted && !db.exists() {
+        eprintln!(
+            "note: no database at {}; superseded and deleted handoffs are not detected (give --db)",
+            db.display()
+        );
+        None
+    } else {
+        match open_existing(&db) {
+            Ok(s) => Some(s),
+            Err(code) => return code,
+        }
+    };
+    // A store error keeps the handoff (never delete on doubt) and is reported after the pass.
+    let lookup_error: RefCell<Option<String>> = RefCell::new(None);
+    let live = |thread: &str, handoff: &str| match &store {
+        None => HandoffLiveness::Live,
+        Some(s) => s.handoff_liveness(thread, handoff).unwrap_or_else(|e| {
+            lookup_error.borrow_mut().get_or_insert(e.to_string());
+            HandoffLiveness::Live
+        }),
+    };
+    let result = deliver::gc(&offband, &retention, &live, SystemTime::now(), a.dry_run);
+    if let Some(e) = lookup_error.borrow().as_ref() {
+        eprintln!("warning: kept handoffs the store could not be asked about: {e}");
+    }
+    match result {
+        Ok(report) => {
+            print_gc(&report, a.json);
+            OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            FAIL
+        }
+    }
+}
+
+/// The database `--db` names: the flag, else `$BATON_DB`, else `./baton.db`; and whether it
+/// came from the default (so a missing file is not an error everywhere).
+fn db_path(given: Option<&Path>) -> (PathBuf, bool) {
+    match given {
+        Some(p) => (p.to_path_buf(), false),
+        None => match std::env::var_os("BATON_DB") {
+            Some(v) if !v.is_empty() => (PathBuf::from(v), false),
+            _ => (PathBuf::from("baton.db"), true),
+        },
+    }
+}
+
+/// Open an existing database; never create one (a fresh, empty database would deny every
+/// grant and make every handoff look deleted).
+fn open_existing(db: &Path) -> Result<Store, u8> {
+    if !db.is_file() {
+        eprintln!(
+            "{}: error: no baton database here; create one with `baton db init --db {}` or pass --db",
+            db.display(),
+            db.display()
+        );
+        return Err(FAIL);
+    }
+    Store::open(db).map_err(|e| {
+        eprintln!("{e}");
+        FAIL
+    })
+}
+
+/// `baton pregrant check`: allow (exit 0, the grant is used) or deny (exit 1), with the reason.
+pub(crate) fn pregrant_check(a: PregrantCheckArgs) -> u8 {
+    let args = match (&a.path, &a.args) {
+        (Some(p), None) => PathArg::Path(p.clone()),
+        (None, Some(json)) => match serde_json::from_str(json) {
+            Ok(v) => PathArg::Args(v),
+            Err(e) => {
+                eprintln!("--args: error: not valid JSON: {e}");
+                return USAGE;
+            }
+        },
+        _ => {
+            eprintln!("error: give the requested path with --path P or the tool's arguments with --args JSON");
+            return USAGE;
+        }
+    };
+    let (db, _) = db_path(a.db.as_deref());
+    let mut store = match open_existing(&db) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let req = CheckRequest {
+        thread: a.thread.clone(),
+        run: a.run,
+        tool: a.tool.clone(),
+        args,
+    };
+    match deliver::check(&mut store, &req) {
+        Ok(v) => {
+            if a.json {
+                outln!("{}", serde_json::to_string(&v).unwrap_or_default());
+            } else {
+                outln!("{}: {}", if v.allow { "allow" } else { "deny" }, v.reason);
+            }
+            if v.allow {
+                OK
+            } else {
+                FAIL
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            FAIL
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! `baton serve`: run the JSON-RPC sidecar (see docs/service.md).
+
+use super::ServeArgs;
+use crate::serve::{self, Framing, ServeConfig, Transport};
+use std::path::PathBuf;
+
+/// `--db`, else `$BATON_DB`, else `./baton.db`.
+fn db_path(arg: Option<PathBuf>) -> PathBuf {
+    arg.or_else(|| std::env::var_os("BATON_DB").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("baton.db"))
+}
+
+pub(crate) fn serve(a: ServeArgs) -> u8 {
+    let transport = match (a.stdio, a.socket) {
+        (true, None) => Transport::Stdio,
+        (false, Some(p)) => Transport::Socket(p),
+        _ => {
+            eprintln!("error: give exactly one of --stdio or --socket PATH");
+            return super::commands::USAGE;
+        }
+    };
+    let Some(framing) = Framing::parse(&a.framing) else {
+        eprintln!(
+            "error: --framing must be `content-length` or `lines`, not `{}`",
+            a.framing
+        );
+        return super::commands::USAGE;
+    };
+    if a.max_message == 0 {
+        eprintln!("error: --max-message must be at least 1 byte");
+        return super::commands::USAGE;
+    }
+    let mut cfg = ServeConfig::new(transport, a.policy, db_path(a.db));
+    cfg.framing = framing;
+    cfg.templates = a.templates;
+    cfg.handoff_dir = a.handoff_dir;
+    cfg.max_message = a.max_message;
+    cfg.debounce = std::time::Duration::from_millis(a.debounce_ms);
+    cfg.watch = !a.no_watch;
+    match serve::serve(cfg) {
+        Ok(()) => super::commands::OK,
+        Err(e) => {
+            eprintln!("{e}");
+            super::commands::FAIL
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! `baton test`, `baton fmt`, `baton diff`: thin shells over [`crate::testing`],
+//! [`crate::coverage`], [`crate::fmt`] and [`crate::diff`].
+
+use super::commands::{FAIL, OK, USAGE};
+use super::{DiffArgs, FmtArgs, TestArgs};
+use std::path::PathBuf;
+
+pub(crate) fn test(a: TestArgs) -> u8 {
+    if let Some(m) = a.min_coverage {
+        if !(0.0..=100.0).contains(&m) {
+            eprintln!("error: --min-coverage takes a percentage from 0 to 100, got {m}");
+            return USAGE;
+        }
+    }
+    let paths: Vec<PathBuf> = if a.paths.is_empty() {
+        vec![PathBuf::from("policies/tests")]
+    } else {
+        a.paths.clone()
+    };
+    for p in &paths {
+        if !p.exists() {
+            eprintln!("{}: error: no such test file or directory", p.display());
+            return FAIL;
+        }
+    }
+    let opts = crate::testing::RunOptions {
+        filter: a.filter.clone(),
+    };
+    let report = match crate::testing::run_paths(&paths, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return FAIL;
+        }
+    };
+    if report.results.is_empty() && a.filter.is_some() {
+        eprintln!("warning: --filter matched no case");
+    }
+    let coverage = a.coverage || a.min_coverage.is_some() || a.coverage_json.is_some();
+    if !a.json {
+        for r in &report.results {
+            out!("{}", r.report());
+        }
+    }
+    let mut code = if report.failed() > 0 { FAIL } else { OK };
+    if coverage {
+        if let Some(path) = &a.coverage_json {
+            if let Err(e) = std::fs::write(path, report.coverage.to_json() + "\n") {
+                eprintln!("{}: error: cannot write coverage: {e}", path.display());
+                return FAIL;
+            }
+        }
+        if !a.json {
+            outln!();
+            out!("{}", report.coverage.table());
+        }
+        if let Some(min) = a.min_coverage {
+            for f in report.coverage.files() {
+                if f.percent + 1e-9 < min {
+                    eprintln!(
+                        "{}: error: rule coverage {:.1}% is below --min-coverage {min}",
+                        f.file, f.percent
+                    );
+                    code = FAIL;
+                }
+            }
+        }
+    }
+    if a.json {
+        outln!("{}", report.to_json(coverage));
+    } else {
+        outln!("{}", report.summary_line());
+    }
+    code
+}
+
+pub(crate) fn diff(a: DiffArgs) -> u8 {
+    let (Ok(old), Ok(new)) = (
+        super::commands::load_policy(&a.from),
+        super::commands::load_policy(&a.to),
+    ) else {
+        return FAIL;
+    };
+    let report = match crate::diff::diff_corpus(&old, &new, &a.corpus) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return FAIL;
+        }
+    };
+    for p in &report.problems {
+        for e in [&p.old, &p.new].into_iter().flatten() {
+            eprintln!("{e}");
+        }
+        eprintln!(
+            "{}: warning: skipped, the state could not be decided",
+            p.state
+        );
+    }
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&report)
+                .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        );
+    } else {
+        for c in &report.changes {
+            outln!(
+                "{}: {}: {} -> {} (now decided by {})",
+                c.state,
+                c.field,
+                c.old,
+                c.new,
+                c.decided_by
+            );
+        }
+        outln!("{}", report.summary_line());
+    }
+    if a.fail_on_change && !report.changes.is_empty() {
+        FAIL
+    } else {
+        OK
+    }
+}
+
+/// The policy files one `fmt` argument names.
+fn policy_files(p: &std::path::Path) -> Vec<PathBuf> {
+    if !p.is_dir() {
+        return vec![p.to_path_buf()];
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("policy"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+pub(crate) fn fmt(a: FmtArgs) -> u8 {
+    let mut code = OK;
+    for arg in &a.paths {
+        for path in policy_files(arg) {
+            let name = crate::state::display_path(&path);
+            let text = match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("{name}: error: cannot read the policy file: {e}");
+                    code = FAIL;
+                    continue;
+                }
+            };
+            let formatted = match crate::fmt::format_source(&name, &text) {
+                Ok(f) => f,
+                Err(e) => {
+                    eprintln!("{e}");
+                    code = FAIL;
+                    continue;
+                }
+            };
+            if formatted == text {
+                continue;
+            }
+            if a.check {
+                out!("{}", crate::fmt::diff(&name, &text, &formatted));
+                eprintln!("{name}: not formatted (run `baton fmt {name}`)");
+                code = FAIL;
+            } else if let Err(e) = std::fs::write(&path, &formatted) {
+                eprintln!("{name}: error: cannot write the policy file: {e}");
+                code = FAIL;
+            } else {
+                outln!("formatted {name}");
+            }
+        }
+    }
+    code
+}

@@ -1,0 +1,84 @@
+//! A whitespace-preserving view of policy text for the formatter: per line, the tokens
+//! (words, strings, punctuation, a trailing comment). Only ever run on text the parser
+//! accepted.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Tok {
+    /// An identifier, keyword, dotted path or integer.
+    Word(String),
+    /// A string literal, quotes and escapes as written.
+    Str(String),
+    Punct(String),
+    /// `# ...` to the end of the line.
+    Comment(String),
+}
+
+fn is_word(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '.'
+}
+
+/// Whether a `-` here starts a negative integer rather than being the minus operator.
+fn minus_is_sign(prev: Option<&Tok>) -> bool {
+    match prev {
+        None => true,
+        Some(Tok::Word(_)) | Some(Tok::Str(_)) => false,
+        Some(Tok::Punct(p)) => !matches!(p.as_str(), "]" | ")"),
+        Some(Tok::Comment(_)) => true,
+    }
+}
+
+/// Split text into lines of tokens.
+pub(super) fn lex(text: &str) -> Vec<Vec<Tok>> {
+    let mut lines = Vec::new();
+    for raw in text.split('\n') {
+        let chars: Vec<char> = raw.chars().collect();
+        let mut toks: Vec<Tok> = Vec::new();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            if c.is_whitespace() {
+                i += 1;
+            } else if c == '#' {
+                toks.push(Tok::Comment(chars[i..].iter().collect()));
+                break;
+            } else if c == '"' {
+                let start = i;
+                i += 1;
+                while i < chars.len() && chars[i] != '"' {
+                    if chars[i] == '\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                i = (i + 1).min(chars.len());
+                toks.push(Tok::Str(chars[start..i].iter().collect()));
+            } else if is_word(c)
+                || (c == '-'
+                    && chars.get(i + 1).is_some_and(|d| d.is_ascii_digit())
+                    && minus_is_sign(toks.last()))
+            {
+                let start = i;
+                i += 1;
+                while i < chars.len() && is_word(chars[i]) {
+                    i += 1;
+                }
+                toks.push(Tok::Word(chars[start..i].iter().collect()));
+            } else {
+                let two: String = chars[i..(i + 2).min(chars.len())].iter().collect();
+                let p = if matches!(two.as_str(), "==" | "!=" | "<=" | ">=") {
+                    two
+                } else {
+                    c.to_string()
+                };
+                i += p.chars().count();
+                toks.push(Tok::Punct(p));
+            }
+        }
+        lines.push(toks);
+    }
+    // A final newline leaves one empty line behind; the printer adds its own.
+    while lines.last().is_some_and(|l: &Vec<Tok>| l.is_empty()) {
+        lines.pop();
+    }
+    lines
+}

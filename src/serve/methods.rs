@@ -1,0 +1,326 @@
+//! The method router: JSON params in, library call, JSON result out. No policy logic here;
+//! every decision comes from [`crate::pipeline`] with the policy set the request snapshotted
+//! when it started.
+
+use super::policy_set::PolicySet;
+use super::rpc::{code, RpcError};
+use super::session::{Shared, Turn};
+use super::stored::{self, StorePool};
+use crate::eval::{EvalError, EvalOptions};
+use crate::state::{Format, State, StateError};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What the session needs to know about a method before running it.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    /// Changes the store: once started it is not cancelled (its commit would be lost to the
+    /// client otherwise).
+    pub mutates: bool,
+}
+
+/// Every method, for `health` and the "unknown method" message.
+pub const NAMES: &[&str] = &[
+    "explain",
+    "render",
+    "dispatch",
+    "completeRun",
+    "rollback",
+    "fork",
+    "mergeBack",
+    "pregrant/check",
+    "thread/import",
+    "thread/export",
+    "policy/reload",
+    "policy/status",
+    "health",
+    "shutdown",
+    "exit",
+];
+
+/// The spec of a routable method (`shutdown` and `exit` are handled by the session).
+pub fn lookup(method: &str) -> Option<Spec> {
+    match method {
+        "explain" | "render" | "thread/export" | "policy/status" | "health" => {
+            Some(Spec { mutates: false })
+        }
+        "dispatch" | "completeRun" | "rollback" | "fork" | "mergeBack" | "pregrant/check"
+        | "thread/import" | "policy/reload" => Some(Spec { mutates: true }),
+        _ => None,
+    }
+}
+
+/// The thread a request is about, for per-thread ordering: `params.thread`, else the inline
+/// state's `thread.id`.
+pub fn thread_key(params: &Value) -> Option<String> {
+    params
+        .get("thread")
+        .and_then(Value::as_str)
+        .or_else(|| params.pointer("/state/thread/id").and_then(Value::as_str))
+        .map(str::to_string)
+}
+
+/// Run `method`. `turn` is this request's place in its thread's queue; it is held until the
+/// work (including any blocking part) is done.
+pub async fn call(
+    shared: &Arc<Shared>,
+    method: &str,
+    params: Value,
+    turn: Turn,
+) -> Result<Value, RpcError> {
+    match method {
+        "explain" => {
+            let p: DecideParams = parse_params(method, params)?;
+            let (set, s) = (shared.policies.current(), shared.clone());
+            let handoff_dir = shared.cfg.handoff_dir.clone();
+            blocking(turn, move || explain(&set, &s.stores, p, handoff_dir)).await
+        }
+        "render" => {
+            let p: DecideParams = parse_params(method, params)?;
+            let (set, s) = (shared.policies.current(), shared.clone());
+            let handoff_dir = shared.cfg.handoff_dir.clone();
+            blocking(turn, move || render(&set, &s.stores, p, handoff_dir)).await
+        }
+        "dispatch" => {
+            let p: stored::DispatchParams = parse_params(method, params)?;
+            let (set, s) = (shared.policies.current(), shared.clone());
+            let handoff_dir = shared.cfg.handoff_dir.clone();
+            blocking(turn, move || {
+                stored::dispatch(&s.stores, &set, handoff_dir, p)
+            })
+            .await
+        }
+        "mergeBack" => {
+            let p: stored::MergeBackParams = parse_params(method, params)?;
+            let (set, s) = (shared.policies.current(), shared.clone());
+            let handoff_dir = shared.cfg.handoff_dir.clone();
+            blocking(turn, move || {
+                stored::merge_back(&s.stores, &set, handoff_dir, p)
+            })
+            .await
+        }
+        "completeRun" => {
+            let p: stored::CompleteParams = parse_params(method, params)?;
+            let s = shared.clone();
+            blocking(turn, move || stored::complete(&s.stores, p)).await
+        }
+        "rollback" => {
+            let p: stored::RollbackParams = parse_params(method, params)?;
+            let s = shared.clone();
+            blocking(turn, move || stored::rollback(&s.stores, p)).await
+        }
+        "fork" => {
+            let p: stored::ForkParams = parse_params(method, params)?;
+            let s = shared.clone();
+            blocking(turn, move || stored::fork(&s.stores, p)).await
+        }
+        "pregrant/check" => {
+            let p: stored::PregrantParams = parse_params(method, params)?;
+            let s = shared.clone();
+            blocking(turn, move || stored::pregrant_check(&s.stores, p)).await
+        }
+        "thread/import" => {
+            let p: stored::ImportParams = parse_params(method, params)?;
+            let s = shared.clone();
+            blocking(turn, move || {
+                let state = inline_state(p.state.as_ref(), p.state_text.as_deref())?;
+                stored::import(&s.stores, state, p.replace)
+            })
+            .await
+        }
+        "thread/export" => {
+            let p: stored::ThreadParams = parse_params(method, params)?;
+            let s = shared.clone();
+            blocking(turn, move || stored::export(&s.stores, p)).await
+        }
+        "policy/reload" => {
+            let _: Empty = parse_params(method, params)?;
+            let r = shared.reload_and_notify().await;
+            drop(turn);
+            r
+        }
+        "policy/status" => {
+            let _: Empty = parse_params(method, params)?;
+            Ok(shared.policies.status())
+        }
+        "health" => {
+            let _: Empty = parse_params(method, params)?;
+            Ok(json!({
+                "status": "ok",
+                "version": env!("CARGO_PKG_VERSION"),
+                "uptimeMs": shared.started.elapsed().as_millis() as u64,
+                "inFlight": shared.in_flight().saturating_sub(1),
+                "policy": shared.policies.current().reference(),
+                "methods": NAMES,
+            }))
+        }
+        _ => Err(RpcError::new(
+            code::METHOD_NOT_FOUND,
+            format!("unknown method `{method}`"),
+        )),
+    }
+}
+
+/// Run blocking library work off the reactor, holding the thread's turn until it is done.
+async fn blocking<F>(turn: Turn, f: F) -> Result<Value, RpcError>
+where
+    F: FnOnce() -> Result<Value, RpcError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        f()
+    })
+    .await
+    .map_err(|e| RpcError::internal(format!("the request's task failed: {e}")))?
+}
+
+/// Deserialize params, naming the field at fault.
+fn parse_params<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError> {
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        let at = if path == "." {
+            String::new()
+        } else {
+            format!("{path}: ")
+        };
+        RpcError::invalid_params(format!(
+            "invalid params for `{method}`: {at}{}",
+            e.into_inner()
+        ))
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+/// Params of `explain` and `render`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct DecideParams {
+    /// A thread in the store.
+    thread: Option<String>,
+    /// The state document (DESIGN §3) as a JSON object.
+    state: Option<Value>,
+    /// The state document as text (YAML or JSON, e.g. a state file's contents).
+    state_text: Option<String>,
+    /// Decide for this provider instead of the state's `request.provider`.
+    target: Option<String>,
+    /// Append every rule evaluated to the explanation.
+    #[serde(default)]
+    verbose: bool,
+}
+
+fn state_error(e: &StateError) -> RpcError {
+    let problems: Vec<Value> = e
+        .problems
+        .iter()
+        .map(|p| json!({"at": p.at, "line": p.line, "column": p.column, "message": p.message}))
+        .collect();
+    RpcError::new(code::STATE_ERROR, e.to_string()).with_data(json!({ "problems": problems }))
+}
+
+fn eval_error(e: &EvalError) -> RpcError {
+    let code = match e {
+        EvalError::UnknownTarget(_) => code::INVALID_PARAMS,
+        _ => code::POLICY_ERROR,
+    };
+    RpcError::new(code, e.to_string())
+}
+
+/// The state of a deciding request: the stored `thread`, or the inline `state` / `stateText`.
+fn state_of(p: &DecideParams, stores: &StorePool) -> Result<State, RpcError> {
+    match (&p.thread, p.state.is_some() || p.state_text.is_some()) {
+        (Some(t), false) => stored::load(stores, t),
+        (Some(_), true) => Err(RpcError::invalid_params(
+            "give either a stored `thread` or an inline `state`/`stateText`, not both",
+        )),
+        (None, _) => inline_state(p.state.as_ref(), p.state_text.as_deref()),
+    }
+}
+
+/// An inline state: `state` (a JSON object) or `stateText` (YAML or JSON text).
+fn inline_state(state: Option<&Value>, text: Option<&str>) -> Result<State, RpcError> {
+    let v = match (state, text) {
+        (Some(v), None) => v,
+        (None, Some(text)) => {
+            return crate::state::parse_str(text, Format::Yaml, "params.stateText")
+                .map_err(|e| state_error(&e))
+        }
+        (Some(_), Some(_)) => {
+            return Err(RpcError::invalid_params(
+                "give the state once: `state` (an object) or `stateText` (YAML/JSON text), not both",
+            ))
+        }
+        (None, None) => {
+            return Err(RpcError::invalid_params(
+                "give the thread's state as `state` (a state document object) or `stateText` (its YAML/JSON text), or a stored `thread`",
+            ))
+        }
+    };
+    if !v.is_object() {
+        return Err(RpcError::invalid_params(
+            "`state` must be a state document object (DESIGN §3)",
+        ));
+    }
+    crate::state::parse_str(&v.to_string(), Format::Json, "params.state")
+        .map_err(|e| state_error(&e))
+}
+
+fn eval_options(p: &DecideParams, handoff_dir: Option<PathBuf>) -> EvalOptions {
+    EvalOptions {
+        target: p.target.clone(),
+        document_root: handoff_dir,
+    }
+}
+
+fn explain(
+    set: &PolicySet,
+    stores: &StorePool,
+    p: DecideParams,
+    handoff_dir: Option<PathBuf>,
+) -> Result<Value, RpcError> {
+    let state = state_of(&p, stores)?;
+    let opts = eval_options(&p, handoff_dir);
+    let d = crate::pipeline::decide(&set.policy, &state, &opts).map_err(|e| eval_error(&e))?;
+    Ok(json!({
+        "policy": set.reference(),
+        "decision": d,
+        "explanation": crate::explain::render(&d, p.verbose),
+    }))
+}
+
+fn render(
+    set: &PolicySet,
+    stores: &StorePool,
+    p: DecideParams,
+    handoff_dir: Option<PathBuf>,
+) -> Result<Value, RpcError> {
+    let state = state_of(&p, stores)?;
+    let opts = eval_options(&p, handoff_dir);
+    let ropts = crate::render::RenderOptions {
+        templates_dir: set.templates_dir(),
+        ..Default::default()
+    };
+    let outcome =
+        crate::pipeline::run(&set.policy, &state, &opts, &ropts).map_err(|e| match e {
+            crate::pipeline::PipelineError::Eval(e) => eval_error(&e),
+            crate::pipeline::PipelineError::Render(e) => {
+                RpcError::new(code::RENDER_ERROR, e.to_string())
+            }
+        })?;
+    Ok(json!({
+        "policy": set.reference(),
+        "decision": outcome.decision,
+        "handoff": outcome.rendered.map(|r| json!({
+            "document": r.document,
+            "inline": r.inline,
+            "documentPath": r.document_path,
+            "inlineNote": r.inline_note,
+            "provenance": r.provenance,
+        })),
+    }))
+}

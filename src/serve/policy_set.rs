@@ -1,0 +1,349 @@
+//! The policy set the service decides with: the compiled policy plus the template directory,
+//! loaded and checked as a whole, swapped in atomically, and reloaded when its files change.
+//!
+//! A request takes one [`Arc<PolicySet>`] snapshot when it starts and uses it to the end, so
+//! it sees either the old set or the new one, never a mix. A set that does not check is
+//! rejected and the last good set keeps serving.
+
+use crate::policy::{self, Diagnostic, Policy, PolicyError};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// One checked generation of the policy and its templates.
+#[derive(Debug)]
+pub struct PolicySet {
+    pub policy: Policy,
+    /// Templates read from the template directory (name -> text); embedded ones fill the rest.
+    pub templates: BTreeMap<String, String>,
+    /// A private copy of those templates that renders of this generation read, so that a
+    /// render never sees a half-edited template directory. Removed when the set is dropped.
+    pub templates_snapshot: Option<Snapshot>,
+    /// The policy sources and template files the set was built from.
+    pub files: Vec<String>,
+    /// 1 for the set loaded at start, +1 for every swap.
+    pub generation: u64,
+    /// Unix time in milliseconds when the set was swapped in.
+    pub loaded_at_ms: u64,
+}
+
+/// A private directory (0700) holding one generation's templates; deleted on drop.
+#[derive(Debug)]
+pub struct Snapshot(PathBuf);
+
+impl Snapshot {
+    fn write(templates: &BTreeMap<String, String>) -> Result<Snapshot, PolicyError> {
+        use std::os::unix::fs::DirBuilderExt;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let root = std::env::temp_dir().join(format!(
+            "baton-serve-{}-{}",
+            crate::deliver::effective_uid(),
+            std::process::id()
+        ));
+        let dir = root.join(format!("templates-{}", NEXT.fetch_add(1, Ordering::SeqCst)));
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(true).mode(0o700);
+        b.create(&dir)
+            .map_err(|e| io_diag(&dir, "cannot create the template snapshot", &e))?;
+        let snap = Snapshot(dir);
+        for (name, text) in templates {
+            let p = snap.0.join(name);
+            std::fs::write(&p, text)
+                .map_err(|e| io_diag(&p, "cannot write the template snapshot", &e))?;
+        }
+        Ok(snap)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        if let Some(root) = self.0.parent() {
+            // Succeeds only once the last generation is gone.
+            let _ = std::fs::remove_dir(root);
+        }
+    }
+}
+
+impl PolicySet {
+    /// The template directory renders of this generation use.
+    pub fn templates_dir(&self) -> Option<PathBuf> {
+        self.templates_snapshot
+            .as_ref()
+            .map(|s| s.path().to_path_buf())
+    }
+
+    /// `{"name": ..., "sha256": ...}`, the reference every decision-carrying response holds.
+    pub fn reference(&self) -> Value {
+        json!({"name": self.policy.name, "sha256": self.policy.sha256})
+    }
+}
+
+/// The last reload that was refused.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rejection {
+    pub at_ms: u64,
+    pub message: String,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// The outcome of a reload that checked.
+#[derive(Debug, Clone)]
+pub struct Reloaded {
+    pub set: Arc<PolicySet>,
+    /// False when the files were unchanged (same policy sha256 and templates): nothing swapped.
+    pub changed: bool,
+}
+
+/// Holds the current set and reloads it.
+#[derive(Debug)]
+pub struct PolicyHolder {
+    spec: String,
+    templates_dir: Option<PathBuf>,
+    current: RwLock<Arc<PolicySet>>,
+    rejection: Mutex<Option<Rejection>>,
+    /// Serialises reloads so two cannot interleave their check and swap.
+    reloading: Mutex<()>,
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn io_diag(path: &Path, what: &str, e: &std::io::Error) -> PolicyError {
+    PolicyError::single(Diagnostic::file_level(
+        &path.display().to_string(),
+        format!("{what}: {}", crate::state::io_reason(e)),
+    ))
+}
+
+/// Read every `*.j2` in `dir` and check that each parses; errors carry file and line.
+fn load_templates(dir: &Path) -> Result<BTreeMap<String, String>, PolicyError> {
+    let rd =
+        std::fs::read_dir(dir).map_err(|e| io_diag(dir, "cannot read template directory", &e))?;
+    let mut out = BTreeMap::new();
+    for entry in rd.filter_map(|e| e.ok()) {
+        let path = entry.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if !name.ends_with(".j2") || !path.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| io_diag(&path, "cannot read template", &e))?;
+        out.insert(name.to_string(), text);
+    }
+    let mut env = minijinja::Environment::new();
+    let mut diags = Vec::new();
+    for (name, text) in &out {
+        if let Err(e) = env.add_template(name, text) {
+            let mut d = Diagnostic::file_level(
+                &dir.join(name).display().to_string(),
+                e.detail()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| e.kind().to_string()),
+            );
+            d.line = e.line().unwrap_or(1);
+            diags.push(d);
+        }
+    }
+    if diags.is_empty() {
+        Ok(out)
+    } else {
+        Err(PolicyError { diagnostics: diags })
+    }
+}
+
+/// Load and check the whole set: the policy, the templates, and that the template the policy
+/// names exists.
+fn build(
+    spec: &str,
+    templates_dir: Option<&Path>,
+) -> Result<(Policy, BTreeMap<String, String>), PolicyError> {
+    let policy = policy::load(spec)?;
+    let templates = match templates_dir {
+        Some(d) => load_templates(d)?,
+        None => BTreeMap::new(),
+    };
+    if let Some(t) = &policy.template {
+        let embedded = crate::render::EMBEDDED.iter().any(|(n, _)| n == t);
+        if !embedded && !templates.contains_key(t) {
+            return Err(PolicyError::single(Diagnostic::file_level(
+                &policy.name,
+                format!("the policy asks for template `{t}`, which is neither in the template directory nor embedded"),
+            )));
+        }
+    }
+    Ok((policy, templates))
+}
+
+impl PolicyHolder {
+    /// Load the first set; the service does not start without one that checks.
+    pub fn load(spec: &str, templates_dir: Option<PathBuf>) -> Result<PolicyHolder, PolicyError> {
+        let (policy, templates) = build(spec, templates_dir.as_deref())?;
+        let set = Self::make(policy, templates, 1)?;
+        Ok(PolicyHolder {
+            spec: spec.to_string(),
+            templates_dir,
+            current: RwLock::new(Arc::new(set)),
+            rejection: Mutex::new(None),
+            reloading: Mutex::new(()),
+        })
+    }
+
+    fn make(
+        policy: Policy,
+        templates: BTreeMap<String, String>,
+        generation: u64,
+    ) -> Result<PolicySet, PolicyError> {
+        let mut files: Vec<String> = policy.sources.iter().map(|s| s.name.clone()).collect();
+        files.extend(templates.keys().cloned());
+        let templates_snapshot = if templates.is_empty() {
+            None
+        } else {
+            Some(Snapshot::write(&templates)?)
+        };
+        Ok(PolicySet {
+            policy,
+            templates,
+            templates_snapshot,
+            files,
+            generation,
+            loaded_at_ms: now_ms(),
+        })
+    }
+
+    /// The set new requests use.
+    pub fn current(&self) -> Arc<PolicySet> {
+        match self.current.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Re-read and check the whole set; swap it in if it checks and differs. Blocking (file
+    /// I/O and parsing): call it from a blocking task.
+    pub fn reload(&self) -> Result<Reloaded, Rejection> {
+        let _one = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
+        let cur = self.current();
+        let built =
+            build(&self.spec, self.templates_dir.as_deref()).and_then(|(policy, templates)| {
+                if cur.policy.sha256 == policy.sha256 && cur.templates == templates {
+                    Ok(None)
+                } else {
+                    Self::make(policy, templates, cur.generation + 1).map(Some)
+                }
+            });
+        match built {
+            Ok(None) => Ok(Reloaded {
+                set: cur,
+                changed: false,
+            }),
+            Ok(Some(set)) => {
+                let set = Arc::new(set);
+                match self.current.write() {
+                    Ok(mut g) => *g = set.clone(),
+                    Err(p) => *p.into_inner() = set.clone(),
+                }
+                Ok(Reloaded { set, changed: true })
+            }
+            Err(e) => {
+                let r = Rejection {
+                    at_ms: now_ms(),
+                    message: format!(
+                        "policy set rejected; still serving the last good set: {}",
+                        e.diagnostics
+                            .first()
+                            .map(|d| d.to_string())
+                            .unwrap_or_default()
+                    ),
+                    diagnostics: e.diagnostics,
+                };
+                *self.rejection.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.clone());
+                Err(r)
+            }
+        }
+    }
+
+    /// `policy/status`: the set serving now and the last rejection.
+    pub fn status(&self) -> Value {
+        let cur = self.current();
+        let rejection = self
+            .rejection
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        json!({
+            "name": cur.policy.name,
+            "sha256": cur.policy.sha256,
+            "spec": self.spec,
+            "templatesDir": self.templates_dir,
+            "files": cur.files,
+            "generation": cur.generation,
+            "loadedAtMs": cur.loaded_at_ms,
+            "warnings": cur.policy.warnings,
+            "lastRejection": rejection,
+        })
+    }
+
+    /// Directories to watch: the policy file's directory (or the policy directory) and the
+    /// template directory. A shipped profile has nothing to watch.
+    pub fn watch_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        let p = Path::new(&self.spec);
+        if p.is_dir() {
+            dirs.push(p.to_path_buf());
+        } else if p.is_file() {
+            let parent = p.parent().filter(|d| !d.as_os_str().is_empty());
+            dirs.push(parent.unwrap_or(Path::new(".")).to_path_buf());
+        }
+        if let Some(t) = &self.templates_dir {
+            if !dirs.contains(t) {
+                dirs.push(t.clone());
+            }
+        }
+        dirs
+    }
+}
+
+/// Watch `dirs` and call `on_change` once per burst of changes (debounced by `quiet`).
+/// The returned value stops watching when dropped.
+pub fn watch(
+    dirs: &[PathBuf],
+    quiet: Duration,
+    on_change: impl Fn() + Send + 'static,
+) -> Result<Watcher, notify_debouncer_mini::notify::Error> {
+    use notify_debouncer_mini::notify::RecursiveMode;
+    let mut debouncer = notify_debouncer_mini::new_debouncer(
+        quiet,
+        move |res: notify_debouncer_mini::DebounceEventResult| {
+            if res.map(|events| !events.is_empty()).unwrap_or(true) {
+                on_change();
+            }
+        },
+    )?;
+    for d in dirs {
+        debouncer.watcher().watch(d, RecursiveMode::NonRecursive)?;
+    }
+    Ok(Watcher {
+        _debouncer: debouncer,
+    })
+}
+
+/// A running file watcher.
+pub struct Watcher {
+    _debouncer: notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>,
+}

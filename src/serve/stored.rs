@@ -1,0 +1,277 @@
+//! Methods over the store: threads by id, the lifecycle operations and pre-grant checks.
+//! All of it is synchronous rusqlite work; the router runs it on the blocking pool with a
+//! connection from [`StorePool`].
+
+use super::policy_set::PolicySet;
+use super::rpc::{code, RpcError};
+use crate::deliver::{CheckRequest, PathArg};
+use crate::state::{Item, RunStatus, State};
+use crate::store::{self, Dispatched, Store, StoreError};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// A few open connections to the database, reused across requests. Each blocking task takes
+/// one (or opens a new one), and gives it back when done; SQLite's WAL, busy timeout and
+/// `BEGIN IMMEDIATE` transactions keep concurrent writers correct.
+pub struct StorePool {
+    db: PathBuf,
+    idle: Mutex<Vec<Store>>,
+    /// SQLite takes one writer at a time; queueing this process's writers here instead of in
+    /// SQLite's busy handler (which sleeps and retries) keeps write latency low under load.
+    /// Other processes are still kept out by SQLite's own locking.
+    writer: Mutex<()>,
+}
+
+/// How many idle connections are kept.
+const POOL_SIZE: usize = 8;
+
+impl StorePool {
+    pub fn new(db: PathBuf) -> StorePool {
+        StorePool {
+            db,
+            idle: Mutex::new(Vec::new()),
+            writer: Mutex::new(()),
+        }
+    }
+
+    /// Like [`StorePool::with`], for an operation that writes: one writer of this process at
+    /// a time.
+    pub fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, RpcError>,
+    ) -> Result<T, RpcError> {
+        let _one = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.with(f)
+    }
+
+    /// Run `f` with a connection. Blocking: call from a blocking task.
+    pub fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, RpcError>,
+    ) -> Result<T, RpcError> {
+        let taken = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut s = match taken {
+            Some(s) => s,
+            None => Store::open(&self.db).map_err(|e| store_error(&e))?,
+        };
+        let r = f(&mut s);
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < POOL_SIZE {
+            idle.push(s);
+        }
+        r
+    }
+}
+
+/// The JSON-RPC error for a store error: not-found, invalid state, policy, render or store.
+pub fn store_error(e: &StoreError) -> RpcError {
+    let code = match e {
+        StoreError::ThreadNotFound { .. }
+        | StoreError::RunNotFound { .. }
+        | StoreError::HandoffNotFound { .. } => code::NOT_FOUND,
+        StoreError::InvalidState { .. } => code::STATE_ERROR,
+        StoreError::Pipeline { source, .. } => match source.as_ref() {
+            crate::pipeline::PipelineError::Eval(_) => code::POLICY_ERROR,
+            crate::pipeline::PipelineError::Render(_) => code::RENDER_ERROR,
+        },
+        StoreError::NoHandoff { .. } => code::POLICY_ERROR,
+        _ => code::STORE_ERROR,
+    };
+    RpcError::new(code, e.to_string())
+}
+
+/// A stored thread as a state.
+pub fn load(pool: &StorePool, thread: &str) -> Result<State, RpcError> {
+    pool.with(|s| s.load(thread).map_err(|e| store_error(&e)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ImportParams {
+    pub state: Option<Value>,
+    pub state_text: Option<String>,
+    #[serde(default)]
+    pub replace: bool,
+}
+
+pub fn import(pool: &StorePool, state: State, replace: bool) -> Result<Value, RpcError> {
+    pool.write(|s| {
+        s.import_with(&state, replace)
+            .map_err(|e| store_error(&e))?;
+        Ok(json!({"thread": state.thread.id, "runs": state.runs.len()}))
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ThreadParams {
+    pub thread: String,
+}
+
+pub fn export(pool: &StorePool, p: ThreadParams) -> Result<Value, RpcError> {
+    let st = load(pool, &p.thread)?;
+    Ok(json!({ "state": st }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DispatchParams {
+    pub thread: String,
+    pub target: String,
+    pub message: Option<String>,
+    pub model: Option<String>,
+    pub runtime_mode: Option<String>,
+    #[serde(default)]
+    pub clean_context: bool,
+}
+
+fn dispatched(set: &PolicySet, d: Dispatched) -> Value {
+    json!({
+        "policy": set.reference(),
+        "decision": d.decision,
+        "run": d.run,
+        "providerThread": d.provider_thread,
+        "started": d.started,
+        "handoff": d.handoff,
+    })
+}
+
+pub fn dispatch(
+    pool: &StorePool,
+    set: &PolicySet,
+    handoff_dir: Option<PathBuf>,
+    p: DispatchParams,
+) -> Result<Value, RpcError> {
+    let req = store::DispatchRequest {
+        thread: p.thread,
+        target: p.target,
+        message: p.message,
+        model: p.model,
+        runtime_mode: p.runtime_mode,
+        clean_context: p.clean_context,
+        handoff_dir,
+        templates_dir: set.templates_dir(),
+    };
+    pool.write(|s| {
+        store::dispatch(s, &set.policy, &req)
+            .map(|d| dispatched(set, d))
+            .map_err(|e| store_error(&e))
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CompleteParams {
+    pub thread: String,
+    pub run: u32,
+    #[serde(default)]
+    pub items: Vec<Item>,
+    #[serde(default = "completed")]
+    pub status: RunStatus,
+}
+
+fn completed() -> RunStatus {
+    RunStatus::Completed
+}
+
+pub fn complete(pool: &StorePool, p: CompleteParams) -> Result<Value, RpcError> {
+    pool.write(|s| {
+        store::complete_run(s, &p.thread, p.run, p.items, p.status)
+            .map(|c| json!(c))
+            .map_err(|e| store_error(&e))
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RollbackParams {
+    pub thread: String,
+    pub to: u32,
+}
+
+pub fn rollback(pool: &StorePool, p: RollbackParams) -> Result<Value, RpcError> {
+    pool.write(|s| {
+        store::rollback(s, &p.thread, p.to)
+            .map(|r| json!(r))
+            .map_err(|e| store_error(&e))
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ForkParams {
+    pub thread: String,
+    pub at: u32,
+    pub child: Option<String>,
+}
+
+pub fn fork(pool: &StorePool, p: ForkParams) -> Result<Value, RpcError> {
+    pool.write(|s| {
+        store::fork(s, &p.thread, p.at, p.child.as_deref())
+            .map(|r| json!(r))
+            .map_err(|e| store_error(&e))
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MergeBackParams {
+    /// The fork (child) thread.
+    pub thread: String,
+    pub message: Option<String>,
+}
+
+pub fn merge_back(
+    pool: &StorePool,
+    set: &PolicySet,
+    handoff_dir: Option<PathBuf>,
+    p: MergeBackParams,
+) -> Result<Value, RpcError> {
+    let opts = store::HandoffOptions {
+        message: p.message,
+        handoff_dir,
+        templates_dir: set.templates_dir(),
+    };
+    pool.write(|s| {
+        store::merge_back(s, &set.policy, &p.thread, &opts)
+            .map(|d| dispatched(set, d))
+            .map_err(|e| store_error(&e))
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PregrantParams {
+    pub thread: String,
+    /// The turn (run) the tool call happens on.
+    pub run: u32,
+    pub tool: String,
+    /// The requested path...
+    pub path: Option<PathBuf>,
+    /// ...or the tool's JSON arguments (`file_path` or `path`).
+    pub args: Option<Value>,
+}
+
+pub fn pregrant_check(pool: &StorePool, p: PregrantParams) -> Result<Value, RpcError> {
+    let args =
+        match (p.path, p.args) {
+            (Some(path), None) => PathArg::Path(path),
+            (None, Some(a)) => PathArg::Args(a),
+            _ => return Err(RpcError::invalid_params(
+                "give the requested path as `path`, or the tool's arguments as `args`, not both",
+            )),
+        };
+    let req = CheckRequest {
+        thread: p.thread,
+        run: p.run,
+        tool: p.tool,
+        args,
+    };
+    pool.write(|s| {
+        crate::deliver::check(s, &req)
+            .map(|v| json!(v))
+            .map_err(|e| RpcError::new(code::DELIVERY_ERROR, e.to_string()))
+    })
+}

@@ -1,0 +1,335 @@
+//! The YAML test-file model and its loader. Every key is checked: an unknown key, a value of the
+//! wrong type or an unknown strategy name is an error with `file:line:col`, never a silent pass.
+
+use serde::{Deserialize, Deserializer};
+use std::path::{Path, PathBuf};
+
+/// A problem with a test file, a state it names, or the policy it names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TestFileError {
+    #[error("{file}: error: cannot read the test file: {message}")]
+    Read { file: String, message: String },
+    #[error("{file}:{line}:{col}: error: {message}{snippet}")]
+    Invalid {
+        file: String,
+        line: usize,
+        col: usize,
+        message: String,
+        /// The line in question with a caret under the column (empty when unknown).
+        snippet: String,
+    },
+}
+
+impl TestFileError {
+    pub(crate) fn at(file: &str, line: usize, col: usize, message: impl Into<String>) -> Self {
+        TestFileError::Invalid {
+            file: file.to_string(),
+            line,
+            col,
+            message: message.into(),
+            snippet: String::new(),
+        }
+    }
+
+    /// Add the source line and a caret under the column, taken from the file's text.
+    fn with_snippet(mut self, text: &str) -> Self {
+        if let TestFileError::Invalid {
+            line, col, snippet, ..
+        } = &mut self
+        {
+            if let Some(src) = text.lines().nth(line.saturating_sub(1)) {
+                let gutter = line.to_string();
+                let pad = " ".repeat(gutter.len());
+                let caret = " ".repeat(col.saturating_sub(1).min(src.chars().count()));
+                *snippet = format!("\n{gutter} | {src}\n{pad} | {caret}^");
+            }
+        }
+        self
+    }
+}
+
+/// `Some(value)` for a key that is present, even when its value is `null`.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// One test file: the policy under test and its cases.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestFile {
+    /// A shipped profile name, or a policy file/directory relative to the test file.
+    pub policy: String,
+    /// The default target of every case (else `request.provider`).
+    #[serde(default)]
+    pub target: Option<String>,
+    pub cases: Vec<Case>,
+    /// Where the file was read from (set by [`load`]).
+    #[serde(skip)]
+    pub path: PathBuf,
+    /// 1-based line of the `policy:` key.
+    #[serde(skip)]
+    pub policy_line: usize,
+}
+
+/// One test case.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    pub name: String,
+    /// A state file, relative to the test file.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// A whole state written in the test file.
+    #[serde(default)]
+    pub state_inline: Option<serde_yaml::Value>,
+    #[serde(default)]
+    pub target: Option<String>,
+    /// Overrides the file's policy for this case.
+    #[serde(default)]
+    pub policy: Option<String>,
+    pub expect: Expect,
+    /// 1-based line of the case in its file (set by [`load`]).
+    #[serde(skip)]
+    pub line: usize,
+    /// 1-based column of the case's `-` (set by [`load`]).
+    #[serde(skip)]
+    pub col: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StrategyName {
+    NoHandoff,
+    DeltaExisting,
+    FullExisting,
+    FullNew,
+    NativeFork,
+    Unsupported,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadActionName {
+    Resume,
+    Create,
+    ForkNative,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryModeName {
+    OffBand,
+    Inline,
+}
+
+/// Expectations on the decision and the rendered document. Absent keys are not checked; a key
+/// given as `null` expects the field to be null (no handoff, no delivery, no pre-grant).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    #[serde(default)]
+    pub strategy: Option<StrategyName>,
+    #[serde(default, deserialize_with = "present")]
+    pub handoff_strategy: Option<Option<crate::state::HandoffStrategy>>,
+    #[serde(default)]
+    pub provider_thread: Option<ThreadExpect>,
+    #[serde(default, deserialize_with = "present")]
+    pub covered_runs: Option<Option<RangeExpect>>,
+    /// The stale signals exactly, in policy order.
+    #[serde(default)]
+    pub stale: Option<Vec<String>>,
+    /// Signals that must hold (others may too).
+    #[serde(default)]
+    pub stale_contains: Option<Vec<String>>,
+    /// Signals that must not hold.
+    #[serde(default)]
+    pub stale_not_contains: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub delivery: Option<Option<DeliveryExpect>>,
+    #[serde(default, deserialize_with = "present")]
+    pub pregrant: Option<Option<PregrantExpect>>,
+    /// The ladder rule that decides: its strategy name (`full_new`) or label (`strategy full_new`).
+    #[serde(default)]
+    pub decided_by: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    pub document: Option<Option<DocumentExpect>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThreadExpect {
+    #[serde(default)]
+    pub action: Option<ThreadActionName>,
+    #[serde(default, deserialize_with = "present")]
+    pub id: Option<Option<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RangeExpect {
+    pub from: u32,
+    pub to: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryExpect {
+    #[serde(default)]
+    pub mode: Option<DeliveryModeName>,
+    #[serde(default)]
+    pub inline_limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PregrantExpect {
+    #[serde(default)]
+    pub tool: Option<String>,
+    #[serde(default)]
+    pub turns: Option<u32>,
+    #[serde(default)]
+    pub uses: Option<u32>,
+}
+
+/// Expectations on the rendered handoff document (`document: null` expects none).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentExpect {
+    #[serde(default)]
+    pub contains: Vec<String>,
+    #[serde(default)]
+    pub not_contains: Vec<String>,
+    /// Sections present, by name (`goals`) or title (`Current state`).
+    #[serde(default)]
+    pub sections: Vec<String>,
+    /// Sections absent, by name or title.
+    #[serde(default)]
+    pub no_sections: Vec<String>,
+}
+
+/// Load and validate a test file.
+pub fn load(path: &Path) -> Result<TestFile, TestFileError> {
+    let file = crate::state::display_path(path);
+    let text = std::fs::read_to_string(path).map_err(|e| TestFileError::Read {
+        file: file.clone(),
+        message: e.to_string(),
+    })?;
+    let mut tf = parse_str(&text, &file)?;
+    tf.path = path.to_path_buf();
+    Ok(tf)
+}
+
+/// Parse and validate test-file text; `file` names it in errors.
+pub fn parse_str(text: &str, file: &str) -> Result<TestFile, TestFileError> {
+    parse_unsnipped(text, file).map_err(|e| e.with_snippet(text))
+}
+
+fn parse_unsnipped(text: &str, file: &str) -> Result<TestFile, TestFileError> {
+    let de = serde_yaml::Deserializer::from_str(text);
+    let mut tf: TestFile = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let (line, col) = inner
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((1, 1));
+        let mut msg = inner.to_string();
+        // serde_yaml appends " at line L column C"; the prefix says it already.
+        if let Some(i) = msg.find(" at line ") {
+            msg.truncate(i);
+        }
+        // serde_yaml names the enclosing mapping; name the key itself when it does not.
+        let msg = if path.is_empty() || path == "." || msg.starts_with(&path) {
+            msg
+        } else if let Some(rest) = path
+            .rsplit_once('.')
+            .and_then(|(head, _)| msg.strip_prefix(head).map(|r| r.to_string()))
+        {
+            format!("{path}{}", rest.trim_start_matches(|c| c != ':'))
+        } else {
+            format!("{path}: {msg}")
+        };
+        TestFileError::at(file, line, col, msg)
+    })?;
+    tf.policy_line = text
+        .lines()
+        .position(|l| l.starts_with("policy:"))
+        .map(|i| i + 1)
+        .unwrap_or(1);
+    let lines = case_lines(text);
+    for (i, case) in tf.cases.iter_mut().enumerate() {
+        (case.line, case.col) = lines.get(i).copied().unwrap_or((1, 1));
+        match (&case.state, &case.state_inline) {
+            (Some(_), Some(_)) => {
+                return Err(TestFileError::at(
+                    file,
+                    case.line,
+                    case.col,
+                    format!(
+                        "cases[{i}] `{}`: give `state` or `state_inline`, not both",
+                        case.name
+                    ),
+                ))
+            }
+            (None, None) => {
+                return Err(TestFileError::at(
+                    file,
+                    case.line,
+                    case.col,
+                    format!(
+                        "cases[{i}] `{}`: no state; give `state: FILE` or `state_inline: {{...}}`",
+                        case.name
+                    ),
+                ))
+            }
+            _ => {}
+        }
+    }
+    if tf.cases.is_empty() {
+        return Err(TestFileError::at(file, 1, 1, "the file has no cases"));
+    }
+    let mut names = std::collections::BTreeMap::new();
+    for c in &tf.cases {
+        if let Some(first) = names.insert(c.name.clone(), c.line) {
+            return Err(TestFileError::at(
+                file,
+                c.line,
+                c.col,
+                format!(
+                    "case name `{}` is used twice (first at line {first})",
+                    c.name
+                ),
+            ));
+        }
+    }
+    Ok(tf)
+}
+
+/// The line and column of each case: the items of the top-level `cases:` list, in order.
+fn case_lines(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut in_cases = false;
+    let mut item_indent: Option<usize> = None;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        if indent == 0 && !trimmed.is_empty() && !trimmed.starts_with('#') {
+            in_cases = trimmed.starts_with("cases:");
+            continue;
+        }
+        if !in_cases {
+            continue;
+        }
+        if let Some(rest) = trimmed.strip_prefix("- ") {
+            let ind = *item_indent.get_or_insert(indent);
+            if ind == indent {
+                let _ = rest;
+                out.push((i + 1, indent + 1));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,486 @@
+//! Running test files: decide (and render) every case, check its expectations, report.
+
+use super::file::{Case, DocumentExpect, Expect, TestFile, TestFileError};
+use super::{Checked, PolicyUnderTest};
+use crate::coverage::Coverage;
+use crate::policy::Policy;
+use crate::state::State;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One expectation that did not hold.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Mismatch {
+    /// `strategy`, `covered_runs`, `document.contains`, ...
+    pub field: String,
+    pub expected: String,
+    pub actual: String,
+}
+
+/// The result of one case.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CaseResult {
+    pub name: String,
+    /// `file:line` of the case.
+    pub at: String,
+    /// Empty when the case passed.
+    pub mismatches: Vec<Mismatch>,
+    /// The deciding rule with its values (when a decision was made).
+    pub decided_by: Option<String>,
+    /// A decision that could not be made, or a state that does not load.
+    pub error: Option<String>,
+}
+
+impl CaseResult {
+    pub fn passed(&self) -> bool {
+        self.mismatches.is_empty() && self.error.is_none()
+    }
+
+    /// `ok name` or `FAIL name (file:line)` followed by one line per mismatch.
+    pub fn report(&self) -> String {
+        if self.passed() {
+            return format!("ok   {}\n", self.name);
+        }
+        let mut out = format!("FAIL {}  ({})\n", self.name, self.at);
+        if let Some(e) = &self.error {
+            for l in e.lines() {
+                out.push_str(&format!("  {l}\n"));
+            }
+        }
+        for m in &self.mismatches {
+            out.push_str(&format!(
+                "  {}: expected {}, got {}\n",
+                m.field, m.expected, m.actual
+            ));
+        }
+        if let (Some(d), false) = (&self.decided_by, self.mismatches.is_empty()) {
+            out.push_str(&format!("    decided by {d}\n"));
+        }
+        out
+    }
+}
+
+/// Options for a test run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Run only the cases whose name contains this text.
+    pub filter: Option<String>,
+}
+
+/// All results of a run, and the coverage it gathered.
+#[derive(Debug, Default)]
+pub struct RunReport {
+    pub results: Vec<CaseResult>,
+    pub coverage: Coverage,
+}
+
+impl RunReport {
+    pub fn passed(&self) -> usize {
+        self.results.iter().filter(|r| r.passed()).count()
+    }
+    pub fn failed(&self) -> usize {
+        self.results.len() - self.passed()
+    }
+    /// `N passed, N failed`
+    pub fn summary_line(&self) -> String {
+        format!("{} passed, {} failed", self.passed(), self.failed())
+    }
+
+    /// The results as pretty JSON: `{"passed", "failed", "results": [...]}`, plus
+    /// `"coverage": {"files": [...]}` when `coverage` is set.
+    pub fn to_json(&self, coverage: bool) -> String {
+        let mut v = serde_json::json!({
+            "passed": self.passed(),
+            "failed": self.failed(),
+            "results": self.results.iter().map(|r| {
+                let mut j = serde_json::to_value(r).unwrap_or_default();
+                j["passed"] = serde_json::Value::Bool(r.passed());
+                j
+            }).collect::<Vec<_>>(),
+        });
+        if coverage {
+            v["coverage"] = serde_json::from_str(&self.coverage.to_json()).unwrap_or_default();
+        }
+        serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}
+
+fn base_dir(tf: &TestFile) -> PathBuf {
+    tf.path.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// The policy a spec names: a path relative to the test file when one exists there, else a
+/// shipped profile name or a path as given.
+fn policy_spec(tf: &TestFile, spec: &str) -> String {
+    let rel = base_dir(tf).join(spec);
+    if rel.exists() {
+        rel.display().to_string()
+    } else {
+        spec.to_string()
+    }
+}
+
+/// Load the state of a case.
+pub fn case_state(tf: &TestFile, case: &Case) -> Result<State, String> {
+    let file = crate::state::display_path(&tf.path);
+    if let Some(rel) = &case.state {
+        let path = base_dir(tf).join(rel);
+        if !path.exists() {
+            return Err(format!(
+                "{file}:{}:{}: error: case `{}`: state file {} does not exist",
+                case.line,
+                case.col,
+                case.name,
+                crate::state::display_path(&path)
+            ));
+        }
+        return crate::state::load_file(&path).map_err(|e| e.to_string());
+    }
+    let value = case.state_inline.clone().unwrap_or_default();
+    let text = serde_yaml::to_string(&value).map_err(|e| e.to_string())?;
+    let name = format!("{file}:{} (state_inline of `{}`)", case.line, case.name);
+    crate::state::parse_str(&text, crate::state::Format::Yaml, &name).map_err(|e| e.to_string())
+}
+
+/// Load every policy the file names, before any case runs: a policy that does not check is an
+/// error for the whole file.
+pub fn load_policies(tf: &TestFile) -> Result<BTreeMap<String, Policy>, String> {
+    let mut out = BTreeMap::new();
+    let mut specs = vec![(tf.policy.clone(), tf.policy_line)];
+    specs.extend(
+        tf.cases
+            .iter()
+            .filter_map(|c| c.policy.clone().map(|p| (p, c.line))),
+    );
+    for (spec, line) in specs {
+        if out.contains_key(&spec) {
+            continue;
+        }
+        let policy = crate::policy::load(&policy_spec(tf, &spec)).map_err(|e| {
+            format!(
+                "{}:{line}:1: error: policy `{spec}` does not check:\n{e}",
+                crate::state::display_path(&tf.path)
+            )
+        })?;
+        out.insert(spec, policy);
+    }
+    Ok(out)
+}
+
+/// Run the cases of one loaded test file, adding to `report`.
+pub fn run_file(tf: &TestFile, opts: &RunOptions, report: &mut RunReport) -> Result<(), String> {
+    let policies = load_policies(tf)?;
+    let file = crate::state::display_path(&tf.path);
+    for case in &tf.cases {
+        if let Some(f) = &opts.filter {
+            if !case.name.contains(f.as_str()) {
+                continue;
+            }
+        }
+        let spec = case.policy.as_ref().unwrap_or(&tf.policy);
+        let Some(policy) = policies.get(spec) else {
+            continue;
+        };
+        report.coverage.register(policy);
+        let at = format!("{file}:{}", case.line);
+        let mut result = CaseResult {
+            name: case.name.clone(),
+            at,
+            mismatches: Vec::new(),
+            decided_by: None,
+            error: None,
+        };
+        let state = match case_state(tf, case) {
+            Ok(s) => s,
+            Err(e) => {
+                result.error = Some(e);
+                report.results.push(result);
+                continue;
+            }
+        };
+        let target = case.target.clone().or_else(|| tf.target.clone());
+        let put = PolicyUnderTest::from_policy(policy.clone());
+        match put.check(&state, target.as_deref()) {
+            Ok((checked, hits)) => {
+                report
+                    .coverage
+                    .record(policy, &checked.outcome.decision, &hits);
+                result.mismatches = check_expect(&checked, &case.expect);
+                result.decided_by = Some(checked.deciding_rule());
+            }
+            Err(e) => result.error = Some(e.to_string()),
+        }
+        report.results.push(result);
+    }
+    Ok(())
+}
+
+/// Every `*.yaml`/`*.yml` file under the given paths (directories are searched one level, sorted);
+/// files are taken as given.
+pub fn test_files(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+                .map(|rd| {
+                    rd.filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| {
+                            p.is_file()
+                                && matches!(
+                                    p.extension().and_then(|e| e.to_str()),
+                                    Some("yaml" | "yml")
+                                )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            v.sort();
+            out.extend(v);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    out
+}
+
+/// Load, validate and run every test file; the first invalid file stops the run.
+pub fn run_paths(paths: &[PathBuf], opts: &RunOptions) -> Result<RunReport, String> {
+    let mut report = RunReport::default();
+    let files = test_files(paths);
+    let mut loaded = Vec::new();
+    for f in &files {
+        loaded.push(super::file::load(f).map_err(|e: TestFileError| e.to_string())?);
+    }
+    for tf in &loaded {
+        run_file(tf, opts, &mut report)?;
+    }
+    Ok(report)
+}
+
+fn show<T: std::fmt::Debug>(v: &T) -> String {
+    format!("{v:?}")
+}
+
+fn opt_str(v: Option<&str>) -> String {
+    v.map(|s| s.to_string()).unwrap_or_else(|| "null".into())
+}
+
+fn list(v: &[String]) -> String {
+    format!("[{}]", v.join(", "))
+}
+
+/// Check every expectation of a case against a decision and its document.
+pub fn check_expect(c: &Checked, e: &Expect) -> Vec<Mismatch> {
+    let d = &c.outcome.decision;
+    let mut out = Vec::new();
+    let mut mis = |field: &str, expected: String, actual: String| {
+        if expected != actual {
+            out.push(Mismatch {
+                field: field.into(),
+                expected,
+                actual,
+            })
+        }
+    };
+    if let Some(s) = e.strategy {
+        mis("strategy", snake(&show(&s)), d.strategy.as_str().into());
+    }
+    if let Some(h) = &e.handoff_strategy {
+        mis(
+            "handoff_strategy",
+            opt_str(h.map(|h| h.as_str())),
+            opt_str(d.handoff_strategy.map(|h| h.as_str())),
+        );
+    }
+    if let Some(t) = &e.provider_thread {
+        if let Some(a) = t.action {
+            mis(
+                "provider_thread.action",
+                snake(&show(&a)),
+                d.provider_thread.action.as_str().into(),
+            );
+        }
+        if let Some(id) = &t.id {
+            mis(
+                "provider_thread.id",
+                opt_str(id.as_deref()),
+                opt_str(d.provider_thread.id.as_deref()),
+            );
+        }
+    }
+    if let Some(r) = &e.covered_runs {
+        let fmt = |r: Option<(u32, u32)>| match r {
+            Some((f, t)) => format!("{f}..{t}"),
+            None => "null".into(),
+        };
+        mis(
+            "covered_runs",
+            fmt(r.map(|r| (r.from, r.to))),
+            fmt(d.covered_runs.as_ref().map(|r| (r.from, r.to))),
+        );
+    }
+    if let Some(s) = &e.stale {
+        mis("stale", list(s), list(&d.stale));
+    }
+    if let Some(s) = &e.stale_contains {
+        let missing: Vec<String> = s.iter().filter(|x| !d.stale.contains(x)).cloned().collect();
+        if !missing.is_empty() {
+            mis(
+                "stale_contains",
+                format!("{} to hold", list(&missing)),
+                list(&d.stale),
+            );
+        }
+    }
+    if let Some(s) = &e.stale_not_contains {
+        let held: Vec<String> = s.iter().filter(|x| d.stale.contains(x)).cloned().collect();
+        if !held.is_empty() {
+            mis(
+                "stale_not_contains",
+                format!("{} not to hold", list(&held)),
+                list(&d.stale),
+            );
+        }
+    }
+    if let Some(exp) = &e.delivery {
+        match (exp, &d.delivery) {
+            (None, None) => {}
+            (None, Some(got)) => mis("delivery", "null".into(), got.mode.as_str().into()),
+            (Some(_), None) => mis("delivery", "a delivery".into(), "null (no handoff)".into()),
+            (Some(exp), Some(got)) => {
+                if let Some(m) = exp.mode {
+                    mis("delivery.mode", snake(&show(&m)), got.mode.as_str().into());
+                }
+                if let Some(l) = exp.inline_limit {
+                    mis(
+                        "delivery.inline_limit",
+                        l.to_string(),
+                        got.inline_limit.to_string(),
+                    );
+                }
+            }
+        }
+    }
+    if let Some(exp) = &e.pregrant {
+        match (exp, &d.pregrant) {
+            (None, None) => {}
+            (None, Some(got)) => mis(
+                "pregrant",
+                "null".into(),
+                format!("{} {}", got.tool, got.path),
+            ),
+            (Some(_), None) => mis("pregrant", "a pre-grant".into(), "null".into()),
+            (Some(exp), Some(got)) => {
+                if let Some(t) = &exp.tool {
+                    mis("pregrant.tool", t.clone(), got.tool.clone());
+                }
+                if let Some(t) = exp.turns {
+                    mis("pregrant.turns", t.to_string(), got.turns.to_string());
+                }
+                if let Some(u) = exp.uses {
+                    mis("pregrant.uses", u.to_string(), got.uses.to_string());
+                }
+            }
+        }
+    }
+    if let Some(rule) = &e.decided_by {
+        let want = if rule.starts_with("strategy ") {
+            rule.clone()
+        } else {
+            format!("strategy {rule}")
+        };
+        mis("decided_by", want, d.decided_by.rule.clone());
+    }
+    if let Some(doc) = &e.document {
+        check_document(c, doc.as_ref(), &mut out);
+    }
+    out
+}
+
+fn check_document(c: &Checked, doc: Option<&DocumentExpect>, out: &mut Vec<Mismatch>) {
+    let rendered = c.outcome.rendered.as_ref();
+    let (doc, rendered) = match (doc, rendered) {
+        (None, None) => return,
+        (None, Some(_)) => {
+            out.push(Mismatch {
+                field: "document".into(),
+                expected: "no document".into(),
+                actual: "a document".into(),
+            });
+            return;
+        }
+        (Some(_), None) => {
+            out.push(Mismatch {
+                field: "document".into(),
+                expected: "a document".into(),
+                actual: format!("none ({})", c.outcome.decision.strategy.as_str()),
+            });
+            return;
+        }
+        (Some(d), Some(r)) => (d, r),
+    };
+    for s in &doc.contains {
+        if !rendered.document.contains(s.as_str()) {
+            out.push(Mismatch {
+                field: "document.contains".into(),
+                expected: format!("{s:?}"),
+                actual: "not found".into(),
+            });
+        }
+    }
+    for s in &doc.not_contains {
+        if let Some(line) = rendered.document.lines().find(|l| l.contains(s.as_str())) {
+            out.push(Mismatch {
+                field: "document.not_contains".into(),
+                expected: format!("no {s:?}"),
+                actual: format!("found in line {:?}", line.trim()),
+            });
+        }
+    }
+    let sections: Vec<String> = c
+        .outcome
+        .summary
+        .as_ref()
+        .map(|s| s.sections.iter().map(|x| x.name.clone()).collect())
+        .unwrap_or_default();
+    let has = |want: &str| {
+        c.outcome
+            .summary
+            .as_ref()
+            .is_some_and(|s| s.sections.iter().any(|x| x.name == want || x.title == want))
+    };
+    for s in &doc.sections {
+        if !has(s) {
+            out.push(Mismatch {
+                field: "document.sections".into(),
+                expected: format!("section {s:?}"),
+                actual: list(&sections),
+            });
+        }
+    }
+    for s in &doc.no_sections {
+        if has(s) {
+            out.push(Mismatch {
+                field: "document.no_sections".into(),
+                expected: format!("no section {s:?}"),
+                actual: list(&sections),
+            });
+        }
+    }
+}
+
+/// `FullNew` -> `full_new`.
+fn snake(s: &str) -> String {
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if ch.is_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.extend(ch.to_lowercase());
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}

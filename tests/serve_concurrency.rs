@@ -1,0 +1,320 @@
+//! Concurrency in `baton serve`: per-thread ordering, cancellation, graceful shutdown, and
+//! policy hot reload (including the race with requests in flight and a rejected set).
+
+mod serve_support;
+
+use serde_json::{json, Value};
+use serve_support::*;
+use std::collections::HashSet;
+
+/// Requests for one thread are answered in arrival order, even when an early one is much
+/// slower than the ones queued behind it.
+#[test]
+fn requests_for_one_thread_run_in_arrival_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = stdio(dir.path(), &[]);
+    let heavy = long_state("th_order", 1500);
+    let mut light = example_state("seed-run6.yaml");
+    light["thread"]["id"] = json!("th_order");
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let st = if i % 3 == 0 { &heavy } else { &light };
+        ids.push(s.client.start("explain", json!({"state": st})));
+    }
+    let answered: Vec<i64> = (0..ids.len())
+        .map(|_| {
+            let r = s.client.response();
+            assert!(r.get("result").is_some(), "{r}");
+            r["id"].as_i64().unwrap()
+        })
+        .collect();
+    assert_eq!(answered, ids, "one thread's responses in request order");
+    assert_eq!(s.stop(), 0);
+}
+
+/// A request waiting behind a slow one on the same thread can be cancelled; the slow one
+/// still completes and the server keeps serving.
+#[test]
+fn cancel_request_answers_minus_32800() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = stdio(dir.path(), &[]);
+    let heavy = long_state("th_cancel", 3000);
+    let mut light = example_state("seed-run6.yaml");
+    light["thread"]["id"] = json!("th_cancel");
+    // One write: the heavy request, the queued one, and its cancellation.
+    let slow = json!({"jsonrpc": "2.0", "id": 1, "method": "explain", "params": {"state": heavy}});
+    let queued =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "explain", "params": {"state": light}});
+    let cancel = json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 2}});
+    let after = json!({"jsonrpc": "2.0", "id": 3, "method": "explain", "params": {"state": light}});
+    let mut bytes = Vec::new();
+    for m in [&slow, &queued, &cancel, &after] {
+        bytes.extend(s.client.frame(m.to_string().as_bytes()));
+    }
+    s.client.send_raw(&bytes);
+    let r2 = s.client.response();
+    assert_eq!(
+        r2["id"], 2,
+        "the cancelled request is answered at once: {r2}"
+    );
+    assert_eq!(r2["error"]["code"], -32800, "{r2}");
+    assert_eq!(
+        r2["error"]["message"],
+        "`explain` was cancelled by the client"
+    );
+    // The request behind the cancelled one still waits for the slow one.
+    let r1 = s.client.response();
+    assert_eq!(r1["id"], 1);
+    assert_eq!(r1["result"]["decision"]["strategy"], "full_new");
+    let r3 = s.client.response();
+    assert_eq!(r3["id"], 3);
+    assert!(r3.get("result").is_some(), "{r3}");
+    assert_eq!(s.client.result("health", json!({}))["status"], "ok");
+    assert_eq!(s.stop(), 0);
+}
+
+/// `shutdown` answers only after the requests in flight have finished; later requests are
+/// refused; `exit` ends the process with status 0.
+#[test]
+fn graceful_shutdown_finishes_in_flight_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = stdio(dir.path(), &[]);
+    let work: Vec<i64> = (0..4)
+        .map(|i| {
+            s.client.start(
+                "explain",
+                json!({"state": long_state(&format!("th_sd{i}"), 1000)}),
+            )
+        })
+        .collect();
+    let sd = s.client.start("shutdown", json!({}));
+    let mut order = Vec::new();
+    for _ in 0..=work.len() {
+        let r = s.client.response();
+        assert!(r.get("error").is_none(), "{r}");
+        order.push(r["id"].as_i64().unwrap());
+    }
+    assert_eq!(order.last(), Some(&sd), "shutdown answered last: {order:?}");
+    let after = s.client.call("health", json!({}));
+    assert_eq!(after["error"]["code"], -32007);
+    assert_eq!(
+        after["error"]["message"],
+        "the server is shutting down; `health` was not run"
+    );
+    s.client.notify("exit", json!({}));
+    assert_eq!(s.child.wait().unwrap().code(), Some(0));
+}
+
+fn sha_of(r: &Value) -> String {
+    r["result"]["decision"]["policy"]["sha256"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a decision: {r}"))
+        .to_string()
+}
+
+/// Edit the policy while requests are in flight: every response carries the old or the new
+/// sha256, never an error, and the new set is eventually the one serving.
+#[test]
+fn hot_reload_race_every_response_has_the_old_or_new_sha() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = policy_copy(dir.path());
+    let pdir = file.parent().unwrap().to_str().unwrap().to_string();
+    let mut s = stdio(dir.path(), &["--policy", &pdir, "--debounce-ms", "20"]);
+    let old = s.client.result("policy/status", json!({}))["sha256"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let edited = format!("{text}\n# edited while requests are in flight\n");
+    let state = example_state("seed-switch.yaml");
+    let mut ids = Vec::new();
+    for i in 0..300 {
+        if i == 100 {
+            replace(&file, &edited);
+        }
+        let mut st = state.clone();
+        st["thread"]["id"] = json!(format!("th_{}", i % 7));
+        ids.push(s.client.start("explain", json!({"state": st})));
+    }
+    let mut seen = HashSet::new();
+    for id in ids {
+        seen.insert(sha_of(&s.client.response_to(id)));
+    }
+    // Wait (bounded) for the watcher to have swapped the new set in.
+    let mut new = old.clone();
+    for _ in 0..200 {
+        new = s.client.result("policy/status", json!({}))["sha256"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        if new != old {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert_ne!(new, old, "the edit was picked up");
+    let last = s.client.call("explain", json!({"state": state}));
+    assert_eq!(sha_of(&last), new);
+    let allowed: HashSet<String> = [old, new].into_iter().collect();
+    assert!(seen.is_subset(&allowed), "unexpected sha256s: {seen:?}");
+    assert!(s
+        .client
+        .notes
+        .iter()
+        .any(|n| n["method"] == "policy/loaded"));
+    assert_eq!(s.stop(), 0);
+}
+
+/// A set that does not check is rejected with diagnostics; the last good set keeps serving.
+#[test]
+fn rejected_reload_keeps_the_last_good_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = policy_copy(dir.path());
+    let pdir = file.parent().unwrap().to_str().unwrap().to_string();
+    let mut s = stdio(dir.path(), &["--policy", &pdir, "--no-watch"]);
+    let good = s.client.result("policy/status", json!({}))["sha256"].clone();
+    let text = std::fs::read_to_string(&file).unwrap();
+    replace(
+        &file,
+        &format!("{text}\nstale broken when target.nonsense\n"),
+    );
+    let r = s.client.call("policy/reload", json!({}));
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("policy set rejected; still serving the last good set: "),
+        "{msg}"
+    );
+    let diags = r["error"]["data"]["diagnostics"].as_array().unwrap();
+    assert!(
+        diags[0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("default.policy"),
+        "{r}"
+    );
+    assert_eq!(r["error"]["data"]["serving"]["sha256"], good);
+    let note = s
+        .client
+        .notes
+        .iter()
+        .find(|n| n["method"] == "policy/rejected")
+        .cloned()
+        .or_else(|| {
+            let m = s.client.read().unwrap();
+            Some(m)
+        })
+        .unwrap();
+    assert_eq!(note["method"], "policy/rejected");
+    assert_eq!(
+        note["params"]["diagnostics"],
+        r["error"]["data"]["diagnostics"]
+    );
+    let d = s.client.result(
+        "explain",
+        json!({"state": example_state("seed-switch.yaml")}),
+    );
+    assert_eq!(d["decision"]["policy"]["sha256"], good);
+    let st = s.client.result("policy/status", json!({}));
+    assert_eq!(st["sha256"], good);
+    assert_eq!(
+        st["lastRejection"]["diagnostics"],
+        r["error"]["data"]["diagnostics"]
+    );
+    // Fixing the file and reloading swaps in the new set.
+    replace(&file, &format!("{text}\n# fixed\n"));
+    let ok = s.client.result("policy/reload", json!({}));
+    assert_eq!(ok["changed"], true);
+    assert_ne!(ok["policy"]["sha256"], good);
+    let again = s.client.result("policy/reload", json!({}));
+    assert_eq!(again["changed"], false);
+    assert_eq!(s.stop(), 0);
+}
+
+/// Templates are part of the set: an edited template is used after reload, a broken one is
+/// rejected with its file and line.
+#[test]
+fn template_directory_reloads_with_the_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let tdir = dir.path().join("templates");
+    std::fs::create_dir_all(&tdir).unwrap();
+    let inline = std::fs::read_to_string(format!("{ROOT}/templates/inline.md.j2")).unwrap();
+    std::fs::write(tdir.join("inline.md.j2"), format!("FIRST {inline}")).unwrap();
+    let t = tdir.to_str().unwrap().to_string();
+    let mut s = stdio(dir.path(), &["--templates", &t, "--no-watch"]);
+    let st = example_state("seed-run6.yaml");
+    let r = s.client.result("render", json!({"state": st}));
+    assert!(r["handoff"]["inline"]
+        .as_str()
+        .unwrap()
+        .starts_with("FIRST "));
+    std::fs::write(tdir.join("inline.md.j2"), format!("SECOND {inline}")).unwrap();
+    assert_eq!(s.client.result("policy/reload", json!({}))["changed"], true);
+    let r = s.client.result("render", json!({"state": st}));
+    assert!(r["handoff"]["inline"]
+        .as_str()
+        .unwrap()
+        .starts_with("SECOND "));
+    std::fs::write(tdir.join("inline.md.j2"), "line one\n{% if %}\n").unwrap();
+    let bad = s.client.call("policy/reload", json!({}));
+    assert_eq!(bad["error"]["code"], -32001);
+    let d = &bad["error"]["data"]["diagnostics"][0];
+    assert!(
+        d["file"].as_str().unwrap().ends_with("inline.md.j2"),
+        "{bad}"
+    );
+    assert_eq!(d["line"], 2);
+    let r = s.client.result("render", json!({"state": st}));
+    assert!(r["handoff"]["inline"]
+        .as_str()
+        .unwrap()
+        .starts_with("SECOND "));
+    assert_eq!(s.stop(), 0);
+}
+
+/// A slow external summarizer on one thread does not hold up requests for other threads.
+#[test]
+fn a_slow_summarizer_on_one_thread_does_not_block_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("slow.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat >/dev/null\nsleep 1\necho '## Summary'\necho 'Written slowly.'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let policy = dir.path().join("slow.policy");
+    std::fs::write(
+        &policy,
+        format!(
+            "policy \"slow\" {{\n  extends \"default\"\n}}\n\nsummary {{\n  include user_message into goals\n  source command \"{}\" timeout_ms 5000\n}}\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let mut s = stdio(
+        dir.path(),
+        &["--policy", policy.to_str().unwrap(), "--no-watch"],
+    );
+    let mut slow_state = example_state("seed-run6.yaml");
+    slow_state["thread"]["id"] = json!("th_slow");
+    let slow = s.client.start("render", json!({"state": slow_state}));
+    let quick: Vec<i64> = (0..5)
+        .map(|i| {
+            let mut st = example_state("seed-switch.yaml");
+            st["thread"]["id"] = json!(format!("th_quick{i}"));
+            s.client.start("explain", json!({"state": st}))
+        })
+        .collect();
+    let mut first: Vec<i64> = (0..quick.len())
+        .map(|_| s.client.response()["id"].as_i64().unwrap())
+        .collect();
+    first.sort();
+    assert_eq!(first, quick, "the other threads were answered first");
+    let r = s.client.response();
+    assert_eq!(r["id"], slow);
+    let prov = &r["result"]["handoff"]["provenance"];
+    assert!(prov.to_string().contains("slow.sh"), "{prov}");
+    assert_eq!(s.stop(), 0);
+}

@@ -1,0 +1,257 @@
+//! `baton serve` over the store: seed 000 driven run by run, per-thread ordering of pipelined
+//! lifecycle requests, nothing lost when a client disconnects mid-request, and the store's
+//! errors as JSON-RPC errors.
+
+mod serve_support;
+
+use serde_json::{json, Value};
+use serve_support::*;
+
+fn empty_thread(id: &str) -> Value {
+    json!({"state": {"version": 1, "thread": {"id": id}, "request": {"provider": "codex"}}})
+}
+
+fn items(n: u32) -> Value {
+    json!([
+        {"kind": "user_message", "text": format!("Step {n}: keep going.")},
+        {"kind": "assistant_message", "text": format!("Step {n} done.")},
+    ])
+}
+
+fn start_socket(dir: &std::path::Path) -> (std::process::Child, std::path::PathBuf) {
+    let sock = dir.join("s.sock");
+    let child = serve_cmd(dir, &["--socket", sock.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    (child, sock)
+}
+
+fn stop_socket(mut child: std::process::Child, c: &mut Client) {
+    c.result("shutdown", json!({}));
+    c.notify("exit", json!({}));
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn seed_000_run_by_run_over_the_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, sock) = start_socket(dir.path());
+    let mut c = Client::connect(&sock, false);
+    let sha = c.result("policy/status", json!({}))["sha256"].clone();
+    assert_eq!(
+        c.result("thread/import", empty_thread("th_1"))["thread"],
+        "th_1"
+    );
+    let mut decisions = Vec::new();
+    for (n, target) in (1..=8).zip([
+        "codex", "codex", "codex", "codex", "codex", "claude", "claude", "claude",
+    ]) {
+        let d = c.result("dispatch", json!({"thread": "th_1", "target": target}));
+        assert_eq!(d["run"], n);
+        assert_eq!(d["decision"]["policy"]["sha256"], sha);
+        assert_eq!(d["policy"]["sha256"], sha);
+        let done = c.result(
+            "completeRun",
+            json!({"thread": "th_1", "run": n, "items": items(n)}),
+        );
+        assert_eq!(done["status"], "completed");
+        decisions.push(d);
+    }
+    let codex = decisions[0]["providerThread"].clone();
+    let r6 = &decisions[5]["decision"];
+    assert_eq!(r6["strategy"], "full_new");
+    assert_eq!(r6["provider_thread"]["action"], "create");
+    assert_eq!(r6["covered_runs"], json!({"from": 1, "to": 5}));
+    let d9 = c.result("dispatch", json!({"thread": "th_1", "target": "codex"}));
+    assert_eq!(d9["decision"]["strategy"], "delta_existing");
+    assert_eq!(
+        d9["decision"]["provider_thread"],
+        json!({"action": "resume", "id": codex})
+    );
+    assert_eq!(d9["decision"]["covered_runs"], json!({"from": 6, "to": 8}));
+    assert_eq!(d9["handoff"]["id"], d9["decision"]["handoff_id"]);
+
+    // The child reads its document once.
+    let path = d9["decision"]["pregrant"]["path"].clone();
+    let v = c.result(
+        "pregrant/check",
+        json!({"thread": "th_1", "run": 9, "tool": "Read", "args": {"file_path": path}}),
+    );
+    assert_eq!(v["allow"], true, "{v}");
+    let v = c.result(
+        "pregrant/check",
+        json!({"thread": "th_1", "run": 9, "tool": "Read", "path": path}),
+    );
+    assert_eq!(v["allow"], false);
+
+    c.result(
+        "completeRun",
+        json!({"thread": "th_1", "run": 9, "items": items(9)}),
+    );
+    // Explain and render read the stored thread.
+    let e = c.result("explain", json!({"thread": "th_1", "target": "claude"}));
+    assert_eq!(e["decision"]["target"], "claude");
+    assert_eq!(e["decision"]["run"], 10);
+    let exported = c.result("thread/export", json!({"thread": "th_1"}));
+    assert_eq!(exported["state"]["runs"].as_array().unwrap().len(), 9);
+
+    // Fork at run 5, work in the fork, merge back; roll the parent back.
+    let f = c.result("fork", json!({"thread": "th_1", "at": 5, "child": "th_1f"}));
+    assert_eq!(f["child"], "th_1f");
+    let d = c.result("dispatch", json!({"thread": "th_1f", "target": "claude"}));
+    c.result(
+        "completeRun",
+        json!({"thread": "th_1f", "run": d["run"], "items": items(6)}),
+    );
+    let m = c.result("mergeBack", json!({"thread": "th_1f"}));
+    assert_eq!(m["decision"]["handoff_strategy"], "fork_delta_summary");
+    assert_eq!(m["policy"]["sha256"], sha);
+    let rb = c.result("rollback", json!({"thread": "th_1", "to": 7}));
+    assert_eq!(rb["runs_rolled_back"], json!([8, 9]));
+    stop_socket(child, &mut c);
+}
+
+/// Pipelined without waiting, dispatch N+1 only succeeds if completeRun N ran before it:
+/// one thread's requests run in arrival order.
+#[test]
+fn pipelined_lifecycle_requests_for_one_thread_run_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = stdio(dir.path(), &[]);
+    s.client.result("thread/import", empty_thread("th_p"));
+    s.client.result("thread/import", empty_thread("th_q"));
+    let mut ids = Vec::new();
+    for n in 1..=6u32 {
+        for t in ["th_p", "th_q"] {
+            ids.push(
+                s.client
+                    .start("dispatch", json!({"thread": t, "target": "codex"})),
+            );
+            ids.push(s.client.start(
+                "completeRun",
+                json!({"thread": t, "run": n, "items": items(n)}),
+            ));
+        }
+    }
+    for id in ids {
+        let r = s.client.response_to(id);
+        assert!(r.get("error").is_none(), "{r}");
+    }
+    for t in ["th_p", "th_q"] {
+        let st = s.client.result("thread/export", json!({"thread": t}));
+        let runs = st["state"]["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 6);
+        assert!(runs
+            .iter()
+            .all(|r| r["status"] == "completed" || r.get("status").is_none()));
+    }
+    assert_eq!(s.stop(), 0);
+}
+
+/// A client that disconnects right after sending loses nothing: every request it sent runs
+/// and commits.
+#[test]
+fn disconnect_mid_request_loses_nothing_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, sock) = start_socket(dir.path());
+    let mut a = Client::connect(&sock, false);
+    a.result("thread/import", empty_thread("th_d"));
+    let mut bytes = Vec::new();
+    for n in 1..=10u32 {
+        for m in [
+            json!({"jsonrpc": "2.0", "id": n * 2, "method": "dispatch", "params": {"thread": "th_d", "target": "codex"}}),
+            json!({"jsonrpc": "2.0", "id": n * 2 + 1, "method": "completeRun", "params": {"thread": "th_d", "run": n, "items": items(n)}}),
+        ] {
+            bytes.extend(a.frame(m.to_string().as_bytes()));
+        }
+    }
+    a.send_raw(&bytes);
+    drop(a);
+    // The server reads what the first client sent even though it has gone, and runs it all.
+    // (Poll: another connection's request is not ordered after frames still unread.)
+    let mut b = Client::connect(&sock, false);
+    let mut runs = Vec::new();
+    for _ in 0..400 {
+        let st = b.result("thread/export", json!({"thread": "th_d"}));
+        runs = st["state"]["runs"].as_array().cloned().unwrap_or_default();
+        let done = runs.len() == 10
+            && runs
+                .iter()
+                .all(|r| r.get("status").is_none() || r["status"] == "completed");
+        if done {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert_eq!(runs.len(), 10, "every dispatch committed");
+    assert!(
+        runs.iter()
+            .all(|r| r.get("status").is_none() || r["status"] == "completed"),
+        "every run completed: {runs:?}"
+    );
+    stop_socket(child, &mut b);
+}
+
+#[test]
+fn store_errors_are_json_rpc_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = stdio(dir.path(), &[]);
+    let r = s
+        .client
+        .call("dispatch", json!({"thread": "nope", "target": "codex"}));
+    assert_eq!(r["error"]["code"], -32003, "{r}");
+    assert!(r["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no thread \"nope\" in the database"));
+    let r = s.client.call("explain", json!({"thread": "nope"}));
+    assert_eq!(r["error"]["code"], -32003);
+
+    s.client.result("thread/import", empty_thread("th_e"));
+    s.client
+        .result("dispatch", json!({"thread": "th_e", "target": "codex"}));
+    let r = s
+        .client
+        .call("dispatch", json!({"thread": "th_e", "target": "codex"}));
+    assert_eq!(r["error"]["code"], -32004, "{r}");
+    assert!(r["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("run 1 of thread \"th_e\" is still running"));
+    let r = s.client.call(
+        "completeRun",
+        json!({"thread": "th_e", "run": 1, "items": [{"kind": "telepathy"}]}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid params for `completeRun`: items[0]"),
+        "{r}"
+    );
+    let r = s
+        .client
+        .call("completeRun", json!({"thread": "th_e", "run": 7}));
+    assert_eq!(r["error"]["code"], -32003, "{r}");
+    let r = s.client.call("thread/import", empty_thread("th_e"));
+    assert_eq!(r["error"]["code"], -32004, "{r}");
+    assert!(r["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("already in the database"));
+    let r = s.client.call(
+        "pregrant/check",
+        json!({"thread": "th_e", "run": 1, "tool": "Read"}),
+    );
+    assert_eq!(r["error"]["code"], -32602);
+    assert!(r["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("give the requested path as `path`"));
+    let r = s.client.call(
+        "explain",
+        json!({"thread": "th_e", "stateText": "version: 1"}),
+    );
+    assert_eq!(r["error"]["code"], -32602);
+    assert_eq!(s.stop(), 0);
+}

@@ -1,0 +1,386 @@
+//! `baton test`, `baton fmt` and `baton diff` through the CLI: output, exit codes and the
+//! message the user sees for every kind of bad input.
+
+mod common;
+
+use common::baton;
+use rstest::rstest;
+use std::path::{Path, PathBuf};
+
+const T: &str = "tests/fixtures/tooling";
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn shipped_suites_pass_and_reach_full_coverage() {
+    let o = baton(&[
+        "test",
+        "--coverage",
+        "--min-coverage",
+        "100",
+        "policies/tests/",
+    ]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(
+        out.contains("default.policy: 37/37 rules covered (100.0%)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("mcode.policy: 20/20 rules covered (100.0%)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("t3code.policy: 11/11 rules covered (100.0%)"),
+        "{out}"
+    );
+    let last = out.lines().last().unwrap();
+    assert!(last.ends_with("passed, 0 failed"), "{last}");
+}
+
+#[test]
+fn failing_case_shows_expected_actual_and_deciding_rule() {
+    let o = baton(&["test", &format!("{T}/failing.yaml")]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    let expected = format!(
+        "ok   run 6 on claude starts fresh\n\
+         FAIL run 9 resumes codex  ({T}/failing.yaml:7)\n  \
+         strategy: expected delta_existing, got full_new\n  \
+         stale: expected [], got [model_changed]\n  \
+         document.contains: expected \"no such text\", got not found\n    \
+         decided by `strategy full_new` at default.policy:"
+    );
+    assert!(out.starts_with(&expected), "{out}");
+    assert!(
+        out.contains("model_changed: request.model = \"gpt-5.1-codex\""),
+        "{out}"
+    );
+    assert_eq!(out.lines().last(), Some("1 passed, 1 failed"));
+}
+
+#[test]
+fn json_results_show_each_mismatch() {
+    let o = baton(&["test", &format!("{T}/failing.yaml"), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["passed"].as_u64(), v["failed"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let failed = &v["results"][1];
+    assert_eq!(failed["passed"], false);
+    assert_eq!(failed["mismatches"][0]["field"], "strategy");
+    assert_eq!(failed["mismatches"][0]["expected"], "delta_existing");
+    assert_eq!(failed["mismatches"][0]["actual"], "full_new");
+    assert!(v.get("coverage").is_none());
+}
+
+#[test]
+fn filter_selects_cases_by_name() {
+    let o = baton(&["test", &format!("{T}/failing.yaml"), "--filter", "claude"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        stdout(&o),
+        "ok   run 6 on claude starts fresh\n1 passed, 0 failed\n"
+    );
+}
+
+#[test]
+fn coverage_gate_and_json() {
+    let o = baton(&[
+        "test",
+        &format!("{T}/failing.yaml"),
+        "--filter",
+        "claude",
+        "--min-coverage",
+        "90",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o)
+            .contains("default.policy: error: rule coverage 40.5% is below --min-coverage 90"),
+        "{}",
+        stderr(&o)
+    );
+    let o = baton(&["test", "policies/tests/t3code.yaml", "--coverage", "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["failed"], 0);
+    assert_eq!(v["results"][0]["passed"], true);
+    let f = &v["coverage"]["files"][0];
+    assert_eq!(f["file"], "t3code.policy");
+    assert_eq!(f["percent"], 100.0);
+    assert_eq!(f["rules"][0]["kind"], "eligible");
+    assert!(f["rules"][0]["true"].as_u64().unwrap() > 0);
+}
+
+#[rstest]
+#[case("unknown-key.yaml", "unknown-key.yaml:7:7: error: cases[0].expect.stal: unknown field `stal`, expected one of `strategy`")]
+#[case("wrong-type.yaml", "wrong-type.yaml:6:28: error: cases[0].expect.covered_runs.from: invalid type: string \"one\", expected u32")]
+#[case("unknown-strategy.yaml", "unknown-strategy.yaml:6:17: error: cases[0].expect.strategy: unknown variant `fullnew`, expected one of `no_handoff`")]
+#[case(
+    "malformed.yaml",
+    "malformed.yaml:4:1: error: cases[0].name: found a tab character"
+)]
+#[case(
+    "no-state.yaml",
+    "no-state.yaml:3:3: error: cases[0] `x`: no state; give `state: FILE` or `state_inline: {...}`"
+)]
+#[case(
+    "duplicate-name.yaml",
+    "duplicate-name.yaml:6:3: error: case name `x` is used twice (first at line 3)"
+)]
+#[case("bad-policy.yaml", "bad-policy.yaml:1:1: error: policy `../policies/fact-typo.policy` does not check:\ntests/fixtures/tooling/../policies/fact-typo.policy:4:19: error: unknown fact `target.runs_since_lastseen`")]
+fn invalid_test_files_are_errors(#[case] file: &str, #[case] message: &str) {
+    let o = baton(&["test", &format!("{T}/{file}")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).starts_with(&format!("{T}/{message}")),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !stdout(&o).contains("passed"),
+        "an invalid file never runs: {}",
+        stdout(&o)
+    );
+}
+
+#[rstest]
+#[case("missing-state.yaml", "missing-state.yaml:3:3: error: case `x`: state file tests/fixtures/tooling/no-such-state.yaml does not exist")]
+#[case("bad-inline-state.yaml", "bad-inline-state.yaml:3 (state_inline of `x`): error: request.provider: unknown provider \"nobody_at_all\"")]
+fn bad_states_fail_their_case(#[case] file: &str, #[case] message: &str) {
+    let o = baton(&["test", &format!("{T}/{file}")]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(out.contains(&format!("  {T}/{message}")), "{out}");
+    assert_eq!(out.lines().last(), Some("0 passed, 1 failed"));
+}
+
+#[test]
+fn missing_test_path_and_bad_min_coverage() {
+    let o = baton(&["test", "no/such/dir"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        "no/such/dir: error: no such test file or directory\n"
+    );
+    let o = baton(&["test", "--min-coverage", "150"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--min-coverage takes a percentage from 0 to 100, got 150"));
+}
+
+// ---- fmt ----
+
+fn policy_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            policy_files(&p, out);
+        } else if p.extension().and_then(|e| e.to_str()) == Some("policy") {
+            out.push(p);
+        }
+    }
+}
+
+/// Formatting twice is formatting once, for every policy in the repository that parses; the
+/// formatted text checks exactly as the original (same errors or none), and keeps every comment.
+#[test]
+fn fmt_is_idempotent_and_meaning_preserving_on_every_policy() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for d in ["policies", "tests/fixtures", "docs"] {
+        policy_files(&root.join(d), &mut files);
+    }
+    assert!(files.len() > 15);
+    let mut formatted_any = 0;
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue; // deliberately broken bytes
+        };
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        let Ok(once) = baton::fmt::format_source(&name, &text) else {
+            continue;
+        };
+        formatted_any += 1;
+        let twice = baton::fmt::format_source(&name, &once).unwrap();
+        assert_eq!(once, twice, "{}: not idempotent", f.display());
+        let comments = |t: &str| -> Vec<String> {
+            t.lines()
+                .filter_map(|l| l.find('#').map(|i| l[i..].trim_end().to_string()))
+                .collect()
+        };
+        assert_eq!(
+            comments(&text),
+            comments(&once),
+            "{}: comments",
+            f.display()
+        );
+        let before = baton::policy::load_text(&name, &text).map(|p| p.ladder.len());
+        let after = baton::policy::load_text(&name, &once).map(|p| p.ladder.len());
+        assert_eq!(before.is_ok(), after.is_ok(), "{}", f.display());
+    }
+    assert!(formatted_any > 10);
+}
+
+#[test]
+fn fmt_check_shows_a_diff_and_fmt_rewrites() {
+    let o = baton(&["fmt", "--check", &format!("{T}/messy.policy")]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(
+        out.contains("\n-let   limit=3   # trailing comment\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\n+let limit = 3 # trailing comment\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\n+  full_new       when not target.has_thread or stale\n"),
+        "{out}"
+    );
+    assert!(out.contains("+  because \"far\"\n"), "{out}");
+    assert!(stderr(&o).contains("messy.policy: not formatted"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("messy.policy");
+    std::fs::copy(format!("{T}/messy.policy"), &p).unwrap();
+    let ps = p.to_str().unwrap();
+    let o = baton(&["fmt", ps]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(stdout(&o), format!("formatted {ps}\n"));
+    let o = baton(&["fmt", "--check", ps]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(stdout(&o), "");
+}
+
+#[test]
+fn fmt_refuses_a_policy_that_does_not_parse() {
+    let o = baton(&[
+        "fmt",
+        "--check",
+        "tests/fixtures/policies/syntax-error.policy",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).starts_with("tests/fixtures/policies/syntax-error.policy:"),
+        "{}",
+        stderr(&o)
+    );
+    let o = baton(&["fmt"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+// ---- diff ----
+
+#[test]
+fn diff_reports_flipped_decisions() {
+    let corpus = format!("{T}/corpus");
+    let to = format!("{T}/chained-2.policy");
+    let o = baton(&[
+        "diff", "--from", "default", "--to", &to, "--corpus", &corpus,
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = stdout(&o);
+    let at = format!("(now decided by strategy full_new at {to}:39:3)");
+    assert_eq!(
+        out,
+        format!(
+            "{corpus}/ladder-full-existing.yaml: strategy: full_existing -> full_new {at}\n\
+             {corpus}/ladder-full-existing.yaml: provider_thread: resume C1 -> create null {at}\n\
+             {corpus}/ladder-full-existing.yaml: stale: [] -> [too_many_chained_handoffs] {at}\n\
+             3 decisions changed in 1 states (3 states compared)\n"
+        )
+    );
+    let o = baton(&[
+        "diff",
+        "--from",
+        "default",
+        "--to",
+        &to,
+        "--corpus",
+        &corpus,
+        "--fail-on-change",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["changes"][0]["field"], "strategy");
+    assert_eq!(v["changes"][0]["new"], "full_new");
+    assert_eq!(v["states_compared"], 3);
+}
+
+#[test]
+fn diff_without_changes_exits_zero_even_when_failing_on_change() {
+    let corpus = format!("{T}/corpus");
+    let o = baton(&[
+        "diff",
+        "--from",
+        "default",
+        "--to",
+        "default",
+        "--corpus",
+        &corpus,
+        "--fail-on-change",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        stdout(&o),
+        "0 decisions changed in 0 states (3 states compared)\n"
+    );
+}
+
+#[rstest]
+#[case(&["--corpus", "tests/fixtures/tooling/empty-corpus"], "tests/fixtures/tooling/empty-corpus: error: the corpus has no state files (*.yaml, *.yml, *.json)\n")]
+#[case(&["--corpus", "no/such/dir"], "no/such/dir: error: the corpus is not a readable directory:")]
+fn diff_bad_corpus(#[case] args: &[&str], #[case] message: &str) {
+    let mut a = vec!["diff", "--from", "default", "--to", "mcode"];
+    a.extend_from_slice(args);
+    let o = baton(&a);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).starts_with(message), "{}", stderr(&o));
+}
+
+#[test]
+fn diff_with_a_policy_that_does_not_check() {
+    let o = baton(&[
+        "diff",
+        "--from",
+        "default",
+        "--to",
+        "tests/fixtures/policies/fact-typo.policy",
+        "--corpus",
+        "examples",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o)
+        .starts_with("tests/fixtures/policies/fact-typo.policy:4:19: error: unknown fact"));
+}
+
+#[test]
+fn test_file_errors_show_the_line_with_a_caret() {
+    let o = baton(&["test", &format!("{T}/unknown-key.yaml")]);
+    assert!(
+        stderr(&o).ends_with("\n7 |       stal: []\n  |       ^\n"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// The canonical layout is the one the shipped policies are written in (default.policy differs
+/// only in how its summary's item kinds are padded).
+#[rstest]
+#[case("policies/mcode.policy")]
+#[case("policies/t3code.policy")]
+#[case("policies/t3code-legacy.policy")]
+fn shipped_policies_are_in_the_canonical_layout(#[case] path: &str) {
+    let o = baton(&["fmt", "--check", path]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}
