@@ -318,6 +318,16 @@ fn fork_at_5_resolves_natively_on_the_source_provider_then_merges_back() {
     assert_eq!(d["recorded"]["provider_thread"], "C2");
     assert!(d["handoff"].is_null());
     let child = db.export("th_fork");
+    let c2 = child
+        .provider_threads
+        .iter()
+        .find(|p| p.id == "C2")
+        .unwrap();
+    assert_eq!(
+        c2.model.as_deref(),
+        Some("gpt-5-codex"),
+        "inherited from C1"
+    );
     let t = child.transfers.iter().find(|t| t.id == "T1").unwrap();
     assert_eq!(t.status, TransferStatus::ResolvedNative);
     assert_eq!(t.resolution.as_deref(), Some("native_fork"));

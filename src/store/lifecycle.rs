@@ -478,11 +478,26 @@ pub fn dispatch(
         ThreadAction::Resume => action.id.clone(),
         ThreadAction::Create | ThreadAction::ForkNative => {
             let id = new_provider_thread_id(&state, &req.target);
+            // A native fork inherits what the request does not say from the thread it forks.
+            let source = (action.action == ThreadAction::ForkNative)
+                .then(|| {
+                    state
+                        .provider_threads
+                        .iter()
+                        .find(|p| Some(&p.id) == action.id.as_ref())
+                })
+                .flatten();
             let pt = ProviderThread {
                 id: id.clone(),
                 provider: req.target.clone(),
-                model: req.model.clone(),
-                runtime_mode: req.runtime_mode.clone(),
+                model: req
+                    .model
+                    .clone()
+                    .or_else(|| source.and_then(|p| p.model.clone())),
+                runtime_mode: req
+                    .runtime_mode
+                    .clone()
+                    .or_else(|| source.and_then(|p| p.runtime_mode.clone())),
                 status: ProviderThreadStatus::Active,
                 resume_failed: false,
             };
