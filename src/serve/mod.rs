@@ -186,6 +186,7 @@ async fn serve_socket(shared: Arc<session::Shared>, path: &Path) -> Result<(), S
             what: "signal handler",
             reason: e.to_string(),
         })?;
+    let mut conns = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -193,7 +194,9 @@ async fn serve_socket(shared: Arc<session::Shared>, path: &Path) -> Result<(), S
                     Ok((stream, _)) => {
                         let (r, w) = stream.into_split();
                         let s = shared.clone();
-                        tokio::spawn(async move {
+                        // Reap finished connections so a long-lived server holds none of them.
+                        while conns.try_join_next().is_some() {}
+                        conns.spawn(async move {
                             session::run_connection(s, tokio::io::BufReader::new(r), w).await;
                         });
                     }
@@ -210,5 +213,9 @@ async fn serve_socket(shared: Arc<session::Shared>, path: &Path) -> Result<(), S
     drop(listener);
     let _ = std::fs::remove_file(path);
     shared.drain().await;
+    // Every request has finished and queued its response; now stop reading and let each
+    // connection's writer flush what is queued before the process ends.
+    shared.request_exit();
+    while conns.join_next().await.is_some() {}
     Ok(())
 }

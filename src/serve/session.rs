@@ -164,7 +164,8 @@ impl Shared {
         }
     }
 
-    fn request_exit(&self) {
+    /// Stop taking requests and end every connection's read loop.
+    pub(crate) fn request_exit(&self) {
         self.begin_shutdown();
         self.exiting.store(true, Ordering::SeqCst);
         self.exit.notify_waiters();
