@@ -255,3 +255,75 @@ fn store_errors_are_json_rpc_errors() {
     assert_eq!(r["error"]["code"], -32602);
     assert_eq!(s.stop(), 0);
 }
+
+/// The service's periodic sweep removes the documents of a thread the store does not know,
+/// keeps a live handoff's document and anything baton did not create, and tells the client.
+#[test]
+fn periodic_sweep_removes_orphaned_documents_and_tells_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("handoffs");
+    let offband = baton::deliver::OffbandStore::new(Some(root.clone()));
+    let orphan = offband
+        .write("ghost", "H1", &[("handoff.md", b"# an old handoff\n")])
+        .unwrap();
+    let foreign = root.join("ghost").join("notes.txt");
+    std::fs::write(&foreign, "not baton's").unwrap();
+
+    let sock = dir.path().join("s.sock");
+    let child = serve_cmd(
+        dir.path(),
+        &["--socket", sock.to_str().unwrap(), "--gc-every", "200ms"],
+    )
+    .spawn()
+    .unwrap();
+    let mut c = Client::connect(&sock, false);
+    c.result(
+        "thread/import",
+        json!({"state": example_state("seed-run6.yaml")}),
+    );
+    let d = c.result("dispatch", json!({"thread": "th_1", "target": "claude"}));
+    let live = std::path::PathBuf::from(d["handoff"]["document_path"].as_str().unwrap());
+    assert!(live.is_file(), "{d}");
+
+    // Wait for a sweep that removed the orphan (the first may run before it is looked at).
+    let note = loop {
+        let m = c.read().expect("a notification before end of stream");
+        if m["method"] == "handoffs/collected"
+            && !m["params"]["removed"].as_array().unwrap().is_empty()
+        {
+            break m;
+        }
+    };
+    let removed = &note["params"]["removed"][0];
+    assert_eq!(
+        removed["path"].as_str().unwrap(),
+        orphan.parent().unwrap().to_str().unwrap()
+    );
+    assert!(
+        removed["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no longer exists"),
+        "{note}"
+    );
+    assert!(!orphan.exists());
+    assert!(live.is_file(), "the live handoff's document is kept");
+    assert!(
+        foreign.is_file(),
+        "a file baton did not create is left alone"
+    );
+    stop_socket(child, &mut c);
+}
+
+#[test]
+fn a_zero_sweep_interval_is_bad_usage() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = serve_cmd(dir.path(), &["--stdio", "--gc-every", "0s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: --gc-every must be longer than zero (use --no-gc to turn the sweep off)\n"
+    );
+}

@@ -9,7 +9,6 @@ use crate::deliver::{
 };
 use crate::pipeline::Outcome;
 use crate::store::Store;
-use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -70,6 +69,7 @@ fn print_gc(report: &GcReport, json: bool) {
             "removed": pairs(&report.reasons),
             "kept": report.kept,
             "skipped": pairs(&report.skipped),
+            "warnings": report.warnings,
         });
         outln!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return;
@@ -120,17 +120,17 @@ pub(crate) fn gc(a: GcArgs) -> u8 {
         }
     };
     // A store error keeps the handoff (never delete on doubt) and is reported after the pass.
-    let lookup_error: RefCell<Option<String>> = RefCell::new(None);
-    let live = |thread: &str, handoff: &str| match &store {
-        None => HandoffLiveness::Live,
-        Some(s) => s.handoff_liveness(thread, handoff).unwrap_or_else(|e| {
-            lookup_error.borrow_mut().get_or_insert(e.to_string());
-            HandoffLiveness::Live
-        }),
+    let lookup = |thread: &str, handoff: &str| match &store {
+        None => Ok(HandoffLiveness::Live),
+        Some(s) => s
+            .handoff_liveness(thread, handoff)
+            .map_err(|e| e.to_string()),
     };
-    let result = deliver::gc(&offband, &retention, &live, SystemTime::now(), a.dry_run);
-    if let Some(e) = lookup_error.borrow().as_ref() {
-        eprintln!("warning: kept handoffs the store could not be asked about: {e}");
+    let result = deliver::gc_checked(&offband, &retention, &lookup, SystemTime::now(), a.dry_run);
+    if let Ok(report) = &result {
+        for w in &report.warnings {
+            eprintln!("warning: {w}");
+        }
     }
     match result {
         Ok(report) => {

@@ -180,6 +180,18 @@ pub struct ServeArgs {
     /// Do not watch the policy and template directories (reload only on `policy/reload`).
     #[arg(long)]
     pub no_watch: bool,
+    /// How often the service removes expired off-band documents (as `baton gc`), e.g. 1h or 10m.
+    #[arg(long, value_name = "AGE", default_value = "1h", value_parser = delivery::parse_age)]
+    pub gc_every: std::time::Duration,
+    /// The sweep removes documents older than this.
+    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = delivery::parse_age)]
+    pub gc_max_age: std::time::Duration,
+    /// The sweep keeps at most this many documents per thread (the newest).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub gc_keep: usize,
+    /// Do not sweep expired documents while serving.
+    #[arg(long)]
+    pub no_gc: bool,
 }
 
 #[derive(Args, Debug)]

@@ -37,6 +37,17 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
     cfg.max_message = a.max_message;
     cfg.debounce = std::time::Duration::from_millis(a.debounce_ms);
     cfg.watch = !a.no_watch;
+    if a.gc_every.is_zero() {
+        eprintln!("error: --gc-every must be longer than zero (use --no-gc to turn the sweep off)");
+        return super::commands::USAGE;
+    }
+    cfg.gc = (!a.no_gc).then_some(crate::serve::GcSweep {
+        every: a.gc_every,
+        retention: crate::deliver::Retention {
+            max_age: Some(a.gc_max_age),
+            max_per_thread: Some(a.gc_keep),
+        },
+    });
     match serve::serve(cfg) {
         Ok(()) => super::commands::OK,
         Err(e) => {

@@ -48,6 +48,9 @@ pub struct GcReport {
     pub reasons: Vec<(PathBuf, String)>,
     /// Entries under the root that were left alone because baton did not create them.
     pub skipped: Vec<(PathBuf, String)>,
+    /// Problems that made the pass keep something it might have removed (a store that could
+    /// not be asked whether a handoff is still live). Never deletes on doubt.
+    pub warnings: Vec<String>,
 }
 
 struct Candidate {
@@ -85,6 +88,32 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<(String, PathBuf)>, DeliveryError> 
 
 fn describe(d: Duration) -> String {
     format!("{}s", d.as_secs())
+}
+
+/// [`gc`] with liveness from a lookup that can fail (the SQLite store): a handoff whose
+/// liveness cannot be read is kept, and the first such error is reported in
+/// [`GcReport::warnings`]. The CLI's `baton gc` and the service's periodic sweep use this.
+pub fn gc_checked(
+    store: &OffbandStore,
+    retention: &Retention,
+    lookup: &dyn Fn(&str, &str) -> Result<HandoffLiveness, String>,
+    now: SystemTime,
+    dry_run: bool,
+) -> Result<GcReport, DeliveryError> {
+    let first_error: std::cell::RefCell<Option<String>> = std::cell::RefCell::new(None);
+    let live = |thread: &str, handoff: &str| {
+        lookup(thread, handoff).unwrap_or_else(|e| {
+            first_error.borrow_mut().get_or_insert(e);
+            HandoffLiveness::Live
+        })
+    };
+    let mut report = gc(store, retention, &live, now, dry_run)?;
+    if let Some(e) = first_error.into_inner() {
+        report.warnings.push(format!(
+            "kept handoffs the store could not be asked about: {e}"
+        ));
+    }
+    Ok(report)
 }
 
 /// Remove expired handoff directories under `store`'s root (see module docs).

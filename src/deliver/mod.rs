@@ -23,7 +23,7 @@ pub mod summarizer;
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub use gc::{gc, GcReport, HandoffLiveness, Retention};
+pub use gc::{gc, gc_checked, GcReport, HandoffLiveness, Retention};
 pub use offband::{OffbandStore, DOCUMENT_FILE, MARKER_FILE};
 pub use pregrant::{
     check, issue, CheckRequest, Grant, GrantStore, MemoryGrantStore, PathArg, Verdict,

@@ -6,7 +6,8 @@
 //! * [`policy_set`]: the policy + templates set, checked as a whole, swapped atomically,
 //!   reloaded on change;
 //! * [`session`]: one connection: per-thread FIFO queues, cancellation, graceful shutdown;
-//! * [`methods`]: the method router, a thin layer over the library (no policy logic).
+//! * [`methods`]: the method router, a thin layer over the library (no policy logic);
+//! * [`sweep`]: the periodic garbage collection of off-band documents.
 
 pub mod framing;
 pub mod methods;
@@ -14,9 +15,11 @@ pub mod policy_set;
 pub mod rpc;
 pub mod session;
 pub mod stored;
+pub mod sweep;
 
 pub use framing::Framing;
 pub use policy_set::{PolicyHolder, PolicySet};
+pub use sweep::GcSweep;
 
 use crate::policy::PolicyError;
 use std::path::{Path, PathBuf};
@@ -51,10 +54,13 @@ pub struct ServeConfig {
     pub debounce: Duration,
     /// Watch the policy and template directories.
     pub watch: bool,
+    /// The periodic sweep of expired off-band documents (`None`: no sweep).
+    pub gc: Option<GcSweep>,
 }
 
 impl ServeConfig {
-    /// Defaults: Content-Length framing, 8 MiB messages, 200 ms debounce, watching on.
+    /// Defaults: Content-Length framing, 8 MiB messages, 200 ms debounce, watching on,
+    /// the hourly document sweep of [`GcSweep::default`].
     pub fn new(transport: Transport, policy: impl Into<String>, db: impl Into<PathBuf>) -> Self {
         ServeConfig {
             transport,
@@ -66,6 +72,7 @@ impl ServeConfig {
             max_message: DEFAULT_MAX_MESSAGE,
             debounce: Duration::from_millis(200),
             watch: true,
+            gc: Some(GcSweep::default()),
         }
     }
 }
@@ -110,6 +117,18 @@ pub async fn run(cfg: ServeConfig) -> Result<(), ServeError> {
     } else {
         None
     };
+    let sweeper = cfg.gc.map(|g| tokio::spawn(sweep::run(shared.clone(), g)));
+    let served = serve_transport(&cfg, shared).await;
+    if let Some(s) = sweeper {
+        s.abort();
+    }
+    served
+}
+
+async fn serve_transport(
+    cfg: &ServeConfig,
+    shared: Arc<session::Shared>,
+) -> Result<(), ServeError> {
     match &cfg.transport {
         Transport::Stdio => {
             let stdin = tokio::io::BufReader::new(tokio::io::stdin());
