@@ -123,6 +123,8 @@ fn coverage_gate_and_json() {
 #[rstest]
 #[case("unknown-key.yaml", "unknown-key.yaml:7:7: error: cases[0].expect.stal: unknown field `stal`, expected one of `strategy`")]
 #[case("wrong-type.yaml", "wrong-type.yaml:6:28: error: cases[0].expect.covered_runs.from: invalid type: string \"one\", expected u32")]
+#[case("wrong-type-document.yaml", "wrong-type-document.yaml:7:19: error: cases[0].expect.document.contains: invalid type: integer `5`, expected a sequence")]
+#[case("empty-expect.yaml", "empty-expect.yaml:3:3: error: cases[0] `x`: `expect` is empty, so the case could never fail; expect at least one field")]
 #[case("unknown-strategy.yaml", "unknown-strategy.yaml:6:17: error: cases[0].expect.strategy: unknown variant `fullnew`, expected one of `no_handoff`")]
 #[case(
     "malformed.yaml",
@@ -161,6 +163,21 @@ fn bad_states_fail_their_case(#[case] file: &str, #[case] message: &str) {
     let out = stdout(&o);
     assert!(out.contains(&format!("  {T}/{message}")), "{out}");
     assert_eq!(out.lines().last(), Some("0 passed, 1 failed"));
+}
+
+/// A directory without test files would pass with nothing tested: it is an error.
+#[test]
+fn a_directory_without_test_files_is_an_error() {
+    let tmp = tempfile::TempDir::new().unwrap();
+    std::fs::write(tmp.path().join("notes.txt"), "not a test").unwrap();
+    let dir = tmp.path().display().to_string();
+    let o = baton(&["test", &dir]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!("{dir}: error: no test files (*.yaml, *.yml) in this directory\n")
+    );
+    assert_eq!(stdout(&o), "");
 }
 
 #[test]
