@@ -93,31 +93,15 @@ fn a_used_grant_stays_used_in_the_next_process() {
 #[test]
 fn json_output_and_the_run_spelling() {
     let d = dispatched();
-    let (code, stdout, _) = d.check(&[
-        "--thread",
-        "th_1",
-        "--run",
-        "9",
-        "--tool",
-        "Read",
-        "--path",
-        &d.doc(),
-        "--json",
-    ]);
+    let doc = d.doc();
+    let args = [
+        "--thread", "th_1", "--run", "9", "--tool", "Read", "--path", &doc, "--json",
+    ];
+    let (code, stdout, _) = d.check(&args);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(v["allow"], true);
-    let (code, stdout, _) = d.check(&[
-        "--thread",
-        "th_1",
-        "--run",
-        "9",
-        "--tool",
-        "Read",
-        "--path",
-        &d.doc(),
-        "--json",
-    ]);
+    let (code, stdout, _) = d.check(&args);
     assert_eq!(code, 1);
     assert_eq!(
         stdout.trim_end(),

@@ -459,3 +459,20 @@ fn negative_numbers_keep_their_meaning(#[case] text: &str) {
     assert_eq!(ast(&once), ast(text), "{once}");
     assert_eq!(format_source("p.policy", &once).expect("formats"), once);
 }
+
+/// The canonical layout, exactly: spacing, indentation, blank lines, and the padded columns of
+/// ladders and summary rules.
+#[rstest::rstest]
+#[case::spacing_and_indentation(
+    "strategy{\n\n  full_new   when not target.has_thread\n because \"x\"\n\n\n  delta_existing otherwise # keep\n}\nlet  xs = [ -1 ,2 ]\n",
+    "strategy {\n  full_new       when not target.has_thread\n                 because \"x\"\n\n  delta_existing otherwise # keep\n}\nlet xs = [-1, 2]\n"
+)]
+#[case::ladder_conditions_and_summary_kinds_line_up(
+    "stale s when request.clean_context\nbecause \"c\"\nstrategy {\nno_handoff when target.has_thread\nand not stale\nfull_new otherwise\n}\nsummary {\n# what goes in\ninclude user_message into goals\ninclude plan into plan when item.latest\nexclude protocol\n}\n",
+    "stale s when request.clean_context\n  because \"c\"\nstrategy {\n  no_handoff when target.has_thread\n                  and not stale\n  full_new   otherwise\n}\nsummary {\n  # what goes in\n  include user_message into goals\n  include plan         into plan when item.latest\n  exclude protocol\n}\n"
+)]
+fn canonical_layout(#[case] src: &str, #[case] want: &str) {
+    let out = format_source("t.policy", src).expect("formats");
+    assert_eq!(out, want);
+    assert_eq!(format_source("t.policy", &out).expect("formats"), out);
+}
