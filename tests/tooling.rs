@@ -180,6 +180,44 @@ fn a_directory_without_test_files_is_an_error() {
     assert_eq!(stdout(&o), "");
 }
 
+/// Coverage counts rules, not lines: the same suite on the same policy laid out differently
+/// (blank lines, comment lines, deeper indentation, so every rule moves) covers the same rules
+/// the same number of times.
+#[test]
+fn coverage_does_not_depend_on_the_layout() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::TempDir::new().unwrap();
+    let policy = std::fs::read_to_string(root.join("policies/t3code.policy")).unwrap();
+    let relaid: String = policy
+        .lines()
+        .map(|l| format!("\n# moved\n      {l}\n"))
+        .collect();
+    std::fs::write(tmp.path().join("t3code.policy"), relaid).unwrap();
+    let suite = std::fs::read_to_string(root.join("policies/tests/t3code.yaml"))
+        .unwrap()
+        .replace("policy: t3code", "policy: t3code.policy")
+        .replace("../../examples/", &format!("{}/examples/", root.display()))
+        .replace(
+            "state: fixtures/",
+            &format!("state: {}/policies/tests/fixtures/", root.display()),
+        );
+    std::fs::write(tmp.path().join("suite.yaml"), suite).unwrap();
+    let rules = |suite: &Path| -> serde_json::Value {
+        let o = baton(&["test", "--json", "--coverage", &suite.display().to_string()]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let mut rules = v["coverage"]["files"][0]["rules"].clone();
+        // The file is named as given (shipped profile vs path); only the rules are compared.
+        for r in rules.as_array_mut().into_iter().flatten() {
+            r.as_object_mut().map(|o| o.remove("file"));
+        }
+        rules
+    };
+    let shipped = rules(&root.join("policies/tests/t3code.yaml"));
+    assert!(shipped.as_array().is_some_and(|r| r.len() > 5), "{shipped}");
+    assert_eq!(rules(&tmp.path().join("suite.yaml")), shipped);
+}
+
 #[test]
 fn missing_test_path_and_bad_min_coverage() {
     let o = baton(&["test", "no/such/dir"]);
