@@ -307,10 +307,21 @@ fn fmt_check_shows_a_diff_and_fmt_rewrites() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("messy.policy");
     std::fs::copy(format!("{T}/messy.policy"), &p).unwrap();
+    let mode =
+        |p: &Path| std::os::unix::fs::PermissionsExt::mode(&p.metadata().unwrap().permissions());
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
     let ps = p.to_str().unwrap();
     let o = baton(&["fmt", ps]);
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(stdout(&o), format!("formatted {ps}\n"));
+    // Rewritten in place by rename: same permissions, no temp file left behind.
+    assert_eq!(mode(&p) & 0o777, 0o640);
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("messy.policy")]);
     let o = baton(&["fmt", "--check", ps]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     assert_eq!(stdout(&o), "");
@@ -331,6 +342,25 @@ fn fmt_refuses_a_policy_that_does_not_parse() {
     );
     let o = baton(&["fmt"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// `fmt` (and `fmt --check`) on a directory without policy files would succeed having done
+/// nothing: it is an error.
+#[rstest]
+#[case::rewrite(&[])]
+#[case::check(&["--check"])]
+fn fmt_on_a_directory_without_policies_is_an_error(#[case] flags: &[&str]) {
+    let tmp = tempfile::TempDir::new().unwrap();
+    let dir = tmp.path().display().to_string();
+    let mut args = vec!["fmt"];
+    args.extend_from_slice(flags);
+    args.push(&dir);
+    let o = baton(&args);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!("{dir}: error: no policy files (*.policy) in this directory\n")
+    );
 }
 
 // ---- diff ----
