@@ -192,7 +192,8 @@ impl OffbandStore {
 ///   is it canonicalised (it is not a symlink itself, so this only resolves symlinked
 ///   directories above it). An unsafe root is kept as written: writing refuses it.
 /// * A missing root is the canonical form of its deepest existing ancestor followed by the
-///   components still to be created (as long as those are plain names).
+///   components still to be created (as long as those are plain names). A relative root
+///   becomes absolute (the pre-grant only ever allows an absolute path).
 /// * Anything that cannot be resolved is kept as written.
 pub fn canonical_root(root: PathBuf) -> PathBuf {
     if fs::symlink_metadata(&root).is_ok() {
@@ -203,7 +204,8 @@ pub fn canonical_root(root: PathBuf) -> PathBuf {
     }
     let mut missing = Vec::new();
     let mut ancestor = root.as_path();
-    while fs::symlink_metadata(ancestor).is_err() {
+    // A relative root resolves against the working directory (`.`), so it becomes absolute.
+    while !ancestor.as_os_str().is_empty() && fs::symlink_metadata(ancestor).is_err() {
         let (Some(name), Some(parent)) = (ancestor.file_name(), ancestor.parent()) else {
             return root;
         };
