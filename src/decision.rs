@@ -3,7 +3,7 @@
 use crate::facts::Value;
 use crate::policy::Strategy;
 use crate::state::{HandoffStrategy, RunRange};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -32,7 +32,7 @@ pub struct PolicyRef {
     pub sha256: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ThreadAction {
     Resume,
@@ -67,7 +67,7 @@ impl ProviderThreadAction {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryMode {
     OffBand,

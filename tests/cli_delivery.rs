@@ -57,6 +57,34 @@ fn render_deliver_writes_the_document_and_prints_the_first_turn_prompt() {
     );
 }
 
+/// A relative `--handoff-dir` is resolved against the working directory: the prompt names an
+/// absolute path (the pre-grant never allows a relative one).
+#[test]
+fn a_relative_handoff_dir_is_handed_out_absolute() {
+    let tmp = TempDir::new().unwrap();
+    let state = Path::new(env!("CARGO_MANIFEST_DIR")).join(STATE);
+    let out = baton_cmd()
+        .args(["render", "--deliver", "--handoff-dir", "docs", "--state"])
+        .arg(&state)
+        .current_dir(tmp.path())
+        .env_remove("BATON_DB")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let doc = fs::canonicalize(tmp.path())
+        .unwrap()
+        .join("docs/th_1/H2/handoff.md");
+    assert!(doc.is_file());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with(&format!(
+            "Before you start, read the handoff document at {}:",
+            doc.display()
+        )),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn render_deliver_falls_back_to_inline_with_a_warning() {
     let tmp = TempDir::new().unwrap();

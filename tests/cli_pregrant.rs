@@ -93,31 +93,15 @@ fn a_used_grant_stays_used_in_the_next_process() {
 #[test]
 fn json_output_and_the_run_spelling() {
     let d = dispatched();
-    let (code, stdout, _) = d.check(&[
-        "--thread",
-        "th_1",
-        "--run",
-        "9",
-        "--tool",
-        "Read",
-        "--path",
-        &d.doc(),
-        "--json",
-    ]);
+    let doc = d.doc();
+    let args = [
+        "--thread", "th_1", "--run", "9", "--tool", "Read", "--path", &doc, "--json",
+    ];
+    let (code, stdout, _) = d.check(&args);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(v["allow"], true);
-    let (code, stdout, _) = d.check(&[
-        "--thread",
-        "th_1",
-        "--run",
-        "9",
-        "--tool",
-        "Read",
-        "--path",
-        &d.doc(),
-        "--json",
-    ]);
+    let (code, stdout, _) = d.check(&args);
     assert_eq!(code, 1);
     assert_eq!(
         stdout.trim_end(),
@@ -323,4 +307,61 @@ fn gc_with_a_missing_database_removes_nothing() {
         "{stderr}"
     );
     assert!(d.doc.is_file());
+}
+
+/// macOS's `/tmp -> /private/tmp`, reproduced: the off-band root sits below a symlinked
+/// directory (one this user owns). Every path baton hands out is the canonical one, so the
+/// path the child is told to read is the path `pregrant check` allows.
+#[test]
+fn a_root_below_a_symlinked_directory_is_handed_out_canonical() {
+    let tmp = TempDir::new().unwrap();
+    let real = tmp.path().join("real");
+    fs::create_dir(&real).unwrap();
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let db = tmp.path().join("baton.db");
+    let root = link.join("docs");
+    let out = baton(&root)
+        .args(["db", "import", "examples/seed-switch.yaml", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = baton(&root)
+        .args([
+            "dispatch", "--thread", "th_1", "--target", "codex", "--json", "--db",
+        ])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let canonical = fs::canonicalize(&real)
+        .unwrap()
+        .join("docs/th_1/H2/handoff.md");
+    let canonical = canonical.display().to_string();
+    assert_eq!(json["delivery"]["mode"], "off_band");
+    assert_eq!(json["delivery"]["document"], canonical.as_str());
+    assert_eq!(json["pregrant"]["path"], canonical.as_str());
+    assert_eq!(json["handoff"]["document_path"], canonical.as_str());
+    let prompt = json["handoff"]["inline"].as_str().unwrap();
+    assert!(
+        prompt.starts_with(&format!(
+            "Before you start, read the handoff document at {canonical}:"
+        )),
+        "{prompt}"
+    );
+    let d = Dispatched {
+        tmp,
+        db,
+        root,
+        doc: PathBuf::from(&canonical),
+    };
+    let (code, stdout, _) = d.read("9", &canonical);
+    assert_eq!(code, 0, "the path in the prompt is allowed: {stdout}");
+    // The path as written (through the symlink) is still denied.
+    let through_link = link.join("docs/th_1/H2/handoff.md").display().to_string();
+    let (code, stdout, _) = d.read("9", &through_link);
+    assert_eq!(code, 1);
+    assert!(stdout.contains("passes through a symlink"), "{stdout}");
 }

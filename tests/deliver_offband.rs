@@ -163,6 +163,43 @@ fn invalid_file_names_are_rejected(#[case] name: &str) {
     );
 }
 
+/// A root below a symlinked directory (macOS's `/tmp -> /private/tmp`) is held in canonical
+/// form, whether it exists yet or not, so the paths the store hands out are canonical.
+#[rstest]
+#[case::missing_root(false)]
+#[case::existing_root(true)]
+fn root_below_a_symlinked_directory_is_canonicalised(#[case] exists: bool) {
+    let tmp = TempDir::new().expect("tempdir");
+    let real = tmp.path().join("real");
+    fs::create_dir(&real).expect("mkdir");
+    symlink(&real, tmp.path().join("link")).expect("symlink");
+    if exists {
+        fs::create_dir(real.join("root")).expect("mkdir");
+        fs::set_permissions(real.join("root"), fs::Permissions::from_mode(0o700)).expect("chmod");
+    }
+    let store = OffbandStore::new(Some(tmp.path().join("link/root")));
+    let canonical = fs::canonicalize(&real).expect("canonical").join("root");
+    assert_eq!(store.root(), canonical);
+    let written = store.write("t1", "h1", FILES).expect("written");
+    assert_eq!(written, canonical.join("t1/h1/handoff.md"));
+    assert_eq!(fs::canonicalize(&written).expect("resolves"), written);
+}
+
+/// A root that is itself a symlink is never resolved: it stays as written and is refused.
+#[test]
+fn a_symlinked_root_is_not_canonicalised() {
+    let tmp = TempDir::new().expect("tempdir");
+    let real = tmp.path().join("attacker");
+    fs::create_dir(&real).expect("mkdir");
+    fs::set_permissions(&real, fs::Permissions::from_mode(0o700)).expect("chmod");
+    let root = tmp.path().join("root");
+    symlink(&real, &root).expect("symlink");
+    let store = OffbandStore::new(Some(root.clone()));
+    assert_eq!(store.root(), root);
+    let err = store.write("t1", "h1", FILES).expect_err("refused");
+    assert!(err.to_string().contains("it is a symlink"), "{err}");
+}
+
 #[test]
 fn symlinked_root_is_refused() {
     let (tmp, root, store) = setup();

@@ -347,3 +347,32 @@ fn a_planted_symlink_for_the_handoff_directory_falls_back_to_inline() {
         "nothing written through it"
     );
 }
+
+/// Deciding with one off-band root and delivering into another would tell the child a path
+/// its pre-grant does not allow: the stage refuses and delivers inline instead.
+#[test]
+fn a_decision_naming_another_root_falls_back_to_inline() {
+    let tmp = TempDir::new().unwrap();
+    let decided = tmp.path().join("decided");
+    let written = tmp.path().join("written");
+    let mut o = outcome(&decided);
+    let mut grants = MemoryGrantStore::new();
+    let store = OffbandStore::new(Some(written.clone()));
+    let d = deliver(&mut o, &store, &thread_id(), &mut grants);
+    let announced = decided.join(format!("{}/H2/handoff.md", thread_id()));
+    assert_fell_back(
+        &o,
+        &d,
+        &[
+            &written
+                .join(format!("{}/H2/handoff.md", thread_id()))
+                .display()
+                .to_string(),
+            &format!("the first-turn prompt names {}", announced.display()),
+        ],
+    );
+    assert!(grants
+        .find(&thread_id(), o.decision.run)
+        .unwrap()
+        .is_empty());
+}

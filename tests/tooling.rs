@@ -123,6 +123,8 @@ fn coverage_gate_and_json() {
 #[rstest]
 #[case("unknown-key.yaml", "unknown-key.yaml:7:7: error: cases[0].expect.stal: unknown field `stal`, expected one of `strategy`")]
 #[case("wrong-type.yaml", "wrong-type.yaml:6:28: error: cases[0].expect.covered_runs.from: invalid type: string \"one\", expected u32")]
+#[case("wrong-type-document.yaml", "wrong-type-document.yaml:7:19: error: cases[0].expect.document.contains: invalid type: integer `5`, expected a sequence")]
+#[case("empty-expect.yaml", "empty-expect.yaml:3:3: error: cases[0] `x`: `expect` is empty, so the case could never fail; expect at least one field")]
 #[case("unknown-strategy.yaml", "unknown-strategy.yaml:6:17: error: cases[0].expect.strategy: unknown variant `fullnew`, expected one of `no_handoff`")]
 #[case(
     "malformed.yaml",
@@ -161,6 +163,59 @@ fn bad_states_fail_their_case(#[case] file: &str, #[case] message: &str) {
     let out = stdout(&o);
     assert!(out.contains(&format!("  {T}/{message}")), "{out}");
     assert_eq!(out.lines().last(), Some("0 passed, 1 failed"));
+}
+
+/// A directory without test files would pass with nothing tested: it is an error.
+#[test]
+fn a_directory_without_test_files_is_an_error() {
+    let tmp = tempfile::TempDir::new().unwrap();
+    std::fs::write(tmp.path().join("notes.txt"), "not a test").unwrap();
+    let dir = tmp.path().display().to_string();
+    let o = baton(&["test", &dir]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!("{dir}: error: no test files (*.yaml, *.yml) in this directory\n")
+    );
+    assert_eq!(stdout(&o), "");
+}
+
+/// Coverage counts rules, not lines: the same suite on the same policy laid out differently
+/// (blank lines, comment lines, deeper indentation, so every rule moves) covers the same rules
+/// the same number of times.
+#[test]
+fn coverage_does_not_depend_on_the_layout() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::TempDir::new().unwrap();
+    let policy = std::fs::read_to_string(root.join("policies/t3code.policy")).unwrap();
+    let relaid: String = policy
+        .lines()
+        .map(|l| format!("\n# moved\n      {l}\n"))
+        .collect();
+    std::fs::write(tmp.path().join("t3code.policy"), relaid).unwrap();
+    let suite = std::fs::read_to_string(root.join("policies/tests/t3code.yaml"))
+        .unwrap()
+        .replace("policy: t3code", "policy: t3code.policy")
+        .replace("../../examples/", &format!("{}/examples/", root.display()))
+        .replace(
+            "state: fixtures/",
+            &format!("state: {}/policies/tests/fixtures/", root.display()),
+        );
+    std::fs::write(tmp.path().join("suite.yaml"), suite).unwrap();
+    let rules = |suite: &Path| -> serde_json::Value {
+        let o = baton(&["test", "--json", "--coverage", &suite.display().to_string()]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let mut rules = v["coverage"]["files"][0]["rules"].clone();
+        // The file is named as given (shipped profile vs path); only the rules are compared.
+        for r in rules.as_array_mut().into_iter().flatten() {
+            r.as_object_mut().map(|o| o.remove("file"));
+        }
+        rules
+    };
+    let shipped = rules(&root.join("policies/tests/t3code.yaml"));
+    assert!(shipped.as_array().is_some_and(|r| r.len() > 5), "{shipped}");
+    assert_eq!(rules(&tmp.path().join("suite.yaml")), shipped);
 }
 
 #[test]
@@ -252,10 +307,21 @@ fn fmt_check_shows_a_diff_and_fmt_rewrites() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("messy.policy");
     std::fs::copy(format!("{T}/messy.policy"), &p).unwrap();
+    let mode =
+        |p: &Path| std::os::unix::fs::PermissionsExt::mode(&p.metadata().unwrap().permissions());
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
     let ps = p.to_str().unwrap();
     let o = baton(&["fmt", ps]);
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(stdout(&o), format!("formatted {ps}\n"));
+    // Rewritten in place by rename: same permissions, no temp file left behind.
+    assert_eq!(mode(&p) & 0o777, 0o640);
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("messy.policy")]);
     let o = baton(&["fmt", "--check", ps]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     assert_eq!(stdout(&o), "");
@@ -276,6 +342,25 @@ fn fmt_refuses_a_policy_that_does_not_parse() {
     );
     let o = baton(&["fmt"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// `fmt` (and `fmt --check`) on a directory without policy files would succeed having done
+/// nothing: it is an error.
+#[rstest]
+#[case::rewrite(&[])]
+#[case::check(&["--check"])]
+fn fmt_on_a_directory_without_policies_is_an_error(#[case] flags: &[&str]) {
+    let tmp = tempfile::TempDir::new().unwrap();
+    let dir = tmp.path().display().to_string();
+    let mut args = vec!["fmt"];
+    args.extend_from_slice(flags);
+    args.push(&dir);
+    let o = baton(&args);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!("{dir}: error: no policy files (*.policy) in this directory\n")
+    );
 }
 
 // ---- diff ----

@@ -123,26 +123,58 @@ pub(crate) fn diff(a: DiffArgs) -> u8 {
     }
 }
 
-/// The policy files one `fmt` argument names.
-fn policy_files(p: &std::path::Path) -> Vec<PathBuf> {
+/// The policy files one `fmt` argument names: the file itself, or every `*.policy` of a
+/// directory. A directory that cannot be read or holds no policy file is an error, not a
+/// silent success.
+fn policy_files(p: &std::path::Path) -> Result<Vec<PathBuf>, String> {
     if !p.is_dir() {
-        return vec![p.to_path_buf()];
+        return Ok(vec![p.to_path_buf()]);
     }
+    let dir = crate::state::display_path(p);
     let mut v: Vec<PathBuf> = std::fs::read_dir(p)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("policy"))
-                .collect()
-        })
-        .unwrap_or_default();
+        .map_err(|e| format!("{dir}: error: cannot read the directory: {e}"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("policy"))
+        .collect();
+    if v.is_empty() {
+        return Err(format!(
+            "{dir}: error: no policy files (*.policy) in this directory"
+        ));
+    }
     v.sort();
-    v
+    Ok(v)
+}
+
+/// Replace `path` with `text` atomically (a sibling temp file with the same permissions,
+/// then `rename`), so an interrupted `fmt` never leaves a half-written policy behind.
+fn replace_file(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.baton-fmt.{}", std::process::id()));
+    let result = std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::metadata(path))
+        .and_then(|m| std::fs::set_permissions(&tmp, m.permissions()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 pub(crate) fn fmt(a: FmtArgs) -> u8 {
     let mut code = OK;
     for arg in &a.paths {
-        for path in policy_files(arg) {
+        let files = match policy_files(arg) {
+            Ok(files) => files,
+            Err(e) => {
+                eprintln!("{e}");
+                code = FAIL;
+                continue;
+            }
+        };
+        for path in files {
             let name = crate::state::display_path(&path);
             let text = match std::fs::read_to_string(&path) {
                 Ok(t) => t,
@@ -167,7 +199,7 @@ pub(crate) fn fmt(a: FmtArgs) -> u8 {
                 out!("{}", crate::fmt::diff(&name, &text, &formatted));
                 eprintln!("{name}: not formatted (run `baton fmt {name}`)");
                 code = FAIL;
-            } else if let Err(e) = std::fs::write(&path, &formatted) {
+            } else if let Err(e) = replace_file(&path, &formatted) {
                 eprintln!("{name}: error: cannot write the policy file: {e}");
                 code = FAIL;
             } else {

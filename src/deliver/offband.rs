@@ -11,7 +11,7 @@
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -74,9 +74,14 @@ pub fn validate_id(kind: &'static str, id: &str) -> Result<(), DeliveryError> {
 
 impl OffbandStore {
     /// A store rooted at `root`, or at [`default_root`] when `None`.
+    ///
+    /// The root is held in canonical form (see [`canonical_root`]), so every path the store
+    /// hands out (the decision's `delivery.document`, the first-turn prompt, the pre-grant)
+    /// is the one `pregrant check` allows, even when the root sits below a symlinked
+    /// directory such as macOS's `/tmp -> /private/tmp`.
     pub fn new(root: Option<PathBuf>) -> Self {
         OffbandStore {
-            root: root.unwrap_or_else(default_root),
+            root: canonical_root(root.unwrap_or_else(default_root)),
         }
     }
 
@@ -178,6 +183,52 @@ impl OffbandStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(DeliveryError::from_io(&self.root, e)),
         }
+    }
+}
+
+/// The canonical form of an off-band root, resolved once when a store is set up.
+///
+/// * An existing root must first pass the safety checks of [`check_private_dir`]; only then
+///   is it canonicalised (it is not a symlink itself, so this only resolves symlinked
+///   directories above it). An unsafe root is kept as written: writing refuses it.
+/// * A missing root is the canonical form of its deepest existing ancestor followed by the
+///   components still to be created (as long as those are plain names). A relative root
+///   becomes absolute (the pre-grant only ever allows an absolute path).
+/// * Anything that cannot be resolved is kept as written.
+pub fn canonical_root(root: PathBuf) -> PathBuf {
+    if fs::symlink_metadata(&root).is_ok() {
+        return match check_private_dir(&root) {
+            Ok(()) => fs::canonicalize(&root).unwrap_or(root),
+            Err(_) => root,
+        };
+    }
+    let mut missing = Vec::new();
+    let mut ancestor = root.as_path();
+    // A relative root resolves against the working directory (`.`), so it becomes absolute.
+    while !ancestor.as_os_str().is_empty() && fs::symlink_metadata(ancestor).is_err() {
+        let (Some(name), Some(parent)) = (ancestor.file_name(), ancestor.parent()) else {
+            return root;
+        };
+        if !matches!(
+            Path::new(name).components().next(),
+            Some(Component::Normal(_))
+        ) {
+            return root;
+        }
+        missing.push(name.to_owned());
+        ancestor = parent;
+    }
+    let base = if ancestor.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        ancestor
+    };
+    match fs::canonicalize(base) {
+        Ok(mut resolved) => {
+            resolved.extend(missing.iter().rev());
+            resolved
+        }
+        Err(_) => root,
     }
 }
 

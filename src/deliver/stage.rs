@@ -93,6 +93,19 @@ fn write_and_grant(
         (PROVENANCE_FILE, provenance.as_bytes()),
     ];
     let path = offband.write(thread_id, &handoff_id, &files)?;
+    // The first-turn prompt was rendered with the decision's path; the child must be told
+    // the very path the pre-grant allows, never one the check would deny.
+    if let Some(announced) = decision.delivery.as_ref().and_then(|d| d.document.as_ref()) {
+        if Path::new(announced) != path {
+            return Err(DeliveryError::InvalidGrant {
+                path,
+                why: format!(
+                    "the first-turn prompt names {announced}, not the written document; \
+                     decide and deliver with the same off-band root"
+                ),
+            });
+        }
+    }
     let grant = match &decision.pregrant {
         Some(p) => Some(issue(
             grants,

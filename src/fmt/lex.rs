@@ -17,13 +17,35 @@ fn is_word(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '.'
 }
 
-/// Whether a `-` here starts a negative integer rather than being the minus operator.
+/// Words after which the grammar expects a number or an expression, never an operator:
+/// the expression keywords and the words that take an integer (`text max N`,
+/// `inline_limit N`, `budget N`, `turns N uses N`, `timeout_ms N`).
+const BEFORE_OPERAND: &[&str] = &[
+    "when",
+    "and",
+    "or",
+    "not",
+    "in",
+    "max",
+    "inline_limit",
+    "budget",
+    "turns",
+    "uses",
+    "timeout_ms",
+];
+
+/// Whether a `-` directly followed by a digit starts a negative integer rather than being
+/// the minus operator: it does unless the token before ends an operand.
+///
+/// Where a word could be either (`max` is also a valid name in an expression), the sign
+/// reading is the safe one: written without a space, `max -1` is still a subtraction to
+/// the parser, so the formatted text means the same either way.
 fn minus_is_sign(prev: Option<&Tok>) -> bool {
     match prev {
-        None => true,
-        Some(Tok::Word(_)) | Some(Tok::Str(_)) => false,
+        None | Some(Tok::Comment(_)) => true,
+        Some(Tok::Word(w)) => BEFORE_OPERAND.contains(&w.as_str()),
+        Some(Tok::Str(_)) => false,
         Some(Tok::Punct(p)) => !matches!(p.as_str(), "]" | ")"),
-        Some(Tok::Comment(_)) => true,
     }
 }
 

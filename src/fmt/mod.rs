@@ -240,30 +240,3 @@ fn format_tokens(lines: &[Vec<Tok>]) -> String {
     text.push('\n');
     text
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spacing_and_indentation() {
-        let src = "strategy{\n\n  full_new   when not target.has_thread\n because \"x\"\n\n\n  delta_existing otherwise # keep\n}\nlet  xs = [ -1 ,2 ]\n";
-        let out = format_source("t.policy", src).unwrap();
-        assert_eq!(
-            out,
-            "strategy {\n  full_new       when not target.has_thread\n                 because \"x\"\n\n  delta_existing otherwise # keep\n}\nlet xs = [-1, 2]\n"
-        );
-        assert_eq!(format_source("t.policy", &out).unwrap(), out);
-    }
-
-    #[test]
-    fn ladder_conditions_and_summary_kinds_line_up() {
-        let src = "stale s when request.clean_context\nbecause \"c\"\nstrategy {\nno_handoff when target.has_thread\nand not stale\nfull_new otherwise\n}\nsummary {\n# what goes in\ninclude user_message into goals\ninclude plan into plan when item.latest\nexclude protocol\n}\n";
-        let out = format_source("t.policy", src).unwrap();
-        assert_eq!(
-            out,
-            "stale s when request.clean_context\n  because \"c\"\nstrategy {\n  no_handoff when target.has_thread\n                  and not stale\n  full_new   otherwise\n}\nsummary {\n  # what goes in\n  include user_message into goals\n  include plan         into plan when item.latest\n  exclude protocol\n}\n"
-        );
-        assert_eq!(format_source("t.policy", &out).unwrap(), out);
-    }
-}

@@ -16,7 +16,7 @@ pub use diag::{Diagnostic, PolicyError, Severity, Source};
 use crate::facts::{Fact, Value};
 use crate::state::HandoffStrategy;
 use ast::{CmpOp, Span};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Load, compose, check and compile a policy set.
@@ -32,7 +32,7 @@ pub fn load_text(name: &str, text: &str) -> Result<Policy, PolicyError> {
 }
 
 /// The strategies of seed 000's ladder, plus `native_fork`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     NoHandoff,

@@ -314,30 +314,20 @@ fn record_hits(
     holds: &dyn Fn(&Option<crate::policy::CExpr>, &ItemCtx) -> bool,
     hits: &mut Vec<RuleHit>,
 ) {
-    for (index, e) in rules.excludes.iter().enumerate() {
-        if e.kind != ctx.kind {
+    // Excludes are tried before includes, reasoning is never included, and the first rule
+    // whose kind and condition match decides (later rules are not evaluated).
+    let excludes = (rules.excludes.iter().enumerate())
+        .map(|(index, e)| (SummaryRuleKind::Exclude, index, e.kind.as_str(), &e.when));
+    let includes = (rules.includes.iter().enumerate())
+        .filter(|_| ctx.kind != "reasoning")
+        .map(|(index, i)| (SummaryRuleKind::Include, index, i.kind.as_str(), &i.when));
+    for (kind, index, item_kind, when) in excludes.chain(includes) {
+        if item_kind != ctx.kind {
             continue;
         }
-        let matched = holds(&e.when, ctx);
+        let matched = holds(when, ctx);
         hits.push(RuleHit {
-            kind: SummaryRuleKind::Exclude,
-            index,
-            matched,
-        });
-        if matched {
-            return;
-        }
-    }
-    if ctx.kind == "reasoning" {
-        return;
-    }
-    for (index, i) in rules.includes.iter().enumerate() {
-        if i.kind != ctx.kind {
-            continue;
-        }
-        let matched = holds(&i.when, ctx);
-        hits.push(RuleHit {
-            kind: SummaryRuleKind::Include,
+            kind,
             index,
             matched,
         });

@@ -18,6 +18,18 @@ pub enum TestFileError {
         /// The line in question with a caret under the column (empty when unknown).
         snippet: String,
     },
+    #[error("{dir}: error: cannot read the test directory: {message}")]
+    ReadDir { dir: String, message: String },
+    #[error("{dir}: error: no test files (*.yaml, *.yml) in this directory")]
+    NoTestFiles { dir: String },
+    /// A policy the file names does not load or check; `message` holds its diagnostics.
+    #[error("{file}:{line}:1: error: policy `{spec}` does not check:\n{message}")]
+    PolicyDoesNotCheck {
+        file: String,
+        line: usize,
+        spec: String,
+        message: String,
+    },
 }
 
 impl TestFileError {
@@ -98,40 +110,13 @@ pub struct Case {
     pub col: usize,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StrategyName {
-    NoHandoff,
-    DeltaExisting,
-    FullExisting,
-    FullNew,
-    NativeFork,
-    Unsupported,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ThreadActionName {
-    Resume,
-    Create,
-    ForkNative,
-    None,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeliveryModeName {
-    OffBand,
-    Inline,
-}
-
 /// Expectations on the decision and the rendered document. Absent keys are not checked; a key
 /// given as `null` expects the field to be null (no handoff, no delivery, no pre-grant).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
     #[serde(default)]
-    pub strategy: Option<StrategyName>,
+    pub strategy: Option<crate::policy::Strategy>,
     #[serde(default, deserialize_with = "present")]
     pub handoff_strategy: Option<Option<crate::state::HandoffStrategy>>,
     #[serde(default)]
@@ -158,11 +143,41 @@ pub struct Expect {
     pub document: Option<Option<DocumentExpect>>,
 }
 
+impl Expect {
+    /// Whether no expectation is given at all (such a case could never fail).
+    pub fn is_empty(&self) -> bool {
+        let Expect {
+            strategy,
+            handoff_strategy,
+            provider_thread,
+            covered_runs,
+            stale,
+            stale_contains,
+            stale_not_contains,
+            delivery,
+            pregrant,
+            decided_by,
+            document,
+        } = self;
+        strategy.is_none()
+            && handoff_strategy.is_none()
+            && provider_thread.is_none()
+            && covered_runs.is_none()
+            && stale.is_none()
+            && stale_contains.is_none()
+            && stale_not_contains.is_none()
+            && delivery.is_none()
+            && pregrant.is_none()
+            && decided_by.is_none()
+            && document.is_none()
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ThreadExpect {
     #[serde(default)]
-    pub action: Option<ThreadActionName>,
+    pub action: Option<crate::decision::ThreadAction>,
     #[serde(default, deserialize_with = "present")]
     pub id: Option<Option<String>>,
 }
@@ -178,7 +193,7 @@ pub struct RangeExpect {
 #[serde(deny_unknown_fields)]
 pub struct DeliveryExpect {
     #[serde(default)]
-    pub mode: Option<DeliveryModeName>,
+    pub mode: Option<crate::decision::DeliveryMode>,
     #[serde(default)]
     pub inline_limit: Option<usize>,
 }
@@ -286,6 +301,17 @@ fn parse_unsnipped(text: &str, file: &str) -> Result<TestFile, TestFileError> {
                 ))
             }
             _ => {}
+        }
+        if case.expect.is_empty() {
+            return Err(TestFileError::at(
+                file,
+                case.line,
+                case.col,
+                format!(
+                    "cases[{i}] `{}`: `expect` is empty, so the case could never fail; expect at least one field",
+                    case.name
+                ),
+            ));
         }
     }
     if tf.cases.is_empty() {

@@ -144,7 +144,7 @@ pub fn case_state(tf: &TestFile, case: &Case) -> Result<State, String> {
 
 /// Load every policy the file names, before any case runs: a policy that does not check is an
 /// error for the whole file.
-pub fn load_policies(tf: &TestFile) -> Result<BTreeMap<String, Policy>, String> {
+pub fn load_policies(tf: &TestFile) -> Result<BTreeMap<String, Policy>, TestFileError> {
     let mut out = BTreeMap::new();
     let mut specs = vec![(tf.policy.clone(), tf.policy_line)];
     specs.extend(
@@ -157,10 +157,12 @@ pub fn load_policies(tf: &TestFile) -> Result<BTreeMap<String, Policy>, String> 
             continue;
         }
         let policy = crate::policy::load(&policy_spec(tf, &spec)).map_err(|e| {
-            format!(
-                "{}:{line}:1: error: policy `{spec}` does not check:\n{e}",
-                crate::state::display_path(&tf.path)
-            )
+            TestFileError::PolicyDoesNotCheck {
+                file: crate::state::display_path(&tf.path),
+                line,
+                spec: spec.clone(),
+                message: e.to_string(),
+            }
         })?;
         out.insert(spec, policy);
     }
@@ -168,7 +170,11 @@ pub fn load_policies(tf: &TestFile) -> Result<BTreeMap<String, Policy>, String> 
 }
 
 /// Run the cases of one loaded test file, adding to `report`.
-pub fn run_file(tf: &TestFile, opts: &RunOptions, report: &mut RunReport) -> Result<(), String> {
+pub fn run_file(
+    tf: &TestFile,
+    opts: &RunOptions,
+    report: &mut RunReport,
+) -> Result<(), TestFileError> {
     let policies = load_policies(tf)?;
     let file = crate::state::display_path(&tf.path);
     for case in &tf.cases {
@@ -215,50 +221,48 @@ pub fn run_file(tf: &TestFile, opts: &RunOptions, report: &mut RunReport) -> Res
     Ok(())
 }
 
-/// Every `*.yaml`/`*.yml` file under the given paths (directories are searched one level, sorted);
-/// files are taken as given.
-pub fn test_files(paths: &[PathBuf]) -> Vec<PathBuf> {
+/// Every `*.yaml`/`*.yml` file under the given paths (directories are searched one level,
+/// sorted); files are taken as given. A directory that cannot be read or holds no test file is
+/// an error: it would otherwise pass with nothing tested.
+pub fn test_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, TestFileError> {
     let mut out = Vec::new();
     for p in paths {
-        if p.is_dir() {
-            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
-                .map(|rd| {
-                    rd.filter_map(|e| e.ok().map(|e| e.path()))
-                        .filter(|p| {
-                            p.is_file()
-                                && matches!(
-                                    p.extension().and_then(|e| e.to_str()),
-                                    Some("yaml" | "yml")
-                                )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            v.sort();
-            out.extend(v);
-        } else {
+        if !p.is_dir() {
             out.push(p.clone());
+            continue;
         }
+        let dir = crate::state::display_path(p);
+        let entries = std::fs::read_dir(p).map_err(|e| TestFileError::ReadDir {
+            dir: dir.clone(),
+            message: e.to_string(),
+        })?;
+        let mut v: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_file()
+                    && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+            })
+            .collect();
+        if v.is_empty() {
+            return Err(TestFileError::NoTestFiles { dir });
+        }
+        v.sort();
+        out.extend(v);
     }
-    out
+    Ok(out)
 }
 
 /// Load, validate and run every test file; the first invalid file stops the run.
-pub fn run_paths(paths: &[PathBuf], opts: &RunOptions) -> Result<RunReport, String> {
+pub fn run_paths(paths: &[PathBuf], opts: &RunOptions) -> Result<RunReport, TestFileError> {
     let mut report = RunReport::default();
-    let files = test_files(paths);
     let mut loaded = Vec::new();
-    for f in &files {
-        loaded.push(super::file::load(f).map_err(|e: TestFileError| e.to_string())?);
+    for f in &test_files(paths)? {
+        loaded.push(super::file::load(f)?);
     }
     for tf in &loaded {
         run_file(tf, opts, &mut report)?;
     }
     Ok(report)
-}
-
-fn show<T: std::fmt::Debug>(v: &T) -> String {
-    format!("{v:?}")
 }
 
 fn opt_str(v: Option<&str>) -> String {
@@ -283,7 +287,7 @@ pub fn check_expect(c: &Checked, e: &Expect) -> Vec<Mismatch> {
         }
     };
     if let Some(s) = e.strategy {
-        mis("strategy", snake(&show(&s)), d.strategy.as_str().into());
+        mis("strategy", s.as_str().into(), d.strategy.as_str().into());
     }
     if let Some(h) = &e.handoff_strategy {
         mis(
@@ -296,7 +300,7 @@ pub fn check_expect(c: &Checked, e: &Expect) -> Vec<Mismatch> {
         if let Some(a) = t.action {
             mis(
                 "provider_thread.action",
-                snake(&show(&a)),
+                a.as_str().into(),
                 d.provider_thread.action.as_str().into(),
             );
         }
@@ -322,24 +326,24 @@ pub fn check_expect(c: &Checked, e: &Expect) -> Vec<Mismatch> {
     if let Some(s) = &e.stale {
         mis("stale", list(s), list(&d.stale));
     }
-    if let Some(s) = &e.stale_contains {
-        let missing: Vec<String> = s.iter().filter(|x| !d.stale.contains(x)).cloned().collect();
-        if !missing.is_empty() {
-            mis(
-                "stale_contains",
-                format!("{} to hold", list(&missing)),
-                list(&d.stale),
-            );
-        }
-    }
-    if let Some(s) = &e.stale_not_contains {
-        let held: Vec<String> = s.iter().filter(|x| d.stale.contains(x)).cloned().collect();
-        if !held.is_empty() {
-            mis(
-                "stale_not_contains",
-                format!("{} not to hold", list(&held)),
-                list(&d.stale),
-            );
+    // `stale_contains` / `stale_not_contains`: each listed signal must (not) hold.
+    for (field, wanted, held, verb) in [
+        ("stale_contains", &e.stale_contains, true, "to hold"),
+        (
+            "stale_not_contains",
+            &e.stale_not_contains,
+            false,
+            "not to hold",
+        ),
+    ] {
+        let wrong: Vec<String> = wanted
+            .iter()
+            .flatten()
+            .filter(|x| d.stale.contains(x) != held)
+            .cloned()
+            .collect();
+        if !wrong.is_empty() {
+            mis(field, format!("{} {verb}", list(&wrong)), list(&d.stale));
         }
     }
     if let Some(exp) = &e.delivery {
@@ -349,7 +353,7 @@ pub fn check_expect(c: &Checked, e: &Expect) -> Vec<Mismatch> {
             (Some(_), None) => mis("delivery", "a delivery".into(), "null (no handoff)".into()),
             (Some(exp), Some(got)) => {
                 if let Some(m) = exp.mode {
-                    mis("delivery.mode", snake(&show(&m)), got.mode.as_str().into());
+                    mis("delivery.mode", m.as_str().into(), got.mode.as_str().into());
                 }
                 if let Some(l) = exp.inline_limit {
                     mis(
@@ -467,20 +471,4 @@ fn check_document(c: &Checked, doc: Option<&DocumentExpect>, out: &mut Vec<Misma
             });
         }
     }
-}
-
-/// `FullNew` -> `full_new`.
-fn snake(s: &str) -> String {
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if ch.is_uppercase() {
-            if i > 0 {
-                out.push('_');
-            }
-            out.extend(ch.to_lowercase());
-        } else {
-            out.push(ch);
-        }
-    }
-    out
 }
