@@ -3,7 +3,9 @@
 //!   ```policy-error block must fail to check;
 //! - every `$ baton ...` line in a ```console block of docs/cli.md is run from the crate root
 //!   with `BATON_HANDOFF_DIR=/tmp/baton-doc-test` and must exit with the code the doc gives
-//!   (a later `# exit N` line before the next `$` line; 0 when there is none).
+//!   (a later `# exit N` line before the next `$` line; 0 when there is none). `/tmp/` in a
+//!   command stands for a fresh private directory of this test run, so a database or document
+//!   left by an earlier run (or another checkout) cannot change the outcome.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -188,6 +190,8 @@ fn cli_guide_commands_exit_as_documented() {
     let file = root().join("docs/cli.md");
     let mut failures = Vec::new();
     let mut ran = 0;
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let private = |a: &str| a.replace("/tmp/", &format!("{}/", tmp.path().display()));
     for b in blocks(&file).iter().filter(|b| b.lang == "console") {
         for (line, cmd, want) in commands(b) {
             let at = format!("docs/cli.md:{line}: `$ {cmd}`");
@@ -200,9 +204,9 @@ fn cli_guide_commands_exit_as_documented() {
             };
             ran += 1;
             let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-                .args(&args[1..])
+                .args(args[1..].iter().map(|a| private(a)))
                 .current_dir(root())
-                .env("BATON_HANDOFF_DIR", "/tmp/baton-doc-test")
+                .env("BATON_HANDOFF_DIR", private("/tmp/baton-doc-test"))
                 .output()
                 .unwrap_or_else(|e| panic!("{at}: cannot start baton: {e}"));
             let got = out.status.code();
