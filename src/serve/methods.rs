@@ -53,14 +53,36 @@ pub fn lookup(method: &str) -> Option<Spec> {
     }
 }
 
-/// The thread a request is about, for per-thread ordering: `params.thread`, else the inline
-/// state's `thread.id`.
-pub fn thread_key(params: &Value) -> Option<String> {
-    params
-        .get("thread")
-        .and_then(Value::as_str)
-        .or_else(|| params.pointer("/state/thread/id").and_then(Value::as_str))
+/// The threads a request names, for per-thread ordering, in every form the methods accept:
+/// `params.thread`, `params.child` (the fork to create), the inline `state`'s `thread.id`, or
+/// the `thread.id` inside `stateText`. Read when the request arrives, so the request takes its
+/// place in those threads' queues in arrival order. A `stateText` that does not parse names no
+/// thread here; the method itself then reports the error.
+pub fn thread_keys(params: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = ["/thread", "/child", "/state/thread/id"]
+        .iter()
+        .filter_map(|p| params.pointer(p).and_then(Value::as_str))
         .map(str::to_string)
+        .collect();
+    if let Some(text) = params.get("stateText").and_then(Value::as_str) {
+        keys.extend(thread_in_text(text));
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// `thread.id` of a state document given as YAML or JSON text, without building the state.
+fn thread_in_text(text: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Doc {
+        thread: Option<Named>,
+    }
+    #[derive(Deserialize)]
+    struct Named {
+        id: Option<String>,
+    }
+    serde_yaml::from_str::<Doc>(text).ok()?.thread?.id
 }
 
 /// Run `method`. `turn` is this request's place in its thread's queue; it is held until the
@@ -153,6 +175,7 @@ pub async fn call(
                 "version": env!("CARGO_PKG_VERSION"),
                 "uptimeMs": shared.started.elapsed().as_millis() as u64,
                 "inFlight": shared.in_flight().saturating_sub(1),
+                "queuedThreads": shared.queued_threads(),
                 "policy": shared.policies.current().reference(),
                 "methods": NAMES,
             }))
