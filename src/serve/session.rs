@@ -276,11 +276,7 @@ where
                     break;
                 }
                 "$/cancelRequest" => {
-                    let id = params.get("id").and_then(|v| match v {
-                        Value::Number(n) => n.as_i64().map(Id::Num),
-                        Value::String(s) => Some(Id::Str(s.clone())),
-                        _ => None,
-                    });
+                    let id = params.get("id").and_then(Id::from_value);
                     if let Some(tx) = id.and_then(|id| lock(&cancels).remove(&id)) {
                         let _ = tx.send(());
                     }
