@@ -2,8 +2,14 @@
 //! against a store holding a 1,000-run thread. Bounded in count (8,000 requests) and in time
 //! (it gives up after 10 minutes). Each client first sends 100 requests of the same mix to
 //! warm caches; those are not measured. Prints throughput, p50/p99 latency per method and overall,
-//! and the server's resident memory before, during and after; checks that no request is lost
-//! or duplicated. Run: `cargo bench --bench serve`.
+//! and the server's resident memory after warm-up, at every twentieth of the run and after;
+//! checks that no request is lost or duplicated and that no per-thread queue entry is left.
+//! Run: `cargo bench --bench serve`.
+//!
+//! The data the mix works on stays the same size, so that memory can be compared across the
+//! run: the 1,000-run thread is only read, and each client's own thread (which `dispatch` and
+//! `completeRun` extend) is re-imported empty every `BATON_BENCH_RESET` runs (default 20; 0
+//! lets it grow for the whole run, to see what a growing thread costs).
 
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
@@ -22,7 +28,16 @@ fn per_client() -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000)
 }
+/// Runs a client's own thread reaches before it is re-imported empty (0: never).
+fn reset_every() -> u32 {
+    std::env::var("BATON_BENCH_RESET")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20)
+}
 const BIG_RUNS: u32 = 1_000;
+/// RSS samples taken over the measured run.
+const SAMPLES: usize = 20;
 /// Requests per client before measuring, so that caches and allocator arenas are warm.
 const WARMUP: usize = 100;
 
@@ -81,15 +96,27 @@ impl Conn {
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(|n| n.parse().unwrap_or(0)))
-        })
-        .unwrap_or(0)
+/// The server's resident memory in KiB: (total, anonymous i.e. heap and stacks, file-backed
+/// and shared e.g. SQLite's mapped WAL index), from `/proc/PID/status`.
+fn rss_kib(pid: u32) -> (u64, u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        field("VmRSS:"),
+        field("RssAnon:"),
+        field("RssFile:") + field("RssShmem:"),
+    )
+}
+
+fn file_kib(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len() / 1024).unwrap_or(0)
 }
 
 fn big_thread() -> Value {
@@ -117,6 +144,27 @@ fn big_thread() -> Value {
     })
 }
 
+fn walk_count(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| {
+                    if e.path().is_dir() {
+                        walk_count(&e.path())
+                    } else {
+                        1
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// A thread with no runs, for a client's own `dispatch`/`completeRun` traffic.
+fn empty_thread(id: &str) -> Value {
+    json!({"version": 1, "thread": {"id": id}, "request": {"provider": "codex"}})
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -127,6 +175,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn main() {
     let per_client = per_client();
+    let reset = reset_every();
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("baton.sock");
     let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
@@ -144,7 +193,7 @@ fn main() {
         setup.call(
             2 + c as u64,
             "thread/import",
-            json!({"state": {"version": 1, "thread": {"id": format!("c{c}")}, "request": {"provider": "codex"}}}),
+            json!({"state": empty_thread(&format!("c{c}"))}),
         );
     }
     let small = {
@@ -186,6 +235,10 @@ fn main() {
                     let (method, params): (&'static str, Value) = match i % 10 {
                         0 | 5 => ("explain", json!({"thread": "big", "target": if i.is_multiple_of(20) { "codex" } else { "claude" }})),
                         1 | 6 => ("health", json!({})),
+                        2 if reset > 0 && run >= reset => {
+                            run = 0;
+                            ("thread/import", json!({"replace": true, "state": empty_thread(&format!("c{c}"))}))
+                        }
                         2 => ("policy/status", json!({})),
                         3 | 7 => ("explain", json!({"state": mine})),
                         4 => {
@@ -199,7 +252,7 @@ fn main() {
                     let r = conn.call(id, method, params);
                     lat.entry(method).or_default().push(t.elapsed());
                     assert!(seen.insert(r["id"].as_u64().unwrap()), "duplicate response");
-                    if k >= WARMUP && i.is_multiple_of((per_client / 10).max(1)) && c == 0 {
+                    if k >= WARMUP && i.is_multiple_of((per_client / SAMPLES).max(1)) && c == 0 {
                         samples.lock().unwrap().push(rss_kib(pid));
                     }
                 }
@@ -223,7 +276,7 @@ fn main() {
     let total: usize = all.values().map(Vec::len).sum();
     assert_eq!(total, CLIENTS * per_client);
 
-    println!("baton serve: {CLIENTS} clients x {per_client} requests on a Unix socket, {BIG_RUNS}-run thread");
+    println!("baton serve: {CLIENTS} clients x {per_client} requests on a Unix socket, {BIG_RUNS}-run thread, own threads reset every {reset} runs");
     println!(
         "  {total} requests in {:.2} s: {:.0} requests/s; none lost or duplicated",
         elapsed.as_secs_f64(),
@@ -245,12 +298,24 @@ fn main() {
             percentile(&v, 0.99).as_secs_f64() * 1e3
         );
     }
+    let show = |(all, anon, file): (u64, u64, u64)| format!("{all} ({anon} anon + {file} file)");
+    println!("  server RSS, KiB: after warm-up {}", show(rss_before));
+    for (i, r) in samples.lock().unwrap().iter().enumerate() {
+        println!("    at {:>2}/{SAMPLES}: {}", i, show(*r));
+    }
+    println!("    after:  {}", show(rss_after));
+    let docs = walk_count(&dir.path().join("handoffs"));
     println!(
-        "  server RSS: {} KiB after warm-up, {:?} KiB at each tenth, {} KiB after",
-        rss_before,
-        samples.lock().unwrap(),
-        rss_after
+        "  database {} KiB, WAL {} KiB, {docs} off-band files",
+        file_kib(&dir.path().join("bench.db")),
+        file_kib(&dir.path().join("bench.db-wal")),
     );
+    let health = setup.call(99_998, "health", json!({}));
+    assert_eq!(
+        health["result"]["queuedThreads"], 0,
+        "per-thread queue entries left: {health}"
+    );
+    println!("  per-thread queue entries left after the run: 0");
     setup.call(99_999, "shutdown", json!({}));
     setup.send(&json!({"jsonrpc": "2.0", "method": "exit"}));
     let _ = child.wait();

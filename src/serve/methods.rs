@@ -53,14 +53,36 @@ pub fn lookup(method: &str) -> Option<Spec> {
     }
 }
 
-/// The thread a request is about, for per-thread ordering: `params.thread`, else the inline
-/// state's `thread.id`.
-pub fn thread_key(params: &Value) -> Option<String> {
-    params
-        .get("thread")
-        .and_then(Value::as_str)
-        .or_else(|| params.pointer("/state/thread/id").and_then(Value::as_str))
+/// The threads a request names, for per-thread ordering, in every form the methods accept:
+/// `params.thread`, `params.child` (the fork to create), the inline `state`'s `thread.id`, or
+/// the `thread.id` inside `stateText`. Read when the request arrives, so the request takes its
+/// place in those threads' queues in arrival order. A `stateText` that does not parse names no
+/// thread here; the method itself then reports the error.
+pub fn thread_keys(params: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = ["/thread", "/child", "/state/thread/id"]
+        .iter()
+        .filter_map(|p| params.pointer(p).and_then(Value::as_str))
         .map(str::to_string)
+        .collect();
+    if let Some(text) = params.get("stateText").and_then(Value::as_str) {
+        keys.extend(thread_in_text(text));
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// `thread.id` of a state document given as YAML or JSON text, without building the state.
+fn thread_in_text(text: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Doc {
+        thread: Option<Named>,
+    }
+    #[derive(Deserialize)]
+    struct Named {
+        id: Option<String>,
+    }
+    serde_yaml::from_str::<Doc>(text).ok()?.thread?.id
 }
 
 /// Run `method`. `turn` is this request's place in its thread's queue; it is held until the
@@ -72,69 +94,62 @@ pub async fn call(
     turn: Turn,
 ) -> Result<Value, RpcError> {
     match method {
-        "explain" => {
-            let p: DecideParams = parse_params(method, params)?;
-            let (set, s) = (shared.policies.current(), shared.clone());
-            let handoff_dir = shared.cfg.handoff_dir.clone();
-            blocking(turn, move || explain(&set, &s.stores, p, handoff_dir)).await
-        }
-        "render" => {
-            let p: DecideParams = parse_params(method, params)?;
-            let (set, s) = (shared.policies.current(), shared.clone());
-            let handoff_dir = shared.cfg.handoff_dir.clone();
-            blocking(turn, move || render(&set, &s.stores, p, handoff_dir)).await
-        }
+        "explain" => on_pool(shared, method, params, turn, explain).await,
+        "render" => on_pool(shared, method, params, turn, render).await,
         "dispatch" => {
-            let p: stored::DispatchParams = parse_params(method, params)?;
-            let (set, s) = (shared.policies.current(), shared.clone());
-            let handoff_dir = shared.cfg.handoff_dir.clone();
-            blocking(turn, move || {
-                stored::dispatch(&s.stores, &set, handoff_dir, p)
+            on_pool(shared, method, params, turn, |cx, p| {
+                stored::dispatch(cx.stores(), &cx.set, cx.handoff_dir(), p)
             })
             .await
         }
         "mergeBack" => {
-            let p: stored::MergeBackParams = parse_params(method, params)?;
-            let (set, s) = (shared.policies.current(), shared.clone());
-            let handoff_dir = shared.cfg.handoff_dir.clone();
-            blocking(turn, move || {
-                stored::merge_back(&s.stores, &set, handoff_dir, p)
+            on_pool(shared, method, params, turn, |cx, p| {
+                stored::merge_back(cx.stores(), &cx.set, cx.handoff_dir(), p)
             })
             .await
         }
         "completeRun" => {
-            let p: stored::CompleteParams = parse_params(method, params)?;
-            let s = shared.clone();
-            blocking(turn, move || stored::complete(&s.stores, p)).await
-        }
-        "rollback" => {
-            let p: stored::RollbackParams = parse_params(method, params)?;
-            let s = shared.clone();
-            blocking(turn, move || stored::rollback(&s.stores, p)).await
-        }
-        "fork" => {
-            let p: stored::ForkParams = parse_params(method, params)?;
-            let s = shared.clone();
-            blocking(turn, move || stored::fork(&s.stores, p)).await
-        }
-        "pregrant/check" => {
-            let p: stored::PregrantParams = parse_params(method, params)?;
-            let s = shared.clone();
-            blocking(turn, move || stored::pregrant_check(&s.stores, p)).await
-        }
-        "thread/import" => {
-            let p: stored::ImportParams = parse_params(method, params)?;
-            let s = shared.clone();
-            blocking(turn, move || {
-                let state = inline_state(p.state.as_ref(), p.state_text.as_deref())?;
-                stored::import(&s.stores, state, p.replace)
+            on_pool(shared, method, params, turn, |cx, p| {
+                stored::complete(cx.stores(), p)
             })
             .await
         }
+        "rollback" => {
+            on_pool(shared, method, params, turn, |cx, p| {
+                stored::rollback(cx.stores(), p)
+            })
+            .await
+        }
+        "fork" => {
+            on_pool(shared, method, params, turn, |cx, p| {
+                stored::fork(cx.stores(), p)
+            })
+            .await
+        }
+        "pregrant/check" => {
+            on_pool(shared, method, params, turn, |cx, p| {
+                stored::pregrant_check(cx.stores(), p)
+            })
+            .await
+        }
+        "thread/import" => {
+            on_pool(
+                shared,
+                method,
+                params,
+                turn,
+                |cx, p: stored::ImportParams| {
+                    let state = inline_state(p.state.as_ref(), p.state_text.as_deref())?;
+                    stored::import(cx.stores(), state, p.replace)
+                },
+            )
+            .await
+        }
         "thread/export" => {
-            let p: stored::ThreadParams = parse_params(method, params)?;
-            let s = shared.clone();
-            blocking(turn, move || stored::export(&s.stores, p)).await
+            on_pool(shared, method, params, turn, |cx, p| {
+                stored::export(cx.stores(), p)
+            })
+            .await
         }
         "policy/reload" => {
             let _: Empty = parse_params(method, params)?;
@@ -153,6 +168,7 @@ pub async fn call(
                 "version": env!("CARGO_PKG_VERSION"),
                 "uptimeMs": shared.started.elapsed().as_millis() as u64,
                 "inFlight": shared.in_flight().saturating_sub(1),
+                "queuedThreads": shared.queued_threads(),
                 "policy": shared.policies.current().reference(),
                 "methods": NAMES,
             }))
@@ -164,14 +180,44 @@ pub async fn call(
     }
 }
 
-/// Run blocking library work off the reactor, holding the thread's turn until it is done.
-async fn blocking<F>(turn: Turn, f: F) -> Result<Value, RpcError>
+/// What a method running on the blocking pool works with: the policy set it snapshotted when
+/// it started, and the server (its store pool and document root).
+struct Cx {
+    set: Arc<PolicySet>,
+    shared: Arc<Shared>,
+}
+
+impl Cx {
+    fn stores(&self) -> &StorePool {
+        &self.shared.stores
+    }
+
+    fn handoff_dir(&self) -> Option<PathBuf> {
+        self.shared.cfg.handoff_dir.clone()
+    }
+}
+
+/// Parse the params, snapshot the policy set, and run `f` on the blocking pool, off the
+/// reactor, holding the thread's turn until it is done.
+async fn on_pool<P, F>(
+    shared: &Arc<Shared>,
+    method: &str,
+    params: Value,
+    turn: Turn,
+    f: F,
+) -> Result<Value, RpcError>
 where
-    F: FnOnce() -> Result<Value, RpcError> + Send + 'static,
+    P: DeserializeOwned + Send + 'static,
+    F: FnOnce(&Cx, P) -> Result<Value, RpcError> + Send + 'static,
 {
+    let p: P = parse_params(method, params)?;
+    let cx = Cx {
+        set: shared.policies.current(),
+        shared: shared.clone(),
+    };
     tokio::task::spawn_blocking(move || {
         let _turn = turn;
-        f()
+        f(&cx, p)
     })
     .await
     .map_err(|e| RpcError::internal(format!("the request's task failed: {e}")))?
@@ -270,21 +316,19 @@ fn inline_state(state: Option<&Value>, text: Option<&str>) -> Result<State, RpcE
         .map_err(|e| state_error(&e))
 }
 
-fn eval_options(p: &DecideParams, handoff_dir: Option<PathBuf>) -> EvalOptions {
-    EvalOptions {
+/// The state and evaluation options of a deciding request.
+fn decide_input(cx: &Cx, p: &DecideParams) -> Result<(State, EvalOptions), RpcError> {
+    let state = state_of(p, cx.stores())?;
+    let opts = EvalOptions {
         target: p.target.clone(),
-        document_root: handoff_dir,
-    }
+        document_root: cx.handoff_dir(),
+    };
+    Ok((state, opts))
 }
 
-fn explain(
-    set: &PolicySet,
-    stores: &StorePool,
-    p: DecideParams,
-    handoff_dir: Option<PathBuf>,
-) -> Result<Value, RpcError> {
-    let state = state_of(&p, stores)?;
-    let opts = eval_options(&p, handoff_dir);
+fn explain(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
+    let set = &cx.set;
+    let (state, opts) = decide_input(cx, &p)?;
     let d = crate::pipeline::decide(&set.policy, &state, &opts).map_err(|e| eval_error(&e))?;
     Ok(json!({
         "policy": set.reference(),
@@ -293,14 +337,9 @@ fn explain(
     }))
 }
 
-fn render(
-    set: &PolicySet,
-    stores: &StorePool,
-    p: DecideParams,
-    handoff_dir: Option<PathBuf>,
-) -> Result<Value, RpcError> {
-    let state = state_of(&p, stores)?;
-    let opts = eval_options(&p, handoff_dir);
+fn render(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
+    let set = &cx.set;
+    let (state, opts) = decide_input(cx, &p)?;
     let ropts = crate::render::RenderOptions {
         templates_dir: set.templates_dir(),
         ..Default::default()

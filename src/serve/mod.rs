@@ -100,12 +100,35 @@ pub enum ServeError {
 }
 
 /// Run the service until `exit`, end of input (stdio) or a termination signal. Blocks.
+///
+/// This owns the process's runtime, so it also bounds the allocator's per-thread arenas (see
+/// [`bound_malloc_arenas`]); [`run`], for embedding, leaves the process settings alone.
 pub fn serve(cfg: ServeConfig) -> Result<(), ServeError> {
+    bound_malloc_arenas();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| ServeError::Runtime(e.to_string()))?;
     rt.block_on(run(cfg))
+}
+
+/// Cap glibc's malloc arenas at one per core (at least 2), unless the environment sets
+/// `MALLOC_ARENA_MAX` itself. glibc lets threads open up to 8 arenas per core, and each arena
+/// keeps the memory of the largest requests it served; with library work spread over tokio's
+/// blocking-pool threads, the server's resident memory then climbs in steps for a long time
+/// (docs/performance.md has the measurements). One arena per core keeps it flat: no more
+/// threads than cores run at once anyway. No-op on other platforms and C libraries.
+pub fn bound_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let arenas = i32::try_from(cores.max(2)).unwrap_or(i32::MAX);
+        #[allow(unsafe_code)]
+        // SAFETY: mallopt(3) only changes an allocator tuning parameter; it takes no pointers.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, arenas);
+        }
+    }
 }
 
 /// The async body of [`serve`], for embedding in an existing runtime.

@@ -30,46 +30,37 @@ pub struct PolicySet {
     pub loaded_at_ms: u64,
 }
 
-/// A private directory (0700) holding one generation's templates; deleted on drop.
+/// A private directory holding one generation's templates: created under the system temp
+/// directory with a fresh random name and mode 0700 (so no other user can read or swap a
+/// template), and deleted when the generation is dropped, i.e. once the set is no longer
+/// current and the last request that snapshotted it has finished.
 #[derive(Debug)]
-pub struct Snapshot(PathBuf);
+pub struct Snapshot(tempfile::TempDir);
 
 impl Snapshot {
     fn write(templates: &BTreeMap<String, String>) -> Result<Snapshot, PolicyError> {
-        use std::os::unix::fs::DirBuilderExt;
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let root = std::env::temp_dir().join(format!(
-            "baton-serve-{}-{}",
-            crate::deliver::effective_uid(),
-            std::process::id()
-        ));
-        let dir = root.join(format!("templates-{}", NEXT.fetch_add(1, Ordering::SeqCst)));
-        let mut b = std::fs::DirBuilder::new();
-        b.recursive(true).mode(0o700);
-        b.create(&dir)
-            .map_err(|e| io_diag(&dir, "cannot create the template snapshot", &e))?;
-        let snap = Snapshot(dir);
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("baton-serve-templates-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .map_err(|e| {
+                io_diag(
+                    &std::env::temp_dir(),
+                    "cannot create the template snapshot",
+                    &e,
+                )
+            })?;
         for (name, text) in templates {
-            let p = snap.0.join(name);
+            let p = dir.path().join(name);
             std::fs::write(&p, text)
                 .map_err(|e| io_diag(&p, "cannot write the template snapshot", &e))?;
         }
-        Ok(snap)
+        Ok(Snapshot(dir))
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Snapshot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-        if let Some(root) = self.0.parent() {
-            // Succeeds only once the last generation is gone.
-            let _ = std::fs::remove_dir(root);
-        }
+        self.0.path()
     }
 }
 

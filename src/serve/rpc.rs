@@ -40,7 +40,8 @@ pub enum Id {
 }
 
 impl Id {
-    fn from_value(v: &Value) -> Option<Id> {
+    /// The id a JSON value holds, if it is an integer or a string.
+    pub fn from_value(v: &Value) -> Option<Id> {
         match v {
             Value::Number(n) => n.as_i64().map(Id::Num),
             Value::String(s) => Some(Id::Str(s.clone())),

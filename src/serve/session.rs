@@ -15,25 +15,31 @@ use std::time::Instant;
 use tokio::io::{AsyncBufRead, AsyncWrite};
 use tokio::sync::{broadcast, mpsc, oneshot, Notify};
 
-/// A request's place in its thread's queue: it runs when the previous request's `Turn` is
-/// released, and releasing its own lets the next one run. Clones share one place: it is
-/// released when the last clone drops. The session keeps one clone until the response is
-/// queued for writing (so one thread's responses leave in order) and the work keeps another
-/// (so a cancelled read's blocking part still finishes before the next request starts).
+/// A request's place in the queues of the threads it names: it runs when the previous request
+/// of each of those threads has released its `Turn`, and releasing its own lets the next ones
+/// run. Clones share one place: it is released when the last clone drops. The session keeps
+/// one clone until the response is queued for writing (so one thread's responses leave in
+/// order) and the work keeps another (so a cancelled read's blocking part still finishes
+/// before the next request starts).
 #[derive(Clone)]
 pub struct Turn(#[allow(dead_code)] Arc<TurnInner>);
 
 struct TurnInner {
-    _release: oneshot::Sender<()>,
-    thread: Option<(Arc<Shared>, String, u64)>,
+    /// One release signal per thread queue the request stands in.
+    _release: Vec<oneshot::Sender<()>>,
+    /// The queues to clean up: the request's sequence number and the threads it names.
+    places: Option<(Arc<Shared>, u64, Vec<String>)>,
 }
 
 impl Drop for TurnInner {
     fn drop(&mut self) {
-        if let Some((shared, thread, seq)) = self.thread.take() {
-            let mut q = shared.queues.lock().unwrap_or_else(|p| p.into_inner());
-            if q.get(&thread).map(|(s, _)| *s) == Some(seq) {
-                q.remove(&thread);
+        if let Some((shared, seq, threads)) = self.places.take() {
+            let mut q = lock(&shared.queues);
+            for thread in threads {
+                // The entry is ours only if no later request has queued behind us.
+                if q.get(&thread).map(|(s, _)| *s) == Some(seq) {
+                    q.remove(&thread);
+                }
             }
         }
     }
@@ -101,32 +107,44 @@ impl Shared {
         InFlight(self.clone())
     }
 
-    /// Take a place in `thread`'s queue (synchronously, so places follow arrival order).
-    /// Returns the signal to wait for and the turn to hold while running.
-    fn queue(self: &Arc<Self>, thread: Option<String>) -> (Option<oneshot::Receiver<()>>, Turn) {
-        let (tx, rx) = oneshot::channel();
-        let Some(thread) = thread else {
+    /// Take a place in the queue of every thread in `threads` (synchronously and all at once,
+    /// so places follow arrival order and a request only ever waits for earlier ones).
+    /// Returns the signals to wait for and the turn to hold while running.
+    fn queue(self: &Arc<Self>, threads: Vec<String>) -> (Vec<oneshot::Receiver<()>>, Turn) {
+        if threads.is_empty() {
             return (
-                None,
+                Vec::new(),
                 Turn(Arc::new(TurnInner {
-                    _release: tx,
-                    thread: None,
+                    _release: Vec::new(),
+                    places: None,
                 })),
             );
-        };
+        }
         let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
-        let prev = {
-            let mut q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-            q.insert(thread.clone(), (seq, Some(rx)))
-                .and_then(|(_, r)| r)
-        };
+        let mut waits = Vec::new();
+        let mut releases = Vec::new();
+        {
+            let mut q = lock(&self.queues);
+            for thread in &threads {
+                let (tx, rx) = oneshot::channel();
+                releases.push(tx);
+                if let Some((_, Some(prev))) = q.insert(thread.clone(), (seq, Some(rx))) {
+                    waits.push(prev);
+                }
+            }
+        }
         (
-            prev,
+            waits,
             Turn(Arc::new(TurnInner {
-                _release: tx,
-                thread: Some((self.clone(), thread, seq)),
+                _release: releases,
+                places: Some((self.clone(), seq, threads)),
             })),
         )
+    }
+
+    /// Threads with a request running or queued (the per-thread queue map's size).
+    pub fn queued_threads(&self) -> usize {
+        lock(&self.queues).len()
     }
 
     /// Stop taking new requests.
@@ -258,11 +276,7 @@ where
                     break;
                 }
                 "$/cancelRequest" => {
-                    let id = params.get("id").and_then(|v| match v {
-                        Value::Number(n) => n.as_i64().map(Id::Num),
-                        Value::String(s) => Some(Id::Str(s.clone())),
-                        _ => None,
-                    });
+                    let id = params.get("id").and_then(Id::from_value);
                     if let Some(tx) = id.and_then(|id| lock(&cancels).remove(&id)) {
                         let _ = tx.send(());
                     }
@@ -327,7 +341,7 @@ fn handle_request(
         return;
     };
     let guard = shared.enter();
-    let (wait, turn) = shared.queue(methods::thread_key(&params));
+    let (waits, turn) = shared.queue(methods::thread_keys(&params));
     let (cancel_tx, cancel_rx) = oneshot::channel::<()>();
     lock(cancels).insert(id.clone(), cancel_tx);
     let (s, out, cancels) = (shared.clone(), out.clone(), cancels.clone());
@@ -341,14 +355,18 @@ fn handle_request(
         };
         tokio::pin!(cancelled);
         let result = async {
-            // Wait for the previous request of the same thread (cancellable while queued).
-            if let Some(mut w) = wait {
+            // Wait for the previous request of each thread named (cancellable while queued).
+            let mut waits = waits.into_iter();
+            while let Some(mut w) = waits.next() {
                 tokio::select! {
                     biased;
                     _ = &mut cancelled => {
-                        // Hand the thread on only once the request ahead has finished.
+                        // Hand the threads on only once the requests ahead have finished.
                         tokio::spawn(async move {
                             let _ = w.await;
+                            for w in waits {
+                                let _ = w.await;
+                            }
                             drop(turn);
                         });
                         return Err(cancelled_error(&method));

@@ -46,6 +46,15 @@ impl StorePool {
         self.with(f)
     }
 
+    /// [`StorePool::write`] for a store operation: its [`StoreError`] becomes the JSON-RPC
+    /// error of [`store_error`].
+    pub fn write_op<T>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, StoreError>,
+    ) -> Result<T, RpcError> {
+        self.write(|s| f(s).map_err(|e| store_error(&e)))
+    }
+
     /// Run `f` with a connection. Blocking: call from a blocking task.
     pub fn with<T>(
         &self,
@@ -97,11 +106,8 @@ pub struct ImportParams {
 }
 
 pub fn import(pool: &StorePool, state: State, replace: bool) -> Result<Value, RpcError> {
-    pool.write(|s| {
-        s.import_with(&state, replace)
-            .map_err(|e| store_error(&e))?;
-        Ok(json!({"thread": state.thread.id, "runs": state.runs.len()}))
-    })
+    pool.write_op(|s| s.import_with(&state, replace))?;
+    Ok(json!({"thread": state.thread.id, "runs": state.runs.len()}))
 }
 
 #[derive(Deserialize)]
@@ -154,11 +160,8 @@ pub fn dispatch(
         handoff_dir,
         templates_dir: set.templates_dir(),
     };
-    pool.write(|s| {
-        store::dispatch(s, &set.policy, &req)
-            .map(|d| dispatched(set, d))
-            .map_err(|e| store_error(&e))
-    })
+    pool.write_op(|s| store::dispatch(s, &set.policy, &req))
+        .map(|d| dispatched(set, d))
 }
 
 #[derive(Deserialize)]
@@ -177,11 +180,8 @@ fn completed() -> RunStatus {
 }
 
 pub fn complete(pool: &StorePool, p: CompleteParams) -> Result<Value, RpcError> {
-    pool.write(|s| {
-        store::complete_run(s, &p.thread, p.run, p.items, p.status)
-            .map(|c| json!(c))
-            .map_err(|e| store_error(&e))
-    })
+    pool.write_op(|s| store::complete_run(s, &p.thread, p.run, p.items, p.status))
+        .map(|c| json!(c))
 }
 
 #[derive(Deserialize)]
@@ -192,11 +192,8 @@ pub struct RollbackParams {
 }
 
 pub fn rollback(pool: &StorePool, p: RollbackParams) -> Result<Value, RpcError> {
-    pool.write(|s| {
-        store::rollback(s, &p.thread, p.to)
-            .map(|r| json!(r))
-            .map_err(|e| store_error(&e))
-    })
+    pool.write_op(|s| store::rollback(s, &p.thread, p.to))
+        .map(|r| json!(r))
 }
 
 #[derive(Deserialize)]
@@ -208,11 +205,8 @@ pub struct ForkParams {
 }
 
 pub fn fork(pool: &StorePool, p: ForkParams) -> Result<Value, RpcError> {
-    pool.write(|s| {
-        store::fork(s, &p.thread, p.at, p.child.as_deref())
-            .map(|r| json!(r))
-            .map_err(|e| store_error(&e))
-    })
+    pool.write_op(|s| store::fork(s, &p.thread, p.at, p.child.as_deref()))
+        .map(|r| json!(r))
 }
 
 #[derive(Deserialize)]
@@ -234,11 +228,8 @@ pub fn merge_back(
         handoff_dir,
         templates_dir: set.templates_dir(),
     };
-    pool.write(|s| {
-        store::merge_back(s, &set.policy, &p.thread, &opts)
-            .map(|d| dispatched(set, d))
-            .map_err(|e| store_error(&e))
-    })
+    pool.write_op(|s| store::merge_back(s, &set.policy, &p.thread, &opts))
+        .map(|d| dispatched(set, d))
 }
 
 #[derive(Deserialize)]

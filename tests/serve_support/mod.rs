@@ -185,9 +185,12 @@ pub struct Stdio_ {
 
 pub fn stdio(dir: &Path, args: &[&str]) -> Stdio_ {
     let lines = args.windows(2).any(|w| w == ["--framing", "lines"]);
-    let mut child = serve_cmd(dir, &[&["--stdio"], args].concat())
-        .spawn()
-        .expect("baton serve starts");
+    spawn_stdio(serve_cmd(dir, &[&["--stdio"], args].concat()), lines)
+}
+
+/// Spawn a prepared `baton serve --stdio` command and attach a client to it.
+pub fn spawn_stdio(mut cmd: Command, lines: bool) -> Stdio_ {
+    let mut child = cmd.spawn().expect("baton serve starts");
     let w: ChildStdin = child.stdin.take().unwrap();
     let r = BufReader::new(child.stdout.take().unwrap());
     Stdio_ {
@@ -247,4 +250,29 @@ pub fn replace(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp-edit");
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, path).unwrap();
+}
+
+/// A policy extending `default` whose summary comes from a command that sleeps `secs`
+/// seconds: a `render` with it is slow, an `explain` is not. Returns the policy file's path.
+pub fn slow_policy(dir: &Path, secs: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("slow.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat >/dev/null\nsleep {secs}\necho '## Summary'\necho 'Written slowly.'\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let policy = dir.join("slow.policy");
+    std::fs::write(
+        &policy,
+        format!(
+            "policy \"slow\" {{\n  extends \"default\"\n}}\n\nsummary {{\n  include user_message into goals\n  source command \"{}\" timeout_ms 5000\n}}\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    policy
 }
