@@ -1,0 +1,233 @@
+// Typed access to `baton serve` for TypeScript apps: the protocol's params and results
+// (docs/service.md) and a small client over vscode-jsonrpc. Copy this file into an app, or
+// use it as the reference for the wire format.
+//
+// Naming: the service's own fields are camelCase (LSP style); objects that come from the
+// library keep the snake_case JSON that `baton ... --json` prints (the decision of DESIGN §4,
+// handoff records, rollback and fork reports).
+import { spawn, type ChildProcess } from "node:child_process";
+import * as rpc from "vscode-jsonrpc/node.js";
+
+export interface PolicyRef {
+  name: string;
+  sha256: string;
+}
+
+export type Strategy =
+  | "no_handoff"
+  | "delta_existing"
+  | "full_existing"
+  | "full_new"
+  | "native_fork"
+  | "unsupported";
+
+export type HandoffStrategy =
+  | "delta_since_target_last_seen"
+  | "full_thread_summary"
+  | "fork_delta_summary"
+  | "checkpoint_summary"
+  | "manual_context";
+
+export interface RunRange {
+  from: number;
+  to: number;
+}
+
+/** The decision contract (DESIGN §4). */
+export interface Decision {
+  policy: PolicyRef;
+  target: string;
+  strategy: Strategy;
+  handoff_strategy: HandoffStrategy | null;
+  provider_thread: { action: "resume" | "create" | "fork_native" | "none"; id: string | null };
+  covered_runs: RunRange | null;
+  stale: string[];
+  delivery: {
+    mode: "off_band" | "inline";
+    inline_limit: number;
+    document?: string;
+    fallback_reason?: string;
+  } | null;
+  pregrant: { tool: string; path: string; turns: number; uses: number } | null;
+  run: number;
+  handoff_id: string | null;
+  decided_by: { rule: string; at: string; because?: string | null };
+  trace: unknown[];
+}
+
+/** A recorded handoff (store). */
+export interface HandoffRecord {
+  id: string;
+  document_path: string | null;
+  inline: string;
+  status: "pending" | "ready" | "failed" | "superseded";
+  covered: RunRange;
+  strategy: HandoffStrategy;
+  transfer: string | null;
+  supersedes: string | null;
+}
+
+export interface Dispatched {
+  policy: PolicyRef;
+  decision: Decision;
+  run: number;
+  providerThread: string | null;
+  started: boolean;
+  handoff: HandoffRecord | null;
+}
+
+export interface Explained {
+  policy: PolicyRef;
+  decision: Decision;
+  explanation: string;
+}
+
+export interface Rendered {
+  policy: PolicyRef;
+  decision: Decision;
+  handoff: {
+    document: string;
+    inline: string;
+    documentPath: string | null;
+    inlineNote: string | null;
+    provenance: Record<string, unknown>;
+  } | null;
+}
+
+export interface Completed {
+  thread: string;
+  run: number;
+  status: "completed" | "failed" | "interrupted";
+  items: number;
+  handoff_consumed: string | null;
+}
+
+export interface Verdict {
+  allow: boolean;
+  reason: string;
+}
+
+export interface Diagnostic {
+  severity: string;
+  file: string;
+  line: number;
+  col: number;
+  message: string;
+  help?: string | null;
+}
+
+export interface PolicyStatus {
+  name: string;
+  sha256: string;
+  spec: string;
+  templatesDir: string | null;
+  files: string[];
+  generation: number;
+  loadedAtMs: number;
+  warnings: Diagnostic[];
+  lastRejection: { atMs: number; message: string; diagnostics: Diagnostic[] } | null;
+}
+
+export interface Health {
+  status: "ok";
+  version: string;
+  uptimeMs: number;
+  inFlight: number;
+  queuedThreads: number;
+  policy: PolicyRef;
+  methods: string[];
+}
+
+/** A thread's state: a state document (DESIGN §3), or its YAML/JSON text, or a stored id. */
+export type StateSource =
+  | { state: Record<string, unknown> }
+  | { stateText: string }
+  | { thread: string };
+
+export interface Item {
+  kind: string;
+  [field: string]: unknown;
+}
+
+export interface Notifications {
+  "policy/loaded": { policy: PolicyRef; changed: boolean; generation: number };
+  "policy/rejected": { message: string; diagnostics: Diagnostic[]; serving: PolicyRef };
+  "handoffs/collected": {
+    removed: { path: string; reason: string }[];
+    kept: number | null;
+    warnings: string[];
+  };
+}
+
+/** A typed connection to a `baton serve --stdio` child process. */
+export class Baton {
+  readonly conn: rpc.MessageConnection;
+  readonly exited: Promise<number | null>;
+
+  private constructor(readonly child: ChildProcess) {
+    if (!child.stdout || !child.stdin) throw new Error("baton serve needs piped stdio");
+    this.conn = rpc.createMessageConnection(
+      new rpc.StreamMessageReader(child.stdout),
+      new rpc.StreamMessageWriter(child.stdin),
+    );
+    this.exited = new Promise((ok) => child.on("exit", (code) => ok(code)));
+    this.conn.listen();
+  }
+
+  /** Spawn `bin serve --stdio ...args` with `env` added to this process's environment. */
+  static spawn(bin: string, args: string[], env: Record<string, string> = {}): Baton {
+    const child = spawn(bin, ["serve", "--stdio", ...args], {
+      env: { ...process.env, ...env },
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    return new Baton(child);
+  }
+
+  on<M extends keyof Notifications>(method: M, f: (params: Notifications[M]) => void): void {
+    this.conn.onNotification(method, f);
+  }
+
+  private req<T>(method: string, params: object = {}): Promise<T> {
+    return this.conn.sendRequest<T>(method, params);
+  }
+
+  health(): Promise<Health> {
+    return this.req("health");
+  }
+  policyStatus(): Promise<PolicyStatus> {
+    return this.req("policy/status");
+  }
+  explain(src: StateSource & { target?: string; verbose?: boolean }): Promise<Explained> {
+    return this.req("explain", src);
+  }
+  render(src: StateSource & { target?: string }): Promise<Rendered> {
+    return this.req("render", src);
+  }
+  importThread(p: { state: Record<string, unknown>; replace?: boolean }): Promise<{ thread: string; runs: number }> {
+    return this.req("thread/import", p);
+  }
+  dispatch(p: { thread: string; target: string; message?: string }): Promise<Dispatched> {
+    return this.req("dispatch", p);
+  }
+  completeRun(p: { thread: string; run: number; items: Item[]; status?: Completed["status"] }): Promise<Completed> {
+    return this.req("completeRun", p);
+  }
+  pregrantCheck(
+    p: { thread: string; run: number; tool: string } & ({ path: string } | { args: Record<string, unknown> }),
+  ): Promise<Verdict> {
+    return this.req("pregrant/check", p);
+  }
+  /** Any method by name (for calls this file has no typed wrapper for, or bad-input tests). */
+  call(method: string, params: object = {}): Promise<unknown> {
+    return this.req(method, params);
+  }
+
+  /** `shutdown`, then `exit`; resolves to the process's exit code. */
+  async close(): Promise<number | null> {
+    await this.req("shutdown");
+    await this.conn.sendNotification("exit");
+    const code = await this.exited;
+    this.conn.dispose();
+    return code;
+  }
+}
