@@ -118,12 +118,13 @@ fn thread(n: u32) -> State {
                     from: seen[p] + 1,
                     to: start - 1,
                 },
+                covered_thread: None,
                 strategy: if seen[p] == 0 {
                     HandoffStrategy::FullThreadSummary
                 } else {
                     HandoffStrategy::DeltaSinceTargetLastSeen
                 },
-                status: HandoffStatus::Consumed,
+                status: HandoffStatus::Ready,
                 created_by: Some("deterministic".into()),
                 summary: None,
                 supersedes: None,

@@ -139,7 +139,7 @@ fn a_version_1_database_upgrades_with_its_threads_intact() {
     let db = dir.path().join("v1.db");
     apply_sql(&db, "v1.sql");
     let mut store = Store::open(&db).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 2);
+    assert_eq!(store.schema_version().unwrap(), store::SCHEMA_VERSION);
     let s = store.load("th_v1").unwrap();
     assert_eq!(s.runs.len(), 2);
     assert_eq!(s.runs[0].items.len(), 2);
@@ -158,6 +158,33 @@ fn a_version_1_database_upgrades_with_its_threads_intact() {
 }
 
 #[test]
+fn a_version_2_consumed_handoff_comes_back_ready_in_the_contract_vocabulary() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v2.db");
+    apply_sql(&db, "v1.sql");
+    apply_sql(&db, "v2-on-v1.sql");
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 3);
+    let s = store.load("th_v1").unwrap();
+    assert_eq!(s.handoffs[0].status, baton::state::HandoffStatus::Ready);
+    assert_eq!(s.handoffs[0].covered_thread, None);
+    assert_eq!(s.runs[1].handoff.as_deref(), Some("H1"));
+}
+
+#[test]
+fn a_state_file_with_a_consumed_handoff_is_refused_naming_the_field() {
+    let text = "version: 1\nthread: {id: t}\nprovider_threads: [{id: C1, provider: codex, status: active}]\nruns: [{ordinal: 1, provider: codex, provider_thread: C1, status: completed}]\nhandoffs:\n  - {id: H1, to_provider_thread: C1, covered: {from: 1, to: 1}, strategy: full_thread_summary, status: consumed}\nrequest: {provider: codex}\n";
+    let err = baton::state::parse_str(text, baton::state::Format::Yaml, "s.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("handoffs[0]"), "{err}");
+    assert!(
+        err.contains("unknown variant `consumed`, expected one of `pending`, `ready`, `failed`, `superseded`"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_database_from_a_newer_baton_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("new.db");
@@ -169,7 +196,7 @@ fn a_database_from_a_newer_baton_is_refused() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: error: database schema version 7 is newer than this baton supports (2); upgrade baton",
+            "{}: error: database schema version 7 is newer than this baton supports (3); upgrade baton",
             db.display()
         )
     );

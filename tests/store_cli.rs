@@ -212,7 +212,7 @@ fn seed_000_built_run_by_run_has_the_seed_coverage() {
                 5,
                 "L1",
                 "full_thread_summary",
-                HandoffStatus::Consumed,
+                HandoffStatus::Ready,
                 Some(6)
             ),
             (
@@ -221,7 +221,7 @@ fn seed_000_built_run_by_run_has_the_seed_coverage() {
                 8,
                 "C1",
                 "delta_since_target_last_seen",
-                HandoffStatus::Consumed,
+                HandoffStatus::Ready,
                 Some(9)
             ),
         ]
@@ -348,24 +348,174 @@ fn fork_at_5_resolves_natively_on_the_source_provider_then_merges_back() {
         "--items",
         items.to_str().unwrap(),
     ]);
+    let child_before = db.export("th_fork");
     let m = db.json(&["merge-back", "--thread", "th_fork", "--json"]);
     assert_eq!(m["handoff_strategy"], "fork_delta_summary");
     assert_eq!(m["covered_runs"], serde_json::json!({"from": 6, "to": 6}));
     assert_eq!(m["target"], "claude");
+    assert_eq!(m["run"], 9, "the decision is for the parent's next run");
     assert_eq!(m["recorded"]["provider_thread"], "L1");
     assert_eq!(m["recorded"]["run"], 9);
-    let child = db.export("th_fork");
-    let mb = child.transfers.last().unwrap();
-    assert_eq!(mb.kind.as_str(), "merge_back");
-    assert_eq!(mb.target_thread.as_deref(), Some("th_1"));
-    assert_eq!(mb.handoff, m["handoff"]["id"].as_str().map(String::from));
-    let h = child.handoffs.last().unwrap();
-    assert_eq!(h.strategy.as_str(), "fork_delta_summary");
-    let doc = m["handoff"]["document_path"].as_str().unwrap();
-    let text = std::fs::read_to_string(doc).unwrap();
+    assert_eq!(m["handoff"]["covered_thread"], "th_fork");
+    let hid = m["handoff"]["id"].as_str().unwrap().to_string();
+    assert_eq!(hid, "H2", "numbered in the parent, after the seed's H1");
+    let doc = m["handoff"]["document_path"].as_str().unwrap().to_string();
+    assert!(doc.contains("th_1") && doc.contains("H2"), "{doc}");
+    let text = std::fs::read_to_string(&doc).unwrap();
     assert!(text.contains("Keep Postgres after all."), "{text}");
-    // The parent is untouched.
-    assert_eq!(db.export("th_1"), seed());
+    // The fork is unchanged; the merge-back lands in the parent.
+    assert_eq!(db.export("th_fork"), child_before);
+    let parent = db.export("th_1");
+    let mb = parent.transfers.last().unwrap();
+    assert_eq!(
+        (
+            mb.kind.as_str(),
+            mb.status,
+            mb.source_thread.as_deref(),
+            mb.target_thread.as_deref(),
+            mb.source_run,
+            mb.handoff.as_deref()
+        ),
+        (
+            "merge_back",
+            TransferStatus::Pending,
+            Some("th_fork"),
+            Some("th_1"),
+            Some(6),
+            Some("H2")
+        )
+    );
+    let h = parent.handoffs.last().unwrap();
+    assert_eq!(h.id, "H2");
+    assert_eq!(h.strategy.as_str(), "fork_delta_summary");
+    assert_eq!(h.status, HandoffStatus::Ready);
+    assert_eq!(h.covered_thread.as_deref(), Some("th_fork"));
+    assert_eq!((h.covered.from, h.covered.to), (6, 6));
+    assert_eq!(h.target_run, Some(9));
+    assert_eq!(h.to_provider_thread.as_deref(), Some("L1"));
+    assert_eq!(h.transfer.as_deref(), Some(mb.id.as_str()));
+    // The parent's runs and coverage are untouched until it dispatches.
+    assert_eq!(parent.runs, seed().runs);
+
+    // The parent's next dispatch delivers it: L1 has seen runs 1-8, so the run makes no
+    // handoff of its own and takes the merge-back, with its pre-grant.
+    let d = db.json(&[
+        "dispatch", "--thread", "th_1", "--target", "claude", "--json",
+    ]);
+    assert_eq!(d["strategy"], "no_handoff");
+    assert_eq!(d["recorded"]["run"], 9);
+    assert_eq!(d["recorded"]["provider_thread"], "L1");
+    assert_eq!(d["handoff"]["id"], "H2");
+    assert_eq!(d["handoff"]["strategy"], "fork_delta_summary");
+    assert_eq!(d["handoff"]["covered_thread"], "th_fork");
+    assert_eq!(d["handoff"]["document_path"].as_str(), Some(doc.as_str()));
+    let allow = db.json(&[
+        "pregrant", "check", "--thread", "th_1", "--run", "9", "--tool", "Read", "--path", &doc,
+        "--json",
+    ]);
+    assert_eq!(allow["allow"], true, "{allow}");
+    let parent = db.export("th_1");
+    assert_eq!(parent.runs[8].handoff.as_deref(), Some("H2"));
+    assert_eq!(parent.runs[8].status, RunStatus::Running);
+    let mb = parent.transfers.last().unwrap();
+    assert_eq!(mb.status, TransferStatus::ResolvedPortable);
+    std::fs::write(&items, "- {kind: user_message, text: \"Merged.\"}\n").unwrap();
+    let out = db.ok(&[
+        "complete",
+        "--thread",
+        "th_1",
+        "--run",
+        "9",
+        "--items",
+        items.to_str().unwrap(),
+    ]);
+    assert!(out.contains("handoff H2 consumed"), "{out}");
+    let parent = db.export("th_1");
+    assert_eq!(
+        parent.transfers.last().unwrap().status,
+        TransferStatus::Consumed
+    );
+    let h = parent.handoffs.iter().find(|h| h.id == "H2").unwrap();
+    assert_eq!(
+        h.status,
+        HandoffStatus::Ready,
+        "a handoff's status stays in the contract vocabulary"
+    );
+    // The fork's ordinals did not leak into L1's coverage of the parent: run 10 resumes L1
+    // with nothing to hand over.
+    let d = db.json(&[
+        "dispatch", "--thread", "th_1", "--target", "claude", "--json",
+    ]);
+    assert_eq!(d["strategy"], "no_handoff");
+    assert!(d["handoff"].is_null());
+    db.integrity_ok();
+}
+
+#[test]
+fn a_merge_back_rides_alongside_a_handoff_of_the_parents_own() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    db.ok(&["fork", "--thread", "th_1", "--at", "5", "--child", "f"]);
+    db.ok(&["dispatch", "--thread", "f", "--target", "codex"]);
+    let items = db.dir.path().join("f-items.yaml");
+    std::fs::write(&items, "- {kind: decision, text: \"Use Redis.\"}\n").unwrap();
+    db.ok(&[
+        "complete",
+        "--thread",
+        "f",
+        "--run",
+        "6",
+        "--items",
+        items.to_str().unwrap(),
+    ]);
+    let first = db.json(&["merge-back", "--thread", "f", "--json"]);
+    // Merging the same fork back again supersedes the waiting handoff.
+    let again = db.json(&["merge-back", "--thread", "f", "--json"]);
+    assert_eq!(again["handoff"]["supersedes"], first["handoff"]["id"]);
+    let parent = db.export("th_1");
+    let old = parent
+        .handoffs
+        .iter()
+        .find(|h| Some(h.id.as_str()) == first["handoff"]["id"].as_str())
+        .unwrap();
+    assert_eq!(old.status, HandoffStatus::Superseded);
+    // The parent switches to codex: C1 needs runs 6-8 (a handoff of its own), and the
+    // merge-back travels beside it.
+    let d = db.json(&[
+        "dispatch", "--thread", "th_1", "--target", "codex", "--json",
+    ]);
+    assert_eq!(d["strategy"], "delta_existing");
+    assert_eq!(d["handoff"]["strategy"], "delta_since_target_last_seen");
+    assert_eq!(d["merge_back"]["id"], again["handoff"]["id"]);
+    assert_eq!(d["merge_back"]["covered_thread"], "f");
+    db.integrity_ok();
+}
+
+#[test]
+fn a_merge_back_from_a_second_fork_waits_for_the_first() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    for f in ["f1", "f2"] {
+        db.ok(&["fork", "--thread", "th_1", "--at", "5", "--child", f]);
+        db.ok(&["dispatch", "--thread", f, "--target", "codex"]);
+        let items = db.dir.path().join(format!("{f}.yaml"));
+        std::fs::write(&items, "- {kind: decision, text: \"x\"}\n").unwrap();
+        db.ok(&[
+            "complete",
+            "--thread",
+            f,
+            "--run",
+            "6",
+            "--items",
+            items.to_str().unwrap(),
+        ]);
+    }
+    db.ok(&["merge-back", "--thread", "f1"]);
+    let err = db.fails(&["merge-back", "--thread", "f2"], 1);
+    assert!(
+        err.contains("error: thread \"th_1\" already has a merge-back from fork \"f1\" (handoff H2) waiting for its next run; dispatch it first, then merge this fork back"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -570,7 +720,7 @@ fn the_db_path_defaults_to_baton_db_env_then_current_directory() {
     assert!(dir.path().join("baton.db").exists());
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
-        "baton.db: schema version 2\n"
+        "baton.db: schema version 3\n"
     );
 }
 

@@ -429,7 +429,7 @@ fn live_run(state: &State, ordinal: u32) -> bool {
 }
 
 /// Coverage of provider thread `pt`: native runs that are `eligible` and not rolled back, plus
-/// the ranges of its ready or consumed handoffs (superseded ones never count).
+/// the ranges of its ready handoffs (superseded ones never count).
 pub fn coverage(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> Coverage {
     let mut cov = Coverage {
         provider_thread: pt.to_string(),
@@ -445,7 +445,11 @@ pub fn coverage(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> Cove
     }
     cov.last_seen = cov.native_runs.last().copied().unwrap_or(0);
     for h in &state.handoffs {
-        if h.to_provider_thread.as_deref() == Some(pt) && h.status.is_live() {
+        // A merge-back's coverage is the fork's runs, not this thread's.
+        if h.to_provider_thread.as_deref() == Some(pt)
+            && h.status.is_live()
+            && h.covers_own_runs(&state.thread.id)
+        {
             cov.handoffs.push(CoveredBy {
                 handoff: h.id.clone(),
                 from: h.covered.from,

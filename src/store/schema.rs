@@ -117,8 +117,18 @@ CREATE TABLE grants (
 CREATE INDEX grants_by_turn ON grants (thread, run, path);
 "#;
 
+/// Version 3: a handoff can cover runs of another thread (a merge-back into the parent covers
+/// the fork's runs), and a handoff's status stays in the contract vocabulary (DESIGN §3):
+/// earlier versions marked a consumed handoff `consumed`; that is the run's and the
+/// transfer's record, so such rows go back to `ready`.
+const V3: &str = r#"
+ALTER TABLE handoffs ADD COLUMN covered_thread TEXT;
+UPDATE handoffs SET status = 'ready' WHERE status = 'consumed';
+CREATE INDEX transfers_pending ON transfers (thread, type, status);
+"#;
+
 /// The migrations, in order: `MIGRATIONS[i]` upgrades version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this baton writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
