@@ -192,45 +192,39 @@ impl<'c> Cx<'c> {
         seq: i64,
         pt: &ProviderThread,
     ) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO provider_threads (thread, id, seq, provider, model, runtime_mode,
+        self.exec(
+            "recording a provider thread",
+            "INSERT INTO provider_threads (thread, id, seq, provider, model, runtime_mode,
                     status, resume_failed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    thread,
-                    pt.id,
-                    seq,
-                    pt.provider,
-                    pt.model,
-                    pt.runtime_mode,
-                    pt.status.as_str(),
-                    pt.resume_failed
-                ])
-            })
-            .map(|_| ())
-            .map_err(|e| self.err("recording a provider thread", e))
+            params![
+                thread,
+                pt.id,
+                seq,
+                pt.provider,
+                pt.model,
+                pt.runtime_mode,
+                pt.status.as_str(),
+                pt.resume_failed
+            ],
+        )
+        .map(|_| ())
     }
 
     pub fn insert_run(&self, thread: &str, run: &Run) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO runs (thread, ordinal, provider, provider_thread, status, handoff)
+        self.exec(
+            &format!("recording run {}", run.ordinal),
+            "INSERT INTO runs (thread, ordinal, provider, provider_thread, status, handoff)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    thread,
-                    run.ordinal,
-                    run.provider,
-                    run.provider_thread,
-                    run.status.as_str(),
-                    run.handoff
-                ])
-            })
-            .map(|_| ())
-            .map_err(|e| self.err(&format!("recording run {}", run.ordinal), e))
+            params![
+                thread,
+                run.ordinal,
+                run.provider,
+                run.provider_thread,
+                run.status.as_str(),
+                run.handoff
+            ],
+        )
+        .map(|_| ())
     }
 
     /// Append `items` to run `run`, numbering them from `first`.
@@ -263,63 +257,57 @@ impl<'c> Cx<'c> {
         row: &HandoffRow,
     ) -> Result<(), StoreError> {
         let h = &row.handoff;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO handoffs (thread, id, seq, transfer, target_run, from_provider_threads,
+        self.exec(
+            &format!("recording handoff {}", h.id),
+            "INSERT INTO handoffs (thread, id, seq, transfer, target_run, from_provider_threads,
                     to_provider_thread, covered_from, covered_to, strategy, status, created_by,
                     summary, supersedes, document_path, document, inline_prompt, covered_thread)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
                     ?18)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    thread,
-                    h.id,
-                    seq,
-                    h.transfer,
-                    h.target_run,
-                    serde_json::to_string(&h.from_provider_threads).unwrap_or_else(|_| "[]".into()),
-                    h.to_provider_thread,
-                    h.covered.from,
-                    h.covered.to,
-                    h.strategy.as_str(),
-                    h.status.as_str(),
-                    h.created_by,
-                    h.summary,
-                    h.supersedes,
-                    row.document_path,
-                    row.document,
-                    row.inline,
-                    h.covered_thread,
-                ])
-            })
-            .map(|_| ())
-            .map_err(|e| self.err(&format!("recording handoff {}", h.id), e))
+            params![
+                thread,
+                h.id,
+                seq,
+                h.transfer,
+                h.target_run,
+                serde_json::to_string(&h.from_provider_threads).unwrap_or_else(|_| "[]".into()),
+                h.to_provider_thread,
+                h.covered.from,
+                h.covered.to,
+                h.strategy.as_str(),
+                h.status.as_str(),
+                h.created_by,
+                h.summary,
+                h.supersedes,
+                row.document_path,
+                row.document,
+                row.inline,
+                h.covered_thread,
+            ],
+        )
+        .map(|_| ())
     }
 
     pub fn insert_transfer(&self, thread: &str, seq: i64, t: &Transfer) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO transfers (thread, id, seq, type, status, source_thread, target_thread,
+        self.exec(
+            &format!("recording transfer {}", t.id),
+            "INSERT INTO transfers (thread, id, seq, type, status, source_thread, target_thread,
                     source_run, resolution, handoff)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    thread,
-                    t.id,
-                    seq,
-                    t.kind.as_str(),
-                    t.status.as_str(),
-                    t.source_thread,
-                    t.target_thread,
-                    t.source_run,
-                    t.resolution,
-                    t.handoff
-                ])
-            })
-            .map(|_| ())
-            .map_err(|e| self.err(&format!("recording transfer {}", t.id), e))
+            params![
+                thread,
+                t.id,
+                seq,
+                t.kind.as_str(),
+                t.status.as_str(),
+                t.source_thread,
+                t.target_thread,
+                t.source_run,
+                t.resolution,
+                t.handoff
+            ],
+        )
+        .map(|_| ())
     }
 
     /// Next free `seq` of a per-thread ordered table.
