@@ -184,6 +184,37 @@ fn a_state_file_with_a_consumed_handoff_is_refused_naming_the_field() {
     );
 }
 
+/// A merge-back handoff's range numbers the fork's runs (`covered_thread`): the validator
+/// cannot check it against this thread's runs, and coverage never counts it.
+#[test]
+fn a_handoff_covering_another_threads_runs_is_valid_and_covers_nothing_here() {
+    let mut s = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
+    let mut h = s.handoffs[0].clone();
+    h.id = "H9".into();
+    h.to_provider_thread = Some("C1".into());
+    h.covered = state::RunRange { from: 6, to: 40 };
+    h.target_run = Some(9);
+    let mut own = s.clone();
+    own.handoffs.push(h.clone());
+    let err = state::validate(&own, "s.yaml").unwrap_err().to_string();
+    assert!(
+        err.contains("handoffs[1].covered")
+            && err.contains("covers runs 6-40 but the thread has 8 runs"),
+        "{err}"
+    );
+    h.covered_thread = Some("th_fork".into());
+    s.handoffs.push(h);
+    state::validate(&s, "s.yaml").unwrap();
+    let c1 = baton::facts::coverage(&s, "C1", |_| true);
+    assert_eq!(c1.native_runs, [1, 2, 3, 4, 5]);
+    assert!(c1.handoffs.is_empty(), "{:?}", c1.handoffs);
+    assert_eq!(c1.last_seen, 5);
+    // And it round-trips through the store.
+    let mut store = Store::open_in_memory().unwrap();
+    store.import(&s).unwrap();
+    assert_eq!(store.export("th_1").unwrap(), s);
+}
+
 #[test]
 fn a_database_from_a_newer_baton_is_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -441,13 +441,23 @@ fn fork_at_5_resolves_natively_on_the_source_provider_then_merges_back() {
         HandoffStatus::Ready,
         "a handoff's status stays in the contract vocabulary"
     );
-    // The fork's ordinals did not leak into L1's coverage of the parent: run 10 resumes L1
-    // with nothing to hand over.
+    // The merge-back's content outlives it: its summary names the fork and what was selected
+    // from it, and a policy that hands over prior handoffs (t3code) passes it on when the
+    // parent switches to codex with runs 6-9.
+    let summary = h.summary.as_deref().unwrap();
+    assert!(
+        summary.starts_with("merge-back of fork th_fork, runs 6-6: ")
+            && summary.contains("Keep Postgres after all."),
+        "{summary}"
+    );
     let d = db.json(&[
-        "dispatch", "--thread", "th_1", "--target", "claude", "--json",
+        "dispatch", "--thread", "th_1", "--target", "codex", "--policy", "t3code", "--json",
     ]);
-    assert_eq!(d["strategy"], "no_handoff");
-    assert!(d["handoff"].is_null());
+    assert_eq!(d["strategy"], "delta_existing");
+    assert_eq!(d["covered_runs"], serde_json::json!({"from": 6, "to": 9}));
+    // t3code delivers this one inline.
+    let text = d["handoff"]["inline"].as_str().unwrap();
+    assert!(text.contains("merge-back of fork th_fork"), "{text}");
     db.integrity_ok();
 }
 
@@ -488,6 +498,34 @@ fn a_merge_back_rides_alongside_a_handoff_of_the_parents_own() {
     assert_eq!(d["handoff"]["strategy"], "delta_since_target_last_seen");
     assert_eq!(d["merge_back"]["id"], again["handoff"]["id"]);
     assert_eq!(d["merge_back"]["covered_thread"], "f");
+    let parent = db.export("th_1");
+    assert_eq!(
+        parent.runs[8].handoff,
+        d["handoff"]["id"].as_str().map(String::from)
+    );
+    db.ok(&[
+        "complete",
+        "--thread",
+        "th_1",
+        "--run",
+        "9",
+        "--items",
+        items.to_str().unwrap(),
+    ]);
+    let parent = db.export("th_1");
+    assert!(parent
+        .transfers
+        .iter()
+        .filter(|t| t.kind.as_str() != "fork")
+        .all(|t| t.status == TransferStatus::Consumed || t.status == TransferStatus::Superseded));
+    // Run 9 took the merge-back beside its own handoff: a later handoff covering run 9
+    // (back to claude, with t3code, which hands over prior handoffs) carries it.
+    let d = db.json(&[
+        "dispatch", "--thread", "th_1", "--target", "claude", "--policy", "t3code", "--json",
+    ]);
+    assert_eq!(d["covered_runs"], serde_json::json!({"from": 9, "to": 9}));
+    let text = d["handoff"]["inline"].as_str().unwrap();
+    assert!(text.contains("merge-back of fork f"), "{text}");
     db.integrity_ok();
 }
 

@@ -499,6 +499,16 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<ItemCtx<'s>> {
             let chars = text_chars(hd.summary.as_deref());
             out.push(synthetic_item("handoff", hd.id.clone(), o, chars));
         }
+        // A fork's merge-back the run took beside a handoff of its own.
+        for hd in state.handoffs.iter().filter(|h| {
+            h.target_run == Some(o)
+                && h.status.is_live()
+                && !h.covers_own_runs(&state.thread.id)
+                && run.handoff.as_deref() != Some(h.id.as_str())
+        }) {
+            let chars = text_chars(hd.summary.as_deref());
+            out.push(synthetic_item("handoff", hd.id.clone(), o, chars));
+        }
         for (i, item) in run.items.iter().enumerate() {
             out.push(ItemCtx {
                 kind: item.kind(),

@@ -335,6 +335,9 @@ struct NewHandoff {
     /// The thread whose runs `covered` numbers, when it is not `thread` (merge-back).
     covered_thread: Option<String>,
     from_provider_threads: Vec<String>,
+    /// The handoff's `summary`, which later handoffs covering the run that consumed it carry
+    /// (a merge-back's content is found in no run of the thread).
+    summary: Option<String>,
 }
 
 impl NewHandoff {
@@ -354,6 +357,7 @@ impl NewHandoff {
             supersedes: None,
             covered_thread: None,
             from_provider_threads: from,
+            summary: None,
         }
     }
 }
@@ -390,7 +394,7 @@ fn record_handoff(
         strategy,
         status,
         created_by: Some(rendered.provenance.created_by.clone()),
-        summary: None,
+        summary: new.summary,
         supersedes: new.supersedes.clone(),
     };
     let seq = cx.next_seq("handoffs", &new.thread)?;
@@ -1174,6 +1178,25 @@ pub fn fork(
     })
 }
 
+/// A merge-back's `summary`: the fork and its runs, then the text of every entry the policy
+/// selected, in document order.
+fn merge_back_summary(child: &str, outcome: &Outcome) -> String {
+    let runs = outcome
+        .decision
+        .covered_runs
+        .as_ref()
+        .map(|c| format!("runs {}-{}", c.from, c.to))
+        .unwrap_or_default();
+    let entries: Vec<&str> = outcome
+        .summary
+        .iter()
+        .flat_map(|s| &s.sections)
+        .flat_map(|s| &s.entries)
+        .map(|e| e.text.as_str())
+        .collect();
+    format!("merge-back of fork {child}, {runs}: {}", entries.join("; "))
+}
+
 /// Merge a fork back: the fork's runs since the fork point as a `fork_delta_summary` handoff
 /// **into the parent**, for the parent's next run, with a `pending` `merge_back` transfer in
 /// the parent (source: the fork; target: the parent). The handoff is rendered for the provider
@@ -1303,6 +1326,7 @@ pub fn merge_back(
         handoff: Some(hid.clone()),
     };
     cx.insert_transfer(&parent_id, cx.next_seq("transfers", &parent_id)?, &t)?;
+    let summary = merge_back_summary(child, &outcome);
     let record = record_handoff(
         &cx,
         &mut outcome,
@@ -1316,6 +1340,7 @@ pub fn merge_back(
             covered_thread: Some(child.to_string()),
             // The fork's provider threads are the fork's, unknown in the parent.
             from_provider_threads: Vec::new(),
+            summary: Some(summary),
         },
     )?;
     cx.log_decision(&parent_id, "merge_back", &outcome.decision)?;
