@@ -215,6 +215,26 @@ fn a_handoff_covering_another_threads_runs_is_valid_and_covers_nothing_here() {
     assert_eq!(store.export("th_1").unwrap(), s);
 }
 
+#[rstest::rstest]
+#[case::covered("UPDATE handoffs SET covered_to = 3")]
+#[case::document("UPDATE handoffs SET document = 'edited'")]
+#[case::target_run("UPDATE handoffs SET target_run = 2")]
+fn a_handoff_row_changes_only_its_status(#[case] sql: &str) {
+    let mut store = Store::open_in_memory().unwrap();
+    store
+        .import(&state::load_file(&root().join("examples/seed-switch.yaml")).unwrap())
+        .unwrap();
+    let err = store.connection().execute(sql, []).unwrap_err().to_string();
+    assert!(
+        err.contains("a handoff row is never updated except its status (supersede it)"),
+        "{err}"
+    );
+    store
+        .connection()
+        .execute("UPDATE handoffs SET status = 'superseded'", [])
+        .unwrap();
+}
+
 #[test]
 fn a_database_from_a_newer_baton_is_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -67,7 +67,7 @@ impl<'c> Cx<'c> {
         }
     }
 
-    fn json<T: Serialize>(&self, what: &str, v: &T) -> Result<String, StoreError> {
+    pub fn json<T: Serialize>(&self, what: &str, v: &T) -> Result<String, StoreError> {
         serde_json::to_string(v).map_err(|e| self.corrupt(what.to_string(), e))
     }
 
@@ -270,7 +270,7 @@ impl<'c> Cx<'c> {
                 seq,
                 h.transfer,
                 h.target_run,
-                serde_json::to_string(&h.from_provider_threads).unwrap_or_else(|_| "[]".into()),
+                self.json("from_provider_threads", &h.from_provider_threads)?,
                 h.to_provider_thread,
                 h.covered.from,
                 h.covered.to,

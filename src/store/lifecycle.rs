@@ -715,7 +715,7 @@ pub fn dispatch(
     )?;
     // Logged after delivery: a fallback to inline is part of the decision.
     cx.log_decision(thread, "dispatch", &outcome.decision)?;
-    let request = serde_json::to_string(&state.request).unwrap_or_default();
+    let request = cx.json("request", &state.request)?;
     cx.exec(
         "recording the request",
         "UPDATE threads SET request = ?2 WHERE id = ?1",
