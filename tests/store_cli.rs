@@ -548,7 +548,15 @@ fn a_merge_back_from_a_second_fork_waits_for_the_first() {
             items.to_str().unwrap(),
         ]);
     }
-    db.ok(&["merge-back", "--thread", "f1"]);
+    let out = db.ok(&["merge-back", "--thread", "f1"]);
+    let doc = db.dir.path().join("docs/th_1/H2/handoff.md");
+    assert_eq!(
+        out,
+        format!(
+            "merge-back for parent run 9 on claude\n  into provider thread: L1 (the parent's next run resumes it)\n  handoff H2 (fork_delta_summary) covers runs 6-6 of fork f1, ready\n  document: {}\n",
+            doc.display()
+        )
+    );
     let err = db.fails(&["merge-back", "--thread", "f2"], 1);
     assert!(
         err.contains("error: thread \"th_1\" already has a merge-back from fork \"f1\" (handoff H2) waiting for its next run; dispatch it first, then merge this fork back"),

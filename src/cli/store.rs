@@ -334,25 +334,41 @@ fn print_dispatched(d: &Dispatched, json: bool, what: &str) {
         return;
     }
     let dec = &d.decision;
-    print(&format!(
-        "{what} run {} on {}: {} ({})",
-        d.run,
-        dec.target,
-        dec.strategy.as_str(),
-        dec.decided_by
-            .because
-            .as_deref()
-            .unwrap_or(dec.decided_by.rule.as_str())
-    ));
-    if !dec.stale.is_empty() {
-        print(&format!("  stale: {}", dec.stale.join(", ")));
-    }
-    match &d.provider_thread {
-        Some(pt) => print(&format!(
-            "  provider thread: {} {pt}",
-            dec.provider_thread.action.as_str()
-        )),
-        None => print("  provider thread: none"),
+    // A merge-back is decided on the fork as the parent's provider sees it: its strategy and
+    // provider-thread action describe that view, not the parent's next run.
+    let merge_back = !d.started
+        && d.handoff
+            .as_ref()
+            .is_some_and(|h| h.covered_thread.is_some());
+    if merge_back {
+        print(&format!("{what} run {} on {}", d.run, dec.target));
+        match &d.provider_thread {
+            Some(pt) => print(&format!(
+                "  into provider thread: {pt} (the parent's next run resumes it)"
+            )),
+            None => print("  into provider thread: none yet (the parent's next run creates one)"),
+        }
+    } else {
+        print(&format!(
+            "{what} run {} on {}: {} ({})",
+            d.run,
+            dec.target,
+            dec.strategy.as_str(),
+            dec.decided_by
+                .because
+                .as_deref()
+                .unwrap_or(dec.decided_by.rule.as_str())
+        ));
+        if !dec.stale.is_empty() {
+            print(&format!("  stale: {}", dec.stale.join(", ")));
+        }
+        match &d.provider_thread {
+            Some(pt) => print(&format!(
+                "  provider thread: {} {pt}",
+                dec.provider_thread.action.as_str()
+            )),
+            None => print("  provider thread: none"),
+        }
     }
     match &d.handoff {
         Some(h) => print_handoff("handoff", h),
