@@ -72,6 +72,15 @@ impl Db {
         self.ok(&["db", "import", file]);
     }
 
+    /// `baton complete --thread T --run N --items FILE`; its output.
+    fn complete(&self, thread: &str, run: u32, items: &Path) -> String {
+        let run = run.to_string();
+        let items = items.to_str().unwrap();
+        self.ok(&[
+            "complete", "--thread", thread, "--run", &run, "--items", items,
+        ])
+    }
+
     fn items_file(&self, run: &state::Run) -> PathBuf {
         let p = self.dir.path().join(format!("items-{}.yaml", run.ordinal));
         std::fs::write(&p, serde_yaml::to_string(&run.items).unwrap()).unwrap();
@@ -420,15 +429,7 @@ fn fork_at_5_resolves_natively_on_the_source_provider_then_merges_back() {
     let mb = parent.transfers.last().unwrap();
     assert_eq!(mb.status, TransferStatus::ResolvedPortable);
     std::fs::write(&items, "- {kind: user_message, text: \"Merged.\"}\n").unwrap();
-    let out = db.ok(&[
-        "complete",
-        "--thread",
-        "th_1",
-        "--run",
-        "9",
-        "--items",
-        items.to_str().unwrap(),
-    ]);
+    let out = db.complete("th_1", 9, &items);
     assert!(out.contains("handoff H2 consumed"), "{out}");
     let parent = db.export("th_1");
     assert_eq!(
@@ -461,23 +462,22 @@ fn fork_at_5_resolves_natively_on_the_source_provider_then_merges_back() {
     db.integrity_ok();
 }
 
+/// Fork th_1 at run 5 as `child`, resume codex natively there and complete run 6 with
+/// `items` (YAML). Returns the items file.
+fn fork_with_a_run(db: &Db, child: &str, items: &str) -> PathBuf {
+    db.ok(&["fork", "--thread", "th_1", "--at", "5", "--child", child]);
+    db.ok(&["dispatch", "--thread", child, "--target", "codex"]);
+    let path = db.dir.path().join(format!("{child}-items.yaml"));
+    std::fs::write(&path, items).unwrap();
+    db.complete(child, 6, &path);
+    path
+}
+
 #[test]
 fn a_merge_back_rides_alongside_a_handoff_of_the_parents_own() {
     let db = Db::new();
     db.import("examples/seed-switch.yaml");
-    db.ok(&["fork", "--thread", "th_1", "--at", "5", "--child", "f"]);
-    db.ok(&["dispatch", "--thread", "f", "--target", "codex"]);
-    let items = db.dir.path().join("f-items.yaml");
-    std::fs::write(&items, "- {kind: decision, text: \"Use Redis.\"}\n").unwrap();
-    db.ok(&[
-        "complete",
-        "--thread",
-        "f",
-        "--run",
-        "6",
-        "--items",
-        items.to_str().unwrap(),
-    ]);
+    let items = fork_with_a_run(&db, "f", "- {kind: decision, text: \"Use Redis.\"}\n");
     let first = db.json(&["merge-back", "--thread", "f", "--json"]);
     // Merging the same fork back again supersedes the waiting handoff.
     let again = db.json(&["merge-back", "--thread", "f", "--json"]);
@@ -503,15 +503,7 @@ fn a_merge_back_rides_alongside_a_handoff_of_the_parents_own() {
         parent.runs[8].handoff,
         d["handoff"]["id"].as_str().map(String::from)
     );
-    db.ok(&[
-        "complete",
-        "--thread",
-        "th_1",
-        "--run",
-        "9",
-        "--items",
-        items.to_str().unwrap(),
-    ]);
+    db.complete("th_1", 9, &items);
     let parent = db.export("th_1");
     assert!(parent
         .transfers
@@ -534,19 +526,7 @@ fn a_merge_back_from_a_second_fork_waits_for_the_first() {
     let db = Db::new();
     db.import("examples/seed-switch.yaml");
     for f in ["f1", "f2"] {
-        db.ok(&["fork", "--thread", "th_1", "--at", "5", "--child", f]);
-        db.ok(&["dispatch", "--thread", f, "--target", "codex"]);
-        let items = db.dir.path().join(format!("{f}.yaml"));
-        std::fs::write(&items, "- {kind: decision, text: \"x\"}\n").unwrap();
-        db.ok(&[
-            "complete",
-            "--thread",
-            f,
-            "--run",
-            "6",
-            "--items",
-            items.to_str().unwrap(),
-        ]);
+        fork_with_a_run(&db, f, "- {kind: decision, text: \"x\"}\n");
     }
     let out = db.ok(&["merge-back", "--thread", "f1"]);
     let doc = db.dir.path().join("docs/th_1/H2/handoff.md");
