@@ -655,6 +655,29 @@ fn bad_input_says_what_is_wrong(#[case] args: &[&str], #[case] code: i32, #[case
     assert!(err.contains(msg), "stderr: {err}");
 }
 
+/// Stored merge-backs in states the lifecycle does not make itself (imported state files).
+#[rstest::rstest]
+#[case::pending_for_a_past_run(
+    "tests/fixtures/db/merge-back-stale.yaml",
+    &["dispatch", "--thread", "th_m", "--target", "codex"],
+    "error: thread \"th_m\": merge-back transfer T1 is pending, but it names no ready handoff for run 2; supersede the transfer or merge the fork back again"
+)]
+#[case::regenerate_a_merge_back(
+    "tests/fixtures/db/merge-back-taken.yaml",
+    &["regenerate", "--thread", "th_t", "--handoff", "H1"],
+    "error: cannot regenerate handoff \"H1\" of thread \"th_t\": it is a merge-back from fork \"th_t-fork\"; merge the fork back again instead"
+)]
+fn bad_merge_back_rows_say_what_is_wrong(
+    #[case] state: &str,
+    #[case] args: &[&str],
+    #[case] msg: &str,
+) {
+    let db = Db::new();
+    db.import(state);
+    let err = db.fails(args, 1);
+    assert!(err.contains(msg), "stderr: {err}");
+}
+
 #[test]
 fn an_unsupported_target_starts_no_run_but_logs_the_decision() {
     let db = Db::new();

@@ -508,10 +508,11 @@ fn pending_merge_back(
         .filter(|h| h.status == HandoffStatus::Ready && h.target_run == Some(run));
     match h {
         Some(h) => Ok(Some((t.id.clone(), h.id.clone()))),
-        None => Err(StoreError::Corrupt {
+        None => Err(StoreError::BadMergeBack {
             path: path.to_string(),
-            what: format!("thread {thread}: merge-back transfer {}", t.id),
-            why: format!("it is pending, but names no ready handoff for run {run}"),
+            thread: thread.to_string(),
+            transfer: t.id.clone(),
+            run,
         }),
     }
 }

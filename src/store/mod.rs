@@ -118,6 +118,13 @@ pub enum StoreError {
         handoff: String,
         fork: String,
     },
+    #[error("{path}: error: thread \"{thread}\": merge-back transfer {transfer} is pending, but it names no ready handoff for run {run}; supersede the transfer or merge the fork back again")]
+    BadMergeBack {
+        path: String,
+        thread: String,
+        transfer: String,
+        run: u32,
+    },
     #[error("{path}: error: thread \"{thread}\" has no handoff \"{handoff}\"")]
     HandoffNotFound {
         path: String,
