@@ -655,6 +655,24 @@ fn bad_input_says_what_is_wrong(#[case] args: &[&str], #[case] code: i32, #[case
     assert!(err.contains(msg), "stderr: {err}");
 }
 
+/// A fork of a thread whose run took a merge-back keeps it: its range numbers the other
+/// fork's runs (6-7 here, beyond the fork point), and only the run that took it counts.
+#[test]
+fn forking_after_a_merge_back_keeps_it() {
+    let db = Db::new();
+    db.import("tests/fixtures/db/merge-back-taken.yaml");
+    let items = db.dir.path().join("i.yaml");
+    std::fs::write(&items, "- {kind: assistant_message, text: \"Merged.\"}\n").unwrap();
+    db.complete("th_t", 2, &items);
+    db.ok(&["fork", "--thread", "th_t", "--at", "2", "--child", "th_t2"]);
+    let child = db.export("th_t2");
+    assert_eq!(child.runs[1].handoff.as_deref(), Some("H1"));
+    let h = child.handoffs.iter().find(|h| h.id == "H1").unwrap();
+    assert_eq!(h.covered_thread.as_deref(), Some("th_t-fork"));
+    assert_eq!(child.transfers[0].kind.as_str(), "merge_back");
+    assert_eq!(child.transfers[0].status, TransferStatus::Consumed);
+}
+
 /// Stored merge-backs in states the lifecycle does not make itself (imported state files).
 #[rstest::rstest]
 #[case::pending_for_a_past_run(

@@ -1063,7 +1063,11 @@ pub fn fork(
     let handoffs: Vec<Handoff> = parent
         .handoffs
         .iter()
-        .filter(|h| h.covered.to <= at && h.target_run.map(|t| t <= at).unwrap_or(false))
+        .filter(|h| {
+            // A merge-back's range numbers its fork's runs: only the run that took it counts.
+            (!h.covers_own_runs(thread) || h.covered.to <= at)
+                && h.target_run.map(|t| t <= at).unwrap_or(false)
+        })
         .cloned()
         .collect();
     let kept = |id: &str| handoffs.iter().any(|h| h.id == id);
