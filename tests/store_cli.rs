@@ -673,6 +673,31 @@ fn forking_after_a_merge_back_keeps_it() {
     assert_eq!(child.transfers[0].status, TransferStatus::Consumed);
 }
 
+/// Rolling a thread back past the run that took a merge-back supersedes it; one still waiting
+/// for the next run stays.
+#[test]
+fn a_rollback_supersedes_a_taken_merge_back_and_keeps_a_waiting_one() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    fork_with_a_run(&db, "f", "- {kind: decision, text: \"x\"}\n");
+    db.ok(&["merge-back", "--thread", "f"]);
+    let r = db.json(&["rollback", "--thread", "th_1", "--to", "7", "--json"]);
+    assert_eq!(r["handoffs_superseded"], serde_json::json!([]));
+    let parent = db.export("th_1");
+    assert_eq!(parent.handoffs[1].status, HandoffStatus::Ready);
+    assert_eq!(parent.transfers[1].status, TransferStatus::Pending);
+    // Run 9 takes it; rolling back to 8 supersedes it with its transfer.
+    db.ok(&["dispatch", "--thread", "th_1", "--target", "claude"]);
+    let items = db.dir.path().join("i.yaml");
+    std::fs::write(&items, "- {kind: decision, text: \"y\"}\n").unwrap();
+    db.complete("th_1", 9, &items);
+    let r = db.json(&["rollback", "--thread", "th_1", "--to", "8", "--json"]);
+    assert_eq!(r["handoffs_superseded"], serde_json::json!(["H2"]));
+    let parent = db.export("th_1");
+    assert_eq!(parent.handoffs[1].status, HandoffStatus::Superseded);
+    assert_eq!(parent.transfers[1].status, TransferStatus::Superseded);
+}
+
 /// Stored merge-backs in states the lifecycle does not make itself (imported state files).
 #[rstest::rstest]
 #[case::pending_for_a_past_run(

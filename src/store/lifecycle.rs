@@ -950,7 +950,14 @@ pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackRepo
         .handoffs
         .iter()
         .filter(|h| {
-            h.status != HandoffStatus::Superseded && h.covers_own_runs(thread) && h.covered.to > to
+            h.status != HandoffStatus::Superseded
+                && if h.covers_own_runs(thread) {
+                    h.covered.to > to
+                } else {
+                    // A merge-back covers its fork's runs: it goes with the run that took it
+                    // (one still waiting for the next run stays).
+                    h.target_run.is_some_and(|t| runs.contains(&t))
+                }
         })
         .collect();
     let mut changes = Vec::new();
