@@ -489,6 +489,18 @@ fn a_merge_back_rides_alongside_a_handoff_of_the_parents_own() {
         .find(|h| Some(h.id.as_str()) == first["handoff"]["id"].as_str())
         .unwrap();
     assert_eq!(old.status, HandoffStatus::Superseded);
+    // Its pre-grant went with it; the new one's holds.
+    let check = |doc: &serde_json::Value| {
+        let doc = doc.as_str().unwrap();
+        let args = [
+            "pregrant", "check", "--thread", "th_1", "--run", "9", "--tool", "Read", "--path", doc,
+            "--json",
+        ];
+        let o = db.run(&args);
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["allow"].clone()
+    };
+    assert_eq!(check(&first["handoff"]["document_path"]), false);
+    assert_eq!(check(&again["handoff"]["document_path"]), true);
     // The parent switches to codex: C1 needs runs 6-8 (a handoff of its own), and the
     // merge-back travels beside it.
     let d = db.json(&[

@@ -626,6 +626,36 @@ impl<'c> Cx<'c> {
         )
     }
 
+    /// Supersede handoff `id` of `thread`: its status, the only change a handoff row ever
+    /// gets, and the pre-grants that let a provider read its document; with `transfers`, the
+    /// transfers that carry it too.
+    pub fn supersede_handoff(
+        &self,
+        thread: &str,
+        id: &str,
+        transfers: bool,
+    ) -> Result<(), StoreError> {
+        let during = format!("superseding handoff {id}");
+        self.exec(
+            &during,
+            "UPDATE handoffs SET status = 'superseded' WHERE thread = ?1 AND id = ?2",
+            params![thread, id],
+        )?;
+        self.exec(
+            &during,
+            "DELETE FROM grants WHERE thread = ?1 AND handoff = ?2",
+            params![thread, id],
+        )?;
+        if transfers {
+            self.exec(
+                &during,
+                "UPDATE transfers SET status = 'superseded' WHERE thread = ?1 AND handoff = ?2",
+                params![thread, id],
+            )?;
+        }
+        Ok(())
+    }
+
     /// A stored handoff as the record a dispatch returns (document path and prompt included).
     pub fn handoff_record(
         &self,

@@ -883,11 +883,8 @@ pub fn regenerate(
         thread,
         &format!("handoff {handoff} was left as it is"),
     )?;
-    cx.exec(
-        "superseding the old handoff",
-        "UPDATE handoffs SET status = 'superseded' WHERE thread = ?1 AND id = ?2",
-        params![thread, handoff],
-    )?;
+    // The transfer stays: it is relinked to the new handoff below.
+    cx.supersede_handoff(thread, handoff, false)?;
     let new = NewHandoff {
         transfer: old.transfer.clone(),
         supersedes: Some(handoff.to_string()),
@@ -991,16 +988,7 @@ pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackRepo
         params![thread, to],
     )?;
     for h in &handoffs {
-        cx.exec(
-            "superseding handoffs",
-            "UPDATE handoffs SET status = 'superseded' WHERE thread = ?1 AND id = ?2",
-            params![thread, h.id],
-        )?;
-        cx.exec(
-            "superseding transfers",
-            "UPDATE transfers SET status = 'superseded' WHERE thread = ?1 AND handoff = ?2",
-            params![thread, h.id],
-        )?;
+        cx.supersede_handoff(thread, &h.id, true)?;
     }
     for c in &changes {
         cx.exec(
@@ -1312,16 +1300,8 @@ pub fn merge_back(
     })?;
     require_handoff(&outcome, &path, child, "nothing was merged back")?;
     let supersedes = match waiting {
-        Some((tid, old)) => {
-            for (table, id) in [("handoffs", &old), ("transfers", &tid)] {
-                cx.exec(
-                    "superseding the waiting merge-back",
-                    &format!(
-                        "UPDATE {table} SET status = 'superseded' WHERE thread = ?1 AND id = ?2"
-                    ),
-                    params![parent_id, id],
-                )?;
-            }
+        Some((_, old)) => {
+            cx.supersede_handoff(&parent_id, &old, true)?;
             Some(old)
         }
         None => None,
