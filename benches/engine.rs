@@ -56,7 +56,7 @@ fn state_yaml(n: usize) -> String {
             let (pt, from_pt) = if p == 0 { ("C1", "L1") } else { ("L1", "C1") };
             let _ = writeln!(
                 handoffs,
-                "  - {{id: H{h}, target_run: {start}, from_provider_threads: [{from_pt}], to_provider_thread: {pt}, covered: {{from: {}, to: {}}}, strategy: {}, status: consumed, summary: \"handoff {h}\"}}",
+                "  - {{id: H{h}, target_run: {start}, from_provider_threads: [{from_pt}], to_provider_thread: {pt}, covered: {{from: {}, to: {}}}, strategy: {}, status: ready, summary: \"handoff {h}\"}}",
                 seen[p] + 1,
                 start - 1,
                 if seen[p] == 0 { "full_thread_summary" } else { "delta_since_target_last_seen" },

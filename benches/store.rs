@@ -118,12 +118,13 @@ fn thread(n: u32) -> State {
                     from: seen[p] + 1,
                     to: start - 1,
                 },
+                covered_thread: None,
                 strategy: if seen[p] == 0 {
                     HandoffStrategy::FullThreadSummary
                 } else {
                     HandoffStrategy::DeltaSinceTargetLastSeen
                 },
-                status: HandoffStatus::Consumed,
+                status: HandoffStatus::Ready,
                 created_by: Some("deterministic".into()),
                 summary: None,
                 supersedes: None,
@@ -181,11 +182,30 @@ fn prepared(dir: &Path, n: u32) -> PathBuf {
     path
 }
 
-fn fresh_copy(dir: &Path, from: &Path, k: &mut u64) -> Store {
+/// A store on a scratch file (its own copy of a prepared file, or a new one); the files go when it is dropped (outside the
+/// timed routine), so the copies of a long run neither fill the disk nor leave dirty pages
+/// for later iterations' writes to flush.
+struct Copy {
+    store: Store,
+    path: PathBuf,
+}
+
+impl Drop for Copy {
+    fn drop(&mut self) {
+        for ext in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{ext}", self.path.display()));
+        }
+    }
+}
+
+fn fresh_copy(dir: &Path, from: &Path, k: &mut u64) -> Copy {
     *k += 1;
     let to = dir.join(format!("copy-{k}.db"));
     std::fs::copy(from, &to).expect("copies");
-    Store::open(&to).expect("opens copy")
+    Copy {
+        store: Store::open(&to).expect("opens copy"),
+        path: to,
+    }
 }
 
 fn bench(c: &mut Criterion) {
@@ -201,9 +221,16 @@ fn bench(c: &mut Criterion) {
         b.iter_batched(
             || {
                 k += 1;
-                Store::open(&dir.path().join(format!("import-{k}.db"))).expect("opens")
+                let path = dir.path().join(format!("import-{k}.db"));
+                Copy {
+                    store: Store::open(&path).expect("opens"),
+                    path,
+                }
             },
-            |mut s| s.import(&big).expect("imports"),
+            |mut c| {
+                c.store.import(&big).expect("imports");
+                c
+            },
             BatchSize::PerIteration,
         )
     });
@@ -235,13 +262,13 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("dispatch", n), &n, |b, _| {
             b.iter_batched(
                 || fresh_copy(dir.path(), &db, &mut k),
-                |mut s| {
-                    let d = store::dispatch(&mut s, &policy, &req).expect("dispatches");
+                |mut c| {
+                    let d = store::dispatch(&mut c.store, &policy, &req).expect("dispatches");
                     assert_eq!(
                         d.decision.covered_runs.as_ref().map(|c| c.to - c.from + 1),
                         Some(5)
                     );
-                    s
+                    c
                 },
                 BatchSize::PerIteration,
             )
@@ -250,9 +277,12 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("load_metadata_cold", n), &n, |b, _| {
             b.iter_batched(
                 || fresh_copy(dir.path(), &db, &mut k),
-                |s| {
-                    let st = s.load_items_after("th_bench", u32::MAX).expect("loads");
-                    (s, st)
+                |c| {
+                    let st = c
+                        .store
+                        .load_items_after("th_bench", u32::MAX)
+                        .expect("loads");
+                    (c, st)
                 },
                 BatchSize::PerIteration,
             )
@@ -265,10 +295,10 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("dispatch_no_handoff", n), &n, |b, _| {
             b.iter_batched(
                 || fresh_copy(dir.path(), &db, &mut k),
-                |mut s| {
-                    let d = store::dispatch(&mut s, &policy, &req).expect("dispatches");
+                |mut c| {
+                    let d = store::dispatch(&mut c.store, &policy, &req).expect("dispatches");
                     assert!(d.handoff.is_none());
-                    s
+                    c
                 },
                 BatchSize::PerIteration,
             )

@@ -37,8 +37,21 @@ pub fn run(
     eval: &EvalOptions,
     render: &RenderOptions,
 ) -> Result<Outcome, PipelineError> {
+    run_adjusted(policy, state, eval, render, |_| {})
+}
+
+/// [`run`], with `adjust` applied to the decision before anything is selected or rendered
+/// (the store's merge-back renumbers the handoff and the run for the parent thread).
+pub fn run_adjusted(
+    policy: &Policy,
+    state: &State,
+    eval: &EvalOptions,
+    render: &RenderOptions,
+    adjust: impl FnOnce(&mut Decision),
+) -> Result<Outcome, PipelineError> {
     let sizer = PolicySizer { policy };
     let (mut decision, facts) = crate::eval::evaluate(policy, state, eval, &sizer)?;
+    adjust(&mut decision);
     if !decision.needs_handoff() {
         return Ok(Outcome {
             decision,

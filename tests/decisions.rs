@@ -421,11 +421,11 @@ runs:
   - {ordinal: 5, provider: codex, provider_thread: C1, handoff: H4}
   - {ordinal: 6, provider: claude, provider_thread: L1, handoff: H5}
 handoffs:
-  - {id: H1, target_run: 2, to_provider_thread: L1, covered: {from: 1, to: 1}, strategy: full_thread_summary, status: consumed}
-  - {id: H2, target_run: 3, to_provider_thread: C1, covered: {from: 2, to: 2}, strategy: delta_since_target_last_seen, status: consumed}
-  - {id: H3, target_run: 4, to_provider_thread: L1, covered: {from: 3, to: 3}, strategy: delta_since_target_last_seen, status: consumed}
-  - {id: H4, target_run: 5, to_provider_thread: C1, covered: {from: 4, to: 4}, strategy: delta_since_target_last_seen, status: consumed}
-  - {id: H5, target_run: 6, to_provider_thread: L1, covered: {from: 5, to: 5}, strategy: delta_since_target_last_seen, status: consumed}
+  - {id: H1, target_run: 2, to_provider_thread: L1, covered: {from: 1, to: 1}, strategy: full_thread_summary, status: ready}
+  - {id: H2, target_run: 3, to_provider_thread: C1, covered: {from: 2, to: 2}, strategy: delta_since_target_last_seen, status: ready}
+  - {id: H3, target_run: 4, to_provider_thread: L1, covered: {from: 3, to: 3}, strategy: delta_since_target_last_seen, status: ready}
+  - {id: H4, target_run: 5, to_provider_thread: C1, covered: {from: 4, to: 4}, strategy: delta_since_target_last_seen, status: ready}
+  - {id: H5, target_run: 6, to_provider_thread: L1, covered: {from: 5, to: 5}, strategy: delta_since_target_last_seen, status: ready}
 request: {provider: codex}
 "#;
     let state = baton::state::parse_str(text, baton::state::Format::Yaml, "chain.yaml").unwrap();

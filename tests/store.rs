@@ -139,7 +139,7 @@ fn a_version_1_database_upgrades_with_its_threads_intact() {
     let db = dir.path().join("v1.db");
     apply_sql(&db, "v1.sql");
     let mut store = Store::open(&db).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 2);
+    assert_eq!(store.schema_version().unwrap(), store::SCHEMA_VERSION);
     let s = store.load("th_v1").unwrap();
     assert_eq!(s.runs.len(), 2);
     assert_eq!(s.runs[0].items.len(), 2);
@@ -158,6 +158,84 @@ fn a_version_1_database_upgrades_with_its_threads_intact() {
 }
 
 #[test]
+fn a_version_2_consumed_handoff_comes_back_ready_in_the_contract_vocabulary() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v2.db");
+    apply_sql(&db, "v1.sql");
+    apply_sql(&db, "v2-on-v1.sql");
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 3);
+    let s = store.load("th_v1").unwrap();
+    assert_eq!(s.handoffs[0].status, baton::state::HandoffStatus::Ready);
+    assert_eq!(s.handoffs[0].covered_thread, None);
+    assert_eq!(s.runs[1].handoff.as_deref(), Some("H1"));
+}
+
+#[test]
+fn a_state_file_with_a_consumed_handoff_is_refused_naming_the_field() {
+    let text = "version: 1\nthread: {id: t}\nprovider_threads: [{id: C1, provider: codex, status: active}]\nruns: [{ordinal: 1, provider: codex, provider_thread: C1, status: completed}]\nhandoffs:\n  - {id: H1, to_provider_thread: C1, covered: {from: 1, to: 1}, strategy: full_thread_summary, status: consumed}\nrequest: {provider: codex}\n";
+    let err = baton::state::parse_str(text, baton::state::Format::Yaml, "s.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("handoffs[0]"), "{err}");
+    assert!(
+        err.contains("unknown variant `consumed`, expected one of `pending`, `ready`, `failed`, `superseded`"),
+        "{err}"
+    );
+}
+
+/// A merge-back handoff's range numbers the fork's runs (`covered_thread`): the validator
+/// cannot check it against this thread's runs, and coverage never counts it.
+#[test]
+fn a_handoff_covering_another_threads_runs_is_valid_and_covers_nothing_here() {
+    let mut s = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
+    let mut h = s.handoffs[0].clone();
+    h.id = "H9".into();
+    h.to_provider_thread = Some("C1".into());
+    h.covered = state::RunRange { from: 6, to: 40 };
+    h.target_run = Some(9);
+    let mut own = s.clone();
+    own.handoffs.push(h.clone());
+    let err = state::validate(&own, "s.yaml").unwrap_err().to_string();
+    assert!(
+        err.contains("handoffs[1].covered")
+            && err.contains("covers runs 6-40 but the thread has 8 runs"),
+        "{err}"
+    );
+    h.covered_thread = Some("th_fork".into());
+    s.handoffs.push(h);
+    state::validate(&s, "s.yaml").unwrap();
+    let c1 = baton::facts::coverage(&s, "C1", |_| true);
+    assert_eq!(c1.native_runs, [1, 2, 3, 4, 5]);
+    assert!(c1.handoffs.is_empty(), "{:?}", c1.handoffs);
+    assert_eq!(c1.last_seen, 5);
+    // And it round-trips through the store.
+    let mut store = Store::open_in_memory().unwrap();
+    store.import(&s).unwrap();
+    assert_eq!(store.export("th_1").unwrap(), s);
+}
+
+#[rstest::rstest]
+#[case::covered("UPDATE handoffs SET covered_to = 3")]
+#[case::document("UPDATE handoffs SET document = 'edited'")]
+#[case::target_run("UPDATE handoffs SET target_run = 2")]
+fn a_handoff_row_changes_only_its_status(#[case] sql: &str) {
+    let mut store = Store::open_in_memory().unwrap();
+    store
+        .import(&state::load_file(&root().join("examples/seed-switch.yaml")).unwrap())
+        .unwrap();
+    let err = store.connection().execute(sql, []).unwrap_err().to_string();
+    assert!(
+        err.contains("a handoff row is never updated except its status (supersede it)"),
+        "{err}"
+    );
+    store
+        .connection()
+        .execute("UPDATE handoffs SET status = 'superseded'", [])
+        .unwrap();
+}
+
+#[test]
 fn a_database_from_a_newer_baton_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("new.db");
@@ -169,7 +247,7 @@ fn a_database_from_a_newer_baton_is_refused() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: error: database schema version 7 is newer than this baton supports (2); upgrade baton",
+            "{}: error: database schema version 7 is newer than this baton supports (3); upgrade baton",
             db.display()
         )
     );

@@ -72,6 +72,15 @@ impl Db {
         self.ok(&["db", "import", file]);
     }
 
+    /// `baton complete --thread T --run N --items FILE`; its output.
+    fn complete(&self, thread: &str, run: u32, items: &Path) -> String {
+        let run = run.to_string();
+        let items = items.to_str().unwrap();
+        self.ok(&[
+            "complete", "--thread", thread, "--run", &run, "--items", items,
+        ])
+    }
+
     fn items_file(&self, run: &state::Run) -> PathBuf {
         let p = self.dir.path().join(format!("items-{}.yaml", run.ordinal));
         std::fs::write(&p, serde_yaml::to_string(&run.items).unwrap()).unwrap();
@@ -212,7 +221,7 @@ fn seed_000_built_run_by_run_has_the_seed_coverage() {
                 5,
                 "L1",
                 "full_thread_summary",
-                HandoffStatus::Consumed,
+                HandoffStatus::Ready,
                 Some(6)
             ),
             (
@@ -221,7 +230,7 @@ fn seed_000_built_run_by_run_has_the_seed_coverage() {
                 8,
                 "C1",
                 "delta_since_target_last_seen",
-                HandoffStatus::Consumed,
+                HandoffStatus::Ready,
                 Some(9)
             ),
         ]
@@ -348,24 +357,203 @@ fn fork_at_5_resolves_natively_on_the_source_provider_then_merges_back() {
         "--items",
         items.to_str().unwrap(),
     ]);
+    let child_before = db.export("th_fork");
     let m = db.json(&["merge-back", "--thread", "th_fork", "--json"]);
     assert_eq!(m["handoff_strategy"], "fork_delta_summary");
     assert_eq!(m["covered_runs"], serde_json::json!({"from": 6, "to": 6}));
     assert_eq!(m["target"], "claude");
+    assert_eq!(m["run"], 9, "the decision is for the parent's next run");
     assert_eq!(m["recorded"]["provider_thread"], "L1");
     assert_eq!(m["recorded"]["run"], 9);
-    let child = db.export("th_fork");
-    let mb = child.transfers.last().unwrap();
-    assert_eq!(mb.kind.as_str(), "merge_back");
-    assert_eq!(mb.target_thread.as_deref(), Some("th_1"));
-    assert_eq!(mb.handoff, m["handoff"]["id"].as_str().map(String::from));
-    let h = child.handoffs.last().unwrap();
-    assert_eq!(h.strategy.as_str(), "fork_delta_summary");
-    let doc = m["handoff"]["document_path"].as_str().unwrap();
-    let text = std::fs::read_to_string(doc).unwrap();
+    assert_eq!(m["handoff"]["covered_thread"], "th_fork");
+    let hid = m["handoff"]["id"].as_str().unwrap().to_string();
+    assert_eq!(hid, "H2", "numbered in the parent, after the seed's H1");
+    let doc = m["handoff"]["document_path"].as_str().unwrap().to_string();
+    assert!(doc.contains("th_1") && doc.contains("H2"), "{doc}");
+    let text = std::fs::read_to_string(&doc).unwrap();
     assert!(text.contains("Keep Postgres after all."), "{text}");
-    // The parent is untouched.
-    assert_eq!(db.export("th_1"), seed());
+    // The fork is unchanged; the merge-back lands in the parent.
+    assert_eq!(db.export("th_fork"), child_before);
+    let parent = db.export("th_1");
+    let mb = parent.transfers.last().unwrap();
+    assert_eq!(
+        (
+            mb.kind.as_str(),
+            mb.status,
+            mb.source_thread.as_deref(),
+            mb.target_thread.as_deref(),
+            mb.source_run,
+            mb.handoff.as_deref()
+        ),
+        (
+            "merge_back",
+            TransferStatus::Pending,
+            Some("th_fork"),
+            Some("th_1"),
+            Some(6),
+            Some("H2")
+        )
+    );
+    let h = parent.handoffs.last().unwrap();
+    assert_eq!(h.id, "H2");
+    assert_eq!(h.strategy.as_str(), "fork_delta_summary");
+    assert_eq!(h.status, HandoffStatus::Ready);
+    assert_eq!(h.covered_thread.as_deref(), Some("th_fork"));
+    assert_eq!((h.covered.from, h.covered.to), (6, 6));
+    assert_eq!(h.target_run, Some(9));
+    assert_eq!(h.to_provider_thread.as_deref(), Some("L1"));
+    assert_eq!(h.transfer.as_deref(), Some(mb.id.as_str()));
+    // The parent's runs and coverage are untouched until it dispatches.
+    assert_eq!(parent.runs, seed().runs);
+
+    // The parent's next dispatch delivers it: L1 has seen runs 1-8, so the run makes no
+    // handoff of its own and takes the merge-back, with its pre-grant.
+    let d = db.json(&[
+        "dispatch", "--thread", "th_1", "--target", "claude", "--json",
+    ]);
+    assert_eq!(d["strategy"], "no_handoff");
+    assert_eq!(d["recorded"]["run"], 9);
+    assert_eq!(d["recorded"]["provider_thread"], "L1");
+    assert_eq!(d["handoff"]["id"], "H2");
+    assert_eq!(d["handoff"]["strategy"], "fork_delta_summary");
+    assert_eq!(d["handoff"]["covered_thread"], "th_fork");
+    assert_eq!(d["handoff"]["document_path"].as_str(), Some(doc.as_str()));
+    let allow = db.json(&[
+        "pregrant", "check", "--thread", "th_1", "--run", "9", "--tool", "Read", "--path", &doc,
+        "--json",
+    ]);
+    assert_eq!(allow["allow"], true, "{allow}");
+    let parent = db.export("th_1");
+    assert_eq!(parent.runs[8].handoff.as_deref(), Some("H2"));
+    assert_eq!(parent.runs[8].status, RunStatus::Running);
+    let mb = parent.transfers.last().unwrap();
+    assert_eq!(mb.status, TransferStatus::ResolvedPortable);
+    std::fs::write(&items, "- {kind: user_message, text: \"Merged.\"}\n").unwrap();
+    let out = db.complete("th_1", 9, &items);
+    assert!(out.contains("handoff H2 consumed"), "{out}");
+    let parent = db.export("th_1");
+    assert_eq!(
+        parent.transfers.last().unwrap().status,
+        TransferStatus::Consumed
+    );
+    let h = parent.handoffs.iter().find(|h| h.id == "H2").unwrap();
+    assert_eq!(
+        h.status,
+        HandoffStatus::Ready,
+        "a handoff's status stays in the contract vocabulary"
+    );
+    // The merge-back's content outlives it: its summary names the fork and what was selected
+    // from it, and a policy that hands over prior handoffs (t3code) passes it on when the
+    // parent switches to codex with runs 6-9.
+    let summary = h.summary.as_deref().unwrap();
+    assert!(
+        summary.starts_with("merge-back of fork th_fork, runs 6-6: ")
+            && summary.contains("Keep Postgres after all."),
+        "{summary}"
+    );
+    let d = db.json(&[
+        "dispatch", "--thread", "th_1", "--target", "codex", "--policy", "t3code", "--json",
+    ]);
+    assert_eq!(d["strategy"], "delta_existing");
+    assert_eq!(d["covered_runs"], serde_json::json!({"from": 6, "to": 9}));
+    // t3code delivers this one inline.
+    let text = d["handoff"]["inline"].as_str().unwrap();
+    assert!(text.contains("merge-back of fork th_fork"), "{text}");
+    db.integrity_ok();
+}
+
+/// Fork th_1 at run 5 as `child`, resume codex natively there and complete run 6 with
+/// `items` (YAML). Returns the items file.
+fn fork_with_a_run(db: &Db, child: &str, items: &str) -> PathBuf {
+    db.ok(&["fork", "--thread", "th_1", "--at", "5", "--child", child]);
+    db.ok(&["dispatch", "--thread", child, "--target", "codex"]);
+    let path = db.dir.path().join(format!("{child}-items.yaml"));
+    std::fs::write(&path, items).unwrap();
+    db.complete(child, 6, &path);
+    path
+}
+
+#[test]
+fn a_merge_back_rides_alongside_a_handoff_of_the_parents_own() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    let items = fork_with_a_run(&db, "f", "- {kind: decision, text: \"Use Redis.\"}\n");
+    let first = db.json(&["merge-back", "--thread", "f", "--json"]);
+    // Merging the same fork back again supersedes the waiting handoff.
+    let again = db.json(&["merge-back", "--thread", "f", "--json"]);
+    assert_eq!(again["handoff"]["supersedes"], first["handoff"]["id"]);
+    let parent = db.export("th_1");
+    let old = parent
+        .handoffs
+        .iter()
+        .find(|h| Some(h.id.as_str()) == first["handoff"]["id"].as_str())
+        .unwrap();
+    assert_eq!(old.status, HandoffStatus::Superseded);
+    // Its pre-grant went with it; the new one's holds.
+    let check = |doc: &serde_json::Value| {
+        let doc = doc.as_str().unwrap();
+        let args = [
+            "pregrant", "check", "--thread", "th_1", "--run", "9", "--tool", "Read", "--path", doc,
+            "--json",
+        ];
+        let o = db.run(&args);
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["allow"].clone()
+    };
+    assert_eq!(check(&first["handoff"]["document_path"]), false);
+    assert_eq!(check(&again["handoff"]["document_path"]), true);
+    // The parent switches to codex: C1 needs runs 6-8 (a handoff of its own), and the
+    // merge-back travels beside it.
+    let d = db.json(&[
+        "dispatch", "--thread", "th_1", "--target", "codex", "--json",
+    ]);
+    assert_eq!(d["strategy"], "delta_existing");
+    assert_eq!(d["handoff"]["strategy"], "delta_since_target_last_seen");
+    assert_eq!(d["merge_back"]["id"], again["handoff"]["id"]);
+    assert_eq!(d["merge_back"]["covered_thread"], "f");
+    let parent = db.export("th_1");
+    assert_eq!(
+        parent.runs[8].handoff,
+        d["handoff"]["id"].as_str().map(String::from)
+    );
+    db.complete("th_1", 9, &items);
+    let parent = db.export("th_1");
+    assert!(parent
+        .transfers
+        .iter()
+        .filter(|t| t.kind.as_str() != "fork")
+        .all(|t| t.status == TransferStatus::Consumed || t.status == TransferStatus::Superseded));
+    // Run 9 took the merge-back beside its own handoff: a later handoff covering run 9
+    // (back to claude, with t3code, which hands over prior handoffs) carries it.
+    let d = db.json(&[
+        "dispatch", "--thread", "th_1", "--target", "claude", "--policy", "t3code", "--json",
+    ]);
+    assert_eq!(d["covered_runs"], serde_json::json!({"from": 9, "to": 9}));
+    let text = d["handoff"]["inline"].as_str().unwrap();
+    assert!(text.contains("merge-back of fork f"), "{text}");
+    db.integrity_ok();
+}
+
+#[test]
+fn a_merge_back_from_a_second_fork_waits_for_the_first() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    for f in ["f1", "f2"] {
+        fork_with_a_run(&db, f, "- {kind: decision, text: \"x\"}\n");
+    }
+    let out = db.ok(&["merge-back", "--thread", "f1"]);
+    let doc = db.dir.path().join("docs/th_1/H2/handoff.md");
+    assert_eq!(
+        out,
+        format!(
+            "merge-back for parent run 9 on claude\n  into provider thread: L1 (the parent's next run resumes it)\n  handoff H2 (fork_delta_summary) covers runs 6-6 of fork f1, ready\n  document: {}\n",
+            doc.display()
+        )
+    );
+    let err = db.fails(&["merge-back", "--thread", "f2"], 1);
+    assert!(
+        err.contains("error: thread \"th_1\" already has a merge-back from fork \"f1\" (handoff H2) waiting for its next run; dispatch it first, then merge this fork back"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -479,6 +667,72 @@ fn bad_input_says_what_is_wrong(#[case] args: &[&str], #[case] code: i32, #[case
     assert!(err.contains(msg), "stderr: {err}");
 }
 
+/// A fork of a thread whose run took a merge-back keeps it: its range numbers the other
+/// fork's runs (6-7 here, beyond the fork point), and only the run that took it counts.
+#[test]
+fn forking_after_a_merge_back_keeps_it() {
+    let db = Db::new();
+    db.import("tests/fixtures/db/merge-back-taken.yaml");
+    let items = db.dir.path().join("i.yaml");
+    std::fs::write(&items, "- {kind: assistant_message, text: \"Merged.\"}\n").unwrap();
+    db.complete("th_t", 2, &items);
+    db.ok(&["fork", "--thread", "th_t", "--at", "2", "--child", "th_t2"]);
+    let child = db.export("th_t2");
+    assert_eq!(child.runs[1].handoff.as_deref(), Some("H1"));
+    let h = child.handoffs.iter().find(|h| h.id == "H1").unwrap();
+    assert_eq!(h.covered_thread.as_deref(), Some("th_t-fork"));
+    assert_eq!(child.transfers[0].kind.as_str(), "merge_back");
+    assert_eq!(child.transfers[0].status, TransferStatus::Consumed);
+}
+
+/// Rolling a thread back past the run that took a merge-back supersedes it; one still waiting
+/// for the next run stays.
+#[test]
+fn a_rollback_supersedes_a_taken_merge_back_and_keeps_a_waiting_one() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    fork_with_a_run(&db, "f", "- {kind: decision, text: \"x\"}\n");
+    db.ok(&["merge-back", "--thread", "f"]);
+    let r = db.json(&["rollback", "--thread", "th_1", "--to", "7", "--json"]);
+    assert_eq!(r["handoffs_superseded"], serde_json::json!([]));
+    let parent = db.export("th_1");
+    assert_eq!(parent.handoffs[1].status, HandoffStatus::Ready);
+    assert_eq!(parent.transfers[1].status, TransferStatus::Pending);
+    // Run 9 takes it; rolling back to 8 supersedes it with its transfer.
+    db.ok(&["dispatch", "--thread", "th_1", "--target", "claude"]);
+    let items = db.dir.path().join("i.yaml");
+    std::fs::write(&items, "- {kind: decision, text: \"y\"}\n").unwrap();
+    db.complete("th_1", 9, &items);
+    let r = db.json(&["rollback", "--thread", "th_1", "--to", "8", "--json"]);
+    assert_eq!(r["handoffs_superseded"], serde_json::json!(["H2"]));
+    let parent = db.export("th_1");
+    assert_eq!(parent.handoffs[1].status, HandoffStatus::Superseded);
+    assert_eq!(parent.transfers[1].status, TransferStatus::Superseded);
+}
+
+/// Stored merge-backs in states the lifecycle does not make itself (imported state files).
+#[rstest::rstest]
+#[case::pending_for_a_past_run(
+    "tests/fixtures/db/merge-back-stale.yaml",
+    &["dispatch", "--thread", "th_m", "--target", "codex"],
+    "error: thread \"th_m\": merge-back transfer T1 is pending, but it names no ready handoff for run 2; supersede the transfer or merge the fork back again"
+)]
+#[case::regenerate_a_merge_back(
+    "tests/fixtures/db/merge-back-taken.yaml",
+    &["regenerate", "--thread", "th_t", "--handoff", "H1"],
+    "error: cannot regenerate handoff \"H1\" of thread \"th_t\": it is a merge-back from fork \"th_t-fork\"; merge the fork back again instead"
+)]
+fn bad_merge_back_rows_say_what_is_wrong(
+    #[case] state: &str,
+    #[case] args: &[&str],
+    #[case] msg: &str,
+) {
+    let db = Db::new();
+    db.import(state);
+    let err = db.fails(args, 1);
+    assert!(err.contains(msg), "stderr: {err}");
+}
+
 #[test]
 fn an_unsupported_target_starts_no_run_but_logs_the_decision() {
     let db = Db::new();
@@ -570,7 +824,7 @@ fn the_db_path_defaults_to_baton_db_env_then_current_directory() {
     assert!(dir.path().join("baton.db").exists());
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
-        "baton.db: schema version 2\n"
+        "baton.db: schema version 3\n"
     );
 }
 

@@ -297,6 +297,8 @@ struct DispatchedJson<'a> {
     #[serde(flatten)]
     decision: &'a crate::decision::Decision,
     handoff: &'a Option<store::HandoffRecord>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    merge_back: &'a Option<store::HandoffRecord>,
     recorded: Recorded<'a>,
 }
 
@@ -311,6 +313,7 @@ fn dispatched_json(d: &Dispatched) -> DispatchedJson<'_> {
     DispatchedJson {
         decision: &d.decision,
         handoff: &d.handoff,
+        merge_back: &d.merge_back,
         recorded: Recorded {
             run: d.run,
             provider_thread: &d.provider_thread,
@@ -331,44 +334,70 @@ fn print_dispatched(d: &Dispatched, json: bool, what: &str) {
         return;
     }
     let dec = &d.decision;
-    print(&format!(
-        "{what} run {} on {}: {} ({})",
-        d.run,
-        dec.target,
-        dec.strategy.as_str(),
-        dec.decided_by
-            .because
-            .as_deref()
-            .unwrap_or(dec.decided_by.rule.as_str())
-    ));
-    if !dec.stale.is_empty() {
-        print(&format!("  stale: {}", dec.stale.join(", ")));
-    }
-    match &d.provider_thread {
-        Some(pt) => print(&format!(
-            "  provider thread: {} {pt}",
-            dec.provider_thread.action.as_str()
-        )),
-        None => print("  provider thread: none"),
+    // A merge-back is decided on the fork as the parent's provider sees it: its strategy and
+    // provider-thread action describe that view, not the parent's next run.
+    let merge_back = !d.started
+        && d.handoff
+            .as_ref()
+            .is_some_and(|h| h.covered_thread.is_some());
+    if merge_back {
+        print(&format!("{what} run {} on {}", d.run, dec.target));
+        match &d.provider_thread {
+            Some(pt) => print(&format!(
+                "  into provider thread: {pt} (the parent's next run resumes it)"
+            )),
+            None => print("  into provider thread: none yet (the parent's next run creates one)"),
+        }
+    } else {
+        print(&format!(
+            "{what} run {} on {}: {} ({})",
+            d.run,
+            dec.target,
+            dec.strategy.as_str(),
+            dec.decided_by
+                .because
+                .as_deref()
+                .unwrap_or(dec.decided_by.rule.as_str())
+        ));
+        if !dec.stale.is_empty() {
+            print(&format!("  stale: {}", dec.stale.join(", ")));
+        }
+        match &d.provider_thread {
+            Some(pt) => print(&format!(
+                "  provider thread: {} {pt}",
+                dec.provider_thread.action.as_str()
+            )),
+            None => print("  provider thread: none"),
+        }
     }
     match &d.handoff {
-        Some(h) => {
-            print(&format!(
-                "  handoff {} ({}) covers runs {}-{}, {}",
-                h.id,
-                h.strategy.as_str(),
-                h.covered.from,
-                h.covered.to,
-                h.status.as_str()
-            ));
-            if let Some(p) = &h.document_path {
-                print(&format!("  document: {}", p.display()));
-            }
-            if let Some(s) = &h.supersedes {
-                print(&format!("  supersedes: {s}"));
-            }
-        }
+        Some(h) => print_handoff("handoff", h),
         None => print("  handoff: none"),
+    }
+    if let Some(h) = &d.merge_back {
+        print_handoff("merge-back", h);
+    }
+}
+
+fn print_handoff(label: &str, h: &store::HandoffRecord) {
+    let of = h
+        .covered_thread
+        .as_deref()
+        .map(|t| format!(" of fork {t}"))
+        .unwrap_or_default();
+    print(&format!(
+        "  {label} {} ({}) covers runs {}-{}{of}, {}",
+        h.id,
+        h.strategy.as_str(),
+        h.covered.from,
+        h.covered.to,
+        h.status.as_str()
+    ));
+    if let Some(p) = &h.document_path {
+        print(&format!("  document: {}", p.display()));
+    }
+    if let Some(s) = &h.supersedes {
+        print(&format!("  supersedes: {s}"));
     }
 }
 
@@ -542,48 +571,60 @@ pub(crate) fn fork(a: ForkArgs) -> u8 {
     }
 }
 
-fn handoff_options(h: &HandoffArgs, message: Option<String>) -> store::HandoffOptions {
-    store::HandoffOptions {
+/// The shell of the commands that make a handoff without starting a run (`merge-back`,
+/// `regenerate`): load the policy, open the database, run `op`, print what it recorded.
+fn handoff_command(
+    h: &HandoffArgs,
+    db: &DbPath,
+    message: Option<String>,
+    json: bool,
+    what: &str,
+    op: impl FnOnce(
+        &mut Store,
+        &crate::policy::Policy,
+        &store::HandoffOptions,
+    ) -> Result<Dispatched, StoreError>,
+) -> u8 {
+    let policy = match policy_of(h) {
+        Ok(p) => p,
+        Err(c) => return c,
+    };
+    let mut store = match open(&db.resolve()) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let opts = store::HandoffOptions {
         message,
         handoff_dir: h.handoff_dir.clone(),
         templates_dir: h.templates.clone(),
+    };
+    match op(&mut store, &policy, &opts) {
+        Ok(d) => {
+            print_dispatched(&d, json, what);
+            OK
+        }
+        Err(e) => fail(e),
     }
 }
 
 pub(crate) fn merge_back(a: MergeBackArgs) -> u8 {
-    let policy = match policy_of(&a.handoff) {
-        Ok(p) => p,
-        Err(c) => return c,
-    };
-    let mut store = match open(&a.db.resolve()) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
-    let opts = handoff_options(&a.handoff, a.message.clone());
-    match store::merge_back(&mut store, &policy, &a.thread, &opts) {
-        Ok(d) => {
-            print_dispatched(&d, a.json, "merge-back for parent");
-            OK
-        }
-        Err(e) => fail(e),
-    }
+    handoff_command(
+        &a.handoff,
+        &a.db,
+        a.message.clone(),
+        a.json,
+        "merge-back for parent",
+        |store, policy, opts| store::merge_back(store, policy, &a.thread, opts),
+    )
 }
 
 pub(crate) fn regenerate(a: RegenerateArgs) -> u8 {
-    let policy = match policy_of(&a.handoff_args) {
-        Ok(p) => p,
-        Err(c) => return c,
-    };
-    let mut store = match open(&a.db.resolve()) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
-    let opts = handoff_options(&a.handoff_args, a.message.clone());
-    match store::regenerate(&mut store, &policy, &a.thread, &a.handoff, &opts) {
-        Ok(d) => {
-            print_dispatched(&d, a.json, "regenerated for");
-            OK
-        }
-        Err(e) => fail(e),
-    }
+    handoff_command(
+        &a.handoff_args,
+        &a.db,
+        a.message.clone(),
+        a.json,
+        "regenerated for",
+        |store, policy, opts| store::regenerate(store, policy, &a.thread, &a.handoff, opts),
+    )
 }

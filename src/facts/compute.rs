@@ -429,7 +429,7 @@ fn live_run(state: &State, ordinal: u32) -> bool {
 }
 
 /// Coverage of provider thread `pt`: native runs that are `eligible` and not rolled back, plus
-/// the ranges of its ready or consumed handoffs (superseded ones never count).
+/// the ranges of its ready handoffs (superseded ones never count).
 pub fn coverage(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> Coverage {
     let mut cov = Coverage {
         provider_thread: pt.to_string(),
@@ -445,7 +445,11 @@ pub fn coverage(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> Cove
     }
     cov.last_seen = cov.native_runs.last().copied().unwrap_or(0);
     for h in &state.handoffs {
-        if h.to_provider_thread.as_deref() == Some(pt) && h.status.is_live() {
+        // A merge-back's coverage is the fork's runs, not this thread's.
+        if h.to_provider_thread.as_deref() == Some(pt)
+            && h.status.is_live()
+            && h.covers_own_runs(&state.thread.id)
+        {
             cov.handoffs.push(CoveredBy {
                 handoff: h.id.clone(),
                 from: h.covered.from,
@@ -492,6 +496,16 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<ItemCtx<'s>> {
             continue;
         };
         if let Some(hd) = run.handoff.as_deref().and_then(|h| handoffs.get(h)) {
+            let chars = text_chars(hd.summary.as_deref());
+            out.push(synthetic_item("handoff", hd.id.clone(), o, chars));
+        }
+        // A fork's merge-back the run took beside a handoff of its own.
+        for hd in state.handoffs.iter().filter(|h| {
+            h.target_run == Some(o)
+                && h.status.is_live()
+                && !h.covers_own_runs(&state.thread.id)
+                && run.handoff.as_deref() != Some(h.id.as_str())
+        }) {
             let chars = text_chars(hd.summary.as_deref());
             out.push(synthetic_item("handoff", hd.id.clone(), o, chars));
         }

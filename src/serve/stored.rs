@@ -134,14 +134,19 @@ pub struct DispatchParams {
 }
 
 fn dispatched(set: &PolicySet, d: Dispatched) -> Value {
-    json!({
+    let mut v = json!({
         "policy": set.reference(),
         "decision": d.decision,
         "run": d.run,
         "providerThread": d.provider_thread,
         "started": d.started,
         "handoff": d.handoff,
-    })
+    });
+    // A fork's merge-back the run takes beside a handoff of its own (docs/store.md).
+    if let Some(m) = d.merge_back {
+        v["mergeBack"] = json!(m);
+    }
+    v
 }
 
 pub fn dispatch(

@@ -480,6 +480,10 @@ pub struct Handoff {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_provider_thread: Option<String>,
     pub covered: RunRange,
+    /// The thread whose runs `covered` numbers, when it is not this thread (extension of
+    /// DESIGN §3): a merge-back handoff into a parent covers runs of the fork.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub covered_thread: Option<String>,
     pub strategy: HandoffStrategy,
     pub status: HandoffStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -488,6 +492,14 @@ pub struct Handoff {
     pub summary: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<String>,
+}
+
+impl Handoff {
+    /// Whether `covered` numbers runs of the thread `own` (the thread holding the handoff):
+    /// false for a merge-back handoff, whose coverage is the fork's runs.
+    pub fn covers_own_runs(&self, own: &str) -> bool {
+        self.covered_thread.as_deref().is_none_or(|t| t == own)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -536,8 +548,6 @@ pub enum HandoffStatus {
     Ready,
     Failed,
     Superseded,
-    /// Accepted as a synonym of `ready` once a run has consumed the handoff.
-    Consumed,
 }
 
 impl HandoffStatus {
@@ -547,12 +557,12 @@ impl HandoffStatus {
             Self::Ready => "ready",
             Self::Failed => "failed",
             Self::Superseded => "superseded",
-            Self::Consumed => "consumed",
         }
     }
-    /// Whether the handoff counts toward its provider thread's coverage.
+    /// Whether the handoff counts toward its provider thread's coverage. That a run consumed
+    /// it is recorded on the run (`runs[].handoff`) and the transfer (`consumed`), never here.
     pub fn is_live(self) -> bool {
-        matches!(self, Self::Ready | Self::Consumed)
+        matches!(self, Self::Ready)
     }
 }
 

@@ -164,7 +164,7 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
                     h.covered.from, h.covered.to
                 ),
             );
-        } else if h.covered.to > n {
+        } else if h.covers_own_runs(&state.thread.id) && h.covered.to > n {
             p.add(
                 format!("{at}.covered"),
                 format!(

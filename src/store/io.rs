@@ -33,7 +33,6 @@ fn handoff_status(s: &str) -> Option<HandoffStatus> {
         "ready" => HandoffStatus::Ready,
         "failed" => HandoffStatus::Failed,
         "superseded" => HandoffStatus::Superseded,
-        "consumed" => HandoffStatus::Consumed,
         _ => return None,
     })
 }
@@ -68,7 +67,7 @@ impl<'c> Cx<'c> {
         }
     }
 
-    fn json<T: Serialize>(&self, what: &str, v: &T) -> Result<String, StoreError> {
+    pub fn json<T: Serialize>(&self, what: &str, v: &T) -> Result<String, StoreError> {
         serde_json::to_string(v).map_err(|e| self.corrupt(what.to_string(), e))
     }
 
@@ -97,16 +96,12 @@ impl<'c> Cx<'c> {
     }
 
     pub fn threads(&self) -> Result<Vec<String>, StoreError> {
-        let during = "listing threads";
-        let mut st = self
-            .conn
-            .prepare("SELECT id FROM threads ORDER BY id")
-            .map_err(|e| self.err(during, e))?;
-        let rows = st
-            .query_map([], |r| r.get::<_, String>(0))
-            .map_err(|e| self.err(during, e))?;
-        rows.collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.err(during, e))
+        self.rows(
+            "listing threads",
+            "SELECT id FROM threads ORDER BY id",
+            [],
+            |r| r.get(0),
+        )
     }
 
     pub fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
@@ -197,45 +192,39 @@ impl<'c> Cx<'c> {
         seq: i64,
         pt: &ProviderThread,
     ) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO provider_threads (thread, id, seq, provider, model, runtime_mode,
+        self.exec(
+            "recording a provider thread",
+            "INSERT INTO provider_threads (thread, id, seq, provider, model, runtime_mode,
                     status, resume_failed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    thread,
-                    pt.id,
-                    seq,
-                    pt.provider,
-                    pt.model,
-                    pt.runtime_mode,
-                    pt.status.as_str(),
-                    pt.resume_failed
-                ])
-            })
-            .map(|_| ())
-            .map_err(|e| self.err("recording a provider thread", e))
+            params![
+                thread,
+                pt.id,
+                seq,
+                pt.provider,
+                pt.model,
+                pt.runtime_mode,
+                pt.status.as_str(),
+                pt.resume_failed
+            ],
+        )
+        .map(|_| ())
     }
 
     pub fn insert_run(&self, thread: &str, run: &Run) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO runs (thread, ordinal, provider, provider_thread, status, handoff)
+        self.exec(
+            &format!("recording run {}", run.ordinal),
+            "INSERT INTO runs (thread, ordinal, provider, provider_thread, status, handoff)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    thread,
-                    run.ordinal,
-                    run.provider,
-                    run.provider_thread,
-                    run.status.as_str(),
-                    run.handoff
-                ])
-            })
-            .map(|_| ())
-            .map_err(|e| self.err(&format!("recording run {}", run.ordinal), e))
+            params![
+                thread,
+                run.ordinal,
+                run.provider,
+                run.provider_thread,
+                run.status.as_str(),
+                run.handoff
+            ],
+        )
+        .map(|_| ())
     }
 
     /// Append `items` to run `run`, numbering them from `first`.
@@ -268,61 +257,57 @@ impl<'c> Cx<'c> {
         row: &HandoffRow,
     ) -> Result<(), StoreError> {
         let h = &row.handoff;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO handoffs (thread, id, seq, transfer, target_run, from_provider_threads,
+        self.exec(
+            &format!("recording handoff {}", h.id),
+            "INSERT INTO handoffs (thread, id, seq, transfer, target_run, from_provider_threads,
                     to_provider_thread, covered_from, covered_to, strategy, status, created_by,
-                    summary, supersedes, document_path, document, inline_prompt)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    thread,
-                    h.id,
-                    seq,
-                    h.transfer,
-                    h.target_run,
-                    serde_json::to_string(&h.from_provider_threads).unwrap_or_else(|_| "[]".into()),
-                    h.to_provider_thread,
-                    h.covered.from,
-                    h.covered.to,
-                    h.strategy.as_str(),
-                    h.status.as_str(),
-                    h.created_by,
-                    h.summary,
-                    h.supersedes,
-                    row.document_path,
-                    row.document,
-                    row.inline,
-                ])
-            })
-            .map(|_| ())
-            .map_err(|e| self.err(&format!("recording handoff {}", h.id), e))
+                    summary, supersedes, document_path, document, inline_prompt, covered_thread)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                    ?18)",
+            params![
+                thread,
+                h.id,
+                seq,
+                h.transfer,
+                h.target_run,
+                self.json("from_provider_threads", &h.from_provider_threads)?,
+                h.to_provider_thread,
+                h.covered.from,
+                h.covered.to,
+                h.strategy.as_str(),
+                h.status.as_str(),
+                h.created_by,
+                h.summary,
+                h.supersedes,
+                row.document_path,
+                row.document,
+                row.inline,
+                h.covered_thread,
+            ],
+        )
+        .map(|_| ())
     }
 
     pub fn insert_transfer(&self, thread: &str, seq: i64, t: &Transfer) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO transfers (thread, id, seq, type, status, source_thread, target_thread,
+        self.exec(
+            &format!("recording transfer {}", t.id),
+            "INSERT INTO transfers (thread, id, seq, type, status, source_thread, target_thread,
                     source_run, resolution, handoff)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    thread,
-                    t.id,
-                    seq,
-                    t.kind.as_str(),
-                    t.status.as_str(),
-                    t.source_thread,
-                    t.target_thread,
-                    t.source_run,
-                    t.resolution,
-                    t.handoff
-                ])
-            })
-            .map(|_| ())
-            .map_err(|e| self.err(&format!("recording transfer {}", t.id), e))
+            params![
+                thread,
+                t.id,
+                seq,
+                t.kind.as_str(),
+                t.status.as_str(),
+                t.source_thread,
+                t.target_thread,
+                t.source_run,
+                t.resolution,
+                t.handoff
+            ],
+        )
+        .map(|_| ())
     }
 
     /// Next free `seq` of a per-thread ordered table.
@@ -346,6 +331,23 @@ impl<'c> Cx<'c> {
         self.conn
             .prepare_cached(sql)
             .and_then(|mut st| st.execute(p))
+            .map_err(|e| self.err(during, e))
+    }
+
+    /// Run a query and collect its rows.
+    fn rows<T>(
+        &self,
+        during: &str,
+        sql: &str,
+        p: impl rusqlite::Params,
+        f: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached(sql)
+            .map_err(|e| self.err(during, e))?;
+        let rows = st.query_map(p, f).map_err(|e| self.err(during, e))?;
+        rows.collect::<Result<Vec<_>, _>>()
             .map_err(|e| self.err(during, e))
     }
 
@@ -421,79 +423,61 @@ impl<'c> Cx<'c> {
     }
 
     fn provider_threads(&self, thread: &str) -> Result<Vec<ProviderThread>, StoreError> {
-        let during = "loading provider threads";
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT id, provider, model, runtime_mode, status, resume_failed
-                 FROM provider_threads WHERE thread = ?1 ORDER BY seq",
-            )
-            .map_err(|e| self.err(during, e))?;
-        let rows = st
-            .query_map([thread], |r| {
+        let raw = self.rows(
+            "loading provider threads",
+            "SELECT id, provider, model, runtime_mode, status, resume_failed
+             FROM provider_threads WHERE thread = ?1 ORDER BY seq",
+            [thread],
+            |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Option<String>>(2)?,
-                    r.get::<_, Option<String>>(3)?,
+                    ProviderThread {
+                        id: r.get(0)?,
+                        provider: r.get(1)?,
+                        model: r.get(2)?,
+                        runtime_mode: r.get(3)?,
+                        status: ProviderThreadStatus::Active,
+                        resume_failed: r.get(5)?,
+                    },
                     r.get::<_, String>(4)?,
-                    r.get::<_, bool>(5)?,
                 ))
+            },
+        )?;
+        raw.into_iter()
+            .map(|(mut pt, status)| {
+                pt.status =
+                    self.parse_enum(format!("provider thread {}: status", pt.id), &status)?;
+                Ok(pt)
             })
-            .map_err(|e| self.err(during, e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, provider, model, runtime_mode, status, resume_failed) =
-                row.map_err(|e| self.err(during, e))?;
-            let status = self.parse_enum(format!("provider thread {id}: status"), &status)?;
-            out.push(ProviderThread {
-                id,
-                provider,
-                model,
-                runtime_mode,
-                status,
-                resume_failed,
-            });
-        }
-        Ok(out)
+            .collect()
     }
 
     fn runs(&self, thread: &str, items_after: u32) -> Result<Vec<Run>, StoreError> {
-        let during = "loading runs";
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT ordinal, provider, provider_thread, status, handoff
-                 FROM runs WHERE thread = ?1 ORDER BY ordinal",
-            )
-            .map_err(|e| self.err(during, e))?;
-        let rows = st
-            .query_map([thread], |r| {
+        let raw = self.rows(
+            "loading runs",
+            "SELECT ordinal, provider, provider_thread, status, handoff
+             FROM runs WHERE thread = ?1 ORDER BY ordinal",
+            [thread],
+            |r| {
                 Ok((
-                    r.get::<_, u32>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Option<String>>(2)?,
+                    Run {
+                        ordinal: r.get(0)?,
+                        provider: r.get(1)?,
+                        provider_thread: r.get(2)?,
+                        status: RunStatus::Running,
+                        handoff: r.get(4)?,
+                        items: Vec::new(),
+                    },
                     r.get::<_, String>(3)?,
-                    r.get::<_, Option<String>>(4)?,
                 ))
-            })
-            .map_err(|e| self.err(during, e))?;
-        let mut runs = Vec::new();
-        for row in rows {
-            let (ordinal, provider, provider_thread, status, handoff) =
-                row.map_err(|e| self.err(during, e))?;
-            let status = match run_status(&status) {
+            },
+        )?;
+        let mut runs = Vec::with_capacity(raw.len());
+        for (mut run, status) in raw {
+            run.status = match run_status(&status) {
                 Some(s) => s,
-                None => self.parse_enum(format!("run {ordinal}: status"), &status)?,
+                None => self.parse_enum(format!("run {}: status", run.ordinal), &status)?,
             };
-            runs.push(Run {
-                ordinal,
-                provider,
-                provider_thread,
-                status,
-                handoff,
-                items: Vec::new(),
-            });
+            runs.push(run);
         }
         self.fill_items(thread, items_after, &mut runs)?;
         Ok(runs)
@@ -518,6 +502,7 @@ impl<'c> Cx<'c> {
             })
             .map_err(|e| self.err(during, e))?;
         // Runs are contiguous from 1 (validated on the way in), so the ordinal is the index.
+        // Streamed, not collected: a long history's items are parsed straight into their run.
         for row in rows {
             let (run, idx, body) = row.map_err(|e| self.err(during, e))?;
             let item: Item = self.parse_json(format!("run {run} item {idx}"), &body)?;
@@ -535,163 +520,176 @@ impl<'c> Cx<'c> {
     }
 
     pub fn handoffs(&self, thread: &str) -> Result<Vec<Handoff>, StoreError> {
-        let during = "loading handoffs";
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT id, transfer, target_run, from_provider_threads, to_provider_thread,
-                    covered_from, covered_to, strategy, status, created_by, summary, supersedes
-                 FROM handoffs WHERE thread = ?1 ORDER BY seq",
-            )
-            .map_err(|e| self.err(during, e))?;
-        type Row = (
-            String,
-            Option<String>,
-            Option<u32>,
-            String,
-            Option<String>,
-            u32,
-            u32,
-            String,
-            String,
-            Option<String>,
-            Option<String>,
-            Option<String>,
-        );
-        let rows = st
-            .query_map([thread], |r| {
+        /// The enum and JSON columns, parsed after the query (their errors name the handoff).
+        struct Raw {
+            from: String,
+            strategy: String,
+            status: String,
+        }
+        let raw = self.rows(
+            "loading handoffs",
+            "SELECT id, transfer, target_run, from_provider_threads, to_provider_thread,
+                covered_from, covered_to, strategy, status, created_by, summary, supersedes,
+                covered_thread
+             FROM handoffs WHERE thread = ?1 ORDER BY seq",
+            [thread],
+            |r| {
                 Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                    r.get(9)?,
-                    r.get(10)?,
-                    r.get(11)?,
+                    Handoff {
+                        id: r.get(0)?,
+                        transfer: r.get(1)?,
+                        target_run: r.get(2)?,
+                        from_provider_threads: Vec::new(),
+                        to_provider_thread: r.get(4)?,
+                        covered: RunRange {
+                            from: r.get(5)?,
+                            to: r.get(6)?,
+                        },
+                        covered_thread: r.get(12)?,
+                        strategy: HandoffStrategy::ManualContext,
+                        status: HandoffStatus::Pending,
+                        created_by: r.get(9)?,
+                        summary: r.get(10)?,
+                        supersedes: r.get(11)?,
+                    },
+                    Raw {
+                        from: r.get(3)?,
+                        strategy: r.get(7)?,
+                        status: r.get(8)?,
+                    },
                 ))
-            })
-            .map_err(|e| self.err(during, e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (
-                id,
-                transfer,
-                target_run,
-                from,
-                to,
-                cf,
-                ct,
-                strategy,
-                status,
-                created_by,
-                summary,
-                supersedes,
-            ): Row = row.map_err(|e| self.err(during, e))?;
-            let from_provider_threads =
-                self.parse_json(format!("handoff {id}: from_provider_threads"), &from)?;
-            let strategy = match HandoffStrategy::parse(&strategy) {
+            },
+        )?;
+        let mut out = Vec::with_capacity(raw.len());
+        for (mut h, raw) in raw {
+            let id = &h.id;
+            h.from_provider_threads =
+                self.parse_json(format!("handoff {id}: from_provider_threads"), &raw.from)?;
+            h.strategy = match HandoffStrategy::parse(&raw.strategy) {
                 Some(s) => s,
-                None => self.parse_enum(format!("handoff {id}: strategy"), &strategy)?,
+                None => self.parse_enum(format!("handoff {id}: strategy"), &raw.strategy)?,
             };
-            let status = match handoff_status(&status) {
+            h.status = match handoff_status(&raw.status) {
                 Some(s) => s,
-                None => self.parse_enum(format!("handoff {id}: status"), &status)?,
+                None => self.parse_enum(format!("handoff {id}: status"), &raw.status)?,
             };
-            out.push(Handoff {
-                id,
-                transfer,
-                target_run,
-                from_provider_threads,
-                to_provider_thread: to,
-                covered: RunRange { from: cf, to: ct },
-                strategy,
-                status,
-                created_by,
-                summary,
-                supersedes,
-            });
+            out.push(h);
         }
         Ok(out)
     }
 
     fn transfers(&self, thread: &str) -> Result<Vec<Transfer>, StoreError> {
-        let during = "loading transfers";
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT id, type, status, source_thread, target_thread, source_run, resolution,
-                    handoff FROM transfers WHERE thread = ?1 ORDER BY seq",
-            )
-            .map_err(|e| self.err(during, e))?;
-        type Row = (
-            String,
-            String,
-            String,
-            Option<String>,
-            Option<String>,
-            Option<u32>,
-            Option<String>,
-            Option<String>,
-        );
-        let rows = st
-            .query_map([thread], |r| {
+        let raw = self.rows(
+            "loading transfers",
+            "SELECT id, type, status, source_thread, target_thread, source_run, resolution,
+                handoff FROM transfers WHERE thread = ?1 ORDER BY seq",
+            [thread],
+            |r| {
                 Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
+                    Transfer {
+                        id: r.get(0)?,
+                        kind: TransferType::ProviderHandoff,
+                        status: TransferStatus::Pending,
+                        source_thread: r.get(3)?,
+                        target_thread: r.get(4)?,
+                        source_run: r.get(5)?,
+                        resolution: r.get(6)?,
+                        handoff: r.get(7)?,
+                    },
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
                 ))
+            },
+        )?;
+        raw.into_iter()
+            .map(|(mut t, kind, status)| {
+                t.kind = self.parse_enum(format!("transfer {}: type", t.id), &kind)?;
+                t.status = self.parse_enum(format!("transfer {}: status", t.id), &status)?;
+                Ok(t)
             })
-            .map_err(|e| self.err(during, e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, kind, status, source_thread, target_thread, source_run, resolution, handoff): Row =
-                row.map_err(|e| self.err(during, e))?;
-            let kind = self.parse_enum(format!("transfer {id}: type"), &kind)?;
-            let status = self.parse_enum(format!("transfer {id}: status"), &status)?;
-            out.push(Transfer {
-                id,
-                kind,
-                status,
-                source_thread,
-                target_thread,
-                source_run,
-                resolution,
-                handoff,
-            });
-        }
-        Ok(out)
+            .collect()
     }
 
     fn checkpoints(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
-        let during = "loading checkpoints";
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT run, files_changed, diff_summary FROM checkpoints
-                 WHERE thread = ?1 ORDER BY seq",
-            )
-            .map_err(|e| self.err(during, e))?;
-        let rows = st
-            .query_map([thread], |r| {
+        self.rows(
+            "loading checkpoints",
+            "SELECT run, files_changed, diff_summary FROM checkpoints
+             WHERE thread = ?1 ORDER BY seq",
+            [thread],
+            |r| {
                 Ok(Checkpoint {
                     run: r.get(0)?,
                     files_changed: r.get(1)?,
                     diff_summary: r.get(2)?,
                 })
-            })
-            .map_err(|e| self.err(during, e))?;
-        rows.collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.err(during, e))
+            },
+        )
+    }
+
+    /// Supersede handoff `id` of `thread`: its status, the only change a handoff row ever
+    /// gets, and the pre-grants that let a provider read its document; with `transfers`, the
+    /// transfers that carry it too.
+    pub fn supersede_handoff(
+        &self,
+        thread: &str,
+        id: &str,
+        transfers: bool,
+    ) -> Result<(), StoreError> {
+        let during = format!("superseding handoff {id}");
+        self.exec(
+            &during,
+            "UPDATE handoffs SET status = 'superseded' WHERE thread = ?1 AND id = ?2",
+            params![thread, id],
+        )?;
+        self.exec(
+            &during,
+            "DELETE FROM grants WHERE thread = ?1 AND handoff = ?2",
+            params![thread, id],
+        )?;
+        if transfers {
+            self.exec(
+                &during,
+                "UPDATE transfers SET status = 'superseded' WHERE thread = ?1 AND handoff = ?2",
+                params![thread, id],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A stored handoff as the record a dispatch returns (document path and prompt included).
+    pub fn handoff_record(
+        &self,
+        thread: &str,
+        id: &str,
+    ) -> Result<crate::store::HandoffRecord, StoreError> {
+        let h = self
+            .handoffs(thread)?
+            .into_iter()
+            .find(|h| h.id == id)
+            .ok_or_else(|| StoreError::HandoffNotFound {
+                path: self.path.clone(),
+                thread: thread.to_string(),
+                handoff: id.to_string(),
+            })?;
+        let (document_path, inline): (Option<String>, Option<String>) = self
+            .conn
+            .query_row(
+                "SELECT document_path, inline_prompt FROM handoffs WHERE thread = ?1 AND id = ?2",
+                params![thread, id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(|e| self.err("loading a handoff's document", e))?;
+        Ok(crate::store::HandoffRecord {
+            id: h.id,
+            document_path: document_path.map(std::path::PathBuf::from),
+            inline: inline.unwrap_or_default(),
+            status: h.status,
+            covered: h.covered,
+            covered_thread: h.covered_thread,
+            strategy: h.strategy,
+            transfer: h.transfer,
+            supersedes: h.supersedes,
+        })
     }
 
     /// Record a decision in the log.

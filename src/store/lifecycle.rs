@@ -48,6 +48,10 @@ pub struct HandoffRecord {
     pub inline: String,
     pub status: HandoffStatus,
     pub covered: RunRange,
+    /// The thread whose runs `covered` numbers, when it is not the thread holding the
+    /// handoff: the fork, for a merge-back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub covered_thread: Option<String>,
     pub strategy: HandoffStrategy,
     pub transfer: Option<String>,
     pub supersedes: Option<String>,
@@ -65,6 +69,10 @@ pub struct Dispatched {
     pub handoff: Option<HandoffRecord>,
     /// Whether a run was recorded (false for `unsupported`, `regenerate` and `merge_back`).
     pub started: bool,
+    /// A fork's merge-back this run takes as well as a handoff of its own (`handoff`); when
+    /// the run makes no handoff of its own, the merge-back is `handoff` and this is empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_back: Option<HandoffRecord>,
 }
 
 /// The outcome of `complete_run`.
@@ -75,7 +83,8 @@ pub struct Completed {
     pub status: RunStatus,
     /// Items appended.
     pub items: usize,
-    /// The handoff the run consumed, now `consumed`.
+    /// The handoff the run consumed (`runs[].handoff`); its transfer is now `consumed`. The
+    /// handoff's own status stays `ready` (DESIGN §3 vocabulary).
     pub handoff_consumed: Option<String>,
 }
 
@@ -206,24 +215,93 @@ fn pipeline_err(path: &str, thread: &str) -> impl Fn(crate::pipeline::PipelineEr
     }
 }
 
+/// Where the documents of an operation go and which templates render them.
+#[derive(Clone, Copy)]
+struct Dirs<'a> {
+    handoff: Option<&'a PathBuf>,
+    templates: Option<&'a PathBuf>,
+}
+
+impl HandoffOptions {
+    fn dirs(&self) -> Dirs<'_> {
+        Dirs {
+            handoff: self.handoff_dir.as_ref(),
+            templates: self.templates_dir.as_ref(),
+        }
+    }
+}
+
+impl DispatchRequest {
+    fn dirs(&self) -> Dirs<'_> {
+        Dirs {
+            handoff: self.handoff_dir.as_ref(),
+            templates: self.templates_dir.as_ref(),
+        }
+    }
+}
+
+/// Decide (and render) for `target` on `state`; `adjust` may change the decision before it
+/// is rendered.
 fn decide(
     policy: &Policy,
     state: &State,
     target: &str,
-    handoff_dir: Option<&PathBuf>,
-    templates_dir: Option<&PathBuf>,
+    dirs: Dirs<'_>,
     path: &str,
+    adjust: impl FnOnce(&mut Decision),
 ) -> Result<Outcome, StoreError> {
     let eval = EvalOptions {
         target: Some(target.to_string()),
-        document_root: handoff_dir.cloned(),
+        document_root: dirs.handoff.cloned(),
     };
     let render = RenderOptions {
-        templates_dir: templates_dir.cloned(),
+        templates_dir: dirs.templates.cloned(),
         ..Default::default()
     };
-    crate::pipeline::run(policy, state, &eval, &render)
+    crate::pipeline::run_adjusted(policy, state, &eval, &render, adjust)
         .map_err(pipeline_err(path, &state.thread.id))
+}
+
+/// Refuse an operation that needs a handoff when the decision makes none.
+fn require_handoff(
+    outcome: &Outcome,
+    path: &str,
+    thread: &str,
+    why: &str,
+) -> Result<(), StoreError> {
+    if outcome.decision.needs_handoff() {
+        return Ok(());
+    }
+    Err(StoreError::NoHandoff {
+        path: path.to_string(),
+        thread: thread.into(),
+        target: outcome.decision.target.clone(),
+        strategy: outcome.decision.strategy.as_str().into(),
+        why: why.into(),
+    })
+}
+
+/// Refuse an operation on a thread whose last run is still running.
+fn refuse_running(state: &State, path: &str) -> Result<(), StoreError> {
+    match state.runs.last().filter(|r| r.status == RunStatus::Running) {
+        Some(last) => Err(StoreError::RunInProgress {
+            path: path.to_string(),
+            thread: state.thread.id.clone(),
+            run: last.ordinal,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Validate a thread about to be stored.
+pub(super) fn validated(state: &State, path: &str) -> Result<(), StoreError> {
+    crate::state::validate(state, &format!("{path}#{}", state.thread.id)).map_err(|source| {
+        StoreError::InvalidState {
+            path: path.to_string(),
+            thread: state.thread.id.clone(),
+            source: Box::new(source),
+        }
+    })
 }
 
 /// The delivery stage, the single place a rendered handoff is delivered: the off-band
@@ -246,19 +324,51 @@ fn deliver_stage(
     (HandoffStatus::Ready, delivered.document_path)
 }
 
-/// Record the handoff of `outcome` (delivering it first). Returns the record.
-#[allow(clippy::too_many_arguments)]
-fn record_handoff(
-    cx: &Cx<'_>,
-    state: &State,
-    outcome: &mut Outcome,
-    handoff_dir: Option<&PathBuf>,
+/// Where a new handoff row goes and what it links to.
+struct NewHandoff {
+    /// The thread that holds the row (and the document and the grant).
+    thread: String,
     target_run: Option<u32>,
     to_provider_thread: Option<String>,
     transfer: Option<String>,
     supersedes: Option<String>,
+    /// The thread whose runs `covered` numbers, when it is not `thread` (merge-back).
+    covered_thread: Option<String>,
+    from_provider_threads: Vec<String>,
+    /// The handoff's `summary`, which later handoffs covering the run that consumed it carry
+    /// (a merge-back's content is found in no run of the thread).
+    summary: Option<String>,
+}
+
+impl NewHandoff {
+    /// A handoff of `state` into one of its own runs.
+    fn own(state: &State, outcome: &Outcome, target_run: u32, to: Option<String>) -> NewHandoff {
+        let from = outcome
+            .decision
+            .covered_runs
+            .as_ref()
+            .map(|c| from_provider_threads(state, c))
+            .unwrap_or_default();
+        NewHandoff {
+            thread: state.thread.id.clone(),
+            target_run: Some(target_run),
+            to_provider_thread: to,
+            transfer: None,
+            supersedes: None,
+            covered_thread: None,
+            from_provider_threads: from,
+            summary: None,
+        }
+    }
+}
+
+/// Record the handoff of `outcome` (delivering it first). Returns the record.
+fn record_handoff(
+    cx: &Cx<'_>,
+    outcome: &mut Outcome,
+    handoff_dir: Option<&PathBuf>,
+    new: NewHandoff,
 ) -> Result<Option<HandoffRecord>, StoreError> {
-    let thread = state.thread.id.clone();
     let (Some(hid), Some(covered), Some(strategy)) = (
         outcome.decision.handoff_id.clone(),
         outcome.decision.covered_runs.clone(),
@@ -269,26 +379,27 @@ fn record_handoff(
     if outcome.rendered.is_none() {
         return Ok(None);
     }
-    let (status, document_path) = deliver_stage(cx, outcome, &thread, handoff_dir);
+    let (status, document_path) = deliver_stage(cx, outcome, &new.thread, handoff_dir);
     let Some(rendered) = outcome.rendered.as_ref() else {
         return Ok(None);
     };
     let handoff = Handoff {
         id: hid.clone(),
-        transfer: transfer.clone(),
-        target_run,
-        from_provider_threads: from_provider_threads(state, &covered),
-        to_provider_thread,
+        transfer: new.transfer.clone(),
+        target_run: new.target_run,
+        from_provider_threads: new.from_provider_threads,
+        to_provider_thread: new.to_provider_thread,
         covered: covered.clone(),
+        covered_thread: new.covered_thread.clone(),
         strategy,
         status,
         created_by: Some(rendered.provenance.created_by.clone()),
-        summary: None,
-        supersedes: supersedes.clone(),
+        summary: new.summary,
+        supersedes: new.supersedes.clone(),
     };
-    let seq = cx.next_seq("handoffs", &thread)?;
+    let seq = cx.next_seq("handoffs", &new.thread)?;
     cx.insert_handoff(
-        &thread,
+        &new.thread,
         seq,
         &HandoffRow {
             handoff,
@@ -303,9 +414,10 @@ fn record_handoff(
         inline: rendered.inline.clone(),
         status,
         covered,
+        covered_thread: new.covered_thread,
         strategy,
-        transfer,
-        supersedes,
+        transfer: new.transfer,
+        supersedes: new.supersedes,
     }))
 }
 
@@ -370,6 +482,41 @@ fn items_bound(state: &State, target: &str) -> u32 {
         .unwrap_or(0)
 }
 
+/// The ordinal of the thread's next run.
+fn next_run(state: &State) -> u32 {
+    state.runs.len() as u32 + 1
+}
+
+/// The merge-back waiting in `state` for its next run `run`: its transfer and handoff ids.
+fn pending_merge_back(
+    state: &State,
+    path: &str,
+    run: u32,
+) -> Result<Option<(String, String)>, StoreError> {
+    let thread = state.thread.id.as_str();
+    let Some(t) = state.transfers.iter().find(|t| {
+        t.kind == TransferType::MergeBack
+            && t.status == TransferStatus::Pending
+            && t.target_thread.as_deref() == Some(thread)
+    }) else {
+        return Ok(None);
+    };
+    let h = t
+        .handoff
+        .as_deref()
+        .and_then(|hid| state.handoffs.iter().find(|h| h.id == hid))
+        .filter(|h| h.status == HandoffStatus::Ready && h.target_run == Some(run));
+    match h {
+        Some(h) => Ok(Some((t.id.clone(), h.id.clone()))),
+        None => Err(StoreError::BadMergeBack {
+            path: path.to_string(),
+            thread: thread.to_string(),
+            transfer: t.id.clone(),
+            run,
+        }),
+    }
+}
+
 /// Decide, render and record the next run of a stored thread: the run (status `running`),
 /// the provider thread it resumes or creates, the handoff and its transfer, and a
 /// decision-log row. A thread whose last run is still running is refused. At a fork's first
@@ -390,13 +537,7 @@ pub fn dispatch(
         bound = items_bound(&state, &req.target);
         cx.fill_items(thread, bound, &mut state.runs)?;
     }
-    if let Some(last) = state.runs.last().filter(|r| r.status == RunStatus::Running) {
-        return Err(StoreError::RunInProgress {
-            path,
-            thread: thread.to_string(),
-            run: last.ordinal,
-        });
-    }
+    refuse_running(&state, &path)?;
     let pending_fork = state.thread.parent.as_ref().and_then(|_| {
         state.transfers.iter().position(|t| {
             t.kind == TransferType::Fork
@@ -404,6 +545,7 @@ pub fn dispatch(
                 && t.target_thread.as_deref() == Some(thread)
         })
     });
+    let pending_merge = pending_merge_back(&state, &path, next_run(&state))?;
     let anchor = state.request.fork_anchor.take();
     state.request = Request {
         provider: req.target.clone(),
@@ -418,14 +560,7 @@ pub fn dispatch(
         },
         fork_anchor: if pending_fork.is_some() { anchor } else { None },
     };
-    let mut outcome = decide(
-        policy,
-        &state,
-        &req.target,
-        req.handoff_dir.as_ref(),
-        req.templates_dir.as_ref(),
-        &path,
-    )?;
+    let mut outcome = decide(policy, &state, &req.target, req.dirs(), &path, |_| {})?;
     let needs_more = |o: &Outcome| {
         pending_fork.is_some()
             || o.decision
@@ -440,14 +575,7 @@ pub fn dispatch(
             r.items.clear();
         }
         cx.fill_items(thread, 0, &mut state.runs)?;
-        outcome = decide(
-            policy,
-            &state,
-            &req.target,
-            req.handoff_dir.as_ref(),
-            req.templates_dir.as_ref(),
-            &path,
-        )?;
+        outcome = decide(policy, &state, &req.target, req.dirs(), &path, |_| {})?;
     }
     fault("dispatch:after_decide");
     let run = outcome.decision.run;
@@ -461,6 +589,7 @@ pub fn dispatch(
             provider_thread: None,
             handoff: None,
             started: false,
+            merge_back: None,
         });
     }
 
@@ -551,16 +680,29 @@ pub fn dispatch(
         }
         None => None,
     };
-    let handoff = record_handoff(
-        &cx,
-        &state,
-        &mut outcome,
-        req.handoff_dir.as_ref(),
-        Some(run),
-        provider_thread.clone(),
+    let new = NewHandoff {
         transfer,
-        None,
-    )?;
+        ..NewHandoff::own(&state, &outcome, run, provider_thread.clone())
+    };
+    let handoff = record_handoff(&cx, &mut outcome, req.handoff_dir.as_ref(), new)?;
+    // A fork's merge-back waiting for this run: the run takes it, as its handoff when it
+    // makes none of its own, else alongside its own.
+    let merge_back = match &pending_merge {
+        Some((tid, hid)) => {
+            cx.exec(
+                "taking the merge-back",
+                "UPDATE transfers SET status = 'resolved_portable', resolution = 'portable_context'
+                 WHERE thread = ?1 AND id = ?2",
+                params![thread, tid],
+            )?;
+            Some(cx.handoff_record(thread, hid)?)
+        }
+        None => None,
+    };
+    let (handoff, merge_back) = match (handoff, merge_back) {
+        (None, m) => (m, None),
+        (h, m) => (h, m),
+    };
     cx.insert_run(
         thread,
         &Run {
@@ -574,7 +716,7 @@ pub fn dispatch(
     )?;
     // Logged after delivery: a fallback to inline is part of the decision.
     cx.log_decision(thread, "dispatch", &outcome.decision)?;
-    let request = serde_json::to_string(&state.request).unwrap_or_default();
+    let request = cx.json("request", &state.request)?;
     cx.exec(
         "recording the request",
         "UPDATE threads SET request = ?2 WHERE id = ?1",
@@ -589,6 +731,7 @@ pub fn dispatch(
         provider_thread,
         handoff,
         started: true,
+        merge_back,
     })
 }
 
@@ -638,36 +781,25 @@ pub fn complete_run(
     r.status = status;
     let consumed = r.handoff.clone();
     // The new items must keep the thread valid (item ids unique, ...).
-    crate::state::validate(&state, &format!("{path}#{thread}")).map_err(|source| {
-        StoreError::InvalidState {
-            path: path.clone(),
-            thread: thread.into(),
-            source: Box::new(source),
-        }
-    })?;
+    validated(&state, &path)?;
     cx.insert_items(thread, run, first, &items)?;
     cx.exec(
         "completing the run",
         "UPDATE runs SET status = ?3 WHERE thread = ?1 AND ordinal = ?2",
         params![thread, run, status.as_str()],
     )?;
-    let mut handoff_consumed = None;
-    if let Some(h) = &consumed {
-        let n = cx.exec(
-            "consuming the handoff",
-            "UPDATE handoffs SET status = 'consumed' WHERE thread = ?1 AND id = ?2 AND status = 'ready'",
-            params![thread, h],
-        )?;
-        cx.exec(
-            "consuming the transfer",
-            "UPDATE transfers SET status = 'consumed'
-             WHERE thread = ?1 AND handoff = ?2 AND type = 'provider_handoff'",
-            params![thread, h],
-        )?;
-        if n == 1 {
-            handoff_consumed = Some(h.clone());
-        }
-    }
+    // What the run took (its handoff, and a merge-back alongside it) is consumed: the
+    // transfers say so; the handoffs stay `ready`, and the run names the one it consumed.
+    cx.exec(
+        "consuming the transfers",
+        "UPDATE transfers SET status = 'consumed'
+         WHERE thread = ?1 AND type IN ('provider_handoff', 'merge_back')
+           AND status = 'resolved_portable'
+           AND handoff IN (SELECT id FROM handoffs
+                           WHERE thread = ?1 AND target_run = ?2 AND status = 'ready')",
+        params![thread, run],
+    )?;
+    let handoff_consumed = consumed;
     commit(tx, &path, busy, "committing the run completion")?;
     Ok(Completed {
         thread: thread.into(),
@@ -706,6 +838,11 @@ pub fn regenerate(
     if old.status == HandoffStatus::Superseded {
         return Err(refuse("it is already superseded".into()));
     }
+    if let Some(fork) = old.covered_thread.as_deref().filter(|f| *f != thread) {
+        return Err(refuse(format!(
+            "it is a merge-back from fork \"{fork}\"; merge the fork back again instead"
+        )));
+    }
     let Some(t) = old.target_run else {
         return Err(refuse("it is not for a run of this thread".into()));
     };
@@ -739,38 +876,21 @@ pub fn regenerate(
     if opts.message.is_some() {
         state.request.message = opts.message.clone();
     }
-    let mut outcome = decide(
-        policy,
-        &state,
-        &run.provider,
-        opts.handoff_dir.as_ref(),
-        opts.templates_dir.as_ref(),
+    let mut outcome = decide(policy, &state, &run.provider, opts.dirs(), &path, |_| {})?;
+    require_handoff(
+        &outcome,
         &path,
+        thread,
+        &format!("handoff {handoff} was left as it is"),
     )?;
-    if !outcome.decision.needs_handoff() {
-        return Err(StoreError::NoHandoff {
-            path,
-            thread: thread.into(),
-            target: run.provider.clone(),
-            strategy: outcome.decision.strategy.as_str().into(),
-            why: format!("handoff {handoff} was left as it is"),
-        });
-    }
-    cx.exec(
-        "superseding the old handoff",
-        "UPDATE handoffs SET status = 'superseded' WHERE thread = ?1 AND id = ?2",
-        params![thread, handoff],
-    )?;
-    let record = record_handoff(
-        &cx,
-        &state,
-        &mut outcome,
-        opts.handoff_dir.as_ref(),
-        Some(t),
-        pt.clone(),
-        old.transfer.clone(),
-        Some(handoff.to_string()),
-    )?;
+    // The transfer stays: it is relinked to the new handoff below.
+    cx.supersede_handoff(thread, handoff, false)?;
+    let new = NewHandoff {
+        transfer: old.transfer.clone(),
+        supersedes: Some(handoff.to_string()),
+        ..NewHandoff::own(&state, &outcome, t, pt.clone())
+    };
+    let record = record_handoff(&cx, &mut outcome, opts.handoff_dir.as_ref(), new)?;
     cx.log_decision(thread, "regenerate", &outcome.decision)?;
     if let Some(rec) = &record {
         cx.exec(
@@ -793,6 +913,7 @@ pub fn regenerate(
         provider_thread: pt,
         handoff: record,
         started: false,
+        merge_back: None,
     })
 }
 
@@ -825,7 +946,16 @@ pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackRepo
     let handoffs: Vec<&Handoff> = state
         .handoffs
         .iter()
-        .filter(|h| h.status != HandoffStatus::Superseded && h.covered.to > to)
+        .filter(|h| {
+            h.status != HandoffStatus::Superseded
+                && if h.covers_own_runs(thread) {
+                    h.covered.to > to
+                } else {
+                    // A merge-back covers its fork's runs: it goes with the run that took it
+                    // (one still waiting for the next run stays).
+                    h.target_run.is_some_and(|t| runs.contains(&t))
+                }
+        })
         .collect();
     let mut changes = Vec::new();
     for pt in &state.provider_threads {
@@ -858,16 +988,7 @@ pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackRepo
         params![thread, to],
     )?;
     for h in &handoffs {
-        cx.exec(
-            "superseding handoffs",
-            "UPDATE handoffs SET status = 'superseded' WHERE thread = ?1 AND id = ?2",
-            params![thread, h.id],
-        )?;
-        cx.exec(
-            "superseding transfers",
-            "UPDATE transfers SET status = 'superseded' WHERE thread = ?1 AND handoff = ?2",
-            params![thread, h.id],
-        )?;
+        cx.supersede_handoff(thread, &h.id, true)?;
     }
     for c in &changes {
         cx.exec(
@@ -937,7 +1058,11 @@ pub fn fork(
     let handoffs: Vec<Handoff> = parent
         .handoffs
         .iter()
-        .filter(|h| h.covered.to <= at && h.target_run.map(|t| t <= at).unwrap_or(false))
+        .filter(|h| {
+            // A merge-back's range numbers its fork's runs: only the run that took it counts.
+            (!h.covers_own_runs(thread) || h.covered.to <= at)
+                && h.target_run.map(|t| t <= at).unwrap_or(false)
+        })
         .cloned()
         .collect();
     let kept = |id: &str| handoffs.iter().any(|h| h.id == id);
@@ -1042,13 +1167,7 @@ pub fn fork(
         handoff: None,
     });
     state.transfers = transfers;
-    crate::state::validate(&state, &format!("{path}#{child_id}")).map_err(|source| {
-        StoreError::InvalidState {
-            path: path.clone(),
-            thread: child_id.clone(),
-            source: Box::new(source),
-        }
-    })?;
+    validated(&state, &path)?;
     cx.insert_state(&state)?;
     commit(tx, &path, busy, "committing the fork")?;
     Ok(ForkReport {
@@ -1059,10 +1178,36 @@ pub fn fork(
     })
 }
 
-/// Merge a fork back: the child's runs since the fork point as a `fork_delta_summary`
-/// handoff for the parent's provider (the provider of the parent's latest live run), recorded
-/// in the child with a `merge_back` transfer naming the parent. The returned `run` and
-/// `provider_thread` are the parent's next run and the provider thread it would resume.
+/// A merge-back's `summary`: the fork and its runs, then the text of every entry the policy
+/// selected, in document order.
+fn merge_back_summary(child: &str, outcome: &Outcome) -> String {
+    let runs = outcome
+        .decision
+        .covered_runs
+        .as_ref()
+        .map(|c| format!("runs {}-{}", c.from, c.to))
+        .unwrap_or_default();
+    let entries: Vec<&str> = outcome
+        .summary
+        .iter()
+        .flat_map(|s| &s.sections)
+        .flat_map(|s| &s.entries)
+        .map(|e| e.text.as_str())
+        .collect();
+    format!("merge-back of fork {child}, {runs}: {}", entries.join("; "))
+}
+
+/// Merge a fork back: the fork's runs since the fork point as a `fork_delta_summary` handoff
+/// **into the parent**, for the parent's next run, with a `pending` `merge_back` transfer in
+/// the parent (source: the fork; target: the parent). The handoff is rendered for the provider
+/// of the parent's latest live run, delivered (off-band document and pre-grant for the parent's
+/// next run) and recorded in the parent with `covered_thread` naming the fork, whose ordinals
+/// `covered` counts. The parent's next dispatch takes it: its run names it as `handoff` (or
+/// carries it beside a handoff of its own), the transfer resolves, and it is `consumed` when
+/// that run completes. Merging the same fork back again before then supersedes the waiting
+/// handoff; a merge-back from another fork is refused until the parent has taken the first.
+/// The fork itself is left unchanged. The returned `run` and `provider_thread` are the
+/// parent's next run and the provider thread that run would resume.
 pub fn merge_back(
     store: &mut Store,
     policy: &Policy,
@@ -1078,13 +1223,7 @@ pub fn merge_back(
             thread: child.into(),
         });
     };
-    if let Some(last) = state.runs.last().filter(|r| r.status == RunStatus::Running) {
-        return Err(StoreError::RunInProgress {
-            path,
-            thread: child.into(),
-            run: last.ordinal,
-        });
-    }
+    refuse_running(&state, &path)?;
     let own = state
         .runs
         .iter()
@@ -1097,6 +1236,27 @@ pub fn merge_back(
         });
     }
     let parent = cx.load(&parent_ref.thread)?;
+    let parent_id = parent.thread.id.clone();
+    let run = next_run(&parent);
+    // A merge-back already waiting: this fork's is superseded; another fork's goes first.
+    let waiting = pending_merge_back(&parent, &path, run)?;
+    let waiting_from = waiting.as_ref().and_then(|(tid, _)| {
+        parent
+            .transfers
+            .iter()
+            .find(|t| &t.id == tid)
+            .and_then(|t| t.source_thread.clone())
+    });
+    if let (Some((_, hid)), Some(from)) = (&waiting, &waiting_from) {
+        if from != child {
+            return Err(StoreError::MergeBackWaiting {
+                path,
+                thread: parent_id,
+                handoff: hid.clone(),
+                fork: from.clone(),
+            });
+        }
+    }
     let target = parent
         .runs
         .iter()
@@ -1105,7 +1265,7 @@ pub fn merge_back(
         .map(|r| r.provider.clone())
         .unwrap_or_else(|| parent.request.provider.clone());
     let parent_pt = crate::facts::find_target_thread(&parent, &target).map(|p| p.id.clone());
-    // Decide on the child as the parent's provider sees it: none of the child's provider
+    // Decide on the fork as the parent's provider sees it: none of the fork's provider
     // threads are the parent's, so the whole delta since the fork point is handed over.
     let mut view = state.clone();
     for p in &mut view.provider_threads {
@@ -1120,52 +1280,69 @@ pub fn merge_back(
         kind: RequestKind::MergeBack,
         fork_anchor: None,
     };
-    let mut outcome = decide(
-        policy,
-        &view,
-        &target,
-        opts.handoff_dir.as_ref(),
-        opts.templates_dir.as_ref(),
-        &path,
-    )?;
-    if !outcome.decision.needs_handoff() {
-        return Err(StoreError::NoHandoff {
-            path,
-            thread: child.into(),
-            target,
-            strategy: outcome.decision.strategy.as_str().into(),
-            why: "nothing was merged back".into(),
-        });
-    }
-    let tid = next_transfer_id(&state);
+    // The handoff is the parent's: its id, its next run, its document directory.
+    let hid = crate::eval::next_handoff_id(&parent);
+    let document = crate::deliver::OffbandStore::new(opts.handoff_dir.clone())
+        .document_path(&parent_id, &hid)
+        .display()
+        .to_string();
+    let mut outcome = decide(policy, &view, &target, opts.dirs(), &path, |d| {
+        d.run = run;
+        if d.handoff_id.is_some() {
+            d.handoff_id = Some(hid.clone());
+        }
+        if let Some(doc) = d.delivery.as_mut().and_then(|x| x.document.as_mut()) {
+            doc.clone_from(&document);
+        }
+        if let Some(p) = d.pregrant.as_mut() {
+            p.path.clone_from(&document);
+        }
+    })?;
+    require_handoff(&outcome, &path, child, "nothing was merged back")?;
+    let supersedes = match waiting {
+        Some((_, old)) => {
+            cx.supersede_handoff(&parent_id, &old, true)?;
+            Some(old)
+        }
+        None => None,
+    };
+    let tid = next_transfer_id(&parent);
     let t = Transfer {
         id: tid.clone(),
         kind: TransferType::MergeBack,
-        status: TransferStatus::ResolvedPortable,
+        status: TransferStatus::Pending,
         source_thread: Some(child.to_string()),
-        target_thread: Some(parent_ref.thread.clone()),
+        target_thread: Some(parent_id.clone()),
         source_run: state.runs.last().map(|r| r.ordinal),
-        resolution: Some("portable_context".into()),
-        handoff: outcome.decision.handoff_id.clone(),
+        resolution: None,
+        handoff: Some(hid.clone()),
     };
-    cx.insert_transfer(child, cx.next_seq("transfers", child)?, &t)?;
+    cx.insert_transfer(&parent_id, cx.next_seq("transfers", &parent_id)?, &t)?;
+    let summary = merge_back_summary(child, &outcome);
     let record = record_handoff(
         &cx,
-        &state,
         &mut outcome,
         opts.handoff_dir.as_ref(),
-        None,
-        None,
-        Some(tid),
-        None,
+        NewHandoff {
+            thread: parent_id.clone(),
+            target_run: Some(run),
+            to_provider_thread: parent_pt.clone(),
+            transfer: Some(tid),
+            supersedes,
+            covered_thread: Some(child.to_string()),
+            // The fork's provider threads are the fork's, unknown in the parent.
+            from_provider_threads: Vec::new(),
+            summary: Some(summary),
+        },
     )?;
-    cx.log_decision(child, "merge_back", &outcome.decision)?;
+    cx.log_decision(&parent_id, "merge_back", &outcome.decision)?;
     commit(tx, &path, busy, "committing the merge-back")?;
     Ok(Dispatched {
         decision: outcome.decision,
-        run: parent.runs.len() as u32 + 1,
+        run,
         provider_thread: parent_pt,
         handoff: record,
         started: false,
+        merge_back: None,
     })
 }

@@ -111,6 +111,20 @@ pub enum StoreError {
         thread: String,
         at: u32,
     },
+    #[error("{path}: error: thread \"{thread}\" already has a merge-back from fork \"{fork}\" (handoff {handoff}) waiting for its next run; dispatch it first, then merge this fork back")]
+    MergeBackWaiting {
+        path: String,
+        thread: String,
+        handoff: String,
+        fork: String,
+    },
+    #[error("{path}: error: thread \"{thread}\": merge-back transfer {transfer} is pending, but it names no ready handoff for run {run}; supersede the transfer or merge the fork back again")]
+    BadMergeBack {
+        path: String,
+        thread: String,
+        transfer: String,
+        run: u32,
+    },
     #[error("{path}: error: thread \"{thread}\" has no handoff \"{handoff}\"")]
     HandoffNotFound {
         path: String,
@@ -273,13 +287,7 @@ impl Store {
     /// Import a thread, replacing a stored thread of the same id when `replace` holds.
     pub fn import_with(&mut self, state: &State, replace: bool) -> Result<(), StoreError> {
         let name = self.name();
-        crate::state::validate(state, &format!("{name}#{}", state.thread.id)).map_err(
-            |source| StoreError::InvalidState {
-                path: name.clone(),
-                thread: state.thread.id.clone(),
-                source: Box::new(source),
-            },
-        )?;
+        lifecycle::validated(state, &name)?;
         let busy = self.busy;
         let tx = self.begin("importing a thread")?;
         let cx = io::Cx::new(&tx, &name, busy);

@@ -117,8 +117,26 @@ CREATE TABLE grants (
 CREATE INDEX grants_by_turn ON grants (thread, run, path);
 "#;
 
+/// Version 3: a handoff can cover runs of another thread (a merge-back into the parent covers
+/// the fork's runs), and a handoff's status stays in the contract vocabulary (DESIGN §3):
+/// earlier versions marked a consumed handoff `consumed`; that is the run's and the
+/// transfer's record, so such rows go back to `ready`. A trigger enforces DESIGN §8: no
+/// handoff row is ever updated in place except its status.
+const V3: &str = r#"
+ALTER TABLE handoffs ADD COLUMN covered_thread TEXT;
+UPDATE handoffs SET status = 'ready' WHERE status = 'consumed';
+CREATE INDEX transfers_pending ON transfers (thread, type, status);
+CREATE TRIGGER handoffs_change_only_status
+BEFORE UPDATE OF thread, id, seq, transfer, target_run, from_provider_threads,
+    to_provider_thread, covered_from, covered_to, covered_thread, strategy, created_by, summary,
+    supersedes, document_path, document, inline_prompt ON handoffs
+BEGIN
+    SELECT RAISE(ABORT, 'a handoff row is never updated except its status (supersede it)');
+END;
+"#;
+
 /// The migrations, in order: `MIGRATIONS[i]` upgrades version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this baton writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
