@@ -324,6 +324,23 @@ fn grants_persist_and_a_use_is_consumed_once() {
     assert!(a.find("th_1", 8).unwrap().is_empty());
 }
 
+#[test]
+fn replacing_a_thread_drops_its_grants() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    let input = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
+    store.import(&input).unwrap();
+    let policy = policy::load("default").unwrap();
+    store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs)).unwrap();
+    assert_eq!(store.find("th_1", 9).unwrap().len(), 1);
+    store.import_with(&input, true).unwrap();
+    assert!(
+        store.find("th_1", 9).unwrap().is_empty(),
+        "run 9 of the replaced thread must not inherit the old run 9's grant"
+    );
+}
+
 fn request(thread: &str, target: &str, docs: &Path) -> DispatchRequest {
     DispatchRequest {
         thread: thread.into(),

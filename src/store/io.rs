@@ -113,6 +113,9 @@ impl<'c> Cx<'c> {
             "DELETE FROM handoffs WHERE thread = ?1",
             "DELETE FROM transfers WHERE thread = ?1",
             "DELETE FROM checkpoints WHERE thread = ?1",
+            // A replaced thread's run numbers start over: an old grant must not carry over
+            // to a new run that happens to have the same number.
+            "DELETE FROM grants WHERE thread = ?1",
             "DELETE FROM threads WHERE id = ?1",
         ] {
             self.conn
