@@ -327,3 +327,38 @@ fn a_zero_sweep_interval_is_bad_usage() {
         "error: --gc-every must be longer than zero (use --no-gc to turn the sweep off)\n"
     );
 }
+
+/// A merge-back writes into the fork's parent: pipelined with a `dispatch` of the parent, it
+/// runs first (it queues on the parent too), so that dispatch delivers the merge-back.
+#[test]
+fn merge_back_is_ordered_before_a_later_dispatch_of_the_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, sock) = start_socket(dir.path());
+    let mut c = Client::connect(&sock, false);
+    c.result("thread/import", empty_thread("p"));
+    c.result("dispatch", json!({"thread": "p", "target": "codex"}));
+    c.result(
+        "completeRun",
+        json!({"thread": "p", "run": 1, "items": items(1)}),
+    );
+    c.result("fork", json!({"thread": "p", "at": 1, "child": "c"}));
+    c.result("dispatch", json!({"thread": "c", "target": "claude"}));
+    c.result(
+        "completeRun",
+        json!({"thread": "c", "run": 2, "items": items(2)}),
+    );
+    // Both sent before either is answered.
+    let m = c.start("mergeBack", json!({"thread": "c"}));
+    let d = c.start("dispatch", json!({"thread": "p", "target": "codex"}));
+    let merged = c.response_to(m);
+    assert_eq!(
+        merged["result"]["handoff"]["strategy"], "fork_delta_summary",
+        "{merged}"
+    );
+    let parent = c.response_to(d);
+    let handoff = &parent["result"]["handoff"];
+    assert_eq!(handoff["id"], merged["result"]["handoff"]["id"], "{parent}");
+    assert_eq!(handoff["strategy"], "fork_delta_summary");
+    assert_eq!(parent["result"]["run"], 2);
+    stop_socket(child, &mut c);
+}

@@ -95,6 +95,16 @@ impl<'c> Cx<'c> {
         }
     }
 
+    pub fn parent_of(&self, thread: &str) -> Result<Option<String>, StoreError> {
+        let parents = self.rows(
+            "reading a thread's parent",
+            "SELECT parent_thread FROM threads WHERE id = ?1",
+            [thread],
+            |r| r.get::<_, Option<String>>(0),
+        )?;
+        Ok(parents.into_iter().next().flatten())
+    }
+
     pub fn threads(&self) -> Result<Vec<String>, StoreError> {
         self.rows(
             "listing threads",

@@ -322,6 +322,12 @@ impl Store {
         io::Cx::new(&self.conn, &self.name(), self.busy).load_items_after(thread, after)
     }
 
+    /// The thread `thread` was forked from, if it is a stored fork (`None` for a thread with
+    /// no parent or one not stored). One indexed row read.
+    pub fn parent_of(&self, thread: &str) -> Result<Option<String>, StoreError> {
+        io::Cx::new(&self.conn, &self.name(), self.busy).parent_of(thread)
+    }
+
     /// Every stored thread id, sorted.
     pub fn threads(&self) -> Result<Vec<String>, StoreError> {
         io::Cx::new(&self.conn, &self.name(), self.busy).threads()
