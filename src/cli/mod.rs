@@ -64,15 +64,30 @@ pub enum Command {
     )]
     Dispatch(store::DispatchArgs),
     /// Finish a running run: append its items and set its status.
+    #[command(
+        after_help = "Examples:\n  baton complete --thread th_1 --run 9 --items run9-items.yaml\n  baton complete --thread th_1 --run 9 --items items.json --status interrupted\n\nThe items file is a YAML/JSON list of items as in a state file's runs[].items. Completing\nthe run marks the transfer it took as consumed and extends its provider thread's coverage."
+    )]
     Complete(store::CompleteArgs),
     /// Roll a stored thread back to run N.
+    #[command(
+        after_help = "Examples:\n  baton rollback --thread th_1 --to 5\n\nRuns after N become rolled_back, handoffs covering them are superseded, and provider\nthreads that saw them become rolled_back (provider can roll back) or divergent; the next\ndispatch sees the staleness signal."
+    )]
     Rollback(store::RollbackArgs),
     /// Fork a stored thread at run N into a child thread.
+    #[command(
+        after_help = "Examples:\n  baton fork --thread th_1 --at 5 --child th_1-try\n  baton dispatch --thread th_1-try --target codex   # resolves the fork: native or portable\n\nNothing provider-specific is chosen at fork time; the child's first dispatch decides."
+    )]
     Fork(store::ForkArgs),
     /// Hand a fork's runs since the fork point back to its parent.
-    #[command(name = "merge-back")]
+    #[command(
+        name = "merge-back",
+        after_help = "Examples:\n  baton merge-back --thread th_1-try\n  baton dispatch --thread th_1 --target codex   # the parent's next run takes the merge-back\n\nThe fork's runs since the fork point become a fork_delta_summary handoff waiting in the\nparent, with a merge_back transfer."
+    )]
     MergeBack(store::MergeBackArgs),
     /// Supersede the running run's handoff with a newly rendered one.
+    #[command(
+        after_help = "Examples:\n  baton regenerate --thread th_1 --handoff H2\n  baton regenerate --thread th_1 --handoff H2 --policy policies/   # after a policy fix\n\nThe old handoff row becomes superseded (its only change); the new one names it in supersedes."
+    )]
     Regenerate(store::RegenerateArgs),
     /// Run policy unit tests from YAML files; the last line is `N passed, N failed`.
     #[command(
@@ -91,7 +106,7 @@ pub enum Command {
     Fmt(FmtArgs),
     /// Remove expired off-band handoff documents (only directories baton created).
     #[command(
-        after_help = "Examples:\n  baton gc --dry-run                 # say what would go\n  baton gc --max-age 2d --keep 3\n  baton gc --handoff-dir /tmp/baton-docs --json\n\nA handoff directory is removed when its document is older than --max-age or it is beyond\nthe newest --keep of its thread. Anything without baton's .baton-handoff marker is left alone."
+        after_help = "Examples:\n  baton gc --dry-run                 # say what would go\n  baton gc --max-age 2d --keep 3\n  baton gc --handoff-dir /tmp/baton-docs --json\n\nA handoff directory is removed when its document is older than --max-age, it is beyond\nthe newest --keep of its thread, or (with a database) its handoff was superseded or its\nthread is gone. Anything without baton's .baton-handoff marker is left alone."
     )]
     Gc(GcArgs),
     /// The scoped pre-grant: may the child's tool call proceed without a prompt?
