@@ -70,9 +70,11 @@ pub struct ExportArgs {
     #[command(flatten)]
     pub db: DbPath,
     /// The thread to export.
+    /// The stored thread.
     #[arg(long, value_name = "ID")]
     pub thread: String,
     /// Print JSON instead of YAML.
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -95,6 +97,7 @@ pub struct HandoffArgs {
 pub struct DispatchArgs {
     #[command(flatten)]
     pub db: DbPath,
+    /// The stored thread.
     #[arg(long, value_name = "ID")]
     pub thread: String,
     /// The provider the run goes to.
@@ -115,6 +118,7 @@ pub struct DispatchArgs {
     #[command(flatten)]
     pub handoff: HandoffArgs,
     /// Print the decision (DESIGN §4) plus `handoff` and `recorded` as JSON.
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -123,6 +127,7 @@ pub struct DispatchArgs {
 pub struct CompleteArgs {
     #[command(flatten)]
     pub db: DbPath,
+    /// The stored thread.
     #[arg(long, value_name = "ID")]
     pub thread: String,
     /// The running run to complete.
@@ -140,11 +145,13 @@ pub struct CompleteArgs {
 pub struct RollbackArgs {
     #[command(flatten)]
     pub db: DbPath,
+    /// The stored thread.
     #[arg(long, value_name = "ID")]
     pub thread: String,
     /// Keep runs 1..N; later runs are rolled back.
     #[arg(long, value_name = "N")]
     pub to: u32,
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -153,6 +160,7 @@ pub struct RollbackArgs {
 pub struct ForkArgs {
     #[command(flatten)]
     pub db: DbPath,
+    /// The stored thread.
     #[arg(long, value_name = "ID")]
     pub thread: String,
     /// The run to fork at.
@@ -161,6 +169,7 @@ pub struct ForkArgs {
     /// The child thread's id (default: <thread>-fork<n>).
     #[arg(long, value_name = "ID")]
     pub child: Option<String>,
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -177,6 +186,7 @@ pub struct MergeBackArgs {
     pub message: Option<String>,
     #[command(flatten)]
     pub handoff: HandoffArgs,
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -185,6 +195,7 @@ pub struct MergeBackArgs {
 pub struct RegenerateArgs {
     #[command(flatten)]
     pub db: DbPath,
+    /// The stored thread.
     #[arg(long, value_name = "ID")]
     pub thread: String,
     /// The handoff to supersede (it must be the handoff of the running run).
@@ -195,6 +206,7 @@ pub struct RegenerateArgs {
     pub message: Option<String>,
     #[command(flatten)]
     pub handoff_args: HandoffArgs,
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }
