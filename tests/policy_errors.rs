@@ -5,7 +5,6 @@
 use rstest::rstest;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Instant;
 
 mod common;
 use common::baton;
@@ -184,17 +183,14 @@ fn missing_policy_file() {
     assert_eq!(out.status.code(), Some(1));
 }
 
-/// Writes `policy` to a temporary file, checks it, and returns (stderr, exit code, seconds).
-fn check_generated(name: &str, policy: &str) -> (String, Option<i32>, f64) {
+/// Writes `policy` to a temporary file, checks it, and returns (stderr, exit code).
+fn check_generated(name: &str, policy: &str) -> (String, Option<i32>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(name);
     std::fs::write(&path, policy).unwrap();
-    let start = Instant::now();
     let out = check(path.to_str().unwrap());
-    let secs = start.elapsed().as_secs_f64();
-    eprintln!("{name}: {secs:.2}s");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    (stderr, out.status.code(), secs)
+    (stderr, out.status.code())
 }
 
 fn ladder_with(condition: &str) -> String {
@@ -209,7 +205,7 @@ fn expression_nested_10_000_levels_is_rejected_cleanly() {
         "(".repeat(n),
         ")".repeat(n)
     ));
-    let (stderr, code, _) = check_generated("deep.policy", &policy);
+    let (stderr, code) = check_generated("deep.policy", &policy);
     assert_eq!(code, Some(1), "{stderr}");
     let first = stderr.lines().next().unwrap();
     assert!(
@@ -232,7 +228,7 @@ fn nested_lists_10_000_levels_are_rejected_cleanly() {
         "[".repeat(n),
         "]".repeat(n)
     ));
-    let (stderr, code, _) = check_generated("lists.policy", &policy);
+    let (stderr, code) = check_generated("lists.policy", &policy);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains("error: expression nested deeper than 64 levels"),
@@ -243,7 +239,7 @@ fn nested_lists_10_000_levels_are_rejected_cleanly() {
 #[test]
 fn ten_thousand_nots_do_not_crash() {
     let policy = ladder_with(&format!("{}target.has_thread", "not ".repeat(10_000)));
-    let (stderr, code, _) = check_generated("nots.policy", &policy);
+    let (stderr, code) = check_generated("nots.policy", &policy);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(stderr, "");
 }
@@ -251,19 +247,17 @@ fn ten_thousand_nots_do_not_crash() {
 #[test]
 fn a_100_000_term_and_chain_does_not_crash() {
     let terms = vec!["target.has_thread"; 100_000].join(" and ");
-    let (stderr, code, secs) = check_generated("ands.policy", &ladder_with(&terms));
+    let (stderr, code) = check_generated("ands.policy", &ladder_with(&terms));
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(stderr, "");
-    assert!(secs < 30.0, "took {secs:.1}s");
 }
 
 #[test]
 fn a_100_000_line_or_chain_does_not_crash() {
     let terms = vec!["target.has_thread"; 100_000].join("\n    or ");
-    let (stderr, code, secs) = check_generated("ors.policy", &ladder_with(&terms));
+    let (stderr, code) = check_generated("ors.policy", &ladder_with(&terms));
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(stderr, "");
-    assert!(secs < 30.0, "took {secs:.1}s");
 }
 
 #[test]

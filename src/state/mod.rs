@@ -3,6 +3,7 @@
 //! Public entry point: [`load_file`] (or [`parse_str`] for text already in memory), which
 //! returns a validated [`State`] or every problem found, each naming its path.
 
+mod depth;
 mod model;
 mod validate;
 
@@ -165,6 +166,17 @@ fn deserialize(text: &str, format: Format, file: &str) -> Result<State, StateErr
         };
     match format {
         Format::Yaml => {
+            if let Some((line, column)) = depth::too_deep(text) {
+                return Err(fail(
+                    String::new(),
+                    Some(line),
+                    Some(column),
+                    format!(
+                        "flow collections nested deeper than {} levels; a state file needs a few",
+                        depth::MAX_FLOW_DEPTH
+                    ),
+                ));
+            }
             let de = serde_yaml::Deserializer::from_str(text);
             serde_path_to_error::deserialize::<_, State>(de).map_err(|e| {
                 let at = clean_path(&e.path().to_string());
