@@ -136,6 +136,25 @@ fn state_load(c: &mut Criterion) {
     g.finish();
 }
 
+/// Rejecting absurdly deep YAML flow nesting: the pre-scan refuses it in linear time (the
+/// parser alone took 18 s on the 100,000-level file). Compare the two sizes: ~10x, not ~100x.
+fn deep_yaml_rejection(c: &mut Criterion) {
+    let mut g = c.benchmark_group("state_parse_deep_flow");
+    g.sample_size(10);
+    for &depth in &[10_000usize, 100_000] {
+        let text = format!(
+            "version: 1\nthread: {{id: t}}\nrequest: {{provider: codex}}\nruns: {}{}\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        g.throughput(Throughput::Bytes(text.len() as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(depth), &text, |b, text| {
+            b.iter(|| black_box(parse_str(text, Format::Yaml, "deep.yaml").is_err()))
+        });
+    }
+    g.finish();
+}
+
 fn decision(c: &mut Criterion) {
     let policy = baton::policy::load("default").expect("default checks");
     let opts = EvalOptions {
@@ -163,5 +182,11 @@ fn decision(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, policy_load, state_load, decision);
+criterion_group!(
+    benches,
+    policy_load,
+    state_load,
+    deep_yaml_rejection,
+    decision
+);
 criterion_main!(benches);
