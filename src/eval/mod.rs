@@ -172,23 +172,6 @@ pub fn eval_condition(
     (v, seen)
 }
 
-/// Evaluate `cond` about one item (summary include/exclude rules).
-pub fn eval_item(
-    cond: &CExpr,
-    facts: &Facts<'_>,
-    item: &ItemCtx,
-) -> (bool, BTreeMap<String, Value>) {
-    let env = Env {
-        facts,
-        signals: &[],
-        run: None,
-        item: Some(item),
-    };
-    let mut seen = BTreeMap::new();
-    let v = eval(cond, &env, &mut Some(&mut seen)).truthy();
-    (v, seen)
-}
-
 /// Evaluate `cond` about one item without recording what it read (the selector's hot path).
 pub fn item_holds(cond: &CExpr, facts: &Facts<'_>, item: &ItemCtx) -> bool {
     let env = Env {
