@@ -34,25 +34,15 @@ pub(crate) fn load_state(src: &StateSource) -> Result<State, u8> {
     })
 }
 
-/// The policy files `check` looks at for one argument.
+/// The policy files `check` looks at for one argument: each `*.policy` of a directory, or the
+/// argument itself (a file, a shipped profile, or a directory `policy::load` will explain).
 fn check_targets(spec: &str) -> Vec<String> {
     let p = Path::new(spec);
-    if p.is_dir() {
-        let mut v: Vec<String> = std::fs::read_dir(p)
-            .map(|rd| {
-                rd.filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("policy"))
-                    .map(|p| p.display().to_string())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        if v.is_empty() {
-            v.push(spec.to_string());
+    match p.is_dir().then(|| policy::source::policy_files(p)) {
+        Some(Ok(files)) if !files.is_empty() => {
+            files.iter().map(|f| f.display().to_string()).collect()
         }
-        v
-    } else {
-        vec![spec.to_string()]
+        _ => vec![spec.to_string()],
     }
 }
 

@@ -131,17 +131,13 @@ fn policy_files(p: &std::path::Path) -> Result<Vec<PathBuf>, String> {
         return Ok(vec![p.to_path_buf()]);
     }
     let dir = crate::state::display_path(p);
-    let mut v: Vec<PathBuf> = std::fs::read_dir(p)
-        .map_err(|e| format!("{dir}: error: cannot read the directory: {e}"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("policy"))
-        .collect();
+    let v = crate::policy::source::policy_files(p)
+        .map_err(|e| format!("{dir}: error: cannot read the directory: {e}"))?;
     if v.is_empty() {
         return Err(format!(
             "{dir}: error: no policy files (*.policy) in this directory"
         ));
     }
-    v.sort();
     Ok(v)
 }
 

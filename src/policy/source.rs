@@ -67,25 +67,34 @@ struct Loader {
     stack: Vec<(String, String)>,
 }
 
+/// The policy files of a directory: every regular file named `*.policy`, sorted by path
+/// (the order a directory set loads in). `baton check` and `baton fmt` list files with it too.
+pub fn policy_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let p = entry?.path();
+        if p.extension().and_then(|e| e.to_str()) == Some("policy") && p.is_file() {
+            files.push(p);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// Load a policy set from a spec: a file, a directory, or a shipped profile name.
 pub fn load(spec: &str) -> Result<Loaded, PolicyError> {
     let path = Path::new(spec);
     let mut l = Loader::default();
     if path.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| {
-                PolicyError::single(Diagnostic::file_level(
-                    spec,
-                    format!(
-                        "cannot read policy directory: {}",
-                        crate::state::io_reason(&e)
-                    ),
-                ))
-            })?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("policy") && p.is_file())
-            .collect();
-        entries.sort();
+        let entries = policy_files(path).map_err(|e| {
+            PolicyError::single(Diagnostic::file_level(
+                spec,
+                format!(
+                    "cannot read policy directory: {}",
+                    crate::state::io_reason(&e)
+                ),
+            ))
+        })?;
         if entries.is_empty() {
             return Err(PolicyError::single(Diagnostic::file_level(
                 spec,
