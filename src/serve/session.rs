@@ -214,15 +214,14 @@ impl Shared {
                 Ok(v)
             }
             Err(rej) => {
-                let data = json!({
+                let mut note = json!({
                     "diagnostics": rej.diagnostics,
                     "serving": self.policies.current().reference(),
                 });
-                self.notify_all(
-                    "policy/rejected",
-                    json!({"message": rej.message, "diagnostics": rej.diagnostics,
-                           "serving": self.policies.current().reference()}),
-                );
+                // The error's data is the notification without the message.
+                let data = note.clone();
+                note["message"] = json!(rej.message);
+                self.notify_all("policy/rejected", note);
                 Err(RpcError::new(code::POLICY_ERROR, rej.message).with_data(data))
             }
         }
