@@ -55,10 +55,11 @@ pub fn lookup(method: &str) -> Option<Spec> {
 
 /// The threads a request names, for per-thread ordering, in every form the methods accept:
 /// `params.thread`, `params.child` (the fork to create), the inline `state`'s `thread.id`, or
-/// the `thread.id` inside `stateText`. Read when the request arrives, so the request takes its
-/// place in those threads' queues in arrival order. A `stateText` that does not parse names no
-/// thread here; the method itself then reports the error.
-pub fn thread_keys(params: &Value) -> Vec<String> {
+/// the `thread.id` inside `stateText`; for a `mergeBack`, also the fork's parent. Read when the
+/// request arrives, so the request takes its place in those threads' queues in arrival order.
+/// A `stateText` that does not parse names no thread here; the method itself then reports the
+/// error.
+pub fn thread_keys(shared: &Shared, method: &str, params: &Value) -> Vec<String> {
     let mut keys: Vec<String> = ["/thread", "/child", "/state/thread/id"]
         .iter()
         .filter_map(|p| params.pointer(p).and_then(Value::as_str))
@@ -66,6 +67,20 @@ pub fn thread_keys(params: &Value) -> Vec<String> {
         .collect();
     if let Some(text) = params.get("stateText").and_then(Value::as_str) {
         keys.extend(thread_in_text(text));
+    }
+    if method == "mergeBack" {
+        // A merge-back writes into the fork's parent, which its params do not name: it takes
+        // its place in the parent's queue too, so that a `dispatch` of the parent sent after
+        // it runs after it. One indexed read; a store that cannot answer leaves the request
+        // to fail (or succeed) on its own.
+        if let Some(child) = params.get("thread").and_then(Value::as_str) {
+            let parent = tokio::task::block_in_place(|| {
+                shared
+                    .stores
+                    .with(|s| s.parent_of(child).map_err(|e| stored::store_error(&e)))
+            });
+            keys.extend(parent.ok().flatten());
+        }
     }
     keys.sort();
     keys.dedup();
