@@ -108,64 +108,26 @@ pub async fn call(
     params: Value,
     turn: Turn,
 ) -> Result<Value, RpcError> {
+    // Parse the params, snapshot the policy set and run the work on the blocking pool.
+    macro_rules! pool {
+        ($f:expr) => {
+            on_pool(shared, method, params, turn, $f).await
+        };
+    }
     match method {
-        "explain" => on_pool(shared, method, params, turn, explain).await,
-        "render" => on_pool(shared, method, params, turn, render).await,
-        "dispatch" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::dispatch(cx.stores(), &cx.set, cx.handoff_dir(), p)
-            })
-            .await
-        }
-        "mergeBack" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::merge_back(cx.stores(), &cx.set, cx.handoff_dir(), p)
-            })
-            .await
-        }
-        "completeRun" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::complete(cx.stores(), p)
-            })
-            .await
-        }
-        "rollback" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::rollback(cx.stores(), p)
-            })
-            .await
-        }
-        "fork" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::fork(cx.stores(), p)
-            })
-            .await
-        }
-        "pregrant/check" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::pregrant_check(cx.stores(), p)
-            })
-            .await
-        }
-        "thread/import" => {
-            on_pool(
-                shared,
-                method,
-                params,
-                turn,
-                |cx, p: stored::ImportParams| {
-                    let state = inline_state(p.state.as_ref(), p.state_text.as_deref())?;
-                    stored::import(cx.stores(), state, p.replace)
-                },
-            )
-            .await
-        }
-        "thread/export" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::export(cx.stores(), p)
-            })
-            .await
-        }
+        "explain" => pool!(explain),
+        "render" => pool!(render),
+        "dispatch" => pool!(|cx, p| stored::dispatch(cx.stores(), &cx.set, cx.handoff_dir(), p)),
+        "mergeBack" => pool!(|cx, p| stored::merge_back(cx.stores(), &cx.set, cx.handoff_dir(), p)),
+        "completeRun" => pool!(|cx, p| stored::complete(cx.stores(), p)),
+        "rollback" => pool!(|cx, p| stored::rollback(cx.stores(), p)),
+        "fork" => pool!(|cx, p| stored::fork(cx.stores(), p)),
+        "pregrant/check" => pool!(|cx, p| stored::pregrant_check(cx.stores(), p)),
+        "thread/import" => pool!(|cx, p: stored::ImportParams| {
+            let state = inline_state(p.state.as_ref(), p.state_text.as_deref())?;
+            stored::import(cx.stores(), state, p.replace)
+        }),
+        "thread/export" => pool!(|cx, p| stored::export(cx.stores(), p)),
         "policy/reload" => {
             let _: Empty = parse_params(method, params)?;
             let r = shared.reload_and_notify().await;
