@@ -13,8 +13,6 @@
 
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -41,59 +39,17 @@ const SAMPLES: usize = 20;
 /// Requests per client before measuring, so that caches and allocator arenas are warm.
 const WARMUP: usize = 100;
 
-struct Conn {
-    w: UnixStream,
-    r: BufReader<UnixStream>,
-}
+#[path = "../tests/serve_support/mod.rs"]
+mod serve_support;
+use serve_support::Client;
 
-impl Conn {
-    fn open(path: &Path) -> Conn {
-        for _ in 0..500 {
-            if let Ok(s) = UnixStream::connect(path) {
-                let r = BufReader::new(s.try_clone().unwrap());
-                return Conn { w: s, r };
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("cannot connect to {}", path.display());
-    }
-
-    fn send(&mut self, v: &Value) {
-        let body = v.to_string();
-        write!(self.w, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        self.w.flush().unwrap();
-    }
-
-    fn read(&mut self) -> Value {
-        loop {
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                assert!(self.r.read_line(&mut line).unwrap() > 0, "server closed");
-                let line = line.trim_end();
-                if line.is_empty() {
-                    break;
-                }
-                if let Some(v) = line.strip_prefix("Content-Length: ") {
-                    len = v.parse().unwrap();
-                }
-            }
-            let mut body = vec![0; len];
-            self.r.read_exact(&mut body).unwrap();
-            let v: Value = serde_json::from_slice(&body).unwrap();
-            if v.get("method").is_none() {
-                return v;
-            }
-        }
-    }
-
-    fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let r = self.read();
-        assert_eq!(r["id"], id, "response out of order");
-        assert!(r.get("error").is_none(), "{method} failed: {r}");
-        r
-    }
+/// Call `method` and return its response, which must be the next one and not an error.
+fn call_in_order(conn: &mut Client, method: &str, params: Value) -> Value {
+    let id = conn.start(method, params);
+    let r = conn.response();
+    assert_eq!(r["id"], id, "response out of order");
+    assert!(r.get("error").is_none(), "{method} failed: {r}");
+    r
 }
 
 /// The server's resident memory in KiB: (total, anonymous i.e. heap and stacks, file-backed
@@ -187,11 +143,10 @@ fn main() {
         .spawn()
         .expect("baton serve starts");
     let pid = child.id();
-    let mut setup = Conn::open(&sock);
-    setup.call(1, "thread/import", json!({"state": big_thread()}));
+    let mut setup = Client::connect(&sock, false);
+    setup.result("thread/import", json!({"state": big_thread()}));
     for c in 0..CLIENTS {
-        setup.call(
-            2 + c as u64,
+        setup.result(
             "thread/import",
             json!({"state": empty_thread(&format!("c{c}"))}),
         );
@@ -216,7 +171,7 @@ fn main() {
             let samples = samples.clone();
             let (warm, go) = (warm.clone(), go.clone());
             std::thread::spawn(move || {
-                let mut conn = Conn::open(&sock);
+                let mut conn = Client::connect(&sock, false);
                 let mut lat: BTreeMap<&'static str, Vec<Duration>> = BTreeMap::new();
                 let mut seen = HashSet::new();
                 let mut run = 0u32;
@@ -231,7 +186,6 @@ fn main() {
                     }
                     let i = k % per_client;
                     assert!(Instant::now() < deadline, "bench exceeded its time bound");
-                    let id = (c * (WARMUP + per_client) + k) as u64 + 1_000;
                     let (method, params): (&'static str, Value) = match i % 10 {
                         0 | 5 => ("explain", json!({"thread": "big", "target": if i.is_multiple_of(20) { "codex" } else { "claude" }})),
                         1 | 6 => ("health", json!({})),
@@ -249,7 +203,7 @@ fn main() {
                         _ => ("render", json!({"state": mine})),
                     };
                     let t = Instant::now();
-                    let r = conn.call(id, method, params);
+                    let r = call_in_order(&mut conn, method, params);
                     lat.entry(method).or_default().push(t.elapsed());
                     assert!(seen.insert(r["id"].as_u64().unwrap()), "duplicate response");
                     if k >= WARMUP && i.is_multiple_of((per_client / SAMPLES).max(1)) && c == 0 {
@@ -310,13 +264,13 @@ fn main() {
         file_kib(&dir.path().join("bench.db")),
         file_kib(&dir.path().join("bench.db-wal")),
     );
-    let health = setup.call(99_998, "health", json!({}));
+    let health = call_in_order(&mut setup, "health", json!({}));
     assert_eq!(
         health["result"]["queuedThreads"], 0,
         "per-thread queue entries left: {health}"
     );
     println!("  per-thread queue entries left after the run: 0");
-    setup.call(99_999, "shutdown", json!({}));
+    call_in_order(&mut setup, "shutdown", json!({}));
     setup.send(&json!({"jsonrpc": "2.0", "method": "exit"}));
     let _ = child.wait();
 }

@@ -50,7 +50,7 @@ pub fn deliver(
         .delivery
         .as_ref()
         .is_some_and(|d| d.mode == DeliveryMode::OffBand);
-    if !off_band || outcome.rendered.is_none() {
+    if !off_band {
         return Delivered::default();
     }
     match write_and_grant(outcome, offband, thread_id, grants) {
@@ -73,16 +73,17 @@ fn write_and_grant(
     thread_id: &str,
     grants: &mut dyn GrantStore,
 ) -> Result<Delivered, DeliveryError> {
+    let Some(rendered) = outcome.rendered.as_ref() else {
+        // Nothing was rendered: nothing to deliver.
+        return Ok(Delivered::default());
+    };
     let decision = &outcome.decision;
-    let Some(handoff_id) = decision.handoff_id.clone() else {
+    let Some(handoff_id) = decision.handoff_id.as_deref() else {
         return Err(DeliveryError::InvalidId {
             kind: "handoff id",
             id: String::new(),
             why: "the decision names no handoff id",
         });
-    };
-    let Some(rendered) = outcome.rendered.as_ref() else {
-        return Ok(Delivered::default());
     };
     let provenance = serde_json::to_string_pretty(&rendered.provenance)
         .map_err(|e| DeliveryError::Store(format!("cannot encode provenance: {e}")))?
@@ -92,7 +93,7 @@ fn write_and_grant(
         (INLINE_FILE, rendered.inline.as_bytes()),
         (PROVENANCE_FILE, provenance.as_bytes()),
     ];
-    let path = offband.write(thread_id, &handoff_id, &files)?;
+    let path = offband.write(thread_id, handoff_id, &files)?;
     // The first-turn prompt was rendered with the decision's path; the child must be told
     // the very path the pre-grant allows, never one the check would deny.
     if let Some(announced) = decision.delivery.as_ref().and_then(|d| d.document.as_ref()) {

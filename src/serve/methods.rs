@@ -55,10 +55,11 @@ pub fn lookup(method: &str) -> Option<Spec> {
 
 /// The threads a request names, for per-thread ordering, in every form the methods accept:
 /// `params.thread`, `params.child` (the fork to create), the inline `state`'s `thread.id`, or
-/// the `thread.id` inside `stateText`. Read when the request arrives, so the request takes its
-/// place in those threads' queues in arrival order. A `stateText` that does not parse names no
-/// thread here; the method itself then reports the error.
-pub fn thread_keys(params: &Value) -> Vec<String> {
+/// the `thread.id` inside `stateText`; for a `mergeBack`, also the fork's parent. Read when the
+/// request arrives, so the request takes its place in those threads' queues in arrival order.
+/// A `stateText` that does not parse names no thread here; the method itself then reports the
+/// error.
+pub fn thread_keys(shared: &Shared, method: &str, params: &Value) -> Vec<String> {
     let mut keys: Vec<String> = ["/thread", "/child", "/state/thread/id"]
         .iter()
         .filter_map(|p| params.pointer(p).and_then(Value::as_str))
@@ -66,6 +67,20 @@ pub fn thread_keys(params: &Value) -> Vec<String> {
         .collect();
     if let Some(text) = params.get("stateText").and_then(Value::as_str) {
         keys.extend(thread_in_text(text));
+    }
+    if method == "mergeBack" {
+        // A merge-back writes into the fork's parent, which its params do not name: it takes
+        // its place in the parent's queue too, so that a `dispatch` of the parent sent after
+        // it runs after it. One indexed read; a store that cannot answer leaves the request
+        // to fail (or succeed) on its own.
+        if let Some(child) = params.get("thread").and_then(Value::as_str) {
+            let parent = tokio::task::block_in_place(|| {
+                shared
+                    .stores
+                    .with(|s| s.parent_of(child).map_err(|e| stored::store_error(&e)))
+            });
+            keys.extend(parent.ok().flatten());
+        }
     }
     keys.sort();
     keys.dedup();
@@ -93,64 +108,26 @@ pub async fn call(
     params: Value,
     turn: Turn,
 ) -> Result<Value, RpcError> {
+    // Parse the params, snapshot the policy set and run the work on the blocking pool.
+    macro_rules! pool {
+        ($f:expr) => {
+            on_pool(shared, method, params, turn, $f).await
+        };
+    }
     match method {
-        "explain" => on_pool(shared, method, params, turn, explain).await,
-        "render" => on_pool(shared, method, params, turn, render).await,
-        "dispatch" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::dispatch(cx.stores(), &cx.set, cx.handoff_dir(), p)
-            })
-            .await
-        }
-        "mergeBack" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::merge_back(cx.stores(), &cx.set, cx.handoff_dir(), p)
-            })
-            .await
-        }
-        "completeRun" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::complete(cx.stores(), p)
-            })
-            .await
-        }
-        "rollback" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::rollback(cx.stores(), p)
-            })
-            .await
-        }
-        "fork" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::fork(cx.stores(), p)
-            })
-            .await
-        }
-        "pregrant/check" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::pregrant_check(cx.stores(), p)
-            })
-            .await
-        }
-        "thread/import" => {
-            on_pool(
-                shared,
-                method,
-                params,
-                turn,
-                |cx, p: stored::ImportParams| {
-                    let state = inline_state(p.state.as_ref(), p.state_text.as_deref())?;
-                    stored::import(cx.stores(), state, p.replace)
-                },
-            )
-            .await
-        }
-        "thread/export" => {
-            on_pool(shared, method, params, turn, |cx, p| {
-                stored::export(cx.stores(), p)
-            })
-            .await
-        }
+        "explain" => pool!(explain),
+        "render" => pool!(render),
+        "dispatch" => pool!(|cx, p| stored::dispatch(cx.stores(), &cx.set, cx.handoff_dir(), p)),
+        "mergeBack" => pool!(|cx, p| stored::merge_back(cx.stores(), &cx.set, cx.handoff_dir(), p)),
+        "completeRun" => pool!(|cx, p| stored::complete(cx.stores(), p)),
+        "rollback" => pool!(|cx, p| stored::rollback(cx.stores(), p)),
+        "fork" => pool!(|cx, p| stored::fork(cx.stores(), p)),
+        "pregrant/check" => pool!(|cx, p| stored::pregrant_check(cx.stores(), p)),
+        "thread/import" => pool!(|cx, p: stored::ImportParams| {
+            let state = inline_state(p.state.as_ref(), p.state_text.as_deref())?;
+            stored::import(cx.stores(), state, p.replace)
+        }),
+        "thread/export" => pool!(|cx, p| stored::export(cx.stores(), p)),
         "policy/reload" => {
             let _: Empty = parse_params(method, params)?;
             let r = shared.reload_and_notify().await;

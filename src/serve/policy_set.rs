@@ -22,8 +22,6 @@ pub struct PolicySet {
     /// A private copy of those templates that renders of this generation read, so that a
     /// render never sees a half-edited template directory. Removed when the set is dropped.
     pub templates_snapshot: Option<Snapshot>,
-    /// The policy sources and template files the set was built from.
-    pub files: Vec<String>,
     /// 1 for the set loaded at start, +1 for every swap.
     pub generation: u64,
     /// Unix time in milliseconds when the set was swapped in.
@@ -70,6 +68,14 @@ impl PolicySet {
         self.templates_snapshot
             .as_ref()
             .map(|s| s.path().to_path_buf())
+    }
+
+    /// The policy sources and template files the set was built from.
+    pub fn files(&self) -> Vec<&str> {
+        let sources = self.policy.sources.iter().map(|s| s.name.as_str());
+        sources
+            .chain(self.templates.keys().map(String::as_str))
+            .collect()
     }
 
     /// `{"name": ..., "sha256": ...}`, the reference every decision-carrying response holds.
@@ -200,8 +206,6 @@ impl PolicyHolder {
         templates: BTreeMap<String, String>,
         generation: u64,
     ) -> Result<PolicySet, PolicyError> {
-        let mut files: Vec<String> = policy.sources.iter().map(|s| s.name.clone()).collect();
-        files.extend(templates.keys().cloned());
         let templates_snapshot = if templates.is_empty() {
             None
         } else {
@@ -211,7 +215,6 @@ impl PolicyHolder {
             policy,
             templates,
             templates_snapshot,
-            files,
             generation,
             loaded_at_ms: now_ms(),
         })
@@ -282,7 +285,7 @@ impl PolicyHolder {
             "sha256": cur.policy.sha256,
             "spec": self.spec,
             "templatesDir": self.templates_dir,
-            "files": cur.files,
+            "files": cur.files(),
             "generation": cur.generation,
             "loadedAtMs": cur.loaded_at_ms,
             "warnings": cur.policy.warnings,

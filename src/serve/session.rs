@@ -214,15 +214,14 @@ impl Shared {
                 Ok(v)
             }
             Err(rej) => {
-                let data = json!({
+                let mut note = json!({
                     "diagnostics": rej.diagnostics,
                     "serving": self.policies.current().reference(),
                 });
-                self.notify_all(
-                    "policy/rejected",
-                    json!({"message": rej.message, "diagnostics": rej.diagnostics,
-                           "serving": self.policies.current().reference()}),
-                );
+                // The error's data is the notification without the message.
+                let data = note.clone();
+                note["message"] = json!(rej.message);
+                self.notify_all("policy/rejected", note);
                 Err(RpcError::new(code::POLICY_ERROR, rej.message).with_data(data))
             }
         }
@@ -341,24 +340,7 @@ fn handle_request(
         return;
     };
     let guard = shared.enter();
-    let mut keys = methods::thread_keys(&params);
-    if method == "mergeBack" {
-        // A merge-back writes into the fork's parent, which its params do not name: it takes
-        // its place in the parent's queue too, now, so that a `dispatch` of the parent sent
-        // after it runs after it. One indexed read; a store that cannot answer leaves the
-        // request to fail (or succeed) on its own.
-        if let Some(child) = params.get("thread").and_then(Value::as_str) {
-            let parent = tokio::task::block_in_place(|| {
-                shared.stores.with(|s| {
-                    s.parent_of(child)
-                        .map_err(|e| super::stored::store_error(&e))
-                })
-            });
-            keys.extend(parent.ok().flatten());
-            keys.sort();
-            keys.dedup();
-        }
-    }
+    let keys = methods::thread_keys(shared, &method, &params);
     let (waits, turn) = shared.queue(keys);
     let (cancel_tx, cancel_rx) = oneshot::channel::<()>();
     lock(cancels).insert(id.clone(), cancel_tx);
