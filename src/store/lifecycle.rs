@@ -10,6 +10,7 @@ use crate::eval::EvalOptions;
 use crate::pipeline::Outcome;
 use crate::policy::{Policy, Strategy};
 use crate::render::RenderOptions;
+use crate::select::PolicySizer;
 use crate::state::*;
 use rusqlite::params;
 use serde::Serialize;
@@ -240,6 +241,19 @@ impl DispatchRequest {
     }
 }
 
+/// The pipeline's options for a decision for `target`.
+fn options(target: &str, dirs: Dirs<'_>) -> (EvalOptions, RenderOptions) {
+    let eval = EvalOptions {
+        target: Some(target.to_string()),
+        document_root: dirs.handoff.cloned(),
+    };
+    let render = RenderOptions {
+        templates_dir: dirs.templates.cloned(),
+        ..Default::default()
+    };
+    (eval, render)
+}
+
 /// Decide (and render) for `target` on `state`; `adjust` may change the decision before it
 /// is rendered.
 fn decide(
@@ -250,16 +264,13 @@ fn decide(
     path: &str,
     adjust: impl FnOnce(&mut Decision),
 ) -> Result<Outcome, StoreError> {
-    let eval = EvalOptions {
-        target: Some(target.to_string()),
-        document_root: dirs.handoff.cloned(),
-    };
-    let render = RenderOptions {
-        templates_dir: dirs.templates.cloned(),
-        ..Default::default()
-    };
-    crate::pipeline::run_adjusted(policy, state, &eval, &render, adjust)
-        .map_err(pipeline_err(path, &state.thread.id))
+    let (eval, render) = options(target, dirs);
+    let err = pipeline_err(path, &state.thread.id);
+    let sizer = PolicySizer { policy };
+    let (mut decision, facts) =
+        crate::eval::evaluate(policy, state, &eval, &sizer).map_err(|e| err(e.into()))?;
+    adjust(&mut decision);
+    crate::pipeline::finish(policy, state, decision, &facts, &render).map_err(err)
 }
 
 /// Refuse an operation that needs a handoff when the decision makes none.
@@ -560,23 +571,26 @@ pub fn dispatch(
         },
         fork_anchor: if pending_fork.is_some() { anchor } else { None },
     };
-    let mut outcome = decide(policy, &state, &req.target, req.dirs(), &path, |_| {})?;
-    let needs_more = |o: &Outcome| {
-        pending_fork.is_some()
-            || o.decision
-                .covered_runs
-                .as_ref()
-                .map(|c| c.from <= bound)
-                .unwrap_or(false)
-    };
-    if bound > 0 && needs_more(&outcome) {
-        // The decision reaches before the loaded items: decide again on the whole thread.
+    // Decide on the loaded items; when the decision reaches before them (or a fork resolves),
+    // load every item and decide again. Only the final decision is rendered.
+    let (eval, render) = options(&req.target, req.dirs());
+    let err = pipeline_err(&path, thread);
+    let sizer = PolicySizer { policy };
+    let mut evaluated =
+        crate::eval::evaluate(policy, &state, &eval, &sizer).map_err(|e| err(e.into()))?;
+    let reaches_back = |d: &Decision| d.covered_runs.as_ref().is_some_and(|c| c.from <= bound);
+    if bound > 0 && (pending_fork.is_some() || reaches_back(&evaluated.0)) {
+        drop(evaluated);
         for r in &mut state.runs {
             r.items.clear();
         }
         cx.fill_items(thread, 0, &mut state.runs)?;
-        outcome = decide(policy, &state, &req.target, req.dirs(), &path, |_| {})?;
+        evaluated =
+            crate::eval::evaluate(policy, &state, &eval, &sizer).map_err(|e| err(e.into()))?;
     }
+    let (decision, facts) = evaluated;
+    let mut outcome =
+        crate::pipeline::finish(policy, &state, decision, &facts, &render).map_err(&err)?;
     fault("dispatch:after_decide");
     let run = outcome.decision.run;
     if outcome.decision.strategy == Strategy::Unsupported {
