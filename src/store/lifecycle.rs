@@ -318,21 +318,20 @@ pub(super) fn validated(state: &State, path: &str) -> Result<(), StoreError> {
 /// The delivery stage, the single place a rendered handoff is delivered: the off-band
 /// document is written and its pre-grant inserted into `grants` inside the caller's
 /// transaction (a failed write falls back to inline, and the decision says so). Returns the
-/// handoff's status (`ready`: the document is in place, or the prompt carries it inline) and
-/// the document's path.
+/// document's path; either way the handoff is `ready` (the document is in place, or the
+/// prompt carries it inline).
 fn deliver_stage(
     cx: &Cx<'_>,
     outcome: &mut Outcome,
     thread: &str,
     handoff_dir: Option<&PathBuf>,
-) -> (HandoffStatus, Option<PathBuf>) {
+) -> Option<PathBuf> {
     let offband = crate::deliver::OffbandStore::new(handoff_dir.cloned());
     let mut grants = SqlGrants {
         conn: cx.conn,
         path: cx.path.clone(),
     };
-    let delivered = crate::deliver::deliver(outcome, &offband, thread, &mut grants);
-    (HandoffStatus::Ready, delivered.document_path)
+    crate::deliver::deliver(outcome, &offband, thread, &mut grants).document_path
 }
 
 /// Where a new handoff row goes and what it links to.
@@ -390,7 +389,8 @@ fn record_handoff(
     if outcome.rendered.is_none() {
         return Ok(None);
     }
-    let (status, document_path) = deliver_stage(cx, outcome, &new.thread, handoff_dir);
+    let document_path = deliver_stage(cx, outcome, &new.thread, handoff_dir);
+    let status = HandoffStatus::Ready;
     let Some(rendered) = outcome.rendered.as_ref() else {
         return Ok(None);
     };
