@@ -117,17 +117,6 @@ pub struct ForkReport {
     pub transfer: String,
 }
 
-fn begin<'s>(
-    store: &'s mut Store,
-    during: &str,
-) -> Result<(rusqlite::Transaction<'s>, String, std::time::Duration), StoreError> {
-    let (conn, path, busy) = store.parts();
-    let tx = conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(|e| sql_err(&path, busy, during, e))?;
-    Ok((tx, path, busy))
-}
-
 fn commit(
     tx: rusqlite::Transaction<'_>,
     cx_path: &str,
@@ -537,7 +526,7 @@ pub fn dispatch(
     policy: &Policy,
     req: &DispatchRequest,
 ) -> Result<Dispatched, StoreError> {
-    let (tx, path, busy) = begin(store, "starting a dispatch")?;
+    let (tx, path, busy) = store.begin("starting a dispatch")?;
     let cx = Cx::new(&tx, &path, busy);
     let thread = req.thread.as_str();
     let partial = !policy_reads_old_items(policy);
@@ -759,7 +748,7 @@ pub fn complete_run(
     items: Vec<Item>,
     status: RunStatus,
 ) -> Result<Completed, StoreError> {
-    let (tx, path, busy) = begin(store, "completing a run")?;
+    let (tx, path, busy) = store.begin("completing a run")?;
     let cx = Cx::new(&tx, &path, busy);
     if !matches!(
         status,
@@ -833,7 +822,7 @@ pub fn regenerate(
     handoff: &str,
     opts: &HandoffOptions,
 ) -> Result<Dispatched, StoreError> {
-    let (tx, path, busy) = begin(store, "regenerating a handoff")?;
+    let (tx, path, busy) = store.begin("regenerating a handoff")?;
     let cx = Cx::new(&tx, &path, busy);
     let mut state = cx.load(thread)?;
     let refuse = |why: String| StoreError::NotRegenerable {
@@ -935,7 +924,7 @@ pub fn regenerate(
 /// of them `superseded`, and provider threads that saw them `rolled_back` when their provider
 /// can roll back, `divergent` otherwise (the next dispatch sees the `diverged` signal).
 pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackReport, StoreError> {
-    let (tx, path, busy) = begin(store, "rolling back")?;
+    let (tx, path, busy) = store.begin("rolling back")?;
     let cx = Cx::new(&tx, &path, busy);
     let state = cx.load(thread)?;
     let n = state.runs.len() as u32;
@@ -1030,7 +1019,7 @@ pub fn fork(
     at: u32,
     child: Option<&str>,
 ) -> Result<ForkReport, StoreError> {
-    let (tx, path, busy) = begin(store, "forking")?;
+    let (tx, path, busy) = store.begin("forking")?;
     let cx = Cx::new(&tx, &path, busy);
     let parent = cx.load(thread)?;
     let refuse = |why: String| StoreError::BadForkPoint {
@@ -1228,7 +1217,7 @@ pub fn merge_back(
     child: &str,
     opts: &HandoffOptions,
 ) -> Result<Dispatched, StoreError> {
-    let (tx, path, busy) = begin(store, "merging back")?;
+    let (tx, path, busy) = store.begin("merging back")?;
     let cx = Cx::new(&tx, &path, busy);
     let state = cx.load(child)?;
     let Some(parent_ref) = state.thread.parent.clone() else {
