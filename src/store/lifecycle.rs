@@ -782,7 +782,7 @@ pub fn complete_run(
     let first = r.items.len();
     r.items.extend(items.iter().cloned());
     r.status = status;
-    let consumed = r.handoff.clone();
+    let handoff_consumed = r.handoff.clone();
     // The new items must keep the thread valid (item ids unique, ...).
     validated(&state, &path)?;
     cx.insert_items(thread, run, first, &items)?;
@@ -802,7 +802,6 @@ pub fn complete_run(
                            WHERE thread = ?1 AND target_run = ?2 AND status = 'ready')",
         params![thread, run],
     )?;
-    let handoff_consumed = consumed;
     commit(tx, &path, busy, "committing the run completion")?;
     Ok(Completed {
         thread: thread.into(),
