@@ -4,6 +4,7 @@
 
 use crate::decision::Decision;
 use crate::eval::{EvalError, EvalOptions};
+use crate::facts::Facts;
 use crate::policy::Policy;
 use crate::render::{RenderError, RenderOptions, Rendered};
 use crate::select::{PolicySizer, Summary};
@@ -37,21 +38,22 @@ pub fn run(
     eval: &EvalOptions,
     render: &RenderOptions,
 ) -> Result<Outcome, PipelineError> {
-    run_adjusted(policy, state, eval, render, |_| {})
+    let sizer = PolicySizer { policy };
+    let (decision, facts) = crate::eval::evaluate(policy, state, eval, &sizer)?;
+    finish(policy, state, decision, &facts, render)
 }
 
-/// [`run`], with `adjust` applied to the decision before anything is selected or rendered
-/// (the store's merge-back renumbers the handoff and the run for the parent thread).
-pub fn run_adjusted(
+/// The rest of [`run`] once `decision` is made from `facts`: select, summarize and render
+/// the handoff if the decision needs one. For callers that evaluate themselves (the store
+/// renumbers a merge-back's decision for the parent thread, and decides again on more
+/// items when a dispatch's decision reaches before the items it loaded).
+pub fn finish(
     policy: &Policy,
     state: &State,
-    eval: &EvalOptions,
+    mut decision: Decision,
+    facts: &Facts<'_>,
     render: &RenderOptions,
-    adjust: impl FnOnce(&mut Decision),
 ) -> Result<Outcome, PipelineError> {
-    let sizer = PolicySizer { policy };
-    let (mut decision, facts) = crate::eval::evaluate(policy, state, eval, &sizer)?;
-    adjust(&mut decision);
     if !decision.needs_handoff() {
         return Ok(Outcome {
             decision,
@@ -59,7 +61,7 @@ pub fn run_adjusted(
             rendered: None,
         });
     }
-    let summary = crate::select::select(policy, &facts, &decision);
+    let summary = crate::select::select(policy, facts, &decision);
     let render = summarize(policy, state, &decision, &summary, render);
     let rendered = crate::render::render(policy, state, &decision, &summary, &render)?;
     if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {

@@ -128,9 +128,7 @@ impl<'c> Cx<'c> {
             "DELETE FROM grants WHERE thread = ?1",
             "DELETE FROM threads WHERE id = ?1",
         ] {
-            self.conn
-                .execute(sql, [thread])
-                .map_err(|e| self.err(during, e))?;
+            self.exec(during, sql, [thread])?;
         }
         Ok(())
     }
@@ -220,7 +218,6 @@ impl<'c> Cx<'c> {
                 pt.resume_failed
             ],
         )
-        .map(|_| ())
     }
 
     pub fn insert_run(&self, thread: &str, run: &Run) -> Result<(), StoreError> {
@@ -237,7 +234,6 @@ impl<'c> Cx<'c> {
                 run.handoff
             ],
         )
-        .map(|_| ())
     }
 
     /// Append `items` to run `run`, numbering them from `first`.
@@ -298,7 +294,6 @@ impl<'c> Cx<'c> {
                 h.covered_thread,
             ],
         )
-        .map(|_| ())
     }
 
     pub fn insert_transfer(&self, thread: &str, seq: i64, t: &Transfer) -> Result<(), StoreError> {
@@ -320,7 +315,6 @@ impl<'c> Cx<'c> {
                 t.handoff
             ],
         )
-        .map(|_| ())
     }
 
     /// Next free `seq` of a per-thread ordered table.
@@ -334,16 +328,17 @@ impl<'c> Cx<'c> {
             .map_err(|e| self.err(&format!("numbering {table}"), e))
     }
 
-    /// Run one UPDATE/INSERT statement.
+    /// Run one UPDATE/INSERT/DELETE statement.
     pub fn exec(
         &self,
         during: &str,
         sql: &str,
         p: impl rusqlite::Params,
-    ) -> Result<usize, StoreError> {
+    ) -> Result<(), StoreError> {
         self.conn
             .prepare_cached(sql)
             .and_then(|mut st| st.execute(p))
+            .map(|_| ())
             .map_err(|e| self.err(during, e))
     }
 
@@ -726,6 +721,5 @@ impl<'c> Cx<'c> {
                 json
             ],
         )
-        .map(|_| ())
     }
 }

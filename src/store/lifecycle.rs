@@ -10,6 +10,7 @@ use crate::eval::EvalOptions;
 use crate::pipeline::Outcome;
 use crate::policy::{Policy, Strategy};
 use crate::render::RenderOptions;
+use crate::select::PolicySizer;
 use crate::state::*;
 use rusqlite::params;
 use serde::Serialize;
@@ -114,17 +115,6 @@ pub struct ForkReport {
     pub at: u32,
     /// The pending fork transfer (in the child), resolved at the child's first dispatch.
     pub transfer: String,
-}
-
-fn begin<'s>(
-    store: &'s mut Store,
-    during: &str,
-) -> Result<(rusqlite::Transaction<'s>, String, std::time::Duration), StoreError> {
-    let (conn, path, busy) = store.parts();
-    let tx = conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(|e| sql_err(&path, busy, during, e))?;
-    Ok((tx, path, busy))
 }
 
 fn commit(
@@ -240,6 +230,19 @@ impl DispatchRequest {
     }
 }
 
+/// The pipeline's options for a decision for `target`.
+fn options(target: &str, dirs: Dirs<'_>) -> (EvalOptions, RenderOptions) {
+    let eval = EvalOptions {
+        target: Some(target.to_string()),
+        document_root: dirs.handoff.cloned(),
+    };
+    let render = RenderOptions {
+        templates_dir: dirs.templates.cloned(),
+        ..Default::default()
+    };
+    (eval, render)
+}
+
 /// Decide (and render) for `target` on `state`; `adjust` may change the decision before it
 /// is rendered.
 fn decide(
@@ -250,16 +253,13 @@ fn decide(
     path: &str,
     adjust: impl FnOnce(&mut Decision),
 ) -> Result<Outcome, StoreError> {
-    let eval = EvalOptions {
-        target: Some(target.to_string()),
-        document_root: dirs.handoff.cloned(),
-    };
-    let render = RenderOptions {
-        templates_dir: dirs.templates.cloned(),
-        ..Default::default()
-    };
-    crate::pipeline::run_adjusted(policy, state, &eval, &render, adjust)
-        .map_err(pipeline_err(path, &state.thread.id))
+    let (eval, render) = options(target, dirs);
+    let err = pipeline_err(path, &state.thread.id);
+    let sizer = PolicySizer { policy };
+    let (mut decision, facts) =
+        crate::eval::evaluate(policy, state, &eval, &sizer).map_err(|e| err(e.into()))?;
+    adjust(&mut decision);
+    crate::pipeline::finish(policy, state, decision, &facts, &render).map_err(err)
 }
 
 /// Refuse an operation that needs a handoff when the decision makes none.
@@ -307,21 +307,20 @@ pub(super) fn validated(state: &State, path: &str) -> Result<(), StoreError> {
 /// The delivery stage, the single place a rendered handoff is delivered: the off-band
 /// document is written and its pre-grant inserted into `grants` inside the caller's
 /// transaction (a failed write falls back to inline, and the decision says so). Returns the
-/// handoff's status (`ready`: the document is in place, or the prompt carries it inline) and
-/// the document's path.
+/// document's path; either way the handoff is `ready` (the document is in place, or the
+/// prompt carries it inline).
 fn deliver_stage(
     cx: &Cx<'_>,
     outcome: &mut Outcome,
     thread: &str,
     handoff_dir: Option<&PathBuf>,
-) -> (HandoffStatus, Option<PathBuf>) {
+) -> Option<PathBuf> {
     let offband = crate::deliver::OffbandStore::new(handoff_dir.cloned());
     let mut grants = SqlGrants {
         conn: cx.conn,
         path: cx.path.clone(),
     };
-    let delivered = crate::deliver::deliver(outcome, &offband, thread, &mut grants);
-    (HandoffStatus::Ready, delivered.document_path)
+    crate::deliver::deliver(outcome, &offband, thread, &mut grants).document_path
 }
 
 /// Where a new handoff row goes and what it links to.
@@ -379,7 +378,8 @@ fn record_handoff(
     if outcome.rendered.is_none() {
         return Ok(None);
     }
-    let (status, document_path) = deliver_stage(cx, outcome, &new.thread, handoff_dir);
+    let document_path = deliver_stage(cx, outcome, &new.thread, handoff_dir);
+    let status = HandoffStatus::Ready;
     let Some(rendered) = outcome.rendered.as_ref() else {
         return Ok(None);
     };
@@ -526,7 +526,7 @@ pub fn dispatch(
     policy: &Policy,
     req: &DispatchRequest,
 ) -> Result<Dispatched, StoreError> {
-    let (tx, path, busy) = begin(store, "starting a dispatch")?;
+    let (tx, path, busy) = store.begin("starting a dispatch")?;
     let cx = Cx::new(&tx, &path, busy);
     let thread = req.thread.as_str();
     let partial = !policy_reads_old_items(policy);
@@ -560,23 +560,26 @@ pub fn dispatch(
         },
         fork_anchor: if pending_fork.is_some() { anchor } else { None },
     };
-    let mut outcome = decide(policy, &state, &req.target, req.dirs(), &path, |_| {})?;
-    let needs_more = |o: &Outcome| {
-        pending_fork.is_some()
-            || o.decision
-                .covered_runs
-                .as_ref()
-                .map(|c| c.from <= bound)
-                .unwrap_or(false)
-    };
-    if bound > 0 && needs_more(&outcome) {
-        // The decision reaches before the loaded items: decide again on the whole thread.
+    // Decide on the loaded items; when the decision reaches before them (or a fork resolves),
+    // load every item and decide again. Only the final decision is rendered.
+    let (eval, render) = options(&req.target, req.dirs());
+    let err = pipeline_err(&path, thread);
+    let sizer = PolicySizer { policy };
+    let mut evaluated =
+        crate::eval::evaluate(policy, &state, &eval, &sizer).map_err(|e| err(e.into()))?;
+    let reaches_back = |d: &Decision| d.covered_runs.as_ref().is_some_and(|c| c.from <= bound);
+    if bound > 0 && (pending_fork.is_some() || reaches_back(&evaluated.0)) {
+        drop(evaluated);
         for r in &mut state.runs {
             r.items.clear();
         }
         cx.fill_items(thread, 0, &mut state.runs)?;
-        outcome = decide(policy, &state, &req.target, req.dirs(), &path, |_| {})?;
+        evaluated =
+            crate::eval::evaluate(policy, &state, &eval, &sizer).map_err(|e| err(e.into()))?;
     }
+    let (decision, facts) = evaluated;
+    let mut outcome =
+        crate::pipeline::finish(policy, &state, decision, &facts, &render).map_err(&err)?;
     fault("dispatch:after_decide");
     let run = outcome.decision.run;
     if outcome.decision.strategy == Strategy::Unsupported {
@@ -745,7 +748,7 @@ pub fn complete_run(
     items: Vec<Item>,
     status: RunStatus,
 ) -> Result<Completed, StoreError> {
-    let (tx, path, busy) = begin(store, "completing a run")?;
+    let (tx, path, busy) = store.begin("completing a run")?;
     let cx = Cx::new(&tx, &path, busy);
     if !matches!(
         status,
@@ -779,7 +782,7 @@ pub fn complete_run(
     let first = r.items.len();
     r.items.extend(items.iter().cloned());
     r.status = status;
-    let consumed = r.handoff.clone();
+    let handoff_consumed = r.handoff.clone();
     // The new items must keep the thread valid (item ids unique, ...).
     validated(&state, &path)?;
     cx.insert_items(thread, run, first, &items)?;
@@ -799,7 +802,6 @@ pub fn complete_run(
                            WHERE thread = ?1 AND target_run = ?2 AND status = 'ready')",
         params![thread, run],
     )?;
-    let handoff_consumed = consumed;
     commit(tx, &path, busy, "committing the run completion")?;
     Ok(Completed {
         thread: thread.into(),
@@ -819,7 +821,7 @@ pub fn regenerate(
     handoff: &str,
     opts: &HandoffOptions,
 ) -> Result<Dispatched, StoreError> {
-    let (tx, path, busy) = begin(store, "regenerating a handoff")?;
+    let (tx, path, busy) = store.begin("regenerating a handoff")?;
     let cx = Cx::new(&tx, &path, busy);
     let mut state = cx.load(thread)?;
     let refuse = |why: String| StoreError::NotRegenerable {
@@ -921,7 +923,7 @@ pub fn regenerate(
 /// of them `superseded`, and provider threads that saw them `rolled_back` when their provider
 /// can roll back, `divergent` otherwise (the next dispatch sees the `diverged` signal).
 pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackReport, StoreError> {
-    let (tx, path, busy) = begin(store, "rolling back")?;
+    let (tx, path, busy) = store.begin("rolling back")?;
     let cx = Cx::new(&tx, &path, busy);
     let state = cx.load(thread)?;
     let n = state.runs.len() as u32;
@@ -1016,7 +1018,7 @@ pub fn fork(
     at: u32,
     child: Option<&str>,
 ) -> Result<ForkReport, StoreError> {
-    let (tx, path, busy) = begin(store, "forking")?;
+    let (tx, path, busy) = store.begin("forking")?;
     let cx = Cx::new(&tx, &path, busy);
     let parent = cx.load(thread)?;
     let refuse = |why: String| StoreError::BadForkPoint {
@@ -1214,7 +1216,7 @@ pub fn merge_back(
     child: &str,
     opts: &HandoffOptions,
 ) -> Result<Dispatched, StoreError> {
-    let (tx, path, busy) = begin(store, "merging back")?;
+    let (tx, path, busy) = store.begin("merging back")?;
     let cx = Cx::new(&tx, &path, busy);
     let state = cx.load(child)?;
     let Some(parent_ref) = state.thread.parent.clone() else {

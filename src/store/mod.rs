@@ -286,10 +286,8 @@ impl Store {
 
     /// Import a thread, replacing a stored thread of the same id when `replace` holds.
     pub fn import_with(&mut self, state: &State, replace: bool) -> Result<(), StoreError> {
-        let name = self.name();
-        lifecycle::validated(state, &name)?;
-        let busy = self.busy;
-        let tx = self.begin("importing a thread")?;
+        lifecycle::validated(state, &self.name())?;
+        let (tx, name, busy) = self.begin("importing a thread")?;
         let cx = io::Cx::new(&tx, &name, busy);
         if cx.thread_exists(&state.thread.id)? {
             if !replace {
@@ -356,18 +354,19 @@ impl Store {
     }
 
     /// `BEGIN IMMEDIATE`: take the write lock now (waiting up to the busy timeout), so that a
-    /// read-then-write operation cannot interleave with another writer.
-    pub(crate) fn begin(&mut self, during: &str) -> Result<rusqlite::Transaction<'_>, StoreError> {
+    /// read-then-write operation cannot interleave with another writer. Returns the
+    /// transaction with the database's name and busy timeout, which its errors need.
+    pub(crate) fn begin(
+        &mut self,
+        during: &str,
+    ) -> Result<(rusqlite::Transaction<'_>, String, Duration), StoreError> {
         let name = self.name();
         let busy = self.busy;
-        self.conn
+        let tx = self
+            .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|e| sql_err(&name, busy, during, e))
-    }
-
-    pub(crate) fn parts(&mut self) -> (&mut Connection, String, Duration) {
-        let name = self.name();
-        (&mut self.conn, name, self.busy)
+            .map_err(|e| sql_err(&name, busy, during, e))?;
+        Ok((tx, name, busy))
     }
 }
 
