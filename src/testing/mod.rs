@@ -213,12 +213,8 @@ impl Checked {
     #[track_caller]
     pub fn assert_thread(&self, action: &str, id: Option<&str>) -> &Self {
         let pt = &self.outcome.decision.provider_thread;
-        let got = format!(
-            "{} {}",
-            pt.action.as_str(),
-            pt.id.as_deref().unwrap_or("null")
-        );
-        let want = format!("{action} {}", id.unwrap_or("null"));
+        let got = runner::thread(pt.action.as_str(), pt.id.as_deref());
+        let want = runner::thread(action, id);
         if got != want {
             self.fail("provider_thread", &want, &got);
         }
@@ -234,10 +230,8 @@ impl Checked {
             .as_ref()
             .map(|r| (r.from, r.to));
         if got != Some((from, to)) {
-            let got = got
-                .map(|(f, t)| format!("{f}..{t}"))
-                .unwrap_or_else(|| "null".into());
-            self.fail("covered_runs", &format!("{from}..{to}"), &got);
+            let want = runner::run_range(Some((from, to)));
+            self.fail("covered_runs", &want, &runner::run_range(got));
         }
         self
     }
