@@ -51,12 +51,12 @@ impl PolicyUnderTest {
 
     /// Decide (and render, when the decision needs a handoff) for `request.provider`.
     pub fn decide(&self, state: &State) -> Result<Checked, PipelineError> {
-        self.check(state, None).map(|(c, _)| c)
+        check(&self.policy, state, None).map(|(c, _)| c)
     }
 
     /// Decide for `target` instead of `request.provider`.
     pub fn decide_for(&self, state: &State, target: &str) -> Result<Checked, PipelineError> {
-        self.check(state, Some(target)).map(|(c, _)| c)
+        check(&self.policy, state, Some(target)).map(|(c, _)| c)
     }
 
     /// Load a state file and decide for its `request.provider`.
@@ -64,47 +64,44 @@ impl PolicyUnderTest {
         let state = crate::state::load_file(path.as_ref()).map_err(|e| e.to_string())?;
         self.decide(&state).map_err(|e| e.to_string())
     }
+}
 
-    /// Decide and render, also returning the summary rule evaluations (for coverage).
-    pub(crate) fn check(
-        &self,
-        state: &State,
-        target: Option<&str>,
-    ) -> Result<(Checked, Vec<RuleHit>), PipelineError> {
-        let policy = &self.policy;
-        let opts = EvalOptions {
-            target: target.map(str::to_string),
-            document_root: Some(std::env::temp_dir().join("baton-test-docs")),
-        };
-        let sizer = PolicySizer { policy };
-        let (mut decision, facts) = crate::eval::evaluate(policy, state, &opts, &sizer)?;
-        let mut hits = Vec::new();
-        let (summary, rendered) = if decision.needs_handoff() {
-            let (summary, h) = crate::select::select_observed(policy, &facts, &decision);
-            hits = h;
-            let rendered = crate::render::render(
-                policy,
-                state,
-                &decision,
-                &summary,
-                &RenderOptions::default(),
-            )?;
-            if let (Some(d), Some(note)) =
-                (decision.delivery.as_mut(), rendered.inline_note.clone())
-            {
-                d.inline_note = Some(note);
-            }
-            (Some(summary), Some(rendered))
-        } else {
-            (None, None)
-        };
-        let outcome = Outcome {
-            decision,
-            summary,
-            rendered,
-        };
-        Ok((Checked { outcome }, hits))
-    }
+/// Decide and render, also returning the summary rule evaluations (for coverage).
+pub(crate) fn check(
+    policy: &Policy,
+    state: &State,
+    target: Option<&str>,
+) -> Result<(Checked, Vec<RuleHit>), PipelineError> {
+    let opts = EvalOptions {
+        target: target.map(str::to_string),
+        document_root: Some(std::env::temp_dir().join("baton-test-docs")),
+    };
+    let sizer = PolicySizer { policy };
+    let (mut decision, facts) = crate::eval::evaluate(policy, state, &opts, &sizer)?;
+    let mut hits = Vec::new();
+    let (summary, rendered) = if decision.needs_handoff() {
+        let (summary, h) = crate::select::select_observed(policy, &facts, &decision);
+        hits = h;
+        let rendered = crate::render::render(
+            policy,
+            state,
+            &decision,
+            &summary,
+            &RenderOptions::default(),
+        )?;
+        if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {
+            d.inline_note = Some(note);
+        }
+        (Some(summary), Some(rendered))
+    } else {
+        (None, None)
+    };
+    let outcome = Outcome {
+        decision,
+        summary,
+        rendered,
+    };
+    Ok((Checked { outcome }, hits))
 }
 
 /// A decision (and its document) to assert on. Each assertion returns `&Self` to chain.

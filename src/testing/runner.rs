@@ -1,7 +1,7 @@
 //! Running test files: decide (and render) every case, check its expectations, report.
 
 use super::file::{Case, DocumentExpect, Expect, TestFile, TestFileError};
-use super::{Checked, PolicyUnderTest};
+use super::Checked;
 use crate::coverage::Coverage;
 use crate::policy::Policy;
 use crate::state::State;
@@ -205,8 +205,7 @@ pub fn run_file(
             }
         };
         let target = case.target.clone().or_else(|| tf.target.clone());
-        let put = PolicyUnderTest::from_policy(policy.clone());
-        match put.check(&state, target.as_deref()) {
+        match super::check(policy, &state, target.as_deref()) {
             Ok((checked, hits)) => {
                 report
                     .coverage
