@@ -123,6 +123,9 @@ impl Checked {
     /// `` `strategy full_new` at default.policy:41:3 (stale = [model_changed]; target.model = "o3") ``
     pub fn deciding_rule(&self) -> String {
         let d = &self.outcome.decision;
+        let value = |(k, v): (&String, &crate::facts::Value)| {
+            format!("{k} = {}", serde_json::to_string(v).unwrap_or_default())
+        };
         let values = d
             .trace
             .iter()
@@ -133,7 +136,7 @@ impl Checked {
                     .iter()
                     // `stale` itself is printed as the list of held signals.
                     .filter(|(k, _)| k.as_str() != "stale")
-                    .map(|(k, v)| format!("{k} = {}", serde_json::to_string(v).unwrap_or_default()))
+                    .map(value)
                     .collect::<Vec<_>>()
             })
             .unwrap_or_default();
@@ -143,11 +146,7 @@ impl Checked {
         for name in &d.stale {
             let label = format!("stale {name}");
             if let Some(t) = d.trace.iter().find(|t| t.rule == label) {
-                let vals: Vec<String> = t
-                    .values
-                    .iter()
-                    .map(|(k, v)| format!("{k} = {}", serde_json::to_string(v).unwrap_or_default()))
-                    .collect();
+                let vals: Vec<String> = t.values.iter().map(value).collect();
                 parts.push(format!("{name}: {}", vals.join(", ")));
             }
         }
