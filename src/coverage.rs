@@ -198,8 +198,8 @@ impl Coverage {
         self.summary.insert(policy.sha256.clone(), summary);
     }
 
-    fn bump(&mut self, id: &RuleId, matched: bool) {
-        if let Some(r) = self.rules.get_mut(id) {
+    fn bump(rules: &mut BTreeMap<RuleId, RuleCoverage>, id: &RuleId, matched: bool) {
+        if let Some(r) = rules.get_mut(id) {
             if matched {
                 r.true_count += 1;
             } else {
@@ -212,7 +212,7 @@ impl Coverage {
     /// handoff (see [`crate::select::select_observed`]).
     pub fn record(&mut self, policy: &Policy, decision: &Decision, hits: &[RuleHit]) {
         self.register(policy);
-        let Some(by_at) = self.by_at.get(&policy.sha256).cloned() else {
+        let Some(by_at) = self.by_at.get(&policy.sha256) else {
             return;
         };
         for t in &decision.trace {
@@ -223,21 +223,21 @@ impl Coverage {
                 let excluded =
                     matches!(t.values.get("excluded_runs"), Some(Value::List(l)) if !l.is_empty());
                 if admitted {
-                    self.bump(id, true);
+                    Self::bump(&mut self.rules, id, true);
                 }
                 if excluded {
-                    self.bump(id, false);
+                    Self::bump(&mut self.rules, id, false);
                 }
                 continue;
             }
-            self.bump(id, t.outcome == Outcome::Matched);
+            Self::bump(&mut self.rules, id, t.outcome == Outcome::Matched);
         }
-        let Some(summary) = self.summary.get(&policy.sha256).cloned() else {
+        let Some(summary) = self.summary.get(&policy.sha256) else {
             return;
         };
         for h in hits {
             if let Some(id) = summary.get(&(h.kind, h.index)) {
-                self.bump(id, h.matched);
+                Self::bump(&mut self.rules, id, h.matched);
             }
         }
     }

@@ -8,6 +8,7 @@
 use crate::decision::Decision;
 use crate::eval::EvalOptions;
 use crate::policy::Policy;
+use crate::testing::runner::{files_in, list, opt_str, run_range, thread};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -65,66 +66,40 @@ impl DiffReport {
 /// The state files of a corpus directory, sorted.
 pub fn corpus_files(dir: &Path) -> Result<Vec<PathBuf>, DiffError> {
     let name = crate::state::display_path(dir);
-    let rd = std::fs::read_dir(dir).map_err(|e| DiffError::Corpus(name.clone(), e.to_string()))?;
-    let mut files: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.is_file()
-                && matches!(
-                    p.extension().and_then(|e| e.to_str()),
-                    Some("yaml" | "yml" | "json")
-                )
-        })
-        .collect();
-    files.sort();
+    let files = files_in(dir, &["yaml", "yml", "json"])
+        .map_err(|e| DiffError::Corpus(name.clone(), e.to_string()))?;
     if files.is_empty() {
         return Err(DiffError::Empty(name));
     }
     Ok(files)
 }
 
-/// The compared fields of a decision, as (field, printed value).
+/// The compared fields of a decision, as (field, printed value), printed as test failures
+/// print them.
 fn fields(d: &Decision) -> Vec<(&'static str, String)> {
     let pt = &d.provider_thread;
     vec![
         ("strategy", d.strategy.as_str().to_string()),
         (
             "handoff_strategy",
-            d.handoff_strategy
-                .map(|h| h.as_str())
-                .unwrap_or("null")
-                .to_string(),
+            opt_str(d.handoff_strategy.map(|h| h.as_str())),
         ),
         (
             "provider_thread",
-            format!(
-                "{} {}",
-                pt.action.as_str(),
-                pt.id.as_deref().unwrap_or("null")
-            ),
+            thread(pt.action.as_str(), pt.id.as_deref()),
         ),
         (
             "covered_runs",
-            d.covered_runs
-                .as_ref()
-                .map(|r| format!("{}..{}", r.from, r.to))
-                .unwrap_or_else(|| "null".into()),
+            run_range(d.covered_runs.as_ref().map(|r| (r.from, r.to))),
         ),
-        ("stale", format!("[{}]", d.stale.join(", "))),
+        ("stale", list(&d.stale)),
         (
             "delivery",
-            d.delivery
-                .as_ref()
-                .map(|x| x.mode.as_str())
-                .unwrap_or("null")
-                .to_string(),
+            opt_str(d.delivery.as_ref().map(|x| x.mode.as_str())),
         ),
         (
             "pregrant",
-            d.pregrant
-                .as_ref()
-                .map(|p| p.tool.clone())
-                .unwrap_or_else(|| "null".into()),
+            opt_str(d.pregrant.as_ref().map(|p| p.tool.as_str())),
         ),
     ]
 }

@@ -335,40 +335,38 @@ pub fn render(
     // minijinja strings are shared: the document is copied once, not once per attempt.
     let document_value = minijinja::Value::from(document.as_str());
     let message = state.request.message.clone().unwrap_or_default();
-    let mut sentences = gist(summary);
-    let mut inline_note = None;
-    let inline = loop {
+    let inline_prompt = |mode: DeliveryMode, document_path: Option<&str>, gist: &[String]| {
         let ctx = context! {
             mode => mode.as_str(),
-            document_path => document_path.clone(),
-            gist => sentences.join(" "),
-            message => message.clone(),
+            document_path => document_path,
+            gist => gist.join(" "),
+            message => message.as_str(),
             document => document_value.clone(),
         };
-        let text = render_one(&env, "inline.md.j2", &ctx)?;
+        render_one(&env, "inline.md.j2", &ctx)
+    };
+    let full_gist = gist(summary);
+    let mut sentences = full_gist.as_slice();
+    let mut inline_note = None;
+    let inline = loop {
+        let text = inline_prompt(mode, document_path.as_deref(), sentences)?;
         let n = text.chars().count();
         if mode == DeliveryMode::Inline || n <= limit {
             break text;
         }
-        if sentences.pop().is_none() {
+        let Some((_, shorter)) = sentences.split_last() else {
             inline_note = Some(format!(
                 "the inline prompt needs {n} characters but inline_limit is {limit}; the user's message ({} characters) is sent whole, not cut",
                 message.chars().count()
             ));
             break text;
-        }
+        };
+        sentences = shorter;
     };
 
     // Off-band delivery can still fail at write time; keep the inline form ready.
     let inline_fallback = if mode == DeliveryMode::OffBand {
-        let ctx = context! {
-            mode => DeliveryMode::Inline.as_str(),
-            document_path => None::<String>,
-            gist => gist(summary).join(" "),
-            message => message.clone(),
-            document => document_value.clone(),
-        };
-        Some(render_one(&env, "inline.md.j2", &ctx)?)
+        Some(inline_prompt(DeliveryMode::Inline, None, &full_gist)?)
     } else {
         None
     };

@@ -12,7 +12,7 @@ use crate::decision::Decision;
 use crate::eval::item_holds;
 use crate::facts::{item_contexts, synthetic_item, Facts, ItemCtx, SummarySizer};
 use crate::policy::check::BUILTIN_SECTIONS;
-use crate::policy::{CSummary, Form, Policy};
+use crate::policy::{CExclude, CInclude, CSummary, Form, Policy};
 use crate::state::{Item, RequestKind, State};
 use serde::Serialize;
 use std::sync::{Arc, OnceLock};
@@ -136,11 +136,8 @@ pub fn select_observed(
 ) -> (Summary, Vec<RuleHit>) {
     let runs = decision_runs(facts, decision);
     let mut hits = Vec::new();
-    let summary = if policy.summary.is_some() {
-        select_inner(policy, facts, &runs, Some(&mut hits))
-    } else {
-        select_inner(policy, facts, &runs, None)
-    };
+    let record = policy.summary.is_some().then_some(&mut hits);
+    let summary = select_inner(policy, facts, &runs, record);
     (summary, hits)
 }
 
@@ -195,29 +192,15 @@ fn select_inner(
     };
     let mut chosen: Vec<Candidate> = Vec::new();
     for ctx in items {
-        if let Some(hits) = hits.as_deref_mut() {
-            record_hits(rules, &ctx, &holds, hits);
-        }
+        let taken = taking_rule(rules, &ctx, &holds, hits.as_deref_mut());
         if ctx.kind == "reasoning" {
             let reason = "hidden reasoning never leaves the thread".to_string();
             omit(&mut omitted, ctx, reason);
             continue;
         }
-        // Exclusion wins over inclusion.
-        if let Some(ex) = rules
-            .excludes
-            .iter()
-            .find(|e| e.kind == ctx.kind && holds(&e.when, &ctx))
-        {
-            omit(&mut omitted, ctx, ex.reason.clone());
-            continue;
-        }
-        match rules
-            .includes
-            .iter()
-            .find(|i| i.kind == ctx.kind && holds(&i.when, &ctx))
-        {
-            Some(inc) => {
+        match taken {
+            Some(Taken::Exclude(ex)) => omit(&mut omitted, ctx, ex.reason.clone()),
+            Some(Taken::Include(inc)) => {
                 let text = entry_text(state, &ctx, inc.form, rules.text_max);
                 let section = order
                     .iter()
@@ -307,34 +290,63 @@ fn select_inner(
     }
 }
 
-/// Record the summary rules selection evaluates for one item (see [`select_observed`]).
-fn record_hits(
-    rules: &CSummary,
+/// The summary rule that takes an item.
+enum Taken<'r> {
+    Exclude(&'r CExclude),
+    Include(&'r CInclude),
+}
+
+/// The rule that takes an item: the first exclude rule of its kind whose condition holds (exclusion
+/// wins over inclusion), else the first such include rule. Each rule evaluated is recorded in
+/// `hits` when given (see [`select_observed`]); later rules are not evaluated. A reasoning item is
+/// never included: its include rules are not tried, and its exclude rules only when recording.
+fn taking_rule<'r>(
+    rules: &'r CSummary,
     ctx: &ItemCtx,
     holds: &dyn Fn(&Option<crate::policy::CExpr>, &ItemCtx) -> bool,
-    hits: &mut Vec<RuleHit>,
-) {
-    // Excludes are tried before includes, reasoning is never included, and the first rule
-    // whose kind and condition match decides (later rules are not evaluated).
-    let excludes = (rules.excludes.iter().enumerate())
-        .map(|(index, e)| (SummaryRuleKind::Exclude, index, e.kind.as_str(), &e.when));
+    mut hits: Option<&mut Vec<RuleHit>>,
+) -> Option<Taken<'r>> {
+    let reasoning = ctx.kind == "reasoning";
+    if reasoning && hits.is_none() {
+        return None;
+    }
+    let excludes = (rules.excludes.iter().enumerate()).map(|(index, e)| {
+        (
+            SummaryRuleKind::Exclude,
+            index,
+            &e.kind,
+            &e.when,
+            Taken::Exclude(e),
+        )
+    });
     let includes = (rules.includes.iter().enumerate())
-        .filter(|_| ctx.kind != "reasoning")
-        .map(|(index, i)| (SummaryRuleKind::Include, index, i.kind.as_str(), &i.when));
-    for (kind, index, item_kind, when) in excludes.chain(includes) {
-        if item_kind != ctx.kind {
+        .filter(|_| !reasoning)
+        .map(|(index, i)| {
+            (
+                SummaryRuleKind::Include,
+                index,
+                &i.kind,
+                &i.when,
+                Taken::Include(i),
+            )
+        });
+    for (kind, index, item_kind, when, taken) in excludes.chain(includes) {
+        if *item_kind != ctx.kind {
             continue;
         }
         let matched = holds(when, ctx);
-        hits.push(RuleHit {
-            kind,
-            index,
-            matched,
-        });
+        if let Some(hits) = hits.as_deref_mut() {
+            hits.push(RuleHit {
+                kind,
+                index,
+                matched,
+            });
+        }
         if matched {
-            return;
+            return Some(taken);
         }
     }
+    None
 }
 
 /// Select for a decision: the covered runs that are eligible.

@@ -51,12 +51,12 @@ impl PolicyUnderTest {
 
     /// Decide (and render, when the decision needs a handoff) for `request.provider`.
     pub fn decide(&self, state: &State) -> Result<Checked, PipelineError> {
-        self.check(state, None).map(|(c, _)| c)
+        check(&self.policy, state, None).map(|(c, _)| c)
     }
 
     /// Decide for `target` instead of `request.provider`.
     pub fn decide_for(&self, state: &State, target: &str) -> Result<Checked, PipelineError> {
-        self.check(state, Some(target)).map(|(c, _)| c)
+        check(&self.policy, state, Some(target)).map(|(c, _)| c)
     }
 
     /// Load a state file and decide for its `request.provider`.
@@ -64,47 +64,44 @@ impl PolicyUnderTest {
         let state = crate::state::load_file(path.as_ref()).map_err(|e| e.to_string())?;
         self.decide(&state).map_err(|e| e.to_string())
     }
+}
 
-    /// Decide and render, also returning the summary rule evaluations (for coverage).
-    pub(crate) fn check(
-        &self,
-        state: &State,
-        target: Option<&str>,
-    ) -> Result<(Checked, Vec<RuleHit>), PipelineError> {
-        let policy = &self.policy;
-        let opts = EvalOptions {
-            target: target.map(str::to_string),
-            document_root: Some(std::env::temp_dir().join("baton-test-docs")),
-        };
-        let sizer = PolicySizer { policy };
-        let (mut decision, facts) = crate::eval::evaluate(policy, state, &opts, &sizer)?;
-        let mut hits = Vec::new();
-        let (summary, rendered) = if decision.needs_handoff() {
-            let (summary, h) = crate::select::select_observed(policy, &facts, &decision);
-            hits = h;
-            let rendered = crate::render::render(
-                policy,
-                state,
-                &decision,
-                &summary,
-                &RenderOptions::default(),
-            )?;
-            if let (Some(d), Some(note)) =
-                (decision.delivery.as_mut(), rendered.inline_note.clone())
-            {
-                d.inline_note = Some(note);
-            }
-            (Some(summary), Some(rendered))
-        } else {
-            (None, None)
-        };
-        let outcome = Outcome {
-            decision,
-            summary,
-            rendered,
-        };
-        Ok((Checked { outcome }, hits))
-    }
+/// Decide and render, also returning the summary rule evaluations (for coverage).
+pub(crate) fn check(
+    policy: &Policy,
+    state: &State,
+    target: Option<&str>,
+) -> Result<(Checked, Vec<RuleHit>), PipelineError> {
+    let opts = EvalOptions {
+        target: target.map(str::to_string),
+        document_root: Some(std::env::temp_dir().join("baton-test-docs")),
+    };
+    let sizer = PolicySizer { policy };
+    let (mut decision, facts) = crate::eval::evaluate(policy, state, &opts, &sizer)?;
+    let mut hits = Vec::new();
+    let (summary, rendered) = if decision.needs_handoff() {
+        let (summary, h) = crate::select::select_observed(policy, &facts, &decision);
+        hits = h;
+        let rendered = crate::render::render(
+            policy,
+            state,
+            &decision,
+            &summary,
+            &RenderOptions::default(),
+        )?;
+        if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {
+            d.inline_note = Some(note);
+        }
+        (Some(summary), Some(rendered))
+    } else {
+        (None, None)
+    };
+    let outcome = Outcome {
+        decision,
+        summary,
+        rendered,
+    };
+    Ok((Checked { outcome }, hits))
 }
 
 /// A decision (and its document) to assert on. Each assertion returns `&Self` to chain.
@@ -126,6 +123,9 @@ impl Checked {
     /// `` `strategy full_new` at default.policy:41:3 (stale = [model_changed]; target.model = "o3") ``
     pub fn deciding_rule(&self) -> String {
         let d = &self.outcome.decision;
+        let value = |(k, v): (&String, &crate::facts::Value)| {
+            format!("{k} = {}", serde_json::to_string(v).unwrap_or_default())
+        };
         let values = d
             .trace
             .iter()
@@ -136,7 +136,7 @@ impl Checked {
                     .iter()
                     // `stale` itself is printed as the list of held signals.
                     .filter(|(k, _)| k.as_str() != "stale")
-                    .map(|(k, v)| format!("{k} = {}", serde_json::to_string(v).unwrap_or_default()))
+                    .map(value)
                     .collect::<Vec<_>>()
             })
             .unwrap_or_default();
@@ -146,11 +146,7 @@ impl Checked {
         for name in &d.stale {
             let label = format!("stale {name}");
             if let Some(t) = d.trace.iter().find(|t| t.rule == label) {
-                let vals: Vec<String> = t
-                    .values
-                    .iter()
-                    .map(|(k, v)| format!("{k} = {}", serde_json::to_string(v).unwrap_or_default()))
-                    .collect();
+                let vals: Vec<String> = t.values.iter().map(value).collect();
                 parts.push(format!("{name}: {}", vals.join(", ")));
             }
         }
@@ -213,12 +209,8 @@ impl Checked {
     #[track_caller]
     pub fn assert_thread(&self, action: &str, id: Option<&str>) -> &Self {
         let pt = &self.outcome.decision.provider_thread;
-        let got = format!(
-            "{} {}",
-            pt.action.as_str(),
-            pt.id.as_deref().unwrap_or("null")
-        );
-        let want = format!("{action} {}", id.unwrap_or("null"));
+        let got = runner::thread(pt.action.as_str(), pt.id.as_deref());
+        let want = runner::thread(action, id);
         if got != want {
             self.fail("provider_thread", &want, &got);
         }
@@ -234,10 +226,8 @@ impl Checked {
             .as_ref()
             .map(|r| (r.from, r.to));
         if got != Some((from, to)) {
-            let got = got
-                .map(|(f, t)| format!("{f}..{t}"))
-                .unwrap_or_else(|| "null".into());
-            self.fail("covered_runs", &format!("{from}..{to}"), &got);
+            let want = runner::run_range(Some((from, to)));
+            self.fail("covered_runs", &want, &runner::run_range(got));
         }
         self
     }

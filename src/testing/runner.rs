@@ -1,7 +1,7 @@
 //! Running test files: decide (and render) every case, check its expectations, report.
 
 use super::file::{Case, DocumentExpect, Expect, TestFile, TestFileError};
-use super::{Checked, PolicyUnderTest};
+use super::Checked;
 use crate::coverage::Coverage;
 use crate::policy::Policy;
 use crate::state::State;
@@ -205,8 +205,7 @@ pub fn run_file(
             }
         };
         let target = case.target.clone().or_else(|| tf.target.clone());
-        let put = PolicyUnderTest::from_policy(policy.clone());
-        match put.check(&state, target.as_deref()) {
+        match super::check(policy, &state, target.as_deref()) {
             Ok((checked, hits)) => {
                 report
                     .coverage
@@ -232,24 +231,29 @@ pub fn test_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, TestFileError> {
             continue;
         }
         let dir = crate::state::display_path(p);
-        let entries = std::fs::read_dir(p).map_err(|e| TestFileError::ReadDir {
+        let v = files_in(p, &["yaml", "yml"]).map_err(|e| TestFileError::ReadDir {
             dir: dir.clone(),
             message: e.to_string(),
         })?;
-        let mut v: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.is_file()
-                    && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
-            })
-            .collect();
         if v.is_empty() {
             return Err(TestFileError::NoTestFiles { dir });
         }
-        v.sort();
         out.extend(v);
     }
     Ok(out)
+}
+
+/// The files directly in `dir` whose extension is one of `exts`, sorted.
+pub(crate) fn files_in(dir: &Path, exts: &[&str]) -> std::io::Result<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && (p.extension().and_then(|e| e.to_str())).is_some_and(|e| exts.contains(&e))
+        })
+        .collect();
+    v.sort();
+    Ok(v)
 }
 
 /// Load, validate and run every test file; the first invalid file stops the run.
@@ -265,12 +269,29 @@ pub fn run_paths(paths: &[PathBuf], opts: &RunOptions) -> Result<RunReport, Test
     Ok(report)
 }
 
-fn opt_str(v: Option<&str>) -> String {
+// How test failures and `baton diff` print decision fields.
+
+/// The value, or `null`.
+pub(crate) fn opt_str(v: Option<&str>) -> String {
     v.map(|s| s.to_string()).unwrap_or_else(|| "null".into())
 }
 
-fn list(v: &[String]) -> String {
+/// `[a, b]`
+pub(crate) fn list(v: &[String]) -> String {
     format!("[{}]", v.join(", "))
+}
+
+/// `from..to`, or `null`.
+pub(crate) fn run_range(r: Option<(u32, u32)>) -> String {
+    match r {
+        Some((f, t)) => format!("{f}..{t}"),
+        None => "null".into(),
+    }
+}
+
+/// `action id`, the id `null` when there is none.
+pub(crate) fn thread(action: &str, id: Option<&str>) -> String {
+    format!("{action} {}", id.unwrap_or("null"))
 }
 
 /// Check every expectation of a case against a decision and its document.
@@ -313,14 +334,10 @@ pub fn check_expect(c: &Checked, e: &Expect) -> Vec<Mismatch> {
         }
     }
     if let Some(r) = &e.covered_runs {
-        let fmt = |r: Option<(u32, u32)>| match r {
-            Some((f, t)) => format!("{f}..{t}"),
-            None => "null".into(),
-        };
         mis(
             "covered_runs",
-            fmt(r.map(|r| (r.from, r.to))),
-            fmt(d.covered_runs.as_ref().map(|r| (r.from, r.to))),
+            run_range(r.map(|r| (r.from, r.to))),
+            run_range(d.covered_runs.as_ref().map(|r| (r.from, r.to))),
         );
     }
     if let Some(s) = &e.stale {
