@@ -50,7 +50,7 @@ pub fn run(
 pub fn finish(
     policy: &Policy,
     state: &State,
-    mut decision: Decision,
+    decision: Decision,
     facts: &Facts<'_>,
     render: &RenderOptions,
 ) -> Result<Outcome, PipelineError> {
@@ -63,7 +63,20 @@ pub fn finish(
     }
     let summary = crate::select::select(policy, facts, &decision);
     let render = summarize(policy, state, &decision, &summary, render);
-    let rendered = crate::render::render(policy, state, &decision, &summary, &render)?;
+    render_selected(policy, state, decision, summary, &render)
+}
+
+/// Render the handoff of `decision` from an already selected `summary` (no summarizer runs;
+/// `render` says who wrote it), and carry the inline note into the decision. `baton test`
+/// selects with rule observation and comes in here.
+pub fn render_selected(
+    policy: &Policy,
+    state: &State,
+    mut decision: Decision,
+    summary: Summary,
+    render: &RenderOptions,
+) -> Result<Outcome, PipelineError> {
+    let rendered = crate::render::render(policy, state, &decision, &summary, render)?;
     if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {
         d.inline_note = Some(note);
     }

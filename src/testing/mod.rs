@@ -77,30 +77,25 @@ pub(crate) fn check(
         document_root: Some(std::env::temp_dir().join("baton-test-docs")),
     };
     let sizer = PolicySizer { policy };
-    let (mut decision, facts) = crate::eval::evaluate(policy, state, &opts, &sizer)?;
-    let mut hits = Vec::new();
-    let (summary, rendered) = if decision.needs_handoff() {
-        let (summary, h) = crate::select::select_observed(policy, &facts, &decision);
-        hits = h;
-        let rendered = crate::render::render(
-            policy,
-            state,
-            &decision,
-            &summary,
-            &RenderOptions::default(),
-        )?;
-        if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {
-            d.inline_note = Some(note);
-        }
-        (Some(summary), Some(rendered))
-    } else {
-        (None, None)
-    };
-    let outcome = Outcome {
+    let (decision, facts) = crate::eval::evaluate(policy, state, &opts, &sizer)?;
+    if !decision.needs_handoff() {
+        let outcome = Outcome {
+            decision,
+            summary: None,
+            rendered: None,
+        };
+        return Ok((Checked { outcome }, Vec::new()));
+    }
+    // Selection with rule observation, then rendering as the pipeline does; tests never run
+    // an external summarizer.
+    let (summary, hits) = crate::select::select_observed(policy, &facts, &decision);
+    let outcome = crate::pipeline::render_selected(
+        policy,
+        state,
         decision,
         summary,
-        rendered,
-    };
+        &RenderOptions::default(),
+    )?;
     Ok((Checked { outcome }, hits))
 }
 
