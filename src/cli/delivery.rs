@@ -2,6 +2,7 @@
 //! shells over [`crate::deliver`] and the store.
 
 use super::commands::{FAIL, OK, USAGE};
+use super::store::db_path;
 use super::{GcArgs, PregrantCheckArgs};
 use crate::deliver::{
     self, CheckRequest, GcReport, HandoffLiveness, MemoryGrantStore, OffbandStore, PathArg,
@@ -141,18 +142,6 @@ pub(crate) fn gc(a: GcArgs) -> u8 {
             eprintln!("error: {e}");
             FAIL
         }
-    }
-}
-
-/// The database `--db` names: the flag, else `$BATON_DB`, else `./baton.db`; and whether it
-/// came from the default (so a missing file is not an error everywhere).
-fn db_path(given: Option<&Path>) -> (PathBuf, bool) {
-    match given {
-        Some(p) => (p.to_path_buf(), false),
-        None => match std::env::var_os("BATON_DB") {
-            Some(v) if !v.is_empty() => (PathBuf::from(v), false),
-            _ => (PathBuf::from("baton.db"), true),
-        },
     }
 }
 

@@ -2,13 +2,6 @@
 
 use super::ServeArgs;
 use crate::serve::{self, Framing, ServeConfig, Transport};
-use std::path::PathBuf;
-
-/// `--db`, else `$BATON_DB`, else `./baton.db`.
-fn db_path(arg: Option<PathBuf>) -> PathBuf {
-    arg.or_else(|| std::env::var_os("BATON_DB").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("baton.db"))
-}
 
 pub(crate) fn serve(a: ServeArgs) -> u8 {
     let transport = match (a.stdio, a.socket) {
@@ -30,7 +23,11 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
         eprintln!("error: --max-message must be at least 1 byte");
         return super::commands::USAGE;
     }
-    let mut cfg = ServeConfig::new(transport, a.policy, db_path(a.db));
+    let mut cfg = ServeConfig::new(
+        transport,
+        a.policy,
+        super::store::db_path(a.db.as_deref()).0,
+    );
     cfg.framing = framing;
     cfg.templates = a.templates;
     cfg.handoff_dir = a.handoff_dir;

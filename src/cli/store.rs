@@ -23,16 +23,19 @@ pub struct DbPath {
 
 impl DbPath {
     fn resolve(&self) -> PathBuf {
-        db_path(self.db.as_deref())
+        db_path(self.db.as_deref()).0
     }
 }
 
-fn db_path(given: Option<&Path>) -> PathBuf {
+/// The database every `--db` names: the flag, else `$BATON_DB` (when set and not empty), else
+/// `./baton.db`; and whether it is that last default (so a missing file need not be an error
+/// everywhere). One rule for every command and the service.
+pub(crate) fn db_path(given: Option<&Path>) -> (PathBuf, bool) {
     match given {
-        Some(p) => p.to_path_buf(),
+        Some(p) => (p.to_path_buf(), false),
         None => match std::env::var_os("BATON_DB") {
-            Some(v) if !v.is_empty() => PathBuf::from(v),
-            _ => PathBuf::from("baton.db"),
+            Some(v) if !v.is_empty() => (PathBuf::from(v), false),
+            _ => (PathBuf::from("baton.db"), true),
         },
     }
 }
@@ -235,7 +238,7 @@ pub(crate) fn load_state(src: &StateSource) -> Result<State, u8> {
         );
         return Err(USAGE);
     };
-    let store = open(&db_path(src.db.as_deref()))?;
+    let store = open(&db_path(src.db.as_deref()).0)?;
     store.load(thread).map_err(fail)
 }
 
