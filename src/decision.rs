@@ -152,6 +152,15 @@ pub struct TraceEntry {
 }
 
 impl Decision {
+    /// The trace entry of the ladder rule that decided (the last evaluation of it), with the
+    /// values it read. `explain` and `baton test` show it.
+    pub fn deciding_entry(&self) -> Option<&TraceEntry> {
+        self.trace
+            .iter()
+            .rev()
+            .find(|t| t.rule == self.decided_by.rule && t.at == self.decided_by.at)
+    }
+
     /// The decision as pretty JSON (deterministic: same policy and state, same bytes).
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))

@@ -49,11 +49,7 @@ pub fn render(d: &Decision, verbose: bool) -> String {
     if let Some(b) = &d.decided_by.because {
         let _ = writeln!(out, "  why       {b}");
     }
-    let deciding = d
-        .trace
-        .iter()
-        .rev()
-        .find(|t| t.rule == d.decided_by.rule && t.at == d.decided_by.at);
+    let deciding = d.deciding_entry();
     let _ = writeln!(
         out,
         "  rule      {} at {}",

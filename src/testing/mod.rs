@@ -122,10 +122,7 @@ impl Checked {
             format!("{k} = {}", serde_json::to_string(v).unwrap_or_default())
         };
         let values = d
-            .trace
-            .iter()
-            .rev()
-            .find(|t| t.at == d.decided_by.at && t.rule == d.decided_by.rule)
+            .deciding_entry()
             .map(|t| {
                 t.values
                     .iter()
