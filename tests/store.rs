@@ -247,7 +247,7 @@ fn a_database_from_a_newer_baton_is_refused() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: error: database schema version 7 is newer than this baton supports (3); upgrade baton",
+            "{}: error: database schema version 7 is newer than this baton supports (4); upgrade baton",
             db.display()
         )
     );

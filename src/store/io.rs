@@ -700,25 +700,69 @@ impl<'c> Cx<'c> {
         })
     }
 
-    /// Record a decision in the log.
+    /// The merge-back `handoff` of `thread` as its own decision (the latest `merge_back` row of
+    /// the log naming it) delivered it: the delivery and pre-grant the run that takes it gets.
+    pub fn waiting(&self, thread: &str, handoff: &str) -> Result<crate::eval::Waiting, StoreError> {
+        let logged: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT decision FROM decision_log
+                 WHERE thread = ?1 AND operation = 'merge_back'
+                   AND json_extract(decision, '$.handoff_id') = ?2
+                 ORDER BY id DESC LIMIT 1",
+                params![thread, handoff],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err("reading the merge-back's decision", e))?;
+        let mut waiting = crate::eval::Waiting {
+            handoff_id: handoff.to_string(),
+            delivery: None,
+            pregrant: None,
+        };
+        if let Some(json) = logged {
+            let v: serde_json::Value =
+                self.parse_json(format!("merge-back {handoff}: decision"), &json)?;
+            let field = |k: &str| v.get(k).cloned().unwrap_or_default();
+            waiting.delivery =
+                self.parse_value(format!("merge-back {handoff}: delivery"), field("delivery"))?;
+            waiting.pregrant =
+                self.parse_value(format!("merge-back {handoff}: pregrant"), field("pregrant"))?;
+        }
+        Ok(waiting)
+    }
+
+    fn parse_value<T: DeserializeOwned>(
+        &self,
+        what: String,
+        v: serde_json::Value,
+    ) -> Result<T, StoreError> {
+        serde_json::from_value(v).map_err(|e| self.corrupt(what, e))
+    }
+
+    /// Record a decision in the log, with what it was decided from (`input`: a
+    /// [`crate::store::DecisionInput`] as JSON).
     pub fn log_decision(
         &self,
         thread: &str,
         operation: &str,
         decision: &crate::decision::Decision,
+        input: &str,
     ) -> Result<(), StoreError> {
         let json = self.json("decision", decision)?;
         self.exec(
             "recording the decision",
-            "INSERT INTO decision_log (thread, run, operation, policy_name, policy_sha256, decision)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO decision_log (thread, run, operation, policy_name, policy_sha256, decision,
+                input)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
                 thread,
                 decision.run,
                 operation,
                 decision.policy.name,
                 decision.policy.sha256,
-                json
+                json,
+                input
             ],
         )
     }

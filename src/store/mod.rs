@@ -9,6 +9,7 @@
 mod grants;
 mod io;
 pub mod lifecycle;
+pub mod replay;
 mod schema;
 
 use crate::deliver::HandoffLiveness;
@@ -20,6 +21,9 @@ use std::time::Duration;
 pub use lifecycle::{
     complete_run, dispatch, fork, merge_back, regenerate, rollback, Completed, DispatchRequest,
     Dispatched, ForkReport, HandoffOptions, HandoffRecord, ProviderThreadChange, RollbackReport,
+};
+pub use replay::{
+    replay, DecisionInput, ReplayDifference, ReplayFilter, ReplayReport, ReplaySkipped,
 };
 pub use schema::SCHEMA_VERSION;
 

@@ -135,8 +135,15 @@ BEGIN
 END;
 "#;
 
+/// Version 4: the decision log keeps what each decision was made from (the state as
+/// evaluated, the target, the off-band root and the store's context, as JSON), so that
+/// `baton replay` can decide again and compare. Rows logged before have none.
+const V4: &str = r#"
+ALTER TABLE decision_log ADD COLUMN input TEXT;
+"#;
+
 /// The migrations, in order: `MIGRATIONS[i]` upgrades version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this baton writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
