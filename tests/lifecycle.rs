@@ -317,3 +317,104 @@ fn every_logged_decision_replays_to_itself() {
         std::fs::copy(from, keep).unwrap();
     }
 }
+
+fn baton(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(args)
+        .env_remove("BATON_DB")
+        .output()
+        .unwrap()
+}
+
+/// A database with a fork, a merge-back, the run that takes it and a provider switch.
+fn built() -> (Db, PathBuf) {
+    let mut db = Db::new();
+    let p = policy::load("default").unwrap();
+    fork_with_a_run(&mut db, &p);
+    let opts = db.opts();
+    store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
+    db.dispatch(&p, "th_1", "claude");
+    let file = db.store.path().unwrap().to_path_buf();
+    (db, file)
+}
+
+#[test]
+fn baton_replay_reports_no_difference_then_a_tampered_decision() {
+    let (db, file) = built();
+    let f = file.to_str().unwrap();
+    let o = baton(&["replay", "--db", f]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert_eq!(out, "3 replayed, 0 differ, 0 skipped\n");
+    let o = baton(&[
+        "replay", "--db", f, "--thread", "th_1", "--run", "9", "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["checked"], 2, "the merge-back and the run that took it");
+    // A decision rewritten after the fact no longer re-derives.
+    db.store
+        .connection()
+        .execute(
+            "UPDATE decision_log SET decision = json_set(decision, '$.run', 99)
+             WHERE operation = 'merge_back'",
+            [],
+        )
+        .unwrap();
+    let o = baton(&["replay", "--db", f]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.starts_with("differs: thread th_1 run 9 (merge_back, policy default sha256 ")
+            && out
+                .contains("): differs in run\n  logged:   {\"run\":99}\n  replayed: {\"run\":9}\n")
+            && out.ends_with("3 replayed, 1 differ, 0 skipped\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn baton_replay_names_a_policy_it_cannot_find_and_finds_it_in_a_policy_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let team = dir.path().join("team.policy");
+    std::fs::write(
+        &team,
+        "policy \"team\" {\n  extends \"default\"\n}\n\ndelivery {\n  inline otherwise\n}\n",
+    )
+    .unwrap();
+    let p = policy::load(team.to_str().unwrap()).unwrap();
+    let mut db = Db::new();
+    db.dispatch(&p, "th_1", "codex");
+    let f = db.store.path().unwrap().display().to_string();
+    let o = baton(&["replay", "--db", &f]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(&format!(
+            "): no policy with sha256 {} (policy \"team\"); pass its directory with --policy-dir\n",
+            p.sha256
+        )),
+        "{out}"
+    );
+    let o = baton(&[
+        "replay",
+        "--db",
+        &f,
+        "--policy-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "1 replayed, 0 differ, 0 skipped\n"
+    );
+    assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
+fn baton_replay_refuses_a_missing_database() {
+    let o = baton(&["replay", "--db", "/nonexistent/b.db"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "/nonexistent/b.db: error: no baton database here; pass the one to replay with --db\n"
+    );
+}
