@@ -106,7 +106,7 @@ fn no_native_fork(mut s: State, provider: &str) -> State {
 /// point.
 #[rstest]
 #[case::default_without_native_fork("default", true)]
-#[case::t3code("t3code", false)]
+#[case::t3code_without_native_fork("t3code", true)]
 fn a_forks_first_run_on_the_same_provider_never_resumes_the_parents_thread(
     #[case] profile: &str,
     #[case] forbid_native: bool,

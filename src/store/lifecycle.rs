@@ -836,6 +836,15 @@ pub fn complete_run(
                            WHERE thread = ?1 AND target_run = ?2 AND status = 'ready')",
         params![thread, run],
     )?;
+    // A fork's first run took the fork's transfer (resolved natively or portably at its
+    // dispatch): it is consumed now, as t3code's is.
+    cx.exec(
+        "consuming the fork transfer",
+        "UPDATE transfers SET status = 'consumed'
+         WHERE thread = ?1 AND type = 'fork' AND target_thread = ?1
+           AND status IN ('resolved_native', 'resolved_portable') AND source_run + 1 = ?2",
+        params![thread, run],
+    )?;
     // The run's pre-grants end with it, used or not (Mcode clears grants at turn end).
     cx.exec(
         "ending the run's pre-grants",
