@@ -418,3 +418,21 @@ fn baton_replay_refuses_a_missing_database() {
         "/nonexistent/b.db: error: no baton database here; pass the one to replay with --db\n"
     );
 }
+
+/// Bug 2, the prompt's layout: the merge-back's prompt, then the run's message, as the
+/// inline template lays out a prompt with a message (after a blank line).
+#[test]
+fn the_taken_merge_backs_prompt_ends_with_the_runs_message_after_a_blank_line() {
+    let mut db = Db::new();
+    let p = policy::load("default").unwrap();
+    fork_with_a_run(&mut db, &p);
+    let opts = db.opts();
+    let m = store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
+    let before = m.handoff.unwrap().inline;
+    let r = db.req("th_1", "claude", Some("Go on."));
+    let d = store::dispatch(&mut db.store, &p, &r).unwrap();
+    assert_eq!(
+        d.handoff.unwrap().inline,
+        format!("{}\n\nGo on.", before.trim_end())
+    );
+}

@@ -1,6 +1,7 @@
 //! The evaluator: policy + state -> [`Decision`] with a full trace.
 //!
-//! Public entry point: [`decide`]. Order: eligible runs, every staleness signal, the strategy
+//! Public entry point: [`decide`] ([`evaluate_in`] when the store decides a merge-back for
+//! the parent, or a run that takes one, with a [`DecisionContext`]). Order: eligible runs, every staleness signal, the strategy
 //! ladder (first match wins), coverage, delivery, pre-grant. Deterministic: no clocks, no
 //! randomness, no hash-map iteration order in the output.
 

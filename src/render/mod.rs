@@ -406,14 +406,3 @@ pub fn render(
         inline_fallback,
     })
 }
-
-/// A first-turn prompt rendered without the user's message (a fork's merge-back, rendered
-/// before the run that takes it) with that run's `message` after it, as the inline template
-/// places it: last, after a blank line.
-pub fn with_message(prompt: &str, message: &str) -> String {
-    let head = prompt.trim_end();
-    if head.is_empty() {
-        return message.to_string();
-    }
-    format!("{head}\n\n{message}")
-}

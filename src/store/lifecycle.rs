@@ -500,6 +500,18 @@ fn items_bound(state: &State, target: &str) -> u32 {
         .unwrap_or(0)
 }
 
+/// A first-turn prompt rendered before its run (a fork's merge-back) with that run's own
+/// `message` after it, where the inline template puts the message: last, after a blank line,
+/// or on the next line when the prompt ends with a label for it (`User message:`).
+fn with_message(prompt: &str, message: &str) -> String {
+    let head = prompt.trim_end();
+    match head {
+        "" => message.to_string(),
+        h if h.ends_with(':') => format!("{h}\n{message}"),
+        h => format!("{h}\n\n{message}"),
+    }
+}
+
 /// The ordinal of the thread's next run.
 fn next_run(state: &State) -> u32 {
     state.runs.len() as u32 + 1
@@ -734,7 +746,7 @@ pub fn dispatch(
         // message after the merge-back's.
         (None, Some(mut m)) => {
             if let Some(msg) = req.message.as_deref().filter(|m| !m.trim().is_empty()) {
-                m.inline = crate::render::with_message(&m.inline, msg);
+                m.inline = with_message(&m.inline, msg);
             }
             (Some(m), None)
         }

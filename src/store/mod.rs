@@ -4,7 +4,8 @@
 //! Public entry point: [`Store`] (open, import, export/load) and the lifecycle operations in
 //! [`lifecycle`] ([`dispatch`], [`complete_run`], [`regenerate`], [`rollback`], [`fork`],
 //! [`merge_back`]). Every multi-row change is one `BEGIN IMMEDIATE` transaction that reloads
-//! the thread inside the transaction, so concurrent callers serialize.
+//! the thread inside the transaction, so concurrent callers serialize. Every decision is logged
+//! with what it was decided from ([`DecisionInput`]); [`replay`] decides the log again.
 
 mod grants;
 mod io;
