@@ -306,10 +306,13 @@ fn every_logged_decision_replays_to_itself() {
     db.dispatch(&t3, "th_1", "codex");
     db.complete("th_1", 10, "switched", RunStatus::Failed);
     store::rollback(&mut db.store, "th_1", 9).unwrap();
-    db.dispatch(&p, "th_1", "cursor");
+    let d = db.dispatch(&p, "th_1", "cursor");
+    let h = d.handoff.expect("cursor gets a handoff");
+    let opts = db.opts();
+    store::regenerate(&mut db.store, &p, "th_1", &h.id, &opts).unwrap();
     db.dispatch(&p, "f", "claude");
     let report = store::replay(&db.store, &store::ReplayFilter::default(), &[]).unwrap();
-    assert!(report.checked >= 6, "{report:?}");
+    assert_eq!(report.checked, 7, "{report:?}");
     assert!(report.differences.is_empty(), "{report:?}");
     if let Some(keep) = std::env::var_os("BATON_LIFECYCLE_DB") {
         let from = db.store.path().unwrap().to_path_buf();
@@ -434,5 +437,49 @@ fn the_taken_merge_backs_prompt_ends_with_the_runs_message_after_a_blank_line() 
     assert_eq!(
         d.handoff.unwrap().inline,
         format!("{}\n\nGo on.", before.trim_end())
+    );
+}
+
+/// Bug 6, delivery: a decision whose off-band write failed and fell back to inline (the
+/// delivery stage's record, not the policy's choice) still replays to itself.
+#[test]
+fn a_decision_that_fell_back_to_inline_replays_to_itself() {
+    let mut db = Db::new();
+    let p = policy::load("default").unwrap();
+    let file = db._dir.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let r = DispatchRequest {
+        handoff_dir: Some(file.join("docs")),
+        ..db.req("th_1", "codex", None)
+    };
+    let d = store::dispatch(&mut db.store, &p, &r).unwrap();
+    let delivery = d.decision.delivery.unwrap();
+    assert_eq!(delivery.mode.as_str(), "inline");
+    assert!(delivery.fallback_reason.is_some());
+    let report = store::replay(&db.store, &store::ReplayFilter::default(), &[]).unwrap();
+    assert_eq!(
+        (report.checked, report.differences.len()),
+        (1, 0),
+        "{report:?}"
+    );
+}
+
+/// A row logged before schema 4 keeps no input: it is listed as skipped, not as a difference.
+#[test]
+fn a_row_logged_before_schema_4_is_skipped() {
+    let (db, file) = built();
+    db.store
+        .connection()
+        .execute(
+            "INSERT INTO decision_log (thread, run, operation, policy_name, policy_sha256, decision)
+             VALUES ('th_1', 3, 'dispatch', 'default', 'abc', '{}')",
+            [],
+        )
+        .unwrap();
+    let o = baton(&["replay", "--db", file.to_str().unwrap(), "--run", "3"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "skipped: thread th_1 run 3 (log row 4): logged before the decision log kept its input\n0 replayed, 0 differ, 1 skipped\n"
     );
 }
