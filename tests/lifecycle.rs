@@ -198,6 +198,11 @@ fn a_run_taking_a_merge_back_keeps_its_message_and_its_decision_is_truthful() {
         ),
         "the merge-back goes into L1, which the parent's next run resumes"
     );
+    let why = m.decision.decided_by.because.clone().unwrap();
+    assert!(
+        why.ends_with("(decided on f as claude sees it; recorded in thread th_1 for its run 9)"),
+        "{why}"
+    );
     let mb = m.handoff.clone().unwrap();
     let doc = mb.document_path.clone().unwrap();
 

@@ -521,6 +521,24 @@ pub fn evaluate_in<'a>(
         Some(r) => r.run,
         None => state.runs.len() as u32 + 1,
     };
+    // Decided on one thread, recorded in another: the reason says which view it was decided
+    // on and where it goes, so that it is not read as a reason about the recording thread.
+    let decided_by = match &cx.record_in {
+        Some(r) => {
+            let why = decided_by
+                .because
+                .clone()
+                .unwrap_or_else(|| decided_by.rule.clone());
+            DecidedBy {
+                because: Some(format!(
+                    "{why} (decided on {} as {target} sees it; recorded in thread {} for its run {})",
+                    state.thread.id, r.thread, r.run
+                )),
+                ..decided_by
+            }
+        }
+        None => decided_by,
+    };
     let decision = Decision {
         policy: PolicyRef {
             name: policy.name.clone(),
