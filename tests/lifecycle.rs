@@ -275,7 +275,15 @@ fn an_unused_pregrant_dies_when_its_run_ends(#[case] end: Option<RunStatus>) {
         }
     }
     assert!(db.store.find("th_1", 9).unwrap().is_empty());
-    assert!(!db.allows("th_1", 9, &doc));
+    let req = baton::deliver::CheckRequest {
+        thread: "th_1".into(),
+        run: 9,
+        tool: "Read".into(),
+        args: baton::deliver::PathArg::Path(doc.clone()),
+    };
+    let v = baton::deliver::check(&mut db.store, &req).unwrap();
+    assert!(!v.allow);
+    assert_eq!(v.reason, "no pre-grant for thread th_1 turn 9");
 }
 
 /// Bug 5: a merge-back waiting for the parent's next run keeps its grant through a rollback of
