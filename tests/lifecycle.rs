@@ -496,3 +496,75 @@ fn a_row_logged_before_schema_4_is_skipped() {
         "skipped: thread th_1 run 3 (log row 4): logged before the decision log kept its input\n0 replayed, 0 differ, 1 skipped\n"
     );
 }
+
+/// A long thread: `n` runs alternating between codex and claude in blocks of five.
+fn long_thread(n: u32) -> State {
+    let mut yaml = String::from(
+        "version: 1\nthread: {id: big, title: Big}\nprovider_threads:\n  - {id: C1, provider: codex, status: active}\n  - {id: L1, provider: claude, status: active}\nruns:\n",
+    );
+    for i in 1..=n {
+        let (p, pt) = if (i - 1) / 5 % 2 == 0 {
+            ("codex", "C1")
+        } else {
+            ("claude", "L1")
+        };
+        yaml += &format!(
+            "  - ordinal: {i}\n    provider: {p}\n    provider_thread: {pt}\n    items:\n      - {{kind: user_message, text: \"message {i}\"}}\n"
+        );
+    }
+    yaml += "request: {provider: codex}\n";
+    state::parse_str(&yaml, state::Format::Yaml, "big.yaml").unwrap()
+}
+
+/// The decision log grows with what changed, not with the thread's history: a decision's
+/// input keeps the state's long lists in shared chunks, and the next dispatch adds a few.
+#[test]
+fn the_decision_log_grows_with_the_delta_not_the_history() {
+    let mut db = Db::with(long_thread(1000));
+    let p = policy::load("default").unwrap();
+    let chunks = |db: &Db| -> i64 {
+        db.store
+            .connection()
+            .query_row("SELECT COUNT(*) FROM decision_chunks", [], |r| r.get(0))
+            .unwrap()
+    };
+    db.dispatch(&p, "big", "codex");
+    db.complete("big", 1001, "one", RunStatus::Completed);
+    let first = chunks(&db);
+    db.dispatch(&p, "big", "claude");
+    db.complete("big", 1002, "two", RunStatus::Completed);
+    db.dispatch(&p, "big", "codex");
+    let added = chunks(&db) - first;
+    assert!(
+        added <= 8,
+        "two dispatches added {added} chunks (first: {first})"
+    );
+    let longest: i64 = db
+        .store
+        .connection()
+        .query_row("SELECT MAX(length(input)) FROM decision_log", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(longest < 4_000, "{longest} bytes");
+    let report = store::replay(&db.store, &store::ReplayFilter::default(), &[]).unwrap();
+    assert_eq!(
+        (report.checked, report.differences.len()),
+        (3, 0),
+        "{report:?}"
+    );
+    // A chunk gone missing is a difference that says so.
+    db.store
+        .connection()
+        .execute("DELETE FROM decision_chunks", [])
+        .unwrap();
+    let report = store::replay(&db.store, &store::ReplayFilter::default(), &[]).unwrap();
+    assert_eq!(report.differences.len(), 3);
+    assert!(
+        report.differences[0]
+            .reason
+            .starts_with("the logged input is unreadable: its chunk "),
+        "{:?}",
+        report.differences[0]
+    );
+}

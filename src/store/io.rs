@@ -700,6 +700,38 @@ impl<'c> Cx<'c> {
         })
     }
 
+    /// A decision input with each long list of its state (runs, provider threads, handoffs,
+    /// transfers, checkpoints) replaced by `{"chunks": [sha256, ...]}`: runs of
+    /// [`super::replay::CHUNK_LEN`] elements kept once each in `decision_chunks`. Consecutive
+    /// decisions of a thread share every chunk that did not change, so the log grows with what
+    /// changed, not with the thread's history.
+    fn chunked(&self, mut input: serde_json::Value) -> Result<String, StoreError> {
+        use sha2::{Digest, Sha256};
+        if let Some(state) = input.get_mut("state").and_then(|s| s.as_object_mut()) {
+            for key in super::replay::CHUNKED {
+                let Some(serde_json::Value::Array(items)) = state.get(key) else {
+                    continue;
+                };
+                let mut shas = Vec::new();
+                for chunk in items.chunks(super::replay::CHUNK_LEN) {
+                    let body = self.json("decision input", &chunk)?;
+                    let sha: String = Sha256::digest(body.as_bytes())
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect();
+                    self.exec(
+                        "recording the decision's input",
+                        "INSERT OR IGNORE INTO decision_chunks (sha, body) VALUES (?1, ?2)",
+                        params![sha, body],
+                    )?;
+                    shas.push(serde_json::Value::String(sha));
+                }
+                state.insert(key.to_string(), serde_json::json!({ "chunks": shas }));
+            }
+        }
+        self.json("decision input", &input)
+    }
+
     /// The merge-back `handoff` of `thread` as its own decision (the latest `merge_back` row of
     /// the log naming it) delivered it: the delivery and pre-grant the run that takes it gets.
     pub fn waiting(&self, thread: &str, handoff: &str) -> Result<crate::eval::Waiting, StoreError> {
@@ -741,15 +773,16 @@ impl<'c> Cx<'c> {
     }
 
     /// Record a decision in the log, with what it was decided from (`input`: a
-    /// [`crate::store::DecisionInput`] as JSON).
+    /// [`crate::store::DecisionInput`] as JSON, its long lists kept as shared chunks).
     pub fn log_decision(
         &self,
         thread: &str,
         operation: &str,
         decision: &crate::decision::Decision,
-        input: &str,
+        input: serde_json::Value,
     ) -> Result<(), StoreError> {
         let json = self.json("decision", decision)?;
+        let input = self.chunked(input)?;
         self.exec(
             "recording the decision",
             "INSERT INTO decision_log (thread, run, operation, policy_name, policy_sha256, decision,

@@ -245,7 +245,7 @@ fn options(target: &str, dirs: Dirs<'_>) -> (EvalOptions, RenderOptions) {
 }
 
 /// Decide (and render) for `target` on `state` in `context`. Returns the outcome and what
-/// it was decided from, as the decision log keeps it (JSON of a [`DecisionInput`]).
+/// it was decided from (a [`DecisionInput`] as JSON) for the decision log.
 fn decide(
     policy: &Policy,
     state: &State,
@@ -253,7 +253,7 @@ fn decide(
     dirs: Dirs<'_>,
     path: &str,
     context: &DecisionContext,
-) -> Result<(Outcome, String), StoreError> {
+) -> Result<(Outcome, serde_json::Value), StoreError> {
     let (eval, render) = options(target, dirs);
     let err = pipeline_err(path, &state.thread.id);
     let sizer = PolicySizer { policy };
@@ -271,9 +271,9 @@ fn logged_input(
     dirs: Dirs<'_>,
     context: &DecisionContext,
     path: &str,
-) -> Result<String, StoreError> {
+) -> Result<serde_json::Value, StoreError> {
     let input = DecisionInput::new(state, target, dirs.handoff, context);
-    serde_json::to_string(&input).map_err(|e| StoreError::Corrupt {
+    serde_json::to_value(&input).map_err(|e| StoreError::Corrupt {
         path: path.to_string(),
         what: "decision input".into(),
         why: e.to_string(),
@@ -622,7 +622,7 @@ pub fn dispatch(
     fault("dispatch:after_decide");
     let run = outcome.decision.run;
     if outcome.decision.strategy == Strategy::Unsupported {
-        cx.log_decision(thread, "dispatch", &outcome.decision, &input)?;
+        cx.log_decision(thread, "dispatch", &outcome.decision, input)?;
         // Nothing starts: the decision is logged and returned.
         commit(tx, &path, busy, "committing the dispatch")?;
         return Ok(Dispatched {
@@ -764,7 +764,7 @@ pub fn dispatch(
         },
     )?;
     // Logged after delivery: a fallback to inline is part of the decision.
-    cx.log_decision(thread, "dispatch", &outcome.decision, &input)?;
+    cx.log_decision(thread, "dispatch", &outcome.decision, input)?;
     let request = cx.json("request", &state.request)?;
     cx.exec(
         "recording the request",
@@ -961,7 +961,7 @@ pub fn regenerate(
         ..NewHandoff::own(&state, &outcome, t, pt.clone())
     };
     let record = record_handoff(&cx, &mut outcome, opts.handoff_dir.as_ref(), new)?;
-    cx.log_decision(thread, "regenerate", &outcome.decision, &input)?;
+    cx.log_decision(thread, "regenerate", &outcome.decision, input)?;
     if let Some(rec) = &record {
         cx.exec(
             "linking the run to the new handoff",
@@ -1407,7 +1407,7 @@ pub fn merge_back(
             summary: Some(summary),
         },
     )?;
-    cx.log_decision(&parent_id, "merge_back", &outcome.decision, &input)?;
+    cx.log_decision(&parent_id, "merge_back", &outcome.decision, input)?;
     commit(tx, &path, busy, "committing the merge-back")?;
     Ok(Dispatched {
         decision: outcome.decision,

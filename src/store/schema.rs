@@ -137,9 +137,14 @@ END;
 
 /// Version 4: the decision log keeps what each decision was made from (the state as
 /// evaluated, the target, the off-band root and the store's context, as JSON), so that
-/// `baton replay` can decide again and compare. Rows logged before have none.
+/// `baton replay` can decide again and compare. Rows logged before have none. The state's long
+/// lists are kept in `decision_chunks`, each chunk once, named by its sha256.
 const V4: &str = r#"
 ALTER TABLE decision_log ADD COLUMN input TEXT;
+CREATE TABLE decision_chunks (
+    sha  TEXT PRIMARY KEY,
+    body TEXT NOT NULL                                     -- JSON: a list of state elements
+) WITHOUT ROWID;
 "#;
 
 /// The migrations, in order: `MIGRATIONS[i]` upgrades version `i` to `i + 1`.
