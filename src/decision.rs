@@ -92,7 +92,7 @@ impl DeliveryMode {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delivery {
     pub mode: DeliveryMode,
     pub inline_limit: usize,
@@ -106,7 +106,7 @@ pub struct Delivery {
     pub inline_note: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pregrant {
     pub tool: String,
     pub path: String,

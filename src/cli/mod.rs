@@ -9,6 +9,7 @@ use std::process::ExitCode;
 mod out;
 mod commands;
 mod delivery;
+mod replay;
 mod serve;
 mod store;
 mod tooling;
@@ -89,6 +90,11 @@ pub enum Command {
         after_help = "Examples:\n  baton regenerate --thread th_1 --handoff H2\n  baton regenerate --thread th_1 --handoff H2 --policy policies/   # after a policy fix\n\nThe old handoff row becomes superseded (its only change); the new one names it in supersedes."
     )]
     Regenerate(store::RegenerateArgs),
+    /// Decide every logged decision again and report those that differ.
+    #[command(
+        after_help = "Examples:\n  baton replay --db baton.db\n  baton replay --db baton.db --thread th_1 --run 9 --json\n  baton replay --db baton.db --policy-dir policies/   # policies that are not shipped\n\nEach decision is decided again from the state, target and context it was logged with,\nwith the policy of its sha256 (the shipped profiles, or one found under --policy-dir).\nExit 1 when any differs or cannot be decided again, 0 otherwise."
+    )]
+    Replay(replay::ReplayArgs),
     /// Run policy unit tests from YAML files; the last line is `N passed, N failed`.
     #[command(
         after_help = "Examples:\n  baton test                              # policies/tests/\n  baton test policies/tests/default.yaml --filter stale\n  baton test --coverage --min-coverage 100 policies/tests/\n\nExit 1 when a case fails, a test file is invalid, or coverage is below --min-coverage."
@@ -374,6 +380,7 @@ pub fn main() -> ExitCode {
         Command::Fork(a) => store::fork(a),
         Command::MergeBack(a) => store::merge_back(a),
         Command::Regenerate(a) => store::regenerate(a),
+        Command::Replay(a) => replay::replay(a),
         Command::Test(a) => tooling::test(a),
         Command::Diff(a) => tooling::diff(a),
         Command::Fmt(a) => tooling::fmt(a),

@@ -1,6 +1,7 @@
 //! The evaluator: policy + state -> [`Decision`] with a full trace.
 //!
-//! Public entry point: [`decide`]. Order: eligible runs, every staleness signal, the strategy
+//! Public entry point: [`decide`] ([`evaluate_in`] when the store decides a merge-back for
+//! the parent, or a run that takes one, with a [`DecisionContext`]). Order: eligible runs, every staleness signal, the strategy
 //! ladder (first match wins), coverage, delivery, pre-grant. Deterministic: no clocks, no
 //! randomness, no hash-map iteration order in the output.
 
@@ -9,6 +10,7 @@ use crate::facts::{Facts, ItemCtx, RunCtx, SummarySizer, Value};
 use crate::policy::ast::{CmpOp, Span};
 use crate::policy::{CExpr, Policy, Strategy};
 use crate::state::{HandoffStrategy, RequestKind, RunRange, RunStatus, State};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -237,6 +239,54 @@ pub fn evaluate<'a>(
     opts: &EvalOptions,
     sizer: &'a dyn SummarySizer,
 ) -> Result<(Decision, Facts<'a>), EvalError> {
+    evaluate_in(policy, state, opts, &DecisionContext::default(), sizer)
+}
+
+/// Where a decision's handoff is recorded when that is not the evaluated thread's own next
+/// run: a merge-back is decided on the fork, as the parent's provider sees it, and recorded
+/// in the parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordIn {
+    /// The thread that holds the handoff (the parent).
+    pub thread: String,
+    /// The run the handoff is for (the parent's next run).
+    pub run: u32,
+    /// The handoff's id in that thread.
+    pub handoff_id: String,
+    /// The provider thread that run would resume; none when it would create one.
+    pub provider_thread: Option<String>,
+}
+
+/// A handoff already made and delivered for the run being decided (a fork's merge-back
+/// waiting for the parent's next run), as its own decision delivered it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiting {
+    pub handoff_id: String,
+    pub delivery: Option<Delivery>,
+    pub pregrant: Option<Pregrant>,
+}
+
+/// What a decision depends on besides the policy, the state and [`EvalOptions`]: the store
+/// passes it for merge-backs and for the run that takes one, and logs it with the decision,
+/// so that every logged decision re-derives from (policy, state, context).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecisionContext {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_in: Option<RecordIn>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Waiting>,
+}
+
+/// [`evaluate`] with a [`DecisionContext`]: a merge-back's decision is numbered, named and
+/// delivered for the thread that records it (`record_in`), and a run that makes no handoff
+/// of its own but takes a waiting one (`waiting`) says how that one is delivered and granted.
+pub fn evaluate_in<'a>(
+    policy: &Policy,
+    state: &'a State,
+    opts: &EvalOptions,
+    cx: &DecisionContext,
+    sizer: &'a dyn SummarySizer,
+) -> Result<(Decision, Facts<'a>), EvalError> {
     let target = opts
         .target
         .clone()
@@ -327,6 +377,17 @@ pub fn evaluate<'a>(
         .map(|p| ProviderThreadAction::new(ThreadAction::Resume, Some(&p.id)));
     let provider_thread = match strategy {
         Strategy::Unsupported => ProviderThreadAction::new(ThreadAction::None, None),
+        // Recorded in another thread: the provider thread of that thread's next run.
+        _ if cx.record_in.is_some() => {
+            let pt = cx
+                .record_in
+                .as_ref()
+                .and_then(|r| r.provider_thread.as_deref());
+            match pt {
+                Some(id) => ProviderThreadAction::new(ThreadAction::Resume, Some(id)),
+                None => ProviderThreadAction::new(ThreadAction::Create, None),
+            }
+        }
         Strategy::FullNew => ProviderThreadAction::new(ThreadAction::Create, None),
         Strategy::NoHandoff => {
             resume.unwrap_or_else(|| ProviderThreadAction::new(ThreadAction::Create, None))
@@ -387,7 +448,15 @@ pub fn evaluate<'a>(
         // Nothing to hand over: no document.
         _ => (None, None),
     };
-    let handoff_id = handoff_strategy.map(|_| next_handoff_id(state));
+    let handoff_id = handoff_strategy.map(|_| match &cx.record_in {
+        Some(r) => r.handoff_id.clone(),
+        None => next_handoff_id(state),
+    });
+    let record_thread = cx
+        .record_in
+        .as_ref()
+        .map(|r| r.thread.as_str())
+        .unwrap_or(state.thread.id.as_str());
 
     // 5. Delivery: first match wins; inline when no rule matches. Off-band, the decision names
     // the document's stable path.
@@ -402,7 +471,7 @@ pub fn evaluate<'a>(
         let document = (mode == DeliveryMode::OffBand).then(|| {
             let store = crate::deliver::OffbandStore::new(opts.document_root.clone());
             store
-                .document_path(&state.thread.id, hid)
+                .document_path(record_thread, hid)
                 .display()
                 .to_string()
         });
@@ -438,6 +507,38 @@ pub fn evaluate<'a>(
         });
     }
 
+    // No handoff of its own, but one waits for this run: the decision says how that one is
+    // delivered and granted (as its own decision delivered it).
+    let (handoff_id, delivery, pregrant) = match (&handoff_id, &cx.waiting) {
+        (None, Some(w)) if strategy != Strategy::Unsupported => (
+            Some(w.handoff_id.clone()),
+            w.delivery.clone(),
+            w.pregrant.clone(),
+        ),
+        _ => (handoff_id, delivery, pregrant),
+    };
+    let run = match &cx.record_in {
+        Some(r) => r.run,
+        None => state.runs.len() as u32 + 1,
+    };
+    // Decided on one thread, recorded in another: the reason says which view it was decided
+    // on and where it goes, so that it is not read as a reason about the recording thread.
+    let decided_by = match &cx.record_in {
+        Some(r) => {
+            let why = decided_by
+                .because
+                .clone()
+                .unwrap_or_else(|| decided_by.rule.clone());
+            DecidedBy {
+                because: Some(format!(
+                    "{why} (decided on {} as {target} sees it; recorded in thread {} for its run {})",
+                    state.thread.id, r.thread, r.run
+                )),
+                ..decided_by
+            }
+        }
+        None => decided_by,
+    };
     let decision = Decision {
         policy: PolicyRef {
             name: policy.name.clone(),
@@ -451,7 +552,7 @@ pub fn evaluate<'a>(
         stale,
         delivery,
         pregrant,
-        run: state.runs.len() as u32 + 1,
+        run,
         handoff_id,
         decided_by,
         trace,

@@ -2,7 +2,8 @@
 
 use super::{Fact, Value};
 use crate::state::{
-    caps_for, Item, ProviderThread, ProviderThreadStatus, ResolvedCaps, Run, RunStatus, State,
+    caps_for, Item, ProviderThread, ProviderThreadStatus, RequestKind, ResolvedCaps, Run,
+    RunStatus, State,
 };
 use std::cell::{OnceCell, RefCell};
 
@@ -152,11 +153,16 @@ impl<'a> Facts<'a> {
         &self.eligible_ordinals
     }
 
-    /// The provider thread the target would resume (found on first use).
+    /// The provider thread the target would resume (found on first use). A fork's first run
+    /// resumes none: the provider threads it holds are the parent's, copied at fork time, and
+    /// the child never resumes them (it forks one natively or creates its own).
     pub fn target_thread(&self) -> Option<&'a ProviderThread> {
-        *self
-            .target_thread
-            .get_or_init(|| find_target_thread(self.state, &self.target))
+        *self.target_thread.get_or_init(|| {
+            if self.state.request.kind == RequestKind::Fork && self.state.thread.parent.is_some() {
+                return None;
+            }
+            find_target_thread(self.state, &self.target)
+        })
     }
 
     /// Record what the ladder and delivery decided, for `decision.*` and `delivery.*` facts.
@@ -495,7 +501,14 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<ItemCtx<'s>> {
         let Some(run) = state.runs.get((o as usize).wrapping_sub(1)) else {
             continue;
         };
-        if let Some(hd) = run.handoff.as_deref().and_then(|h| handoffs.get(h)) {
+        // A handoff carries what it says in its `summary`; one without (every handoff a
+        // dispatch makes) adds nothing its runs do not, and is no entry.
+        if let Some(hd) = run
+            .handoff
+            .as_deref()
+            .and_then(|h| handoffs.get(h))
+            .filter(|h| h.summary.as_deref().is_some_and(|t| !t.trim().is_empty()))
+        {
             let chars = text_chars(hd.summary.as_deref());
             out.push(synthetic_item("handoff", hd.id.clone(), o, chars));
         }

@@ -700,25 +700,102 @@ impl<'c> Cx<'c> {
         })
     }
 
-    /// Record a decision in the log.
+    /// A decision input with each long list of its state (runs, provider threads, handoffs,
+    /// transfers, checkpoints) replaced by `{"chunks": [sha256, ...]}`: runs of
+    /// [`super::replay::CHUNK_LEN`] elements kept once each in `decision_chunks`. Consecutive
+    /// decisions of a thread share every chunk that did not change, so the log grows with what
+    /// changed, not with the thread's history.
+    fn chunked(&self, mut input: serde_json::Value) -> Result<String, StoreError> {
+        use sha2::{Digest, Sha256};
+        if let Some(state) = input.get_mut("state").and_then(|s| s.as_object_mut()) {
+            for key in super::replay::CHUNKED {
+                let Some(serde_json::Value::Array(items)) = state.get(key) else {
+                    continue;
+                };
+                let mut shas = Vec::new();
+                for chunk in items.chunks(super::replay::CHUNK_LEN) {
+                    let body = self.json("decision input", &chunk)?;
+                    let sha: String = Sha256::digest(body.as_bytes())
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect();
+                    self.exec(
+                        "recording the decision's input",
+                        "INSERT OR IGNORE INTO decision_chunks (sha, body) VALUES (?1, ?2)",
+                        params![sha, body],
+                    )?;
+                    shas.push(serde_json::Value::String(sha));
+                }
+                state.insert(key.to_string(), serde_json::json!({ "chunks": shas }));
+            }
+        }
+        self.json("decision input", &input)
+    }
+
+    /// The merge-back `handoff` of `thread` as its own decision (the latest `merge_back` row of
+    /// the log naming it) delivered it: the delivery and pre-grant the run that takes it gets.
+    pub fn waiting(&self, thread: &str, handoff: &str) -> Result<crate::eval::Waiting, StoreError> {
+        let logged: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT decision FROM decision_log
+                 WHERE thread = ?1 AND operation = 'merge_back'
+                   AND json_extract(decision, '$.handoff_id') = ?2
+                 ORDER BY id DESC LIMIT 1",
+                params![thread, handoff],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err("reading the merge-back's decision", e))?;
+        let mut waiting = crate::eval::Waiting {
+            handoff_id: handoff.to_string(),
+            delivery: None,
+            pregrant: None,
+        };
+        if let Some(json) = logged {
+            let v: serde_json::Value =
+                self.parse_json(format!("merge-back {handoff}: decision"), &json)?;
+            let field = |k: &str| v.get(k).cloned().unwrap_or_default();
+            waiting.delivery =
+                self.parse_value(format!("merge-back {handoff}: delivery"), field("delivery"))?;
+            waiting.pregrant =
+                self.parse_value(format!("merge-back {handoff}: pregrant"), field("pregrant"))?;
+        }
+        Ok(waiting)
+    }
+
+    fn parse_value<T: DeserializeOwned>(
+        &self,
+        what: String,
+        v: serde_json::Value,
+    ) -> Result<T, StoreError> {
+        serde_json::from_value(v).map_err(|e| self.corrupt(what, e))
+    }
+
+    /// Record a decision in the log, with what it was decided from (`input`: a
+    /// [`crate::store::DecisionInput`] as JSON, its long lists kept as shared chunks).
     pub fn log_decision(
         &self,
         thread: &str,
         operation: &str,
         decision: &crate::decision::Decision,
+        input: serde_json::Value,
     ) -> Result<(), StoreError> {
         let json = self.json("decision", decision)?;
+        let input = self.chunked(input)?;
         self.exec(
             "recording the decision",
-            "INSERT INTO decision_log (thread, run, operation, policy_name, policy_sha256, decision)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO decision_log (thread, run, operation, policy_name, policy_sha256, decision,
+                input)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
                 thread,
                 decision.run,
                 operation,
                 decision.policy.name,
                 decision.policy.sha256,
-                json
+                json,
+                input
             ],
         )
     }

@@ -4,9 +4,10 @@
 
 use super::grants::SqlGrants;
 use super::io::{Cx, HandoffRow};
+use super::replay::DecisionInput;
 use super::{fault, sql_err, Store, StoreError};
 use crate::decision::{Decision, ThreadAction};
-use crate::eval::EvalOptions;
+use crate::eval::{DecisionContext, EvalOptions, RecordIn};
 use crate::pipeline::Outcome;
 use crate::policy::{Policy, Strategy};
 use crate::render::RenderOptions;
@@ -243,23 +244,40 @@ fn options(target: &str, dirs: Dirs<'_>) -> (EvalOptions, RenderOptions) {
     (eval, render)
 }
 
-/// Decide (and render) for `target` on `state`; `adjust` may change the decision before it
-/// is rendered.
+/// Decide (and render) for `target` on `state` in `context`. Returns the outcome and what
+/// it was decided from (a [`DecisionInput`] as JSON) for the decision log.
 fn decide(
     policy: &Policy,
     state: &State,
     target: &str,
     dirs: Dirs<'_>,
     path: &str,
-    adjust: impl FnOnce(&mut Decision),
-) -> Result<Outcome, StoreError> {
+    context: &DecisionContext,
+) -> Result<(Outcome, serde_json::Value), StoreError> {
     let (eval, render) = options(target, dirs);
     let err = pipeline_err(path, &state.thread.id);
     let sizer = PolicySizer { policy };
-    let (mut decision, facts) =
-        crate::eval::evaluate(policy, state, &eval, &sizer).map_err(|e| err(e.into()))?;
-    adjust(&mut decision);
-    crate::pipeline::finish(policy, state, decision, &facts, &render).map_err(err)
+    let (decision, facts) = crate::eval::evaluate_in(policy, state, &eval, context, &sizer)
+        .map_err(|e| err(e.into()))?;
+    let input = logged_input(state, target, dirs, context, path)?;
+    let outcome = crate::pipeline::finish(policy, state, decision, &facts, &render).map_err(err)?;
+    Ok((outcome, input))
+}
+
+/// What a decision was made from, as JSON for the decision log.
+fn logged_input(
+    state: &State,
+    target: &str,
+    dirs: Dirs<'_>,
+    context: &DecisionContext,
+    path: &str,
+) -> Result<serde_json::Value, StoreError> {
+    let input = DecisionInput::new(state, target, dirs.handoff, context);
+    serde_json::to_value(&input).map_err(|e| StoreError::Corrupt {
+        path: path.to_string(),
+        what: "decision input".into(),
+        why: e.to_string(),
+    })
 }
 
 /// Refuse an operation that needs a handoff when the decision makes none.
@@ -482,6 +500,18 @@ fn items_bound(state: &State, target: &str) -> u32 {
         .unwrap_or(0)
 }
 
+/// A first-turn prompt rendered before its run (a fork's merge-back) with that run's own
+/// `message` after it, where the inline template puts the message: last, after a blank line,
+/// or on the next line when the prompt ends with a label for it (`User message:`).
+fn with_message(prompt: &str, message: &str) -> String {
+    let head = prompt.trim_end();
+    match head {
+        "" => message.to_string(),
+        h if h.ends_with(':') => format!("{h}\n{message}"),
+        h => format!("{h}\n\n{message}"),
+    }
+}
+
 /// The ordinal of the thread's next run.
 fn next_run(state: &State) -> u32 {
     state.runs.len() as u32 + 1
@@ -546,6 +576,14 @@ pub fn dispatch(
         })
     });
     let pending_merge = pending_merge_back(&state, &path, next_run(&state))?;
+    // A merge-back waiting for this run, as its own decision delivered it.
+    let context = DecisionContext {
+        record_in: None,
+        waiting: match &pending_merge {
+            Some((_, hid)) => Some(cx.waiting(thread, hid)?),
+            None => None,
+        },
+    };
     let anchor = state.request.fork_anchor.take();
     state.request = Request {
         provider: req.target.clone(),
@@ -565,8 +603,8 @@ pub fn dispatch(
     let (eval, render) = options(&req.target, req.dirs());
     let err = pipeline_err(&path, thread);
     let sizer = PolicySizer { policy };
-    let mut evaluated =
-        crate::eval::evaluate(policy, &state, &eval, &sizer).map_err(|e| err(e.into()))?;
+    let mut evaluated = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
+        .map_err(|e| err(e.into()))?;
     let reaches_back = |d: &Decision| d.covered_runs.as_ref().is_some_and(|c| c.from <= bound);
     if bound > 0 && (pending_fork.is_some() || reaches_back(&evaluated.0)) {
         drop(evaluated);
@@ -574,16 +612,17 @@ pub fn dispatch(
             r.items.clear();
         }
         cx.fill_items(thread, 0, &mut state.runs)?;
-        evaluated =
-            crate::eval::evaluate(policy, &state, &eval, &sizer).map_err(|e| err(e.into()))?;
+        evaluated = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
+            .map_err(|e| err(e.into()))?;
     }
     let (decision, facts) = evaluated;
+    let input = logged_input(&state, &req.target, req.dirs(), &context, &path)?;
     let mut outcome =
         crate::pipeline::finish(policy, &state, decision, &facts, &render).map_err(&err)?;
     fault("dispatch:after_decide");
     let run = outcome.decision.run;
     if outcome.decision.strategy == Strategy::Unsupported {
-        cx.log_decision(thread, "dispatch", &outcome.decision)?;
+        cx.log_decision(thread, "dispatch", &outcome.decision, input)?;
         // Nothing starts: the decision is logged and returned.
         commit(tx, &path, busy, "committing the dispatch")?;
         return Ok(Dispatched {
@@ -703,7 +742,14 @@ pub fn dispatch(
         None => None,
     };
     let (handoff, merge_back) = match (handoff, merge_back) {
-        (None, m) => (m, None),
+        // The merge-back is the run's handoff: its first-turn prompt carries the run's own
+        // message after the merge-back's.
+        (None, Some(mut m)) => {
+            if let Some(msg) = req.message.as_deref().filter(|m| !m.trim().is_empty()) {
+                m.inline = with_message(&m.inline, msg);
+            }
+            (Some(m), None)
+        }
         (h, m) => (h, m),
     };
     cx.insert_run(
@@ -718,7 +764,7 @@ pub fn dispatch(
         },
     )?;
     // Logged after delivery: a fallback to inline is part of the decision.
-    cx.log_decision(thread, "dispatch", &outcome.decision)?;
+    cx.log_decision(thread, "dispatch", &outcome.decision, input)?;
     let request = cx.json("request", &state.request)?;
     cx.exec(
         "recording the request",
@@ -802,6 +848,21 @@ pub fn complete_run(
                            WHERE thread = ?1 AND target_run = ?2 AND status = 'ready')",
         params![thread, run],
     )?;
+    // A fork's first run took the fork's transfer (resolved natively or portably at its
+    // dispatch): it is consumed now, as t3code's is.
+    cx.exec(
+        "consuming the fork transfer",
+        "UPDATE transfers SET status = 'consumed'
+         WHERE thread = ?1 AND type = 'fork' AND target_thread = ?1
+           AND status IN ('resolved_native', 'resolved_portable') AND source_run + 1 = ?2",
+        params![thread, run],
+    )?;
+    // The run's pre-grants end with it, used or not (Mcode clears grants at turn end).
+    cx.exec(
+        "ending the run's pre-grants",
+        "DELETE FROM grants WHERE thread = ?1 AND run = ?2",
+        params![thread, run],
+    )?;
     commit(tx, &path, busy, "committing the run completion")?;
     Ok(Completed {
         thread: thread.into(),
@@ -878,7 +939,14 @@ pub fn regenerate(
     if opts.message.is_some() {
         state.request.message = opts.message.clone();
     }
-    let mut outcome = decide(policy, &state, &run.provider, opts.dirs(), &path, |_| {})?;
+    let (mut outcome, input) = decide(
+        policy,
+        &state,
+        &run.provider,
+        opts.dirs(),
+        &path,
+        &DecisionContext::default(),
+    )?;
     require_handoff(
         &outcome,
         &path,
@@ -893,7 +961,7 @@ pub fn regenerate(
         ..NewHandoff::own(&state, &outcome, t, pt.clone())
     };
     let record = record_handoff(&cx, &mut outcome, opts.handoff_dir.as_ref(), new)?;
-    cx.log_decision(thread, "regenerate", &outcome.decision)?;
+    cx.log_decision(thread, "regenerate", &outcome.decision, input)?;
     if let Some(rec) = &record {
         cx.exec(
             "linking the run to the new handoff",
@@ -992,6 +1060,13 @@ pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackRepo
     for h in &handoffs {
         cx.supersede_handoff(thread, &h.id, true)?;
     }
+    // A rolled-back run's pre-grants end with it (a merge-back still waiting for the next
+    // run keeps its own).
+    cx.exec(
+        "ending the rolled-back runs' pre-grants",
+        "DELETE FROM grants WHERE thread = ?1 AND run > ?2 AND run <= ?3",
+        params![thread, to, n],
+    )?;
     for c in &changes {
         cx.exec(
             "marking provider threads",
@@ -1282,24 +1357,19 @@ pub fn merge_back(
         kind: RequestKind::MergeBack,
         fork_anchor: None,
     };
-    // The handoff is the parent's: its id, its next run, its document directory.
+    // The handoff is the parent's: its id, its next run, its document directory, and the
+    // provider thread that run would resume. The evaluation numbers and names it so.
     let hid = crate::eval::next_handoff_id(&parent);
-    let document = crate::deliver::OffbandStore::new(opts.handoff_dir.clone())
-        .document_path(&parent_id, &hid)
-        .display()
-        .to_string();
-    let mut outcome = decide(policy, &view, &target, opts.dirs(), &path, |d| {
-        d.run = run;
-        if d.handoff_id.is_some() {
-            d.handoff_id = Some(hid.clone());
-        }
-        if let Some(doc) = d.delivery.as_mut().and_then(|x| x.document.as_mut()) {
-            doc.clone_from(&document);
-        }
-        if let Some(p) = d.pregrant.as_mut() {
-            p.path.clone_from(&document);
-        }
-    })?;
+    let context = DecisionContext {
+        record_in: Some(RecordIn {
+            thread: parent_id.clone(),
+            run,
+            handoff_id: hid.clone(),
+            provider_thread: parent_pt.clone(),
+        }),
+        waiting: None,
+    };
+    let (mut outcome, input) = decide(policy, &view, &target, opts.dirs(), &path, &context)?;
     require_handoff(&outcome, &path, child, "nothing was merged back")?;
     let supersedes = match waiting {
         Some((_, old)) => {
@@ -1337,7 +1407,7 @@ pub fn merge_back(
             summary: Some(summary),
         },
     )?;
-    cx.log_decision(&parent_id, "merge_back", &outcome.decision)?;
+    cx.log_decision(&parent_id, "merge_back", &outcome.decision, input)?;
     commit(tx, &path, busy, "committing the merge-back")?;
     Ok(Dispatched {
         decision: outcome.decision,

@@ -4,11 +4,13 @@
 //! Public entry point: [`Store`] (open, import, export/load) and the lifecycle operations in
 //! [`lifecycle`] ([`dispatch`], [`complete_run`], [`regenerate`], [`rollback`], [`fork`],
 //! [`merge_back`]). Every multi-row change is one `BEGIN IMMEDIATE` transaction that reloads
-//! the thread inside the transaction, so concurrent callers serialize.
+//! the thread inside the transaction, so concurrent callers serialize. Every decision is logged
+//! with what it was decided from ([`DecisionInput`]); [`replay`] decides the log again.
 
 mod grants;
 mod io;
 pub mod lifecycle;
+pub mod replay;
 mod schema;
 
 use crate::deliver::HandoffLiveness;
@@ -20,6 +22,9 @@ use std::time::Duration;
 pub use lifecycle::{
     complete_run, dispatch, fork, merge_back, regenerate, rollback, Completed, DispatchRequest,
     Dispatched, ForkReport, HandoffOptions, HandoffRecord, ProviderThreadChange, RollbackReport,
+};
+pub use replay::{
+    replay, DecisionInput, ReplayDifference, ReplayFilter, ReplayReport, ReplaySkipped,
 };
 pub use schema::SCHEMA_VERSION;
 

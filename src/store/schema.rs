@@ -135,8 +135,20 @@ BEGIN
 END;
 "#;
 
+/// Version 4: the decision log keeps what each decision was made from (the state as
+/// evaluated, the target, the off-band root and the store's context, as JSON), so that
+/// `baton replay` can decide again and compare. Rows logged before have none. The state's long
+/// lists are kept in `decision_chunks`, each chunk once, named by its sha256.
+const V4: &str = r#"
+ALTER TABLE decision_log ADD COLUMN input TEXT;
+CREATE TABLE decision_chunks (
+    sha  TEXT PRIMARY KEY,
+    body TEXT NOT NULL                                     -- JSON: a list of state elements
+) WITHOUT ROWID;
+"#;
+
 /// The migrations, in order: `MIGRATIONS[i]` upgrades version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this baton writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -1,0 +1,335 @@
+//! Replaying the decision log: every logged decision is decided again from what it was made
+//! from (the state as evaluated, the target, the off-band root and the store's context, kept
+//! in `decision_log.input`) with the policy of the same sha256, and compared.
+
+use super::{Store, StoreError};
+use crate::eval::{DecisionContext, EvalOptions};
+use crate::policy::Policy;
+use crate::select::PolicySizer;
+use crate::state::State;
+use rusqlite::OptionalExtension;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The lists of a logged state kept in shared chunks (see `decision_chunks`), and how many
+/// elements a chunk holds.
+pub(crate) const CHUNKED: [&str; 5] = [
+    "provider_threads",
+    "runs",
+    "handoffs",
+    "transfers",
+    "checkpoints",
+];
+pub(crate) const CHUNK_LEN: usize = 64;
+
+/// A logged input with its chunked lists put back together.
+fn unchunked(store: &Store, input: &str) -> Result<DecisionInput, String> {
+    let mut v: serde_json::Value = serde_json::from_str(input).map_err(|e| e.to_string())?;
+    if let Some(state) = v.get_mut("state").and_then(|s| s.as_object_mut()) {
+        for key in CHUNKED {
+            let Some(shas) = state
+                .get(key)
+                .and_then(|x| x.get("chunks"))
+                .and_then(|c| c.as_array())
+                .cloned()
+            else {
+                continue;
+            };
+            let mut items: Vec<serde_json::Value> = Vec::new();
+            for sha in shas.iter().filter_map(|s| s.as_str()) {
+                let body: Option<String> = store
+                    .connection()
+                    .query_row(
+                        "SELECT body FROM decision_chunks WHERE sha = ?1",
+                        [sha],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(|e| e.to_string())?;
+                let body = body.ok_or_else(|| format!("its chunk {sha} of `{key}` is missing"))?;
+                let part: Vec<serde_json::Value> =
+                    serde_json::from_str(&body).map_err(|e| e.to_string())?;
+                items.extend(part);
+            }
+            state.insert(key.to_string(), serde_json::Value::Array(items));
+        }
+    }
+    serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+/// What a decision was made from, as the decision log keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionInput {
+    /// The state as evaluated (for a dispatch: with its request, and with the items of the
+    /// runs the target has already seen left out when the policy does not read them).
+    pub state: State,
+    pub target: String,
+    /// The off-band root, canonical, as the decision used it.
+    pub document_root: PathBuf,
+    #[serde(default)]
+    pub context: DecisionContext,
+}
+
+impl DecisionInput {
+    pub(crate) fn new(
+        state: &State,
+        target: &str,
+        handoff_dir: Option<&PathBuf>,
+        context: &DecisionContext,
+    ) -> DecisionInput {
+        let root = crate::deliver::OffbandStore::new(handoff_dir.cloned())
+            .root()
+            .to_path_buf();
+        DecisionInput {
+            state: state.clone(),
+            target: target.to_string(),
+            document_root: root,
+            context: context.clone(),
+        }
+    }
+
+    /// The evaluation options this input stands for.
+    pub fn options(&self) -> EvalOptions {
+        EvalOptions {
+            target: Some(self.target.clone()),
+            document_root: Some(self.document_root.clone()),
+        }
+    }
+}
+
+/// Which log rows to replay.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayFilter {
+    pub thread: Option<String>,
+    pub run: Option<u32>,
+}
+
+/// One logged decision that did not re-derive.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayDifference {
+    /// The log row's id.
+    pub id: i64,
+    pub thread: String,
+    pub run: u32,
+    pub operation: String,
+    pub policy: String,
+    pub policy_sha256: String,
+    /// Why: the top-level fields that differ, or why it could not be decided again.
+    pub reason: String,
+    /// The fields as logged and as decided again (only those that differ).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logged: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replayed: Option<serde_json::Value>,
+}
+
+/// A log row that could not be checked because it keeps no input (logged before schema 4).
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplaySkipped {
+    pub id: i64,
+    pub thread: String,
+    pub run: u32,
+    pub reason: String,
+}
+
+/// The outcome of [`replay`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReplayReport {
+    /// Rows decided again (the same or not).
+    pub checked: usize,
+    pub differences: Vec<ReplayDifference>,
+    pub skipped: Vec<ReplaySkipped>,
+}
+
+struct Row {
+    id: i64,
+    thread: String,
+    run: u32,
+    operation: String,
+    policy: String,
+    sha: String,
+    decision: String,
+    input: Option<String>,
+}
+
+/// Decide every logged decision matching `filter` again, with the policy of its sha256 among
+/// `policies` and the shipped profiles, and report those that differ. The delivery stage's
+/// record of what happened at delivery (an off-band write that fell back to inline, the
+/// renderer's note on the inline prompt's length) is taken from the logged decision: it is
+/// what happened, not what was decided.
+pub fn replay(
+    store: &Store,
+    filter: &ReplayFilter,
+    policies: &[Policy],
+) -> Result<ReplayReport, StoreError> {
+    let mut known: Vec<Policy> = policies.to_vec();
+    for name in crate::policy::source::shipped_names() {
+        if let Ok(p) = crate::policy::load(name) {
+            known.push(p);
+        }
+    }
+    let rows = rows(store, filter)?;
+    let mut report = ReplayReport::default();
+    for row in rows {
+        let Some(input) = row.input.as_deref() else {
+            report.skipped.push(ReplaySkipped {
+                id: row.id,
+                thread: row.thread,
+                run: row.run,
+                reason: "logged before the decision log kept its input".into(),
+            });
+            continue;
+        };
+        report.checked += 1;
+        let differ = |reason: String, logged, replayed| ReplayDifference {
+            id: row.id,
+            thread: row.thread.clone(),
+            run: row.run,
+            operation: row.operation.clone(),
+            policy: row.policy.clone(),
+            policy_sha256: row.sha.clone(),
+            reason,
+            logged,
+            replayed,
+        };
+        let Some(policy) = known.iter().find(|p| p.sha256 == row.sha) else {
+            report.differences.push(differ(
+                format!(
+                    "no policy with sha256 {} (policy \"{}\"); pass its directory with --policy-dir",
+                    row.sha, row.policy
+                ),
+                None,
+                None,
+            ));
+            continue;
+        };
+        let input: DecisionInput = match unchunked(store, input) {
+            Ok(i) => i,
+            Err(e) => {
+                report.differences.push(differ(
+                    format!("the logged input is unreadable: {e}"),
+                    None,
+                    None,
+                ));
+                continue;
+            }
+        };
+        let logged: serde_json::Value = match serde_json::from_str(&row.decision) {
+            Ok(v) => v,
+            Err(e) => {
+                report.differences.push(differ(
+                    format!("the logged decision is unreadable: {e}"),
+                    None,
+                    None,
+                ));
+                continue;
+            }
+        };
+        let sizer = PolicySizer { policy };
+        let decided = crate::eval::evaluate_in(
+            policy,
+            &input.state,
+            &input.options(),
+            &input.context,
+            &sizer,
+        )
+        .map(|(d, _)| d);
+        let decision = match decided {
+            Ok(d) => d,
+            Err(e) => {
+                report
+                    .differences
+                    .push(differ(format!("deciding again fails: {e}"), None, None));
+                continue;
+            }
+        };
+        let mut replayed = serde_json::to_value(&decision).unwrap_or_default();
+        as_delivered(&mut replayed, &logged);
+        let fields = differing(&logged, &replayed);
+        if !fields.is_empty() {
+            let pick = |v: &serde_json::Value| {
+                serde_json::Value::Object(
+                    fields
+                        .iter()
+                        .map(|f| (f.clone(), v.get(f).cloned().unwrap_or_default()))
+                        .collect(),
+                )
+            };
+            report.differences.push(differ(
+                format!("differs in {}", fields.join(", ")),
+                Some(pick(&logged)),
+                Some(pick(&replayed)),
+            ));
+        }
+    }
+    Ok(report)
+}
+
+/// Apply to a decision made again what the delivery stage recorded in the logged one: a
+/// fallback to inline (mode, no document, no pre-grant, the reason) and the renderer's
+/// inline note.
+fn as_delivered(replayed: &mut serde_json::Value, logged: &serde_json::Value) {
+    let logged_delivery = logged.get("delivery").filter(|d| d.is_object());
+    let fallback = logged_delivery
+        .and_then(|d| d.get("fallback_reason"))
+        .cloned();
+    let note = logged_delivery.and_then(|d| d.get("inline_note")).cloned();
+    if let Some(d) = replayed.get_mut("delivery").and_then(|d| d.as_object_mut()) {
+        if let Some(reason) = &fallback {
+            d.insert("mode".into(), "inline".into());
+            d.insert("document".into(), serde_json::Value::Null);
+            d.insert("fallback_reason".into(), reason.clone());
+        }
+        if let Some(n) = &note {
+            d.insert("inline_note".into(), n.clone());
+        }
+    }
+    if fallback.is_some() {
+        if let Some(obj) = replayed.as_object_mut() {
+            obj.insert("pregrant".into(), serde_json::Value::Null);
+        }
+    }
+}
+
+/// The top-level fields in which two decisions differ, in the logged decision's order.
+fn differing(logged: &serde_json::Value, replayed: &serde_json::Value) -> Vec<String> {
+    let (Some(a), Some(b)) = (logged.as_object(), replayed.as_object()) else {
+        return vec!["(the whole decision)".into()];
+    };
+    let mut out: Vec<String> = a
+        .iter()
+        .filter(|(k, v)| b.get(*k) != Some(*v))
+        .map(|(k, _)| k.clone())
+        .collect();
+    out.extend(b.keys().filter(|k| !a.contains_key(*k)).cloned());
+    out
+}
+
+fn rows(store: &Store, filter: &ReplayFilter) -> Result<Vec<Row>, StoreError> {
+    let during = "reading the decision log";
+    let mut st = store
+        .connection()
+        .prepare(
+            "SELECT id, thread, run, operation, policy_name, policy_sha256, decision, input
+             FROM decision_log
+             WHERE (?1 IS NULL OR thread = ?1) AND (?2 IS NULL OR run = ?2)
+             ORDER BY id",
+        )
+        .map_err(|e| store.err(during, e))?;
+    let rows = st
+        .query_map(rusqlite::params![filter.thread, filter.run], |r| {
+            Ok(Row {
+                id: r.get(0)?,
+                thread: r.get(1)?,
+                run: r.get(2)?,
+                operation: r.get(3)?,
+                policy: r.get(4)?,
+                sha: r.get(5)?,
+                decision: r.get(6)?,
+                input: r.get(7)?,
+            })
+        })
+        .map_err(|e| store.err(during, e))?;
+    rows.collect::<Result<Vec<_>, _>>()
+        .map_err(|e| store.err(during, e))
+}
