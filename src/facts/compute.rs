@@ -298,7 +298,8 @@ impl<'a> Facts<'a> {
                     .compact_summary
                     .as_deref()
                     .map(|t| !t.trim().is_empty())
-                    .unwrap_or(false),
+                    .unwrap_or(false)
+                    && !compact_summary_rolled_back(s),
             ),
             Fact::RequestProvider => Str(s.request.provider.clone().into()),
             Fact::RequestModel => Value::opt_str(s.request.model.as_deref()),
@@ -417,6 +418,16 @@ pub fn find_target_thread<'a>(state: &'a State, provider: &str) -> Option<&'a Pr
             .find(|p| p.id == id),
         None => state.provider_threads.iter().rfind(open),
     }
+}
+
+/// Whether the thread's compaction summary covers a rolled-back run (one without
+/// `compact_summary_through` covers every run).
+pub fn compact_summary_rolled_back(state: &State) -> bool {
+    let through = state.thread.compact_summary_through.unwrap_or(u32::MAX);
+    state
+        .runs
+        .iter()
+        .any(|r| r.ordinal <= through && r.status == RunStatus::RolledBack)
 }
 
 /// Whether run `ordinal` exists and was not rolled back.

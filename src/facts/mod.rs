@@ -8,7 +8,7 @@ mod compute;
 mod value;
 
 pub use compute::{
-    coverage, find_target_thread, item_contexts, synthetic_item, Coverage, CoveredBy, Facts,
+    compact_summary_rolled_back, coverage, find_target_thread, item_contexts, synthetic_item, Coverage, CoveredBy, Facts,
     ItemCtx, RunCtx, SummarySizer,
 };
 pub use value::{Type, Value};
@@ -100,7 +100,7 @@ facts! {
     ThreadLastRun => "thread.last_run", Type::Int, false, Eligibility, "Ordinal of the newest eligible run (0 when none).";
     ThreadProviders => "thread.providers", Type::StrList, false, Eligibility, "Providers that ran eligible runs, in order of first use.";
     ThreadIsFork => "thread.is_fork", Type::Bool, false, Thread, "Whether the thread was forked from another (`thread.parent` is set).";
-    ThreadHasCompactSummary => "thread.has_compact_summary", Type::Bool, false, Thread, "Whether the app keeps a compaction summary for the thread.";
+    ThreadHasCompactSummary => "thread.has_compact_summary", Type::Bool, false, Thread, "Whether the app keeps a compaction summary for the thread that covers no rolled-back run.";
     RequestProvider => "request.provider", Type::Str, false, Thread, "Provider of the run about to start (as written in the state file).";
     RequestModel => "request.model", Type::Str, true, Thread, "Model requested for the run.";
     RequestRuntimeMode => "request.runtime_mode", Type::Str, true, Thread, "Runtime mode requested for the run.";

@@ -10,7 +10,9 @@ pub use text::{compact, cut_at_whitespace};
 
 use crate::decision::Decision;
 use crate::eval::item_holds;
-use crate::facts::{item_contexts, synthetic_item, Facts, ItemCtx, SummarySizer};
+use crate::facts::{
+    compact_summary_rolled_back, item_contexts, synthetic_item, Facts, ItemCtx, SummarySizer,
+};
 use crate::policy::check::BUILTIN_SECTIONS;
 use crate::policy::{CExclude, CInclude, CSummary, Form, Policy};
 use crate::state::{Item, RequestKind, State};
@@ -178,6 +180,23 @@ fn select_inner(
     items.extend(item_contexts(state, runs));
 
     let mut omitted = Vec::new();
+    // Nothing derived from a rolled-back run is handed over: a compaction summary or a prior
+    // handoff whose range reaches one would describe undone work.
+    items.retain(|ctx| {
+        let undone = match ctx.kind {
+            "compact_summary" => compact_summary_rolled_back(state),
+            "handoff" => handoff_covers_rolled_back(state, &ctx.id),
+            _ => false,
+        };
+        if undone {
+            omitted.push(Omitted {
+                id: ctx.id.clone(),
+                kind: ctx.kind,
+                reason: "it covers a rolled-back run".into(),
+            });
+        }
+        !undone
+    });
     let omit = |omitted: &mut Vec<Omitted>, ctx: ItemCtx, reason: String| {
         omitted.push(Omitted {
             id: ctx.id,
@@ -288,6 +307,18 @@ fn select_inner(
         chars,
         budget: rules.budget.map(|(b, _)| b),
     }
+}
+
+/// Whether handoff `id` covers runs of this thread of which one was rolled back.
+fn handoff_covers_rolled_back(state: &State, id: &str) -> bool {
+    state.handoffs.iter().any(|h| {
+        h.id == id
+            && h.covers_own_runs(&state.thread.id)
+            && state.runs.iter().any(|r| {
+                (h.covered.from..=h.covered.to).contains(&r.ordinal)
+                    && r.status == crate::state::RunStatus::RolledBack
+            })
+    })
 }
 
 /// The summary rule that takes an item.
