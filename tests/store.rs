@@ -164,7 +164,7 @@ fn a_version_2_consumed_handoff_comes_back_ready_in_the_contract_vocabulary() {
     apply_sql(&db, "v1.sql");
     apply_sql(&db, "v2-on-v1.sql");
     let store = Store::open(&db).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 3);
+    assert_eq!(store.schema_version().unwrap(), store::SCHEMA_VERSION);
     let s = store.load("th_v1").unwrap();
     assert_eq!(s.handoffs[0].status, baton::state::HandoffStatus::Ready);
     assert_eq!(s.handoffs[0].covered_thread, None);
@@ -247,7 +247,7 @@ fn a_database_from_a_newer_baton_is_refused() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: error: database schema version 7 is newer than this baton supports (3); upgrade baton",
+            "{}: error: database schema version 7 is newer than this baton supports (4); upgrade baton",
             db.display()
         )
     );

@@ -28,6 +28,9 @@ pub struct ItemCtx<'s> {
     pub superseded: bool,
     pub latest: bool,
     pub recency: i64,
+    /// For a failing command or tool call: whether a later item in the set resolved it
+    /// (docs/facts.md, "Open problems").
+    pub rerun_ok: bool,
     /// The state's item; `None` for synthetic items.
     pub item: Option<&'s Item>,
     /// Characters of a synthetic item's text (real items count their own).
@@ -35,6 +38,18 @@ pub struct ItemCtx<'s> {
 }
 
 impl ItemCtx<'_> {
+    /// Whether the item is an open problem (`item.open`).
+    pub fn is_open(&self) -> bool {
+        match self.item {
+            Some(Item::Approval { resolved, .. }) => !resolved,
+            Some(Item::Question { answered, .. }) => !answered,
+            Some(i @ (Item::Command { .. } | Item::ToolCall { .. })) => {
+                super::problems::failed(i) && !self.rerun_ok && !self.superseded
+            }
+            _ => false,
+        }
+    }
+
     /// Characters the item carries (text, output, diff).
     pub fn chars(&self) -> i64 {
         self.item
@@ -51,6 +66,19 @@ impl ItemCtx<'_> {
                 diff_lines.map(Int).unwrap_or(Null)
             }
             (Fact::ItemResolved, Some(Item::Approval { resolved, .. })) => Bool(*resolved),
+            (Fact::ItemResolved, Some(Item::Question { answered, .. })) => Bool(*answered),
+            (Fact::ItemResolved, Some(i @ (Item::Command { .. } | Item::ToolCall { .. }))) => {
+                if super::problems::failed(i) {
+                    Bool(self.rerun_ok)
+                } else {
+                    Null
+                }
+            }
+            (Fact::ItemOpen, _) => Bool(self.is_open()),
+            (Fact::ItemIsTest, Some(Item::Command { command, .. })) => {
+                Bool(super::problems::is_test_command(command))
+            }
+            (Fact::ItemIsTest, _) => Bool(false),
             (Fact::ItemAnswered, Some(Item::Question { answered, .. })) => Bool(*answered),
             (Fact::ItemExitCode, Some(Item::Command { exit_code, .. })) => {
                 exit_code.map(Int).unwrap_or(Null)
@@ -379,6 +407,8 @@ impl<'a> Facts<'a> {
             Fact::ItemChars => item.map(|i| Int(i.chars())).unwrap_or(Null),
             Fact::ItemDiffLines
             | Fact::ItemResolved
+            | Fact::ItemOpen
+            | Fact::ItemIsTest
             | Fact::ItemAnswered
             | Fact::ItemExitCode
             | Fact::ItemFailed
@@ -487,6 +517,7 @@ pub fn synthetic_item(kind: &'static str, id: String, run: u32, chars: i64) -> I
         superseded: false,
         latest: false,
         recency: 0,
+        rerun_ok: false,
         item: None,
         synthetic_chars: chars,
     }
@@ -528,6 +559,7 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<ItemCtx<'s>> {
                 superseded: false,
                 latest: false,
                 recency: 0,
+                rerun_ok: false,
                 item: Some(item),
                 synthetic_chars: 0,
             });
@@ -543,6 +575,7 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<ItemCtx<'s>> {
         }
     }
     mark_superseded_and_latest(&mut out);
+    super::problems::mark_resolved(&mut out);
     out
 }
 

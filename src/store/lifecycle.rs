@@ -1149,6 +1149,7 @@ pub fn fork(
                 thread: thread.to_string(),
                 run: at,
             }),
+            workspace: parent.thread.workspace.clone(),
         },
         providers: parent.providers.clone(),
         provider_threads: provider_threads.clone(),
