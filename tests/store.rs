@@ -41,6 +41,7 @@ fn export_of_import_equals_the_input_for_every_example_and_fixture() {
         "tests/fixtures/state",
         "tests/fixtures/render",
         "tests/fixtures/db",
+        "tests/fixtures/quality",
     ] {
         for file in yaml_files(dir) {
             // Only valid states can be imported; the invalid fixtures test the loader.
