@@ -189,7 +189,10 @@ fn the_cli_reports_per_document_and_exits_1_below_the_gate() {
     let out = String::from_utf8(o.stdout).unwrap();
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("b.yaml -> claude: full_new off_band; files 0/0; open 0/0; latest user message yes; instructions 0/0; leaks 1 (LEAK-said)"), "{out}");
-    assert!(out.ends_with("FAIL: every figure must be 100%, with no leak and no error\n"), "{out}");
+    assert!(
+        out.ends_with("FAIL: every figure must be 100%, with no leak and no error\n"),
+        "{out}"
+    );
 }
 
 #[test]

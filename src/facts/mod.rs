@@ -9,8 +9,8 @@ mod problems;
 mod value;
 
 pub use compute::{
-    compact_summary_rolled_back, coverage, find_target_thread, item_contexts, synthetic_item, Coverage, CoveredBy, Facts,
-    ItemCtx, RunCtx, SummarySizer,
+    compact_summary_rolled_back, coverage, find_target_thread, item_contexts, synthetic_item,
+    Coverage, CoveredBy, Facts, ItemCtx, RunCtx, SummarySizer,
 };
 pub use problems::{failed, is_test_command};
 pub use value::{Type, Value};

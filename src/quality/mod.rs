@@ -341,8 +341,7 @@ fn open_problems(items: &[ItemCtx<'_>], read: &str) -> Recall {
             Some(Item::Command {
                 command, exit_code, ..
             }) => {
-                has(read, command)
-                    && exit_code.is_none_or(|c| read.contains(&format!("exit {c}")))
+                has(read, command) && exit_code.is_none_or(|c| read.contains(&format!("exit {c}")))
             }
             Some(Item::ToolCall { tool, input, .. }) => {
                 has(read, tool) && input.as_deref().is_none_or(|i| has(read, i))
@@ -514,9 +513,11 @@ fn item_texts(item: &Item) -> Vec<&str> {
         } => std::iter::once(command.as_str())
             .chain(output.as_deref())
             .collect(),
-        Item::ToolCall {
-            input, output, ..
-        } => input.as_deref().into_iter().chain(output.as_deref()).collect(),
+        Item::ToolCall { input, output, .. } => input
+            .as_deref()
+            .into_iter()
+            .chain(output.as_deref())
+            .collect(),
         Item::Plan { steps, .. } => steps.iter().map(|s| s.text.as_str()).collect(),
         Item::FileChange { path, .. } => vec![path.as_str()],
         other => vec![other.primary_text()],

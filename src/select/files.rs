@@ -138,9 +138,7 @@ fn aggregate_text(chosen: &[Candidate<'_>], members: &[usize], workspace: Option
         return shown;
     }
     let what = match (kinds.first(), kinds.last()) {
-        (Some(FileChangeKind::Created), Some(FileChangeKind::Deleted)) => {
-            "created, then deleted"
-        }
+        (Some(FileChangeKind::Created), Some(FileChangeKind::Deleted)) => "created, then deleted",
         (Some(FileChangeKind::Created), _) => "created",
         (_, Some(FileChangeKind::Deleted)) => "deleted",
         _ if kinds.contains(&FileChangeKind::Renamed) => "renamed",

@@ -29,11 +29,7 @@ pub fn open_failure_text(ctx: &ItemCtx) -> Option<String> {
             };
             let code = exit_code.map(|c| format!("exit {c}, ")).unwrap_or_default();
             (
-                format!(
-                    "{what} `{}` ({code}run {})",
-                    one_line(command),
-                    ctx.run
-                ),
+                format!("{what} `{}` ({code}run {})", one_line(command), ctx.run),
                 output.as_deref(),
             )
         }
