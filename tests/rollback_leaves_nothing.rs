@@ -1,6 +1,6 @@
 //! A rollback leaves nothing behind (issue 11): in the store (`baton rollback`) and in a state
-//! file, a compaction summary or a handoff that covers a rolled-back run never reaches a
-//! handoff document, and nothing else about the runs kept changes.
+//! file, nothing of a rolled-back run (its items, plan, checkpoint) and no compaction summary or
+//! handoff that covers one reaches a handoff document.
 
 mod common;
 
@@ -20,7 +20,10 @@ runs:
   - {ordinal: 2, provider: codex, provider_thread: C1, items: [{kind: file_change, path: src/charge.rs, change: created}]}
   - {ordinal: 3, provider: codex, provider_thread: C1, items: [{kind: assistant_message, text: 'Charges work.'}]}
   - {ordinal: 4, provider: codex, provider_thread: C1, items: [{kind: user_message, text: 'Add refunds LEAK-run-4'}]}
-  - {ordinal: 5, provider: codex, provider_thread: C1, items: [{kind: file_change, path: src/LEAK-refund.rs, change: created}]}
+  - {ordinal: 5, provider: codex, provider_thread: C1, items: [{kind: file_change, path: src/LEAK-refund.rs, change: created}, {kind: plan, steps: [{text: 'LEAK-plan-step'}]}]}
+checkpoints:
+  - {run: 3, files_changed: 1, diff_summary: 'charge.rs added'}
+  - {run: 5, files_changed: 2, diff_summary: 'LEAK-checkpoint refund.rs added'}
 request: {provider: codex}
 ";
 
@@ -95,8 +98,13 @@ fn rollback_drops_a_compaction_summary_covering_rolled_back_runs() {
     assert_eq!(d["covered_runs"], serde_json::json!({"from": 1, "to": 3}));
     let doc = read(Path::new(d["handoff"]["document_path"].as_str().unwrap()));
     assert!(doc.contains("KEEP-charges"), "{doc}");
+    assert!(
+        doc.contains("run 3: 1 file changed: charge.rs added"),
+        "{doc}"
+    );
     assert!(!doc.contains("LEAK-"), "{doc}");
-    assert!(!doc.contains("LEAK-"), "{}", d["handoff"]["inline_prompt"]);
+    let prompt = d["handoff"]["inline_prompt"].as_str().unwrap_or("");
+    assert!(!prompt.contains("LEAK-"), "{prompt}");
 }
 
 #[test]
@@ -139,17 +147,18 @@ fn in_a_state_file_a_summary_or_handoff_over_a_rolled_back_run_is_omitted_with_t
             "status: rolled_back, items: [{kind: user_message, text: 'Add refunds LEAK-run-4'}]}",
         )
         .replace(
-            "items: [{kind: file_change, path: src/LEAK-refund.rs, change: created}]}",
-            "status: rolled_back, items: [{kind: file_change, path: src/LEAK-refund.rs, change: created}]}",
+            "items: [{kind: file_change, path: src/LEAK-refund.rs, change: created}, {kind: plan, steps: [{text: 'LEAK-plan-step'}]}]}",
+            "status: rolled_back, items: [{kind: file_change, path: src/LEAK-refund.rs, change: created}, {kind: plan, steps: [{text: 'LEAK-plan-step'}]}]}",
         )
         .replace("  - {id: C1, provider: codex}\n", "  - {id: C1, provider: codex}\n  - {id: L1, provider: claude}\n")
         .replace(
-            "request: {provider: codex}",
+            "checkpoints:\n",
             "  - {ordinal: 6, provider: claude, provider_thread: L1, handoff: H1, items: [{kind: user_message, text: 'KEEP-run-6'}]}
 handoffs:
   - {id: H1, to_provider_thread: L1, covered: {from: 3, to: 4}, strategy: delta_since_target_last_seen, status: ready, summary: 'LEAK-handoff-summary'}
-request: {provider: cursor}",
-        );
+checkpoints:\n",
+        )
+        .replace("request: {provider: codex}", "request: {provider: cursor}");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("s.yaml");
     std::fs::write(&file, state).unwrap();
