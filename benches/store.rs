@@ -151,6 +151,7 @@ fn thread(n: u32) -> State {
             compact_summary: None,
             compact_summary_through: None,
             parent: None,
+            workspace: None,
         },
         providers: Default::default(),
         provider_threads: vec![

@@ -14,6 +14,7 @@ pub mod facts;
 pub mod fmt;
 pub mod pipeline;
 pub mod policy;
+pub mod quality;
 pub mod render;
 pub mod select;
 pub mod serve;

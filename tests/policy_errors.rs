@@ -71,6 +71,22 @@ const F: &str = "tests/fixtures/policies";
   |                     ^^^^^^^^^^^^^^^
   = help: `item.diff_lines` is available in `summary` include/exclude rules"
 )]
+#[case::item_open_outside_summary(
+    "item-open-outside-summary.policy",
+    "item-open-outside-summary.policy:2:18: error: `item.open` cannot be read in a staleness signal
+  |
+2 | stale stuck when item.open
+  |                  ^^^^^^^^^
+  = help: `item.open` is available in `summary` include/exclude rules"
+)]
+#[case::item_open_typo(
+    "item-open-typo.policy",
+    "item-open-typo.policy:4:34: error: unknown fact `item.opne`
+  |
+4 |   include command into open when item.opne
+  |                                  ^^^^^^^^^
+  = help: did you mean `item.open`?"
+)]
 #[case::stale_read_in_a_stale_rule(
     "stale-in-stale.policy",
     "stale-in-stale.policy:4:21: error: `stale` cannot be read in a staleness signal

@@ -41,6 +41,7 @@ fn export_of_import_equals_the_input_for_every_example_and_fixture() {
         "tests/fixtures/state",
         "tests/fixtures/render",
         "tests/fixtures/db",
+        "tests/fixtures/quality",
     ] {
         for file in yaml_files(dir) {
             // Only valid states can be imported; the invalid fixtures test the loader.
@@ -247,7 +248,7 @@ fn a_database_from_a_newer_baton_is_refused() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: error: database schema version 7 is newer than this baton supports (4); upgrade baton",
+            "{}: error: database schema version 7 is newer than this baton supports (5); upgrade baton",
             db.display()
         )
     );

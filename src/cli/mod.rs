@@ -9,6 +9,7 @@ use std::process::ExitCode;
 mod out;
 mod commands;
 mod delivery;
+mod quality;
 mod replay;
 mod serve;
 mod store;
@@ -105,6 +106,11 @@ pub enum Command {
         after_help = "Examples:\n  baton diff --from default --to policies/team.policy --corpus examples/\n  baton diff --from old/ --to new/ --corpus states/ --fail-on-change --json\n\nEach state is decided for its request.provider. Exit 0 unless --fail-on-change is given\nand a decision changed (exit 1)."
     )]
     Diff(DiffArgs),
+    /// Measure handoff quality over a corpus of states, for every target provider.
+    #[command(
+        after_help = "Examples:\n  baton quality --corpus tests/fixtures/quality\n  baton quality --corpus states/ --policy mcode --json\n\nExit 1 unless every recall figure is 100%, nothing leaks, every budget is kept and no\ncut splits a grapheme cluster (docs/cli.md#baton-quality)."
+    )]
+    Quality(quality::QualityArgs),
     /// Rewrite policy files in the canonical layout (comments kept).
     #[command(
         after_help = "Examples:\n  baton fmt policies/team.policy\n  baton fmt --check policies/     # exit 1 and show a diff when a file is not formatted"
@@ -384,6 +390,7 @@ pub fn main() -> ExitCode {
         Command::Test(a) => tooling::test(a),
         Command::Diff(a) => tooling::diff(a),
         Command::Fmt(a) => tooling::fmt(a),
+        Command::Quality(a) => quality::quality(a),
         Command::Gc(a) => delivery::gc(a),
         Command::Pregrant(PregrantArgs {
             command: PregrantCommand::Check(a),

@@ -559,6 +559,9 @@ pub(crate) fn rollback(a: RollbackArgs) -> u8 {
                         .collect()
                 )
             ));
+            if r.compact_summary_dropped {
+                print("  compaction summary: dropped (it covered a rolled-back run)");
+            }
             OK
         }
         Err(e) => fail(e),

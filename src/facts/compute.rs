@@ -29,6 +29,9 @@ pub struct ItemCtx<'s> {
     pub superseded: bool,
     pub latest: bool,
     pub recency: i64,
+    /// For a failing command or tool call: whether a later item in the set resolved it
+    /// (docs/facts.md, "Open problems").
+    pub rerun_ok: bool,
     /// The state's item; `None` for synthetic items.
     pub item: Option<&'s Item>,
     /// Characters of a synthetic item's text (real items count their own).
@@ -36,6 +39,18 @@ pub struct ItemCtx<'s> {
 }
 
 impl ItemCtx<'_> {
+    /// Whether the item is an open problem (`item.open`).
+    pub fn is_open(&self) -> bool {
+        match self.item {
+            Some(Item::Approval { resolved, .. }) => !resolved,
+            Some(Item::Question { answered, .. }) => !answered,
+            Some(i @ (Item::Command { .. } | Item::ToolCall { .. })) => {
+                super::problems::failed(i) && !self.rerun_ok && !self.superseded
+            }
+            _ => false,
+        }
+    }
+
     /// Characters the item carries (text, output, diff).
     pub fn chars(&self) -> i64 {
         self.item
@@ -52,6 +67,19 @@ impl ItemCtx<'_> {
                 diff_lines.map(Int).unwrap_or(Null)
             }
             (Fact::ItemResolved, Some(Item::Approval { resolved, .. })) => Bool(*resolved),
+            (Fact::ItemResolved, Some(Item::Question { answered, .. })) => Bool(*answered),
+            (Fact::ItemResolved, Some(i @ (Item::Command { .. } | Item::ToolCall { .. }))) => {
+                if super::problems::failed(i) {
+                    Bool(self.rerun_ok)
+                } else {
+                    Null
+                }
+            }
+            (Fact::ItemOpen, _) => Bool(self.is_open()),
+            (Fact::ItemIsTest, Some(Item::Command { command, .. })) => {
+                Bool(super::problems::is_test_command(command))
+            }
+            (Fact::ItemIsTest, _) => Bool(false),
             (Fact::ItemAnswered, Some(Item::Question { answered, .. })) => Bool(*answered),
             (Fact::ItemExitCode, Some(Item::Command { exit_code, .. })) => {
                 exit_code.map(Int).unwrap_or(Null)
@@ -304,7 +332,8 @@ impl<'a> Facts<'a> {
                     .compact_summary
                     .as_deref()
                     .map(|t| !t.trim().is_empty())
-                    .unwrap_or(false),
+                    .unwrap_or(false)
+                    && !compact_summary_rolled_back(s),
             ),
             Fact::RequestProvider => Str(s.request.provider.clone().into()),
             Fact::RequestModel => Value::opt_str(s.request.model.as_deref()),
@@ -384,6 +413,8 @@ impl<'a> Facts<'a> {
             Fact::ItemChars => item.map(|i| Int(i.chars())).unwrap_or(Null),
             Fact::ItemDiffLines
             | Fact::ItemResolved
+            | Fact::ItemOpen
+            | Fact::ItemIsTest
             | Fact::ItemAnswered
             | Fact::ItemExitCode
             | Fact::ItemFailed
@@ -423,6 +454,16 @@ pub fn find_target_thread<'a>(state: &'a State, provider: &str) -> Option<&'a Pr
             .find(|p| p.id == id),
         None => state.provider_threads.iter().rfind(open),
     }
+}
+
+/// Whether the thread's compaction summary covers a rolled-back run (one without
+/// `compact_summary_through` covers every run).
+pub fn compact_summary_rolled_back(state: &State) -> bool {
+    let through = state.thread.compact_summary_through.unwrap_or(u32::MAX);
+    state
+        .runs
+        .iter()
+        .any(|r| r.ordinal <= through && r.status == RunStatus::RolledBack)
 }
 
 /// Whether run `ordinal` exists and was not rolled back.
@@ -482,6 +523,7 @@ pub fn synthetic_item(kind: &'static str, id: String, run: u32, chars: i64) -> I
         superseded: false,
         latest: false,
         recency: 0,
+        rerun_ok: false,
         item: None,
         synthetic_chars: chars,
     }
@@ -530,6 +572,7 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<ItemCtx<'s>> {
                 superseded: false,
                 latest: false,
                 recency: 0,
+                rerun_ok: false,
                 item: Some(item),
                 synthetic_chars: 0,
             });
@@ -545,6 +588,7 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<ItemCtx<'s>> {
         }
     }
     mark_superseded_and_latest(&mut out);
+    super::problems::mark_resolved(&mut out);
     out
 }
 

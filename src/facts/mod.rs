@@ -5,12 +5,14 @@
 //! cached. `docs/facts.md` is tested against [`Fact::ALL`].
 
 mod compute;
+mod problems;
 mod value;
 
 pub use compute::{
-    coverage, find_target_thread, item_contexts, synthetic_item, Coverage, CoveredBy, Facts,
-    ItemCtx, RunCtx, SummarySizer,
+    compact_summary_rolled_back, coverage, find_target_thread, item_contexts, synthetic_item,
+    Coverage, CoveredBy, Facts, ItemCtx, RunCtx, SummarySizer,
 };
+pub use problems::{failed, is_test_command};
 pub use value::{Type, Value};
 
 use crate::state::{AnchorRole, HandoffChannel, ProviderThreadStatus, RequestKind, RunStatus};
@@ -100,7 +102,7 @@ facts! {
     ThreadLastRun => "thread.last_run", Type::Int, false, Eligibility, "Ordinal of the newest eligible run (0 when none).";
     ThreadProviders => "thread.providers", Type::StrList, false, Eligibility, "Providers that ran eligible runs, in order of first use.";
     ThreadIsFork => "thread.is_fork", Type::Bool, false, Thread, "Whether the thread was forked from another (`thread.parent` is set).";
-    ThreadHasCompactSummary => "thread.has_compact_summary", Type::Bool, false, Thread, "Whether the app keeps a compaction summary for the thread.";
+    ThreadHasCompactSummary => "thread.has_compact_summary", Type::Bool, false, Thread, "Whether the app keeps a compaction summary for the thread that covers no rolled-back run.";
     RequestProvider => "request.provider", Type::Str, false, Thread, "Provider of the run about to start (as written in the state file).";
     RequestModel => "request.model", Type::Str, true, Thread, "Model requested for the run.";
     RequestRuntimeMode => "request.runtime_mode", Type::Str, true, Thread, "Runtime mode requested for the run.";
@@ -149,7 +151,9 @@ facts! {
     ItemRecency => "item.recency", Type::Int, false, Item, "0 for the newest item of its kind in the covered runs, 1 for the one before, and so on.";
     ItemChars => "item.chars", Type::Int, false, Item, "Characters the item carries (text, output, diff).";
     ItemDiffLines => "item.diff_lines", Type::Int, true, Item, "Lines in a file change's diff.";
-    ItemResolved => "item.resolved", Type::Bool, true, Item, "Whether an approval was resolved.";
+    ItemResolved => "item.resolved", Type::Bool, true, Item, "Whether a problem item was resolved: an approval decided, a question answered, a failing command or tool call run again successfully (null for items that are no problem).";
+    ItemOpen => "item.open", Type::Bool, false, Item, "The item is an open problem: an undecided approval, an unanswered question, or a failing command or tool call that no later run resolved or re-ran.";
+    ItemIsTest => "item.is_test", Type::Bool, false, Item, "A command whose command line runs tests (a word such as `test`, `pytest`, `jest`, `vitest`).";
     ItemAnswered => "item.answered", Type::Bool, true, Item, "Whether a question was answered.";
     ItemExitCode => "item.exit_code", Type::Int, true, Item, "A command's exit code.";
     ItemFailed => "item.failed", Type::Bool, false, Item, "A command with a non-zero exit code or a failed tool call.";

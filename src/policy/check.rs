@@ -23,7 +23,7 @@ pub const BUILTIN_SECTIONS: &[(&str, &str)] = &[
     ("files", "Files changed"),
     ("commands", "Commands and tests"),
     ("plan", "Plan and todo state"),
-    ("open", "Unresolved approvals and questions"),
+    ("open", "Open problems (newest first)"),
     ("checkpoint", "Current checkpoint"),
     ("failures", "Known failures"),
     ("subagents", "Subagent results"),

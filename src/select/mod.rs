@@ -4,13 +4,18 @@
 //! Public entry point: [`select`]. Exclusion always wins over inclusion; hidden reasoning is
 //! never included, whatever the policy says (the checker also rejects `include reasoning`).
 
+mod files;
+mod problems;
 mod text;
 
+pub use files::display_path;
 pub use text::{compact, cut_at_whitespace};
 
 use crate::decision::Decision;
 use crate::eval::item_holds;
-use crate::facts::{item_contexts, synthetic_item, Facts, ItemCtx, SummarySizer};
+use crate::facts::{
+    compact_summary_rolled_back, item_contexts, synthetic_item, Facts, ItemCtx, SummarySizer,
+};
 use crate::policy::check::BUILTIN_SECTIONS;
 use crate::policy::{CExclude, CInclude, CSummary, Form, Policy};
 use crate::state::{Item, RequestKind, State};
@@ -66,7 +71,10 @@ struct Candidate<'s> {
     ctx: ItemCtx<'s>,
     /// Index into the document's section order.
     section: usize,
+    form: Form,
     text: String,
+    /// Items merged into this entry (the other changes of an aggregated file).
+    merged: Vec<String>,
 }
 
 /// The summary block of a policy, or seed 000's when it has none (checked once per process).
@@ -178,6 +186,23 @@ fn select_inner(
     items.extend(item_contexts(state, runs));
 
     let mut omitted = Vec::new();
+    // Nothing derived from a rolled-back run is handed over: a compaction summary or a prior
+    // handoff whose range reaches one would describe undone work.
+    items.retain(|ctx| {
+        let undone = match ctx.kind {
+            "compact_summary" => compact_summary_rolled_back(state),
+            "handoff" => handoff_covers_rolled_back(state, &ctx.id),
+            _ => false,
+        };
+        if undone {
+            omitted.push(Omitted {
+                id: ctx.id.clone(),
+                kind: ctx.kind,
+                reason: "it covers a rolled-back run".into(),
+            });
+        }
+        !undone
+    });
     let omit = |omitted: &mut Vec<Omitted>, ctx: ItemCtx, reason: String| {
         omitted.push(Omitted {
             id: ctx.id,
@@ -206,11 +231,19 @@ fn select_inner(
                     .iter()
                     .position(|(n, _)| *n == inc.section)
                     .unwrap_or(order.len());
-                chosen.push(Candidate { ctx, section, text });
+                chosen.push(Candidate {
+                    ctx,
+                    section,
+                    form: inc.form,
+                    text,
+                    merged: Vec::new(),
+                });
             }
             None => omit(&mut omitted, ctx, "no include rule matched".into()),
         }
     }
+
+    files::aggregate(&mut chosen, state.thread.workspace.as_deref());
 
     // Budget: walk back from the newest, keep whole entries while they fit, cut the first that
     // does not at a whitespace boundary, omit the rest.
@@ -246,18 +279,25 @@ fn select_inner(
                 }
                 kept.push(c);
             } else {
-                omit(
-                    &mut omitted,
-                    c.ctx,
-                    format!("over the {budget}-character budget"),
-                );
+                let reason = format!("over the {budget}-character budget");
+                for id in &c.merged {
+                    omitted.push(Omitted {
+                        id: id.clone(),
+                        kind: c.ctx.kind,
+                        reason: reason.clone(),
+                    });
+                }
+                omit(&mut omitted, c.ctx, reason);
             }
         }
         chosen = kept;
     }
 
     // Sections in document order; entries keep source order within a section.
-    let included: Vec<String> = chosen.iter().map(|c| c.ctx.id.clone()).collect();
+    let included: Vec<String> = chosen
+        .iter()
+        .flat_map(|c| std::iter::once(c.ctx.id.clone()).chain(c.merged.iter().cloned()))
+        .collect();
     let mut buckets: Vec<Vec<Entry>> = vec![Vec::new(); order.len() + 1];
     let mut chars = 0;
     for (i, c) in chosen.into_iter().enumerate() {
@@ -269,6 +309,14 @@ fn select_inner(
             text: c.text,
             truncated: truncated == Some(i),
         });
+    }
+    // Open problems read newest first.
+    if let Some(open) = order
+        .iter()
+        .position(|(n, _)| *n == "open")
+        .and_then(|i| buckets.get_mut(i))
+    {
+        open.reverse();
     }
     let sections = order
         .iter()
@@ -288,6 +336,18 @@ fn select_inner(
         chars,
         budget: rules.budget.map(|(b, _)| b),
     }
+}
+
+/// Whether handoff `id` covers runs of this thread of which one was rolled back.
+fn handoff_covers_rolled_back(state: &State, id: &str) -> bool {
+    state.handoffs.iter().any(|h| {
+        h.id == id
+            && h.covers_own_runs(&state.thread.id)
+            && state.runs.iter().any(|r| {
+                (h.covered.from..=h.covered.to).contains(&r.ordinal)
+                    && r.status == crate::state::RunStatus::RolledBack
+            })
+    })
 }
 
 /// The summary rule that takes an item.
@@ -432,6 +492,11 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, max: Option<usize>) -> S
     let Some(item) = ctx.item else {
         return String::new();
     };
+    if form == Form::Full {
+        if let Some(text) = problems::open_failure_text(ctx) {
+            return text;
+        }
+    }
     match (item, form) {
         (Item::UserMessage { text, .. }, Form::Line) => format!("User: {}", t(text, max)),
         (Item::AssistantMessage { text, .. }, Form::Line) => format!("Assistant: {}", t(text, max)),

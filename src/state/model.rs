@@ -41,6 +41,10 @@ pub struct Thread {
     pub compact_summary_through: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentRef>,
+    /// The workspace root (the directory the agents work in), when the app knows it: file
+    /// changes under it are listed by their path relative to it (extension of DESIGN §3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
 }
 
 /// Lineage of a forked thread: the parent thread and the run the fork was taken at.

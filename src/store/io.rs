@@ -140,8 +140,8 @@ impl<'c> Cx<'c> {
         self.conn
             .execute(
                 "INSERT INTO threads (id, version, title, compact_summary, compact_summary_through,
-                    parent_thread, parent_run, providers, request)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    parent_thread, parent_run, providers, request, workspace)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 params![
                     t.id,
                     s.version,
@@ -152,6 +152,7 @@ impl<'c> Cx<'c> {
                     t.parent.as_ref().map(|p| p.run),
                     self.json("providers", &s.providers)?,
                     self.json("request", &s.request)?,
+                    t.workspace,
                 ],
             )
             .map_err(|e| self.err(during, e))?;
@@ -377,12 +378,13 @@ impl<'c> Cx<'c> {
             Option<u32>,
             String,
             String,
+            Option<String>,
         );
         let row: Option<ThreadRow> = self
             .conn
             .prepare_cached(
                 "SELECT version, title, compact_summary, compact_summary_through, parent_thread,
-                    parent_run, providers, request FROM threads WHERE id = ?1",
+                    parent_run, providers, request, workspace FROM threads WHERE id = ?1",
             )
             .and_then(|mut st| {
                 st.query_row([thread], |r| {
@@ -395,13 +397,23 @@ impl<'c> Cx<'c> {
                         r.get(5)?,
                         r.get(6)?,
                         r.get(7)?,
+                        r.get(8)?,
                     ))
                 })
                 .optional()
             })
             .map_err(|e| self.err(during, e))?;
-        let Some((version, title, compact_summary, through, pthread, prun, providers, request)) =
-            row
+        let Some((
+            version,
+            title,
+            compact_summary,
+            through,
+            pthread,
+            prun,
+            providers,
+            request,
+            workspace,
+        )) = row
         else {
             return Err(self.not_found(thread));
         };
@@ -419,6 +431,7 @@ impl<'c> Cx<'c> {
                 compact_summary,
                 compact_summary_through: through,
                 parent,
+                workspace,
             },
             providers,
             provider_threads: self.provider_threads(thread)?,

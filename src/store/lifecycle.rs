@@ -106,6 +106,9 @@ pub struct RollbackReport {
     pub runs_rolled_back: Vec<u32>,
     pub handoffs_superseded: Vec<String>,
     pub provider_threads: Vec<ProviderThreadChange>,
+    /// The thread's compaction summary was dropped: it covered a rolled-back run (or did not
+    /// say which runs it covers), so it would describe undone work.
+    pub compact_summary_dropped: bool,
 }
 
 /// The outcome of `fork`.
@@ -1067,6 +1070,18 @@ pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackRepo
         "DELETE FROM grants WHERE thread = ?1 AND run > ?2 AND run <= ?3",
         params![thread, to, n],
     )?;
+    // A compaction summary that covers a rolled-back run describes undone work: drop it, as a
+    // fork does not inherit one that reaches past the fork point.
+    let compact_summary_dropped = state.thread.compact_summary.is_some()
+        && state.thread.compact_summary_through.is_none_or(|t| t > to);
+    if compact_summary_dropped {
+        cx.exec(
+            "dropping the compaction summary",
+            "UPDATE threads SET compact_summary = NULL, compact_summary_through = NULL
+             WHERE id = ?1",
+            params![thread],
+        )?;
+    }
     for c in &changes {
         cx.exec(
             "marking provider threads",
@@ -1081,6 +1096,7 @@ pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackRepo
         runs_rolled_back: runs,
         handoffs_superseded: handoffs.iter().map(|h| h.id.clone()).collect(),
         provider_threads: changes,
+        compact_summary_dropped,
     })
 }
 
@@ -1208,6 +1224,7 @@ pub fn fork(
                 thread: thread.to_string(),
                 run: at,
             }),
+            workspace: parent.thread.workspace.clone(),
         },
         providers: parent.providers.clone(),
         provider_threads: provider_threads.clone(),

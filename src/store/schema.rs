@@ -147,8 +147,13 @@ CREATE TABLE decision_chunks (
 ) WITHOUT ROWID;
 "#;
 
+/// Version 5: a thread records its workspace root (`thread.workspace`).
+const V5: &str = r#"
+ALTER TABLE threads ADD COLUMN workspace TEXT;
+"#;
+
 /// The migrations, in order: `MIGRATIONS[i]` upgrades version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The schema version this baton writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -1,0 +1,122 @@
+//! `baton quality`: a thin shell over [`crate::quality`].
+
+use super::commands::{FAIL, OK};
+use crate::quality::{DocReport, QualityReport, Ratio};
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct QualityArgs {
+    /// Directory of state files (*.yaml, *.yml, *.json).
+    #[arg(long, value_name = "DIR")]
+    pub corpus: PathBuf,
+    /// Policy file, directory or shipped profile.
+    #[arg(long, default_value = "default")]
+    pub policy: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub(crate) fn quality(a: QualityArgs) -> u8 {
+    let Ok(policy) = super::commands::load_policy(&a.policy) else {
+        return FAIL;
+    };
+    let report = match crate::quality::measure_corpus(&policy, &a.corpus) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return FAIL;
+        }
+    };
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&report)
+                .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        );
+    } else {
+        for d in &report.documents {
+            outln!("{}", doc_line(d));
+        }
+        for line in summary(&report) {
+            outln!("{line}");
+        }
+    }
+    if report.pass {
+        OK
+    } else {
+        FAIL
+    }
+}
+
+fn doc_line(d: &DocReport) -> String {
+    let head = format!("{} -> {}:", d.state, d.target);
+    if let Some(e) = &d.error {
+        return format!("{head} error: {}", e.lines().next().unwrap_or(""));
+    }
+    let Some(f) = &d.figures else {
+        return format!("{head} {} (no document)", d.strategy);
+    };
+    let r = |x: &crate::quality::Recall| {
+        let mut s = format!("{}/{}", x.present, x.expected);
+        if !x.missing.is_empty() {
+            s.push_str(&format!(" (missing {})", x.missing.join(", ")));
+        }
+        s
+    };
+    let latest = match f.latest_user_message {
+        Some(true) => "yes",
+        Some(false) => "NO",
+        None => "-",
+    };
+    let leaks = if f.leaks.is_empty() {
+        "0".to_string()
+    } else {
+        format!("{} ({})", f.leaks.len(), f.leaks.join(", "))
+    };
+    let graphemes = if f.broken_graphemes.is_empty() {
+        "ok".to_string()
+    } else {
+        format!("BROKEN in {}", f.broken_graphemes.join(", "))
+    };
+    format!(
+        "{head} {} {}; files {}; open {}; latest user message {latest}; instructions {}; leaks {leaks}; first turn {}/{} {}; graphemes {graphemes}",
+        d.strategy,
+        d.delivery.as_deref().unwrap_or("-"),
+        r(&f.changed_files),
+        r(&f.open_problems),
+        r(&f.user_instructions),
+        f.budget.first_turn_chars,
+        f.budget.limit,
+        if f.budget.kept { "kept" } else { "OVER" },
+    )
+}
+
+fn summary(report: &QualityReport) -> Vec<String> {
+    let t = &report.totals;
+    let p = |name: &str, r: &Ratio| {
+        format!(
+            "  {name:<26} {:>6.1}%  ({}/{})",
+            r.percent, r.present, r.expected
+        )
+    };
+    vec![
+        format!(
+            "quality of policy `{}` on {}: {} documents, {} errors",
+            report.policy, report.corpus, t.documents, t.errors
+        ),
+        p("changed-files recall", &t.changed_files),
+        p("open-problem recall", &t.open_problems),
+        p("latest user message", &t.latest_user_message),
+        p("user-instruction recall", &t.user_instructions),
+        format!("  {:<26} {:>6}", "leaks", t.leaks),
+        p("budget kept", &t.budget_kept),
+        p("cuts on grapheme bounds", &t.grapheme_safe),
+        if report.pass {
+            "PASS".to_string()
+        } else {
+            "FAIL: every figure must be 100%, with no leak and no error".to_string()
+        },
+    ]
+}

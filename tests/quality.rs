@@ -1,0 +1,226 @@
+//! `baton quality` and `baton::quality`: the project's corpus (tests/fixtures/quality), states
+//! with megabyte outputs generated here, and proof that each figure catches what it measures.
+
+mod common;
+
+use baton::policy;
+use baton::quality::{self, measure_state, report, DocReport};
+use baton::state::{self, Format, State};
+use std::path::Path;
+
+const CORPUS: &str = "tests/fixtures/quality";
+
+fn corpus() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(CORPUS)
+}
+
+fn yaml(text: &str) -> State {
+    state::parse_str(text, Format::Yaml, "test.yaml").unwrap()
+}
+
+fn default() -> policy::Policy {
+    policy::load("default").unwrap()
+}
+
+#[test]
+fn the_corpus_has_at_least_25_states_and_every_one_is_valid() {
+    let files = baton::diff::corpus_files(&corpus()).unwrap();
+    assert!(files.len() >= 25, "only {} states", files.len());
+    for f in files {
+        state::load_file(&f).unwrap();
+    }
+}
+
+/// The figures that hold whatever the cutting rules: nothing leaks, every changed file and
+/// every open problem reaches the document, no state fails. (The whole gate, with the latest
+/// user message, instructions, budgets and grapheme cuts, runs in `.ci/run` through the CLI.)
+#[test]
+fn default_on_the_corpus_leaks_nothing_and_recalls_every_file_and_open_problem() {
+    let r = quality::measure_corpus(&default(), &corpus()).unwrap();
+    let t = &r.totals;
+    let bad: Vec<&DocReport> = r
+        .documents
+        .iter()
+        .filter(|d| {
+            d.error.is_some()
+                || d.figures.as_ref().is_some_and(|f| {
+                    !f.leaks.is_empty()
+                        || !f.changed_files.missing.is_empty()
+                        || !f.open_problems.missing.is_empty()
+                })
+        })
+        .collect();
+    assert!(bad.is_empty(), "{bad:#?}");
+    assert_eq!(t.errors, 0);
+    assert_eq!(t.leaks, 0);
+    assert!(t.changed_files.expected >= 100, "{t:?}");
+    assert!(t.open_problems.expected >= 40, "{t:?}");
+    // Every state is rendered for the four known providers (and the ones it declares).
+    assert!(t.documents >= 4 * 28, "{t:?}");
+}
+
+/// A megabyte of output in a failing command, a superseded tool call and a diff: the document
+/// keeps the failure's tail, leaks nothing superseded and the first turn fits every budget.
+#[test]
+fn megabyte_outputs_pass_the_gate() {
+    let mb = |line: &str| line.repeat(1_048_576 / line.len() + 1);
+    let mut s = yaml(
+        "version: 1
+thread: {id: big, workspace: /w}
+runs:
+  - ordinal: 1
+    provider: codex
+    items:
+      - {kind: user_message, text: 'Find the flaky test. KEEP-flaky'}
+      - {kind: tool_call, tool: Read, input: logs/ci.txt, status: completed, output: ''}
+      - {kind: tool_call, tool: Read, input: logs/ci.txt, status: completed, output: 'short'}
+      - {kind: command, command: cargo test, exit_code: 101, output: ''}
+      - {kind: file_change, path: /w/Cargo.lock, change: modified, diff: ''}
+request: {provider: claude, message: 'Keep going.'}
+",
+    );
+    let items = &mut s.runs[0].items;
+    if let state::Item::ToolCall { output, .. } = &mut items[1] {
+        *output = Some(format!("{}LEAK-superseded-megabyte", mb("old log line\n")));
+    }
+    if let state::Item::Command { output, .. } = &mut items[3] {
+        *output = Some(format!(
+            "{}test flaky::timing ... FAILED\ntest result: FAILED. 1 failed",
+            mb("test ok ... ok\n")
+        ));
+    }
+    if let state::Item::FileChange { diff, .. } = &mut items[4] {
+        *diff = Some(mb("+line\n"));
+    }
+    let docs = measure_state(&default(), &s, "generated/megabyte.yaml");
+    let r = report(&default(), "generated", docs);
+    assert!(r.pass, "{:#?}", r.totals);
+    assert_eq!(r.totals.open_problems.present, 4);
+    assert_eq!(r.totals.changed_files.present, 4);
+}
+
+/// Each figure catches what it measures: a policy that hands over protocol noise leaks, one
+/// that keeps file names only loses the path, one that drops questions loses an open problem,
+/// a compact rule of 20 characters cuts the latest message, its instructions and a family
+/// emoji, and an inline target with a tiny budget is over it.
+#[test]
+fn every_figure_catches_its_failure() {
+    let bad = policy::load_text(
+        "bad.policy",
+        r#"policy "bad" {}
+strategy { full_new otherwise }
+delivery { inline otherwise }
+summary {
+  text max 20
+  include protocol     into history
+  include file_change  into files as line
+  include user_message into goals
+}
+"#,
+    )
+    .unwrap();
+    let s = yaml(
+        "version: 1
+thread: {id: t, workspace: /w}
+providers: {tiny: {file_read: false, max_input_chars_per_turn: 50}}
+runs:
+  - ordinal: 1
+    provider: codex
+    items:
+      - {kind: user_message, text: 'Please keep KEEP-instruction-1 and the family 👨‍👩‍👧‍👦👨‍👩‍👧‍👦 whole'}
+      - {kind: protocol, text: 'LEAK-noise'}
+      - {kind: file_change, path: /w/src/deep/index.ts}
+      - {kind: question, text: 'Which one?'}
+request: {provider: codex, message: 'go'}
+",
+    );
+    let docs = measure_state(&bad, &s, "t.yaml");
+    let tiny = docs.iter().find(|d| d.target == "tiny").unwrap();
+    let f = tiny.figures.as_ref().unwrap();
+    assert_eq!(f.leaks, ["LEAK-noise"]);
+    assert_eq!(f.changed_files.missing, ["src/deep/index.ts"]);
+    assert_eq!(f.open_problems.missing, ["r1.4"]);
+    assert_eq!(f.latest_user_message, Some(false));
+    assert_eq!(f.user_instructions.missing, ["KEEP-instruction-1"]);
+    assert!(!f.budget.kept, "{:?}", f.budget);
+    let r = report(&bad, "t", docs);
+    assert!(!r.pass);
+    assert_eq!(r.totals.leaks, 5);
+
+    // A cut inside the family emoji (text max 51 lands in its ZWJ sequence).
+    let cut = policy::load_text(
+        "cut.policy",
+        "policy \"cut\" {}\nstrategy { full_new otherwise }\nsummary {\n  text max 51\n  include user_message into goals\n}\n",
+    )
+    .unwrap();
+    let docs = measure_state(&cut, &s, "t.yaml");
+    let f = docs[0].figures.as_ref().unwrap();
+    assert_eq!(f.broken_graphemes, ["r1.1"], "{f:?}");
+}
+
+#[test]
+fn the_cli_reports_per_document_and_exits_1_below_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        corpus().join("12-excluded-kinds.yaml"),
+        dir.path().join("a.yaml"),
+    )
+    .unwrap();
+    let d = dir.path().to_str().unwrap();
+    let o = common::baton(&["quality", "--corpus", d]);
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("a.yaml -> codex: full_new off_band; files 0/0; open 0/0; latest user message yes; instructions 0/0; leaks 0; first turn "), "{out}");
+    assert!(out.ends_with("PASS\n"), "{out}");
+
+    let o = common::baton(&["quality", "--corpus", d, "--policy", "t3code", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["policy"], "t3code");
+    assert_eq!(v["totals"]["documents"], 4);
+    assert!(v["documents"][0]["figures"]["budget"]["limit"].is_u64());
+
+    // A leak fails the gate.
+    std::fs::write(
+        dir.path().join("b.yaml"),
+        "version: 1\nthread: {id: b}\nruns:\n  - {ordinal: 1, provider: codex, items: [{kind: user_message, text: 'LEAK-said'}]}\nrequest: {provider: claude}\n",
+    )
+    .unwrap();
+    let o = common::baton(&["quality", "--corpus", d]);
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("b.yaml -> claude: full_new off_band; files 0/0; open 0/0; latest user message yes; instructions 0/0; leaks 1 (LEAK-said)"), "{out}");
+    assert!(
+        out.ends_with("FAIL: every figure must be 100%, with no leak and no error\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_missing_or_empty_corpus_is_an_error_naming_it() {
+    let o = common::baton(&["quality", "--corpus", "no/such/dir"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.starts_with("no/such/dir: error: the corpus is not a readable directory"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let o = common::baton(&["quality", "--corpus", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.ends_with("error: the corpus has no state files (*.yaml, *.yml, *.json)\n"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_invalid_state_in_the_corpus_names_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("x.yaml"), "version: 1\nthread: {id: x}\n").unwrap();
+    let o = common::baton(&["quality", "--corpus", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.contains("x.yaml"), "{err}");
+    assert!(err.contains("request"), "{err}");
+}
