@@ -454,6 +454,7 @@ pub fn evaluate<'a>(
         run: state.runs.len() as u32 + 1,
         handoff_id,
         decided_by,
+        budget: None,
         trace,
     };
     Ok((decision, facts))
