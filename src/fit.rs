@@ -130,9 +130,16 @@ pub fn fit(
             );
             return Ok(unsupported(decision, &why, reasons, &budget_at(policy)));
         }
-        move_off_band(policy, facts, &mut decision, &opts);
-        reasons.push("moved_off_band".to_string());
-        attempt = fit_mode(policy, state, facts, &decision, summary, &opts, &limits)?;
+        // Off-band only helps when its pointer prompt fits the turn; otherwise nothing fits
+        // and the inline handoff, down to its must-keep items, is sent and reported.
+        let mut off = decision.clone();
+        move_off_band(policy, facts, &mut off, &opts);
+        let moved = fit_mode(policy, state, facts, &off, summary, &opts, &limits)?;
+        if chars(&moved.rendered.inline) <= limits.first_turn {
+            decision = off;
+            attempt = moved;
+            reasons.push("moved_off_band".to_string());
+        }
     }
     if !attempt.kept && !reasons.iter().any(|r| r == "must_keep_over_budget") {
         reasons.push("must_keep_over_budget".to_string());
@@ -331,6 +338,7 @@ fn replaced_size(
         return Ok(None);
     };
     let mut delta = decision.clone();
+    delta.strategy = Strategy::DeltaExisting;
     delta.handoff_strategy = Some(HandoffStrategy::DeltaSinceTargetLastSeen);
     delta.covered_runs = Some(RunRange {
         from: *from,

@@ -334,6 +334,11 @@ pub fn render(
         summary_text => opts.summary_text.clone(),
         anchor => anchor,
         included_count => summary.included.len(),
+        budget_dropped => summary
+            .omitted
+            .iter()
+            .filter(|o| o.reason.starts_with("dropped to fit the budget"))
+            .count(),
         omitted_count => summary.omitted.len(),
         decision => minijinja::Value::from_serialize(decision),
     };

@@ -141,6 +141,12 @@ fn grapheme_start_within(s: &str, chars: usize) -> usize {
     start
 }
 
+/// How far back (or forward) a cut may move to reach a line or word boundary: the last
+/// quarter of the room, or up to half of a short room (at most 10 characters).
+fn window(room: usize) -> usize {
+    (room / 4).max(room.min(20) / 2)
+}
+
 /// Whether a boundary is a line break (true) or a word boundary (false).
 type Boundary = (usize, bool);
 
@@ -148,7 +154,7 @@ type Boundary = (usize, bool);
 /// whitespace, in the last quarter of the room; else `end` itself.
 fn head_boundary(s: &str, end: usize, room: usize) -> Boundary {
     let prefix = s.get(..end).unwrap_or("");
-    let window_chars = room / 4;
+    let window_chars = window(room);
     // Byte offset where the window starts (`window_chars` characters before `end`).
     let window_start = prefix
         .char_indices()
@@ -157,9 +163,16 @@ fn head_boundary(s: &str, end: usize, room: usize) -> Boundary {
         .map(|(i, _)| i)
         .unwrap_or(0);
     let window = prefix.get(window_start..).unwrap_or("");
+    let next = s.get(end..).and_then(|r| r.chars().next());
+    if next == Some('\n') {
+        return (end, true);
+    }
     if window_chars > 0 {
         if let Some(i) = window.rfind('\n') {
             return (window_start + i, true);
+        }
+        if next.is_some_and(char::is_whitespace) {
+            return (end, false);
         }
         if let Some((i, _)) = window.char_indices().rev().find(|(_, c)| c.is_whitespace()) {
             if window_start + i > 0 {
@@ -174,16 +187,23 @@ fn head_boundary(s: &str, end: usize, room: usize) -> Boundary {
 /// whitespace, in the first quarter of the room; else `start` itself.
 fn tail_boundary(s: &str, start: usize, room: usize) -> Boundary {
     let suffix = s.get(start..).unwrap_or("");
-    let window_chars = room / 4;
+    let window_chars = window(room);
     let window_end = suffix
         .char_indices()
         .nth(window_chars)
         .map(|(i, _)| i)
         .unwrap_or(suffix.len());
     let window = suffix.get(..window_end).unwrap_or("");
+    let before = s.get(..start).and_then(|r| r.chars().next_back());
+    if before == Some('\n') {
+        return (start, true);
+    }
     if window_chars > 0 {
         if let Some(i) = window.find('\n') {
             return (start + i + 1, true);
+        }
+        if before.is_some_and(char::is_whitespace) {
+            return (start, false);
         }
         if let Some((i, c)) = window.char_indices().find(|(_, c)| c.is_whitespace()) {
             return (start + i + c.len_utf8(), false);
