@@ -529,3 +529,33 @@ fn the_worked_example_in_the_docs_is_current() {
     assert!(doc.contains("[2,030 characters cut ...]"));
     assert!(doc.contains("- Should the old paths return 301 or 308? (unanswered)"));
 }
+
+/// Issue 12 (mcode): the off-band document keeps the compaction summary whole, as Mcode's
+/// builder does; other texts still go through the 240-character rule.
+#[test]
+fn mcode_keeps_the_compaction_summary_whole() {
+    let summary: String = (1..=8)
+        .map(|i| format!("Constraint {i}: never touch the billing tables without a migration review.\n"))
+        .collect();
+    let v = json!({
+        "version": 1,
+        "thread": {"id": "th_mc", "compact_summary": summary, "compact_summary_through": 1},
+        "runs": [
+            {"ordinal": 1, "provider": "claude", "items": [
+                {"kind": "user_message", "text": "Set up billing."},
+            ]},
+            {"ordinal": 2, "provider": "claude", "items": [
+                {"kind": "assistant_message", "text": format!("Done. {}", "detail ".repeat(60))},
+                {"kind": "user_message", "text": "Now add invoices."},
+            ]}
+        ],
+        "request": {"provider": "codex", "message": "Continue."}
+    });
+    let o = run_with(&shipped("mcode"), &state(&v), None);
+    assert_eq!(o.decision.delivery.as_ref().unwrap().mode.as_str(), "off_band");
+    let doc = o.rendered.unwrap().document;
+    for line in summary.lines() {
+        assert!(doc.contains(line), "lost {line:?}\n{doc}");
+    }
+    assert!(doc.contains("detail detail ...\n"), "{doc}");
+}
