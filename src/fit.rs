@@ -134,11 +134,34 @@ pub fn fit(
         // and the inline handoff, down to its must-keep items, is sent and reported.
         let mut off = decision.clone();
         move_off_band(policy, facts, &mut off, &opts);
-        let moved = fit_mode(policy, state, facts, &off, summary, &opts, &limits)?;
+        let moved = fit_mode(policy, state, facts, &off, summary.clone(), &opts, &limits)?;
         if chars(&moved.rendered.inline) <= limits.first_turn {
             decision = off;
             attempt = moved;
             reasons.push("moved_off_band".to_string());
+        }
+    }
+    // The message with its pointer still over the turn: the message goes into the document.
+    if chars(&attempt.rendered.inline) > limits.first_turn
+        && caps.file_read
+        && !opts.message_in_document
+        && message_chars > 0
+    {
+        let mut off = decision.clone();
+        let was_inline = mode_of(&off) == DeliveryMode::Inline;
+        if was_inline {
+            move_off_band(policy, facts, &mut off, &opts);
+        }
+        let mut with_message = opts.clone();
+        with_message.message_in_document = true;
+        let moved = fit_mode(policy, state, facts, &off, summary, &with_message, &limits)?;
+        if chars(&moved.rendered.inline) <= limits.first_turn {
+            decision = off;
+            attempt = moved;
+            reasons.push("request_over_budget".to_string());
+            if was_inline {
+                reasons.push("moved_off_band".to_string());
+            }
         }
     }
     if !attempt.kept && !reasons.iter().any(|r| r == "must_keep_over_budget") {

@@ -110,8 +110,8 @@ pub fn explain(
 }
 
 /// Render the handoff of `decision` from an already selected `summary` (no summarizer runs;
-/// `render` says who wrote it), and carry the inline note into the decision. `baton test`
-/// selects with rule observation and comes in here.
+/// `render` says who wrote it), and carry the inline note into the decision, without fitting
+/// it to a budget ([`fit_selected`] does both).
 pub fn render_selected(
     policy: &Policy,
     state: &State,

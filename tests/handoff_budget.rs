@@ -535,7 +535,9 @@ fn the_worked_example_in_the_docs_is_current() {
 #[test]
 fn mcode_keeps_the_compaction_summary_whole() {
     let summary: String = (1..=8)
-        .map(|i| format!("Constraint {i}: never touch the billing tables without a migration review.\n"))
+        .map(|i| {
+            format!("Constraint {i}: never touch the billing tables without a migration review.\n")
+        })
         .collect();
     let v = json!({
         "version": 1,
@@ -552,10 +554,32 @@ fn mcode_keeps_the_compaction_summary_whole() {
         "request": {"provider": "codex", "message": "Continue."}
     });
     let o = run_with(&shipped("mcode"), &state(&v), None);
-    assert_eq!(o.decision.delivery.as_ref().unwrap().mode.as_str(), "off_band");
+    assert_eq!(
+        o.decision.delivery.as_ref().unwrap().mode.as_str(),
+        "off_band"
+    );
     let doc = o.rendered.unwrap().document;
     for line in summary.lines() {
         assert!(doc.contains(line), "lost {line:?}\n{doc}");
     }
     assert!(doc.contains("detail detail ...\n"), "{doc}");
+}
+
+/// A message that fits the turn alone but not with the pointer prompt also goes into the
+/// document: the first turn always fits.
+#[test]
+fn a_message_that_fits_only_without_its_pointer_goes_into_the_document() {
+    let message = "m".repeat(15_950);
+    let mut v = must_keep_state();
+    v["request"] = json!({"provider": "codex", "message": message});
+    let o = run_with(&shipped("default"), &state(&v), None);
+    let b = o.decision.budget.as_ref().unwrap();
+    assert!(b.kept, "{b:?}");
+    assert!(
+        b.reasons.contains(&"request_over_budget".to_string()),
+        "{b:?}"
+    );
+    let r = o.rendered.unwrap();
+    assert!(chars(&r.inline) <= 16_000);
+    assert!(r.document.contains(&message));
 }

@@ -32,7 +32,6 @@ pub struct Entry {
     /// What the next provider must act on (never cut by a text rule, never dropped to fit a
     /// budget): the latest user message, an open question or approval, the last failing
     /// command.
-    #[serde(default)]
     pub must_keep: bool,
 }
 
