@@ -98,9 +98,12 @@ pub fn collapse(text: &str) -> String {
 
 /// Seed 004's compact rule: collapse every whitespace run to one space and trim; over `max`
 /// characters, keep the first `max - 3` (backed off to a grapheme boundary) and append `...`.
+/// Reads no further into the text than it needs (a megabyte output costs what 240 characters
+/// and a little look-ahead cost).
 pub fn compact(text: &str, max: usize) -> String {
-    let s = collapse(text);
-    if s.chars().count() <= max {
+    // Enough look-ahead that a grapheme boundary at `max - 3` is decided as on the whole text.
+    let (s, more) = collapse_prefix(text, max.saturating_add(64));
+    if !more && s.chars().count() <= max {
         return s;
     }
     let keep = max.saturating_sub(3);
@@ -108,6 +111,32 @@ pub fn compact(text: &str, max: usize) -> String {
     let mut out = s.get(..end).unwrap_or("").to_string();
     out.push_str("...");
     out
+}
+
+/// The collapsed text (whitespace runs to one space, trimmed) up to `limit` characters, and
+/// whether the collapsed text goes on beyond them.
+fn collapse_prefix(text: &str, limit: usize) -> (String, bool) {
+    let mut out = String::new();
+    let mut count = 0usize;
+    let mut pending_space = false;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            pending_space = count > 0;
+            continue;
+        }
+        let need = if pending_space { 2 } else { 1 };
+        if count + need > limit {
+            return (out, true);
+        }
+        if pending_space {
+            out.push(' ');
+            count += 1;
+            pending_space = false;
+        }
+        out.push(c);
+        count += 1;
+    }
+    (out, false)
 }
 
 /// Byte offset of the last grapheme boundary of `s` at or before `chars` characters.
