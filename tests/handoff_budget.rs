@@ -583,3 +583,40 @@ fn a_message_that_fits_only_without_its_pointer_goes_into_the_document() {
     assert!(chars(&r.inline) <= 16_000);
     assert!(r.document.contains(&message));
 }
+
+/// Off-band, must-keep items larger than `document max` stay whole; the decision (and its
+/// JSON) says the budget is not kept and why.
+#[test]
+fn must_keep_items_over_the_document_budget_are_kept_and_reported() {
+    let p = policy_text(
+        "small.policy",
+        "policy \"small\" { extends \"default\" }\nsummary {\n  text head_tail 200\n  document max 2000\n  include user_message into goals\n  include question into open when not item.answered\n  include assistant_message into messages\n}\n",
+    );
+    let latest = format!("Latest: {}", "keep every word of this ".repeat(120));
+    let v = json!({
+        "version": 1, "thread": {"id": "th_doc"},
+        "runs": [{"ordinal": 1, "provider": "claude", "items": [
+            {"kind": "assistant_message", "text": "a reply ".repeat(100)},
+            {"kind": "user_message", "text": latest},
+        ]}],
+        "request": {"provider": "codex", "message": "Continue."}
+    });
+    let o = run_with(&p, &state(&v), None);
+    let b = o.decision.budget.as_ref().unwrap();
+    assert_eq!(b.scope, "document");
+    assert!(!b.kept);
+    assert_eq!(b.reasons, vec!["must_keep_over_budget".to_string()]);
+    assert_eq!(b.steps.last().unwrap().step, "must_keep_only");
+    let doc = o.rendered.unwrap().document;
+    assert!(doc.contains(latest.trim()));
+    assert!(!doc.contains("a reply"));
+    let json = o.decision.to_json();
+    assert!(
+        json.contains("\"reasons\": [\n      \"must_keep_over_budget\"\n    ]"),
+        "{json}"
+    );
+    let explained = baton::explain::render(&o.decision, false);
+    assert!(
+        explained.contains("(NOT kept)") && explained.contains("reasons: must_keep_over_budget")
+    );
+}

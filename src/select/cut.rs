@@ -140,7 +140,7 @@ fn collapse_prefix(text: &str, limit: usize) -> (String, bool) {
 }
 
 /// Byte offset of the last grapheme boundary of `s` at or before `chars` characters.
-fn grapheme_end_within(s: &str, chars: usize) -> usize {
+pub(crate) fn grapheme_end_within(s: &str, chars: usize) -> usize {
     let mut count = 0usize;
     let mut end = 0usize;
     for (i, g) in s.grapheme_indices(true) {

@@ -31,7 +31,8 @@ pub fn cut_at_whitespace(text: &str, room: usize) -> String {
     }
     let end = match last_boundary {
         Some(b) if b > 0 => b,
-        _ => byte_at_limit,
+        // No whitespace: a plain cut, on a grapheme-cluster boundary.
+        _ => super::cut::grapheme_end_within(text, limit).min(byte_at_limit),
     };
     let prefix = text[..end].trim_end();
     if prefix.is_empty() {
