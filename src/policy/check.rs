@@ -1194,7 +1194,8 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
         None => None,
     };
     if let Some(b) = &s.budget {
-        if b.chars >= 1 && (b.chars as u64) < super::MUST_KEEP_FLOOR as u64 {
+        let chars = usize::try_from(b.chars).unwrap_or(0);
+        if chars >= 1 && chars < super::MUST_KEEP_FLOOR {
             c.warn(
                 b.span,
                 format!(
