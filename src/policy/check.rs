@@ -1195,7 +1195,7 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
     };
     if let Some(b) = &s.budget {
         let chars = usize::try_from(b.chars).unwrap_or(0);
-        if chars >= 1 && chars < super::MUST_KEEP_FLOOR {
+        if (1..super::MUST_KEEP_FLOOR).contains(&chars) {
             c.warn(
                 b.span,
                 format!(
