@@ -23,7 +23,54 @@ pub struct Decision {
     pub handoff_id: Option<String>,
     /// The ladder rule that decided.
     pub decided_by: DecidedBy,
+    /// The budget the handoff was fitted to (set once the handoff is rendered; absent for a
+    /// decision without one, and from `decide` alone). Additive to DESIGN §4.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetReport>,
     pub trace: Vec<TraceEntry>,
+}
+
+/// How a handoff was fitted to its budget (docs/rendering.md#budgets): recorded in the
+/// decision, in `handoff.json` and, step by step, in the trace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BudgetReport {
+    /// What is measured against `limit`: `first_turn` (the inline prompt, document included)
+    /// or `document` (the off-band document).
+    pub scope: String,
+    /// The limit in characters.
+    pub limit: usize,
+    /// The target's `max_input_chars_per_turn`.
+    pub first_turn_limit: usize,
+    /// The policy's off-band document budget (`document max`).
+    pub document_limit: usize,
+    /// A full handoff that replaces an `over_budget` delta is held to the delta's size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced_chars: Option<usize>,
+    /// Characters of what `scope` measures, before and after degradation.
+    pub before: usize,
+    pub after: usize,
+    /// Characters of the first-turn prompt as sent.
+    pub first_turn: usize,
+    /// Every degradation step taken, in order.
+    pub steps: Vec<BudgetStep>,
+    /// Whether the handoff is within its limits.
+    pub kept: bool,
+    /// Why it is not, or why delivery changed: `must_keep_over_budget`,
+    /// `request_over_budget`, `moved_off_band`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+}
+
+/// One degradation step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BudgetStep {
+    /// The step as the policy writes it (`drop narration`, `drop_oldest_runs`, ...) or
+    /// `must_keep_only`.
+    pub step: String,
+    pub before: usize,
+    pub after: usize,
+    /// Items this step left out.
+    pub dropped: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

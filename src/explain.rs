@@ -113,6 +113,57 @@ pub fn render(d: &Decision, verbose: bool) -> String {
             p.tool, p.path, p.turns, p.uses
         );
     }
+    if let Some(b) = &d.budget {
+        let scope = if b.scope == "document" {
+            "off-band document"
+        } else {
+            "first-turn message"
+        };
+        let n = crate::select::thousands;
+        let mut line = format!(
+            "{scope} {} of {} characters ({})",
+            n(b.after),
+            n(b.limit),
+            if b.kept { "kept" } else { "NOT kept" }
+        );
+        if b.before != b.after {
+            let _ = write!(line, "; {} before degrading", n(b.before));
+        }
+        let mut lines = vec![line];
+        lines.push(format!(
+            "first turn {} of {} (the target's max_input_chars_per_turn); document max {}",
+            n(b.first_turn),
+            n(b.first_turn_limit),
+            n(b.document_limit)
+        ));
+        if let Some(r) = b.replaced_chars {
+            lines.push(format!(
+                "held to the {} characters of the delta it replaces",
+                n(r)
+            ));
+        }
+        for s in &b.steps {
+            let dropped = match s.dropped.len() {
+                0 => String::new(),
+                n if n <= 6 => format!(", dropped {}", s.dropped.join(", ")),
+                n => format!(
+                    ", dropped {} and {} more",
+                    s.dropped.get(..5).unwrap_or_default().join(", "),
+                    n - 5
+                ),
+            };
+            lines.push(format!(
+                "{}: {} -> {}{dropped}",
+                s.step,
+                n(s.before),
+                n(s.after)
+            ));
+        }
+        if !b.reasons.is_empty() {
+            lines.push(format!("reasons: {}", b.reasons.join(", ")));
+        }
+        labelled(&mut out, "budget", lines.into_iter());
+    }
     let skipped: Vec<&TraceEntry> = d
         .trace
         .iter()

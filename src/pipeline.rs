@@ -63,12 +63,55 @@ pub fn finish(
     }
     let summary = crate::select::select(policy, facts, &decision);
     let render = summarize(policy, state, &decision, &summary, render);
-    render_selected(policy, state, decision, summary, &render)
+    fit_selected(policy, state, facts, decision, summary, &render)
+}
+
+/// Fit the handoff of `decision`, selected as `summary`, to its budget and render it
+/// ([`crate::fit`]): degradation steps, delivery moved off-band, or `unsupported` when what
+/// the next provider must act on cannot reach it.
+pub fn fit_selected(
+    policy: &Policy,
+    state: &State,
+    facts: &Facts<'_>,
+    decision: Decision,
+    summary: Summary,
+    render: &RenderOptions,
+) -> Result<Outcome, PipelineError> {
+    let f = crate::fit::fit(policy, state, facts, decision, summary, render)?;
+    Ok(Outcome {
+        decision: f.decision,
+        summary: f.summary,
+        rendered: f.rendered,
+    })
+}
+
+/// Decide, select and fit the handoff to its budget, without running an external
+/// summarizer: what `baton explain` shows (the decision with its `budget`).
+pub fn explain(
+    policy: &Policy,
+    state: &State,
+    eval: &EvalOptions,
+) -> Result<Outcome, PipelineError> {
+    let sizer = PolicySizer { policy };
+    let (decision, facts) = crate::eval::evaluate(policy, state, eval, &sizer)?;
+    if !decision.needs_handoff() {
+        return Ok(Outcome {
+            decision,
+            summary: None,
+            rendered: None,
+        });
+    }
+    let summary = crate::select::select(policy, &facts, &decision);
+    let render = RenderOptions {
+        document_root: eval.document_root.clone(),
+        ..RenderOptions::default()
+    };
+    fit_selected(policy, state, &facts, decision, summary, &render)
 }
 
 /// Render the handoff of `decision` from an already selected `summary` (no summarizer runs;
-/// `render` says who wrote it), and carry the inline note into the decision. `baton test`
-/// selects with rule observation and comes in here.
+/// `render` says who wrote it), and carry the inline note into the decision, without fitting
+/// it to a budget ([`fit_selected`] does both).
 pub fn render_selected(
     policy: &Policy,
     state: &State,

@@ -101,8 +101,9 @@ request: {provider: claude, message: 'Keep going.'}
 
 /// Each figure catches what it measures: a policy that hands over protocol noise leaks, one
 /// that keeps file names only loses the path, one that drops questions loses an open problem,
-/// a compact rule of 20 characters cuts the latest message, its instructions and a family
-/// emoji, and an inline target with a tiny budget is over it.
+/// a strict compact rule of 20 characters cuts the latest message and its instructions, and an
+/// inline target with a tiny budget is over it. (A cut inside a grapheme cluster can no longer
+/// be produced by any policy; `quality`'s unit tests show the figure catches one.)
 #[test]
 fn every_figure_catches_its_failure() {
     let bad = policy::load_text(
@@ -111,7 +112,7 @@ fn every_figure_catches_its_failure() {
 strategy { full_new otherwise }
 delivery { inline otherwise }
 summary {
-  text max 20
+  text compact 20 strict
   include protocol     into history
   include file_change  into files as line
   include user_message into goals
@@ -122,7 +123,7 @@ summary {
     let s = yaml(
         "version: 1
 thread: {id: t, workspace: /w}
-providers: {tiny: {file_read: false, max_input_chars_per_turn: 50}}
+providers: {tiny: {file_read: true, max_input_chars_per_turn: 50}}
 runs:
   - ordinal: 1
     provider: codex
@@ -135,27 +136,20 @@ request: {provider: codex, message: 'go'}
 ",
     );
     let docs = measure_state(&bad, &s, "t.yaml");
-    let tiny = docs.iter().find(|d| d.target == "tiny").unwrap();
-    let f = tiny.figures.as_ref().unwrap();
+    let codex = docs.iter().find(|d| d.target == "codex").unwrap();
+    let f = codex.figures.as_ref().unwrap();
     assert_eq!(f.leaks, ["LEAK-noise"]);
     assert_eq!(f.changed_files.missing, ["src/deep/index.ts"]);
     assert_eq!(f.open_problems.missing, ["r1.4"]);
     assert_eq!(f.latest_user_message, Some(false));
     assert_eq!(f.user_instructions.missing, ["KEEP-instruction-1"]);
+    let tiny = docs.iter().find(|d| d.target == "tiny").unwrap();
+    let f = tiny.figures.as_ref().unwrap();
     assert!(!f.budget.kept, "{:?}", f.budget);
     let r = report(&bad, "t", docs);
     assert!(!r.pass);
-    assert_eq!(r.totals.leaks, 5);
-
-    // A cut inside the family emoji (text max 51 lands in its ZWJ sequence).
-    let cut = policy::load_text(
-        "cut.policy",
-        "policy \"cut\" {}\nstrategy { full_new otherwise }\nsummary {\n  text max 51\n  include user_message into goals\n}\n",
-    )
-    .unwrap();
-    let docs = measure_state(&cut, &s, "t.yaml");
-    let f = docs[0].figures.as_ref().unwrap();
-    assert_eq!(f.broken_graphemes, ["r1.1"], "{f:?}");
+    // Every target but tiny (degraded down to its must-keep items) leaks the noise.
+    assert_eq!(r.totals.leaks, 4);
 }
 
 #[test]

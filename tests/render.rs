@@ -49,6 +49,9 @@ fn document(state: &str, policy: &str) -> String {
 #[case::default_fork_assistant("tests/fixtures/render/fork-assistant.yaml", "default")]
 #[case::mcode_fork_user("tests/fixtures/render/fork-user.yaml", "mcode")]
 #[case::default_empty("tests/fixtures/render/empty.yaml", "default")]
+#[case::default_unsafe("tests/fixtures/render/unsafe-text.yaml", "default")]
+#[case::t3code_unsafe("tests/fixtures/render/unsafe-text.yaml", "t3code")]
+#[case::default_far_over_budget("tests/fixtures/budget/far-over-budget.yaml", "default")]
 fn documents_snapshot(#[case] state: &str, #[case] policy: &str) {
     let name = format!(
         "{}__{}",

@@ -505,7 +505,8 @@ fn dispatch_decides_exactly_as_the_engine_does_on_the_whole_thread() {
                 // The request dispatch makes: the same one, for `target`.
                 let mut whole = input.clone();
                 whole.request.provider = target.into();
-                let want = baton::pipeline::decide(&policy, &whole, &opts);
+                // Decided, then fitted to the budget, as dispatch does.
+                let want = baton::pipeline::explain(&policy, &whole, &opts).map(|o| o.decision);
                 match (got, want) {
                     (Ok(g), Ok(w)) => {
                         assert_eq!(g, w, "{} {policy_name} {target}", file.display())

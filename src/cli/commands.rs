@@ -121,7 +121,7 @@ pub(crate) fn explain(a: ExplainArgs) -> u8 {
         Ok(x) => x,
         Err(c) => return c,
     };
-    match crate::pipeline::decide(&policy, &state, &opts) {
+    match crate::pipeline::explain(&policy, &state, &opts).map(|o| o.decision) {
         Ok(d) => {
             if a.json {
                 outln!("{}", d.to_json());
@@ -144,6 +144,7 @@ pub(crate) fn render(a: RenderArgs) -> u8 {
     };
     let ropts = crate::render::RenderOptions {
         templates_dir: a.templates.clone(),
+        document_root: a.decide.handoff_dir.clone(),
         ..Default::default()
     };
     let outcome = match crate::pipeline::run(&policy, &state, &eval, &ropts) {

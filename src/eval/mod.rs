@@ -555,6 +555,7 @@ pub fn evaluate_in<'a>(
         run,
         handoff_id,
         decided_by,
+        budget: None,
         trace,
     };
     Ok((decision, facts))

@@ -82,6 +82,34 @@ pub struct SummaryBlock {
     pub excludes: Vec<ExcludeRule>,
     pub budget: Option<Budget>,
     pub source: Option<SourceDecl>,
+    /// `text FORM [N] [for KIND] [in SECTION] [strict]` rules, in source order.
+    pub text_cuts: Vec<TextCutDecl>,
+    /// `document max N`.
+    pub document_max: Option<Spanned<i64>>,
+    /// `degrade STEP` entries, in source order.
+    pub degrade: Vec<Spanned<DegradeDecl>>,
+}
+
+/// `text FORM [N] [for KIND] [in SECTION] [strict]`.
+#[derive(Debug, Clone)]
+pub struct TextCutDecl {
+    pub span: Span,
+    /// `whole`, `head`, `tail`, `head_tail` or `compact`.
+    pub form: String,
+    pub chars: Option<Spanned<i64>>,
+    pub kind: Option<Spanned<String>>,
+    pub section: Option<Spanned<String>>,
+    pub strict: bool,
+}
+
+/// One step of the degradation order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DegradeDecl {
+    DropOldestRuns,
+    Drop(Spanned<String>),
+    Tail(Spanned<String>, i64),
+    Paths(Spanned<String>),
+    Shorten(i64),
 }
 
 #[derive(Debug, Clone)]

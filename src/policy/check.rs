@@ -6,7 +6,7 @@ use super::ast::*;
 use super::diag::{Diagnostic, Severity, Source};
 use super::{
     CDelivery, CDeliveryRule, CExclude, CExpr, CGrant, CInclude, CLadderRule, CPregrant, CStale,
-    CSummary, Form, Policy, Strategy, SummarySource,
+    CSummary, CTextCut, DegradeStep, Form, Policy, Strategy, SummarySource,
 };
 use crate::facts::{Fact, Scope, Type, Value, GRANT_TARGETS, STRATEGIES};
 use crate::state::{HandoffStrategy, ITEM_KINDS};
@@ -1155,8 +1155,103 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
             }
         }
     };
+    let mut text_cuts = Vec::new();
+    if let (Some(n), Some(t)) = (text_max, &s.text_max) {
+        text_cuts.push(CTextCut {
+            cut: crate::select::Cut::Compact(n),
+            kind: None,
+            section: None,
+            strict: false,
+            span: t.span,
+        });
+    }
+    for r in &s.text_cuts {
+        if let Some(cut) = compile_text_cut(c, r, &sections) {
+            text_cuts.push(cut);
+        }
+    }
+    let document_max = match &s.document_max {
+        Some(d) if d.node < 1 => {
+            c.err(d.span, "`document max` must be at least 1 character", None);
+            None
+        }
+        Some(d) => {
+            let n = usize::try_from(d.node).unwrap_or(usize::MAX);
+            if n < super::MUST_KEEP_FLOOR {
+                c.warn(
+                    d.span,
+                    format!(
+                        "a document budget of {n} characters cannot hold the must-keep items"
+                    ),
+                    Some(format!(
+                        "the latest user message, open questions and approvals and the last failing command are never cut; leave them at least {} characters",
+                        super::MUST_KEEP_FLOOR
+                    )),
+                );
+            }
+            Some(n)
+        }
+        None => None,
+    };
+    if let Some(b) = &s.budget {
+        let chars = usize::try_from(b.chars).unwrap_or(0);
+        if (1..super::MUST_KEEP_FLOOR).contains(&chars) {
+            c.warn(
+                b.span,
+                format!(
+                    "a budget of {} characters cannot hold the must-keep items",
+                    b.chars
+                ),
+                Some(format!(
+                    "the latest user message, open questions and approvals and the last failing command are never cut; leave them at least {} characters",
+                    super::MUST_KEEP_FLOOR
+                )),
+            );
+        }
+    }
+    let mut degrade = Vec::new();
+    for d in &s.degrade {
+        let kind = |c: &mut Checker<'_>, k: &Spanned<String>| -> bool {
+            if ITEM_KINDS.contains(&k.node.as_str()) {
+                return true;
+            }
+            let help = help(&k.node, ITEM_KINDS, "item kinds", '`');
+            c.err(k.span, format!("unknown item kind `{}`", k.node), help);
+            false
+        };
+        let step = match &d.node {
+            DegradeDecl::DropOldestRuns => Some(DegradeStep::DropOldestRuns),
+            DegradeDecl::Drop(k) => kind(c, k).then(|| DegradeStep::Drop(k.node.clone())),
+            DegradeDecl::Paths(k) if k.node != "file_change" => {
+                c.err(
+                    k.span,
+                    "only `file_change` items can be listed as paths",
+                    Some("write `degrade paths file_change`".into()),
+                );
+                None
+            }
+            DegradeDecl::Paths(k) => Some(DegradeStep::Paths(k.node.clone())),
+            DegradeDecl::Tail(_, n) | DegradeDecl::Shorten(n) if *n < 1 => {
+                c.err(
+                    d.span,
+                    "a degradation step keeps at least 1 character",
+                    None,
+                );
+                None
+            }
+            DegradeDecl::Tail(k, n) => kind(c, k)
+                .then(|| DegradeStep::Tail(k.node.clone(), usize::try_from(*n).unwrap_or(0))),
+            DegradeDecl::Shorten(n) => Some(DegradeStep::Shorten(
+                usize::try_from(*n).unwrap_or(usize::MAX),
+            )),
+        };
+        degrade.extend(step);
+    }
     CSummary {
         text_max,
+        text_cuts,
+        document_max,
+        degrade,
         sections,
         includes,
         excludes,
@@ -1164,4 +1259,79 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
         source,
         span: s.span,
     }
+}
+
+/// Compile one `text FORM [N] [for KIND] [in SECTION] [strict]` rule.
+fn compile_text_cut(
+    c: &mut Checker<'_>,
+    r: &TextCutDecl,
+    sections: &[(String, String)],
+) -> Option<CTextCut> {
+    use crate::select::Cut;
+    let n = match (&r.chars, r.form.as_str()) {
+        (Some(n), "whole") => {
+            c.err(
+                n.span,
+                "`text whole` takes no number",
+                Some("`whole` never cuts; write `text head N` to cut".into()),
+            );
+            return None;
+        }
+        (None, "whole") => 0,
+        (None, form) => {
+            c.err(
+                r.span,
+                format!("`text {form}` needs a number of characters"),
+                Some(format!("for example `text {form} 2000`")),
+            );
+            return None;
+        }
+        (Some(n), "compact") if n.node < 4 => {
+            c.err(
+                n.span,
+                "`text compact` must be at least 4 (3 characters go to `...`)",
+                None,
+            );
+            return None;
+        }
+        (Some(n), _) if n.node < 1 => {
+            c.err(n.span, "a text rule keeps at least 1 character", None);
+            return None;
+        }
+        (Some(n), _) => usize::try_from(n.node).unwrap_or(usize::MAX),
+    };
+    let cut = match r.form.as_str() {
+        "whole" => Cut::Whole,
+        "head" => Cut::Head(n),
+        "tail" => Cut::Tail(n),
+        "head_tail" => Cut::HeadTail(n),
+        _ => Cut::Compact(n),
+    };
+    if let Some(k) = &r.kind {
+        if !ITEM_KINDS.contains(&k.node.as_str()) {
+            let help = help(&k.node, ITEM_KINDS, "item kinds", '`');
+            c.err(k.span, format!("unknown item kind `{}`", k.node), help);
+            return None;
+        }
+    }
+    if let Some(sec) = &r.section {
+        let known = BUILTIN_SECTIONS.iter().any(|(n, _)| *n == sec.node)
+            || sections.iter().any(|(n, _)| *n == sec.node);
+        if !known {
+            let names = BUILTIN_SECTIONS
+                .iter()
+                .map(|(n, _)| *n)
+                .chain(sections.iter().map(|(n, _)| n.as_str()));
+            let help = did_you_mean(&sec.node, names).map(|s| format!("did you mean `{s}`?"));
+            c.err(sec.span, format!("unknown section `{}`", sec.node), help);
+            return None;
+        }
+    }
+    Some(CTextCut {
+        cut,
+        kind: r.kind.as_ref().map(|k| k.node.clone()),
+        section: r.section.as_ref().map(|s| s.node.clone()),
+        strict: r.strict,
+        span: r.span,
+    })
 }

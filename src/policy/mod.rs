@@ -177,9 +177,75 @@ pub enum SummarySource {
     Command { command: String, timeout_ms: u64 },
 }
 
+/// A compiled `text FORM ...` rule (or the legacy `text max N`, as `compact N` for every text).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CTextCut {
+    pub cut: crate::select::Cut,
+    pub kind: Option<String>,
+    pub section: Option<String>,
+    /// Applies to must-keep items too (seed 004's exact lines).
+    pub strict: bool,
+    pub span: Span,
+}
+
+/// One step of the budget's degradation order (docs/rendering.md#budgets).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DegradeStep {
+    /// Leave out every item of a kind (never a must-keep item).
+    Drop(String),
+    /// Cut every text of a kind to its last N characters.
+    Tail(String, usize),
+    /// Show every item of a kind (`file_change`) as its path.
+    Paths(String),
+    /// Leave out the oldest covered runs' items, as few runs as needed.
+    DropOldestRuns,
+    /// Cut every text to `head_tail N`.
+    Shorten(usize),
+}
+
+impl DegradeStep {
+    /// The step as a policy writes it.
+    pub fn label(&self) -> String {
+        match self {
+            DegradeStep::Drop(k) => format!("drop {k}"),
+            DegradeStep::Tail(k, n) => format!("tail {k} {n}"),
+            DegradeStep::Paths(k) => format!("paths {k}"),
+            DegradeStep::DropOldestRuns => "drop_oldest_runs".into(),
+            DegradeStep::Shorten(n) => format!("shorten {n}"),
+        }
+    }
+
+    /// The order used when a policy names none.
+    pub fn default_order() -> Vec<DegradeStep> {
+        vec![
+            DegradeStep::Drop("narration".into()),
+            DegradeStep::Tail("tool_call".into(), 400),
+            DegradeStep::Tail("command".into(), 400),
+            DegradeStep::Paths("file_change".into()),
+            DegradeStep::DropOldestRuns,
+            DegradeStep::Shorten(300),
+        ]
+    }
+}
+
+/// The off-band document budget when a policy's summary block sets no `document max`.
+pub const DEFAULT_DOCUMENT_MAX: usize = 100_000;
+
+/// The least room a budget must leave for must-keep items; a smaller `document max` or
+/// `budget` is a checker warning.
+pub const MUST_KEEP_FLOOR: usize = 2_000;
+
 #[derive(Debug, Clone)]
 pub struct CSummary {
     pub text_max: Option<usize>,
+    /// Text rules: the legacy `text max N` first (as `compact N` for every text), then the
+    /// `text FORM ...` rules in source order.
+    pub text_cuts: Vec<CTextCut>,
+    /// The off-band document budget (`document max N`).
+    pub document_max: Option<usize>,
+    /// The degradation order (`degrade ...`); empty means [`DegradeStep::default_order`].
+    pub degrade: Vec<DegradeStep>,
     /// Sections the policy declared (name, title), in declaration order.
     pub sections: Vec<(String, String)>,
     pub includes: Vec<CInclude>,

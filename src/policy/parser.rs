@@ -155,7 +155,18 @@ fn rule_name(r: &Rule) -> String {
         Rule::include_rule => "`include`".into(),
         Rule::exclude_rule => "`exclude`".into(),
         Rule::section_decl => "`section`".into(),
-        Rule::text_rule => "`text`".into(),
+        Rule::text_rule | Rule::text_cut => "`text`".into(),
+        Rule::cut_form => "`whole`, `head`, `tail`, `head_tail` or `compact`".into(),
+        Rule::cut_for | Rule::kw_for => "`for`".into(),
+        Rule::kw_drop => "`drop`".into(),
+        Rule::kw_tail => "`tail`".into(),
+        Rule::kw_paths => "`paths`".into(),
+        Rule::kw_shorten => "`shorten`".into(),
+        Rule::cut_in => "`in`".into(),
+        Rule::cut_strict => "`strict`".into(),
+        Rule::document_budget => "`document max`".into(),
+        Rule::degrade_rule => "`degrade`".into(),
+        Rule::degrade_oldest | Rule::degrade_drop | Rule::degrade_tail | Rule::degrade_paths | Rule::degrade_shorten => "a degradation step (`drop KIND`, `tail KIND N`, `paths KIND`, `drop_oldest_runs`, `shorten N`)".into(),
         Rule::budget_rule => "`budget`".into(),
         Rule::source_rule => "`source`".into(),
         Rule::delivery_rule => "`off_band` or `inline`".into(),
@@ -253,6 +264,11 @@ impl<'i> Kids<'i> for Pair<'i, Rule> {
                     | Rule::kw_because
                     | Rule::kw_eligible
                     | Rule::kw_stale
+                    | Rule::kw_for
+                    | Rule::kw_drop
+                    | Rule::kw_tail
+                    | Rule::kw_paths
+                    | Rule::kw_shorten
             )
         }
         self.into_inner()
@@ -567,11 +583,72 @@ impl<'a> Builder<'a> {
             excludes: Vec::new(),
             budget: None,
             source: None,
+            text_cuts: Vec::new(),
+            document_max: None,
+            degrade: Vec::new(),
         };
         for e in p.kids() {
             let espan = self.span(&e);
             match e.as_rule() {
                 Rule::text_rule => block.text_max = e.kids().next().map(|n| self.spanned_int(n)),
+                Rule::text_cut => {
+                    let mut cut = TextCutDecl {
+                        span: espan,
+                        form: String::new(),
+                        chars: None,
+                        kind: None,
+                        section: None,
+                        strict: false,
+                    };
+                    for part in e.kids() {
+                        match part.as_rule() {
+                            Rule::cut_form => cut.form = part.as_str().to_string(),
+                            Rule::int => cut.chars = Some(self.spanned_int(part)),
+                            Rule::cut_for => {
+                                cut.kind = part.kids().next().map(|k| self.spanned_str(k))
+                            }
+                            Rule::cut_in => {
+                                cut.section = part.kids().next().map(|k| self.spanned_str(k))
+                            }
+                            Rule::cut_strict => cut.strict = true,
+                            _ => {}
+                        }
+                    }
+                    block.text_cuts.push(cut);
+                }
+                Rule::document_budget => {
+                    block.document_max = e.kids().next().map(|n| self.spanned_int(n))
+                }
+                Rule::degrade_rule => {
+                    let Some(step) = e.kids().next() else {
+                        continue;
+                    };
+                    let rule = step.as_rule();
+                    let mut it = step.kids();
+                    let node = match rule {
+                        Rule::degrade_oldest => Some(DegradeDecl::DropOldestRuns),
+                        Rule::degrade_drop => {
+                            it.next().map(|k| DegradeDecl::Drop(self.spanned_str(k)))
+                        }
+                        Rule::degrade_paths => {
+                            it.next().map(|k| DegradeDecl::Paths(self.spanned_str(k)))
+                        }
+                        Rule::degrade_tail => match (it.next(), it.next()) {
+                            (Some(k), Some(n)) => {
+                                let kind = self.spanned_str(k);
+                                Some(DegradeDecl::Tail(kind, self.int(n)))
+                            }
+                            _ => None,
+                        },
+                        Rule::degrade_shorten => {
+                            it.next().map(|n| DegradeDecl::Shorten(self.int(n)))
+                        }
+                        _ => None,
+                    };
+                    if let Some(node) = node {
+                        block.degrade.push(Spanned { node, span: espan });
+                    }
+                }
                 Rule::section_decl => {
                     let mut it = e.kids();
                     if let (Some(n), Some(t)) = (it.next(), it.next()) {

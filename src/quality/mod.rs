@@ -535,4 +535,20 @@ mod tests {
             ["KEEP-x1", "KEEP-y_2"]
         );
     }
+
+    /// A document that stops inside a ZWJ sequence is caught (the renderer never cuts there
+    /// any more, so no policy can produce one for the integration test).
+    #[test]
+    fn a_cut_inside_a_grapheme_cluster_is_caught() {
+        let state: State = serde_yaml::from_str(
+            "version: 1\nthread: {id: t}\nrequest: {provider: codex, message: 'the family 👨‍👩‍👧‍👦 whole'}\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let whole = broken_graphemes(&state, &[], "- the family 👨‍👩‍👧‍👦 whole");
+        assert!(whole.is_empty(), "{whole:?}");
+        let family = "👨‍👩‍👧‍👦";
+        let cut_at = family.char_indices().nth(2).map_or(0, |(i, _)| i);
+        let read = format!("- the family {}...", &family[..cut_at]);
+        assert_eq!(broken_graphemes(&state, &[], &read), ["request.message"]);
+    }
 }

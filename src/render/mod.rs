@@ -41,6 +41,12 @@ pub struct RenderOptions {
     /// Markdown an external summarizer wrote; templates show it (as `summary_text`) in place
     /// of the deterministic sections.
     pub summary_text: Option<String>,
+    /// Where off-band documents live (as `EvalOptions::document_root`), for a handoff that
+    /// the budget moves off-band.
+    pub document_root: Option<PathBuf>,
+    /// The request's message is too long for one turn: the document carries it (as
+    /// `request_message`) and the first-turn prompt points to it.
+    pub message_in_document: bool,
 }
 
 /// A template that failed to load or render.
@@ -93,6 +99,9 @@ pub struct Provenance {
     pub omitted: Arc<Vec<crate::select::Omitted>>,
     pub chars: Chars,
     pub templates: Templates,
+    /// The budget the handoff was fitted to, and every degradation step (docs/rendering.md#budgets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::decision::BudgetReport>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -299,18 +308,24 @@ pub fn render(
         .unwrap_or_else(|| "deterministic".into());
     let delivery = decision.delivery.as_ref();
     let document_path = delivery.and_then(|d| d.document.clone());
+    // Thread text is made safe: a title stays on its line, an anchor stays in its quote.
     let anchor = if state.request.kind == crate::state::RequestKind::Fork {
-        state
-            .request
-            .fork_anchor
-            .as_ref()
-            .map(|a| context! { role => a.role.as_str(), text => a.text.clone() })
+        state.request.fork_anchor.as_ref().map(|a| {
+            let text = crate::select::prose(a.text.trim(), false).replace('\n', "\n> ");
+            context! { role => a.role.as_str(), text => text }
+        })
     } else {
         None
     };
+    let title = state.thread.title.as_deref().map(crate::select::one_line);
+    let message = state.request.message.clone().unwrap_or_default();
+    let request_message = opts
+        .message_in_document
+        .then(|| crate::select::fenced(&message));
     let ctx = context! {
         policy => context! { name => policy.name.clone(), sha256 => policy.sha256.clone() },
-        thread => context! { id => state.thread.id.clone(), title => state.thread.title.clone() },
+        thread => context! { id => crate::select::one_line(&state.thread.id), title => title },
+        request_message => request_message.clone(),
         target => decision.target.clone(),
         strategy => decision.strategy.as_str(),
         handoff => context! { id => hid.clone(), strategy => hs.as_str(), created_by => created_by.clone() },
@@ -319,11 +334,25 @@ pub fn render(
         summary_text => opts.summary_text.clone(),
         anchor => anchor,
         included_count => summary.included.len(),
+        budget_dropped => summary
+            .omitted
+            .iter()
+            .filter(|o| o.reason.starts_with("dropped to fit the budget"))
+            .count(),
         omitted_count => summary.omitted.len(),
         decision => minijinja::Value::from_serialize(decision),
     };
     let mut document = render_one(&env, &doc_template, &ctx)?;
     if !document.ends_with('\n') {
+        document.push('\n');
+    }
+    // A template that does not show the request's message gets it appended.
+    if let Some(m) = request_message
+        .as_deref()
+        .filter(|m| !document.contains(*m))
+    {
+        document.push_str("\n## The user's message for this turn\n\n");
+        document.push_str(m);
         document.push('\n');
     }
 
@@ -334,7 +363,14 @@ pub fn render(
         .unwrap_or(policy.delivery.inline_limit);
     // minijinja strings are shared: the document is copied once, not once per attempt.
     let document_value = minijinja::Value::from(document.as_str());
-    let message = state.request.message.clone().unwrap_or_default();
+    let message = if opts.message_in_document {
+        format!(
+            "The user's message for this turn ({} characters, too long for one turn) is in that document, under \"The user's message for this turn\": act on it.",
+            crate::select::thousands(message.chars().count())
+        )
+    } else {
+        message
+    };
     let inline_prompt = |mode: DeliveryMode, document_path: Option<&str>, gist: &[String]| {
         let ctx = context! {
             mode => mode.as_str(),
@@ -396,6 +432,7 @@ pub fn render(
             document: doc_template,
             inline: "inline.md.j2".into(),
         },
+        budget: None,
     };
     Ok(Rendered {
         document,

@@ -8,6 +8,11 @@ mod files;
 mod problems;
 mod text;
 
+mod cut;
+
+pub use cut::{
+    code_span, escape_controls, fenced, head, head_tail, one_line, prose, tail, thousands, Cut,
+};
 pub use files::display_path;
 pub use text::{compact, cut_at_whitespace};
 
@@ -17,7 +22,7 @@ use crate::facts::{
     compact_summary_rolled_back, item_contexts, synthetic_item, Facts, ItemCtx, SummarySizer,
 };
 use crate::policy::check::BUILTIN_SECTIONS;
-use crate::policy::{CExclude, CInclude, CSummary, Form, Policy};
+use crate::policy::{CExclude, CInclude, CSummary, CTextCut, Form, Policy};
 use crate::state::{Item, RequestKind, State};
 use serde::Serialize;
 use std::sync::{Arc, OnceLock};
@@ -31,6 +36,10 @@ pub struct Entry {
     pub text: String,
     /// The budget cut this entry short.
     pub truncated: bool,
+    /// What the next provider must act on (never cut by a text rule, never dropped to fit a
+    /// budget): the latest user message, an open question or approval, the last failing
+    /// command.
+    pub must_keep: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -75,6 +84,87 @@ struct Candidate<'s> {
     text: String,
     /// Items merged into this entry (the other changes of an aggregated file).
     merged: Vec<String>,
+    must_keep: bool,
+}
+
+/// Changes a budget's degradation steps make to selection (docs/rendering.md#budgets). The
+/// default changes nothing. Must-keep items are never dropped or cut by any of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Degrade {
+    /// Kinds left out (`degrade drop KIND`).
+    pub drop_kinds: Vec<String>,
+    /// Kinds whose texts are cut to their tail (`degrade tail KIND N`).
+    pub tail: Vec<(String, usize)>,
+    /// Kinds shown as paths (`degrade paths file_change`).
+    pub paths: Vec<String>,
+    /// Runs before this ordinal are left out (`degrade drop_oldest_runs`).
+    pub drop_runs_before: Option<u32>,
+    /// Every text cut to `head_tail N` (`degrade shorten N`).
+    pub shorten: Option<usize>,
+    /// Only must-keep items stay (the last resort).
+    pub must_keep_only: bool,
+}
+
+impl Degrade {
+    /// Why an item that is not must-keep is left out under these changes, if it is.
+    fn drops(&self, kind: &str, run: u32) -> Option<String> {
+        if self.must_keep_only {
+            return Some("dropped to fit the budget: must-keep items only".into());
+        }
+        if self.drop_kinds.iter().any(|k| k == kind) {
+            return Some(format!("dropped to fit the budget: drop {kind}"));
+        }
+        // Dropping old runs keeps what the user asked for in them and the files they
+        // changed (listed as paths by then): the thread's goal and its file list survive.
+        let spared = matches!(kind, "user_message" | "file_change");
+        match self.drop_runs_before {
+            Some(b) if run < b && !spared => {
+                Some("dropped to fit the budget: drop_oldest_runs".into())
+            }
+            _ => None,
+        }
+    }
+
+    /// The cut these changes impose on a kind's texts, if any.
+    fn cut(&self, kind: &str) -> Option<Cut> {
+        let tail = (self.tail.iter().rev())
+            .find(|(k, _)| k == kind)
+            .map(|(_, n)| Cut::Tail(*n));
+        let short = self.shorten.map(Cut::HeadTail);
+        match (tail, short) {
+            (Some(a), Some(b)) => Some(a.tighter(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// Ids of the must-keep items among `items` (docs/rendering.md#must-keep-items): the latest
+/// user message, every unanswered question and unresolved approval, the last failing command.
+fn must_keep_ids(items: &[ItemCtx<'_>]) -> Vec<String> {
+    let mut ids = Vec::new();
+    let last = |pred: &dyn Fn(&Item) -> bool| {
+        items
+            .iter()
+            .rev()
+            .find(|c| c.item.is_some_and(pred))
+            .map(|c| c.id.clone())
+    };
+    ids.extend(last(&|i| matches!(i, Item::UserMessage { .. })));
+    ids.extend(last(
+        &|i| matches!(i, Item::Command { exit_code: Some(c), .. } if *c != 0),
+    ));
+    for c in items {
+        match c.item {
+            Some(Item::Question {
+                answered: false, ..
+            })
+            | Some(Item::Approval {
+                resolved: false, ..
+            }) => ids.push(c.id.clone()),
+            _ => {}
+        }
+    }
+    ids
 }
 
 /// The summary block of a policy, or seed 000's when it has none (checked once per process).
@@ -112,7 +202,23 @@ fn section_order(rules: &CSummary) -> Vec<(&str, &str)> {
 
 /// Select the items of `runs` (ordinals, oldest first) under the policy's summary rules.
 pub fn select_runs(policy: &Policy, facts: &Facts<'_>, runs: &[u32]) -> Summary {
-    select_inner(policy, facts, runs, None)
+    select_inner(policy, facts, runs, None, &Degrade::default())
+}
+
+/// [`select`] under a budget's degradation changes.
+pub fn select_degraded(
+    policy: &Policy,
+    facts: &Facts<'_>,
+    decision: &Decision,
+    degrade: &Degrade,
+) -> Summary {
+    select_inner(
+        policy,
+        facts,
+        &decision_runs(facts, decision),
+        None,
+        degrade,
+    )
 }
 
 /// Which kind of summary rule a [`RuleHit`] is about.
@@ -145,7 +251,7 @@ pub fn select_observed(
     let runs = decision_runs(facts, decision);
     let mut hits = Vec::new();
     let record = policy.summary.is_some().then_some(&mut hits);
-    let summary = select_inner(policy, facts, &runs, record);
+    let summary = select_inner(policy, facts, &runs, record, &Degrade::default());
     (summary, hits)
 }
 
@@ -154,6 +260,7 @@ fn select_inner(
     facts: &Facts<'_>,
     runs: &[u32],
     mut hits: Option<&mut Vec<RuleHit>>,
+    degrade: &Degrade,
 ) -> Summary {
     let state = facts.state;
     let Some(rules) = rules_of(policy) else {
@@ -184,6 +291,7 @@ fn select_inner(
         }
     }
     items.extend(item_contexts(state, runs));
+    let must_keep = must_keep_ids(&items);
 
     let mut omitted = Vec::new();
     // Nothing derived from a rolled-back run is handed over: a compaction summary or a prior
@@ -226,7 +334,29 @@ fn select_inner(
         match taken {
             Some(Taken::Exclude(ex)) => omit(&mut omitted, ctx, ex.reason.clone()),
             Some(Taken::Include(inc)) => {
-                let text = entry_text(state, &ctx, inc.form, rules.text_max);
+                let keep = must_keep.contains(&ctx.id);
+                if !keep {
+                    if let Some(reason) = degrade.drops(ctx.kind, ctx.run) {
+                        omit(&mut omitted, ctx, reason);
+                        continue;
+                    }
+                }
+                let (mut cut, strict) = text_cut(rules, ctx.kind, &inc.section);
+                if !keep {
+                    if let Some(d) = degrade.cut(ctx.kind) {
+                        cut = cut.map_or(Some(d), |c| Some(c.tighter(d)));
+                    }
+                }
+                let form = if !keep && degrade.paths.iter().any(|k| k == ctx.kind) {
+                    Form::PathOnly
+                } else {
+                    inc.form
+                };
+                let texts = Texts {
+                    cut,
+                    whole: keep && !strict,
+                };
+                let text = entry_text(state, &ctx, form, &texts);
                 let section = order
                     .iter()
                     .position(|(n, _)| *n == inc.section)
@@ -234,9 +364,10 @@ fn select_inner(
                 chosen.push(Candidate {
                     ctx,
                     section,
-                    form: inc.form,
+                    form,
                     text,
                     merged: Vec::new(),
+                    must_keep: keep,
                 });
             }
             None => omit(&mut omitted, ctx, "no include rule matched".into()),
@@ -308,6 +439,7 @@ fn select_inner(
             run: c.ctx.run,
             text: c.text,
             truncated: truncated == Some(i),
+            must_keep: c.must_keep,
         });
     }
     // Open problems read newest first.
@@ -439,10 +571,84 @@ impl SummarySizer for PolicySizer<'_> {
     }
 }
 
-fn t(text: &str, max: Option<usize>) -> String {
-    match max {
-        Some(m) => compact(text, m),
-        None => text.trim().to_string(),
+/// The text rule for an item of `kind` placed in `section`: the most specific rule (kind and
+/// section, then kind, then section, then every text; a later rule wins over an earlier one
+/// of the same scope), and whether it is `strict`.
+fn text_cut(rules: &CSummary, kind: &str, section: &str) -> (Option<Cut>, bool) {
+    let rank = |r: &CTextCut| match (&r.kind, &r.section) {
+        (Some(k), Some(s)) if k == kind && s == section => Some(3),
+        (Some(k), None) if k == kind => Some(2),
+        (None, Some(s)) if s == section => Some(1),
+        (None, None) => Some(0),
+        _ => None,
+    };
+    let mut best: Option<(u8, &CTextCut)> = None;
+    for r in &rules.text_cuts {
+        if let Some(n) = rank(r) {
+            if best.is_none_or(|(b, _)| n >= b) {
+                best = Some((n, r));
+            }
+        }
+    }
+    match best {
+        Some((_, r)) => (Some(r.cut), r.strict),
+        None => (None, false),
+    }
+}
+
+/// How the texts of one entry are cut and made safe.
+struct Texts {
+    /// The text rule; `None` when the policy has none (texts trimmed, outputs through the
+    /// 240-character compact rule as before text rules existed).
+    cut: Option<Cut>,
+    /// A must-keep item: its own text is never cut.
+    whole: bool,
+}
+
+impl Texts {
+    fn main_cut(&self) -> Cut {
+        match (self.whole, self.cut) {
+            (true, _) | (false, None) => Cut::Whole,
+            (false, Some(c)) => c,
+        }
+    }
+
+    /// The item's own text at the start of an entry (made safe as markdown prose).
+    fn lead(&self, text: &str) -> String {
+        prose(&self.main_cut().apply(text), true)
+    }
+
+    /// The item's own text after a label or other text.
+    fn inner(&self, text: &str) -> String {
+        prose(&self.main_cut().apply(text), false)
+    }
+
+    /// The item's own text on one line, after a label (`User: ...`).
+    fn line(&self, text: &str) -> String {
+        escape_controls(&self.main_cut().apply_one_line(text))
+    }
+
+    /// An output or input: on the same line after `: ` when cut by the compact rule,
+    /// otherwise in a code fence on the following lines.
+    fn output(&self, text: &str) -> String {
+        match self.cut.unwrap_or(Cut::Compact(240)) {
+            Cut::Compact(n) => format!(": {}", escape_controls(&compact(text, n))),
+            c => {
+                let out = c.apply(text);
+                // A short one-line output stays on the line; anything else is fenced.
+                if !out.contains('\n') && !out.contains('`') && out.chars().count() <= 200 {
+                    format!(": {}", escape_controls(&out))
+                } else {
+                    format!(":\n{}", fenced(&out))
+                }
+            }
+        }
+    }
+
+    /// A tool's input, on the same line.
+    fn input(&self, text: &str) -> String {
+        let c = self.cut.unwrap_or(Cut::Compact(240));
+        escape_controls(&c.apply_one_line(text))
     }
 }
 
@@ -451,14 +657,14 @@ fn file_name(path: &str) -> &str {
 }
 
 /// The text of one entry in one form.
-fn entry_text(state: &State, ctx: &ItemCtx, form: Form, max: Option<usize>) -> String {
+fn entry_text(state: &State, ctx: &ItemCtx, form: Form, t: &Texts) -> String {
     match ctx.kind {
         "fork_anchor" => {
             let a = state.request.fork_anchor.as_ref();
-            return t(a.map(|a| a.text.as_str()).unwrap_or(""), max);
+            return t.lead(a.map(|a| a.text.as_str()).unwrap_or(""));
         }
         "compact_summary" => {
-            return t(state.thread.compact_summary.as_deref().unwrap_or(""), max);
+            return t.lead(state.thread.compact_summary.as_deref().unwrap_or(""));
         }
         "checkpoint" => {
             let c = state.checkpoints.iter().find(|c| c.run == ctx.run);
@@ -467,7 +673,7 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, max: Option<usize>) -> S
             return match (form, c.and_then(|c| c.diff_summary.as_deref())) {
                 (Form::Count, _) => files,
                 (Form::Line, _) => format!("Checkpoint: {files}"),
-                (_, Some(d)) => format!("run {}: {files}: {}", ctx.run, t(d, max)),
+                (_, Some(d)) => format!("run {}: {files}: {}", ctx.run, t.inner(d)),
                 (_, None) => format!("run {}: {files}", ctx.run),
             };
         }
@@ -475,16 +681,16 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, max: Option<usize>) -> S
             let h = state.handoffs.iter().find(|h| h.id == ctx.id);
             let summary = h.and_then(|h| h.summary.as_deref()).unwrap_or("");
             return match (form, h) {
-                (Form::Line, _) | (Form::Text, _) => format!("Handoff: {}", t(summary, max)),
+                (Form::Line, _) | (Form::Text, _) => format!("Handoff: {}", t.line(summary)),
                 (_, Some(h)) => format!(
                     "{} (runs {}-{}, {}): {}",
                     h.id,
                     h.covered.from,
                     h.covered.to,
                     h.strategy.as_str(),
-                    t(summary, max)
+                    t.inner(summary)
                 ),
-                (_, None) => t(summary, max),
+                (_, None) => t.lead(summary),
             };
         }
         _ => {}
@@ -498,13 +704,15 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, max: Option<usize>) -> S
         }
     }
     match (item, form) {
-        (Item::UserMessage { text, .. }, Form::Line) => format!("User: {}", t(text, max)),
-        (Item::AssistantMessage { text, .. }, Form::Line) => format!("Assistant: {}", t(text, max)),
-        (Item::Command { command, .. }, Form::Line) => format!("Command: {}", t(command, max)),
-        (Item::FileChange { path, .. }, Form::Line) => {
-            format!("File changed: {}", t(file_name(path), max))
+        (Item::UserMessage { text, .. }, Form::Line) => format!("User: {}", t.line(text)),
+        (Item::AssistantMessage { text, .. }, Form::Line) => {
+            format!("Assistant: {}", t.line(text))
         }
-        (Item::FileChange { path, .. }, Form::PathOnly) => t(path, max),
+        (Item::Command { command, .. }, Form::Line) => format!("Command: {}", t.line(command)),
+        (Item::FileChange { path, .. }, Form::Line) => {
+            format!("File changed: {}", t.line(file_name(path)))
+        }
+        (Item::FileChange { path, .. }, Form::PathOnly) => t.lead(path),
         (
             Item::FileChange {
                 path,
@@ -514,7 +722,7 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, max: Option<usize>) -> S
             },
             _,
         ) => {
-            let mut s = t(path, max);
+            let mut s = t.lead(path);
             let mut bits = Vec::new();
             if let Some(c) = change {
                 bits.push(c.as_str().to_string());
@@ -536,12 +744,17 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, max: Option<usize>) -> S
             },
             Form::Full,
         ) => {
-            let mut s = format!("`{}`", t(command, max));
+            let line = if t.whole {
+                command.trim().to_string()
+            } else {
+                t.main_cut().apply(command)
+            };
+            let mut s = code_span(&line);
             if let Some(c) = exit_code {
                 s.push_str(&format!(" (exit {c})"));
             }
             if let Some(o) = output.as_deref().filter(|o| !o.trim().is_empty()) {
-                s.push_str(&format!(": {}", compact(o, max.unwrap_or(240))));
+                s.push_str(&t.output(o));
             }
             s
         }
@@ -555,15 +768,15 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, max: Option<usize>) -> S
             },
             Form::Full,
         ) => {
-            let mut s = tool.clone();
+            let mut s = escape_controls(tool);
             if let Some(i) = input.as_deref().filter(|i| !i.trim().is_empty()) {
-                s.push_str(&format!(" {}", compact(i, max.unwrap_or(240))));
+                s.push_str(&format!(" {}", t.input(i)));
             }
             if let Some(st) = status {
                 s.push_str(&format!(" ({})", st.as_str()));
             }
             if let Some(o) = output.as_deref().filter(|o| !o.trim().is_empty()) {
-                s.push_str(&format!(": {}", compact(o, max.unwrap_or(240))));
+                s.push_str(&t.output(o));
             }
             s
         }
@@ -575,15 +788,17 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, max: Option<usize>) -> S
                     crate::state::StepStatus::InProgress => "[~]",
                     crate::state::StepStatus::Pending => "[ ]",
                 };
-                format!("{mark} {}", t(&st.text, max))
+                format!("{mark} {}", t.line(&st.text))
             })
             .collect::<Vec<_>>()
             .join("\n"),
-        (Item::SubagentResult { agent, text, .. }, _) => format!("{agent}: {}", t(text, max)),
+        (Item::SubagentResult { agent, text, .. }, _) => {
+            format!("{}: {}", escape_controls(agent), t.inner(text))
+        }
         (Item::Approval { text, resolved, .. }, Form::Full) => {
             format!(
                 "{} ({})",
-                t(text, max),
+                t.lead(text),
                 if *resolved {
                     "resolved"
                 } else {
@@ -594,10 +809,10 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, max: Option<usize>) -> S
         (Item::Question { text, answered, .. }, Form::Full) => {
             format!(
                 "{} ({})",
-                t(text, max),
+                t.lead(text),
                 if *answered { "answered" } else { "unanswered" }
             )
         }
-        (other, _) => t(other.primary_text(), max),
+        (other, _) => t.lead(other.primary_text()),
     }
 }

@@ -1,6 +1,7 @@
 //! The entry text of an open failing command or tool call: what failed, with its exit code,
 //! whole, and the last lines of its output in a fence no line of the output can close.
 
+use super::cut::{code_span, escape_controls, longest_backtick_run, one_line};
 use crate::facts::{is_test_command, ItemCtx};
 use crate::state::Item;
 use unicode_segmentation::UnicodeSegmentation;
@@ -29,7 +30,11 @@ pub fn open_failure_text(ctx: &ItemCtx) -> Option<String> {
             };
             let code = exit_code.map(|c| format!("exit {c}, ")).unwrap_or_default();
             (
-                format!("{what} `{}` ({code}run {})", one_line(command), ctx.run),
+                format!(
+                    "{what} {} ({code}run {})",
+                    code_span(&one_line(command)),
+                    ctx.run
+                ),
                 output.as_deref(),
             )
         }
@@ -41,7 +46,7 @@ pub fn open_failure_text(ctx: &ItemCtx) -> Option<String> {
         } => {
             let input = input
                 .as_deref()
-                .map(|i| format!(" `{}`", one_line(i)))
+                .map(|i| format!(" {}", code_span(&one_line(i))))
                 .unwrap_or_default();
             (
                 format!("Failing tool call {tool}{input} (failed, run {})", ctx.run),
@@ -56,11 +61,6 @@ pub fn open_failure_text(ctx: &ItemCtx) -> Option<String> {
     })
 }
 
-/// A command line on one line (its whitespace runs as single spaces), never cut.
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 /// The last [`TAIL_LINES`] non-blank lines of `output`, each cut to [`LINE_GRAPHEMES`]
 /// grapheme clusters (the cut says so), fenced with more backticks than any run inside.
 fn tail(output: &str) -> String {
@@ -73,7 +73,7 @@ fn tail(output: &str) -> String {
     let kept: Vec<String> = lines
         .iter()
         .skip(skipped)
-        .map(|l| cut_line(&strip_controls(l)))
+        .map(|l| cut_line(&escape_controls(l)))
         .collect();
     if kept.is_empty() {
         return String::new();
@@ -98,12 +98,6 @@ fn tail(output: &str) -> String {
     out
 }
 
-fn strip_controls(line: &str) -> String {
-    line.chars()
-        .map(|c| if c.is_control() && c != '\t' { ' ' } else { c })
-        .collect()
-}
-
 fn cut_line(line: &str) -> String {
     let graphemes: Vec<&str> = line.graphemes(true).collect();
     if graphemes.len() <= LINE_GRAPHEMES {
@@ -116,20 +110,6 @@ fn cut_line(line: &str) -> String {
         .map(|g| g.chars().count())
         .sum();
     format!("{kept}[... {cut} characters cut ...]")
-}
-
-fn longest_backtick_run(line: &str) -> usize {
-    let mut best = 0;
-    let mut run = 0;
-    for c in line.chars() {
-        if c == '`' {
-            run += 1;
-            best = best.max(run);
-        } else {
-            run = 0;
-        }
-    }
-    best
 }
 
 #[cfg(test)]

@@ -1,41 +1,10 @@
 //! Text rules: the compact rule of seed 004 and the budget cut.
 
 /// Collapse every whitespace run to one space and trim; over `max` characters, keep the first
-/// `max - 3` and append `...`. Counts characters, never splits a UTF-8 code point.
+/// `max - 3` and append `...`. Counts characters, never splits a grapheme cluster (see
+/// [`super::cut::compact`]).
 pub fn compact(text: &str, max: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max * 4 + 3));
-    let mut count = 0usize;
-    let mut pending_space = false;
-    let keep = max.saturating_sub(3);
-    let mut cut_at: Option<usize> = None;
-    for c in text.chars() {
-        if c.is_whitespace() {
-            pending_space = count > 0;
-            continue;
-        }
-        if pending_space {
-            if count == keep && cut_at.is_none() {
-                cut_at = Some(out.len());
-            }
-            out.push(' ');
-            count += 1;
-            pending_space = false;
-        }
-        if count == keep && cut_at.is_none() {
-            cut_at = Some(out.len());
-        }
-        out.push(c);
-        count += 1;
-        if count > max {
-            break;
-        }
-    }
-    if count > max {
-        let at = cut_at.unwrap_or(out.len());
-        out.truncate(at);
-        out.push_str("...");
-    }
-    out
+    super::cut::compact(text, max)
 }
 
 /// The longest prefix of `text` of at most `room` characters that ends at a whitespace
@@ -62,7 +31,8 @@ pub fn cut_at_whitespace(text: &str, room: usize) -> String {
     }
     let end = match last_boundary {
         Some(b) if b > 0 => b,
-        _ => byte_at_limit,
+        // No whitespace: a plain cut, on a grapheme-cluster boundary.
+        _ => super::cut::grapheme_end_within(text, limit).min(byte_at_limit),
     };
     let prefix = text[..end].trim_end();
     if prefix.is_empty() {

@@ -306,7 +306,14 @@ fn decide_input(cx: &Cx, p: &DecideParams) -> Result<(State, EvalOptions), RpcEr
 fn explain(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
     let set = &cx.set;
     let (state, opts) = decide_input(cx, &p)?;
-    let d = crate::pipeline::decide(&set.policy, &state, &opts).map_err(|e| eval_error(&e))?;
+    let d = crate::pipeline::explain(&set.policy, &state, &opts)
+        .map(|o| o.decision)
+        .map_err(|e| match e {
+            crate::pipeline::PipelineError::Eval(e) => eval_error(&e),
+            crate::pipeline::PipelineError::Render(e) => {
+                RpcError::new(code::RENDER_ERROR, e.to_string())
+            }
+        })?;
     Ok(json!({
         "policy": set.reference(),
         "decision": d,
@@ -319,6 +326,7 @@ fn render(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
     let (state, opts) = decide_input(cx, &p)?;
     let ropts = crate::render::RenderOptions {
         templates_dir: set.templates_dir(),
+        document_root: opts.document_root.clone(),
         ..Default::default()
     };
     let outcome =

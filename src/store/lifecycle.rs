@@ -242,6 +242,7 @@ fn options(target: &str, dirs: Dirs<'_>) -> (EvalOptions, RenderOptions) {
     };
     let render = RenderOptions {
         templates_dir: dirs.templates.cloned(),
+        document_root: dirs.handoff.cloned(),
         ..Default::default()
     };
     (eval, render)

@@ -225,15 +225,7 @@ pub fn replay(
                 continue;
             }
         };
-        let sizer = PolicySizer { policy };
-        let decided = crate::eval::evaluate_in(
-            policy,
-            &input.state,
-            &input.options(),
-            &input.context,
-            &sizer,
-        )
-        .map(|(d, _)| d);
+        let decided = decide_again(policy, &input);
         let decision = match decided {
             Ok(d) => d,
             Err(e) => {
@@ -263,6 +255,30 @@ pub fn replay(
         }
     }
     Ok(report)
+}
+
+/// Decide `input` again the way the store decided it: evaluate, then select and fit the
+/// handoff to its budget (the budget and its trace entry are part of the decision). The
+/// deterministic summary is rendered; a logged decision whose handoff an external summarizer
+/// wrote is fitted on the deterministic text (docs/store.md#decision-log-and-replay).
+fn decide_again(
+    policy: &crate::policy::Policy,
+    input: &DecisionInput,
+) -> Result<crate::decision::Decision, crate::pipeline::PipelineError> {
+    let sizer = PolicySizer { policy };
+    let eval = input.options();
+    let (decision, facts) =
+        crate::eval::evaluate_in(policy, &input.state, &eval, &input.context, &sizer)?;
+    if !decision.needs_handoff() {
+        return Ok(decision);
+    }
+    let summary = crate::select::select(policy, &facts, &decision);
+    let render = crate::render::RenderOptions {
+        document_root: Some(input.document_root.clone()),
+        ..Default::default()
+    };
+    crate::pipeline::fit_selected(policy, &input.state, &facts, decision, summary, &render)
+        .map(|o| o.decision)
 }
 
 /// Apply to a decision made again what the delivery stage recorded in the logged one: a

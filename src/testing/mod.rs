@@ -89,12 +89,16 @@ pub(crate) fn check(
     // Selection with rule observation, then rendering as the pipeline does; tests never run
     // an external summarizer.
     let (summary, hits) = crate::select::select_observed(policy, &facts, &decision);
-    let outcome = crate::pipeline::render_selected(
+    let outcome = crate::pipeline::fit_selected(
         policy,
         state,
+        &facts,
         decision,
         summary,
-        &RenderOptions::default(),
+        &RenderOptions {
+            document_root: opts.document_root.clone(),
+            ..RenderOptions::default()
+        },
     )?;
     Ok((Checked { outcome }, hits))
 }

@@ -52,6 +52,20 @@ export interface Decision {
   run: number;
   handoff_id: string | null;
   decided_by: { rule: string; at: string; because?: string | null };
+  /** How the handoff was fitted to its budget (docs/rendering.md#budgets); absent without one. */
+  budget?: {
+    scope: "first_turn" | "document";
+    limit: number;
+    first_turn_limit: number;
+    document_limit: number;
+    replaced_chars?: number;
+    before: number;
+    after: number;
+    first_turn: number;
+    steps: { step: string; before: number; after: number; dropped: string[] }[];
+    kept: boolean;
+    reasons?: string[];
+  };
   trace: unknown[];
 }
 

@@ -1,0 +1,508 @@
+//! Budgets: fit a rendered handoff to what the target can take (docs/rendering.md#budgets).
+//!
+//! Public entry point: [`fit`]. The first-turn message (the inline prompt, or the pointer
+//! prompt of an off-band document) must fit the target's `max_input_chars_per_turn`; an
+//! off-band document must fit the policy's `document max`. Over either, the policy's
+//! degradation steps run in order, each re-selecting and re-rendering, until the handoff fits;
+//! the last resort keeps only the must-keep items. When even those do not fit, an inline
+//! handoff moves off-band where the target can read files, or the decision becomes
+//! `unsupported` with the reason. Every step is recorded in the decision's `budget`, in
+//! `handoff.json` and in the trace.
+
+use crate::decision::{
+    BudgetReport, BudgetStep, DecidedBy, Decision, Delivery, DeliveryMode, Outcome as TraceOutcome,
+    Pregrant, ProviderThreadAction, ThreadAction, TraceEntry,
+};
+use crate::facts::{Facts, Value};
+use crate::policy::{DegradeStep, Policy, Strategy, DEFAULT_DOCUMENT_MAX};
+use crate::render::{RenderError, RenderOptions, Rendered};
+use crate::select::{select_degraded, select_runs, Degrade, Summary};
+use crate::state::{HandoffStrategy, RunRange, State};
+use std::collections::{BTreeMap, HashSet};
+
+/// The name of the staleness signal whose full handoff must not outgrow the delta it replaces.
+pub const OVER_BUDGET_SIGNAL: &str = "over_budget";
+
+/// What fitting produced: the (possibly changed) decision, and the handoff unless the
+/// decision became `unsupported`.
+pub struct Fitted {
+    pub decision: Decision,
+    pub summary: Option<Summary>,
+    pub rendered: Option<Rendered>,
+}
+
+fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// The limits of one handoff.
+struct Limits {
+    first_turn: usize,
+    document: usize,
+    replaced: Option<usize>,
+}
+
+impl Limits {
+    /// (scope, limit, measured characters) of a rendered handoff in `mode`.
+    fn measure(&self, mode: DeliveryMode, r: &Rendered) -> (&'static str, usize, usize) {
+        match mode {
+            DeliveryMode::Inline => (
+                "first_turn",
+                self.replaced
+                    .map_or(self.first_turn, |x| x.min(self.first_turn)),
+                chars(&r.inline),
+            ),
+            DeliveryMode::OffBand => (
+                "document",
+                self.replaced
+                    .map_or(self.document, |x| x.min(self.document)),
+                chars(&r.document),
+            ),
+        }
+    }
+}
+
+fn mode_of(d: &Decision) -> DeliveryMode {
+    d.delivery
+        .as_ref()
+        .map(|d| d.mode)
+        .unwrap_or(DeliveryMode::Inline)
+}
+
+/// Fit the handoff of `decision` (selected as `summary`) to its budget, and render it.
+pub fn fit(
+    policy: &Policy,
+    state: &State,
+    facts: &Facts<'_>,
+    mut decision: Decision,
+    summary: Summary,
+    opts: &RenderOptions,
+) -> Result<Fitted, RenderError> {
+    let caps = crate::state::caps_for(state, &decision.target);
+    let limits = Limits {
+        first_turn: usize::try_from(caps.max_input_chars_per_turn).unwrap_or(usize::MAX),
+        document: policy
+            .summary
+            .as_ref()
+            .and_then(|s| s.document_max)
+            .unwrap_or(DEFAULT_DOCUMENT_MAX),
+        replaced: None,
+    };
+    let mut limits = limits;
+    let mut opts = opts.clone();
+    let mut reasons = Vec::new();
+    limits.replaced = replaced_size(policy, state, facts, &decision, &opts)?;
+
+    // The request's message alone over the first turn: it goes into an off-band document.
+    let message_chars = state.request.message.as_deref().map(chars).unwrap_or(0);
+    if message_chars > limits.first_turn {
+        reasons.push("request_over_budget".to_string());
+        if !caps.file_read {
+            let why = format!(
+                "the request's message ({message_chars} characters) exceeds {target}'s {limit}-character turn, and {target} cannot read files",
+                target = decision.target,
+                limit = limits.first_turn
+            );
+            return Ok(unsupported(decision, &why, reasons, &budget_at(policy)));
+        }
+        if mode_of(&decision) == DeliveryMode::Inline {
+            move_off_band(policy, facts, &mut decision, &opts);
+            reasons.push("moved_off_band".to_string());
+        }
+        opts.message_in_document = true;
+    }
+
+    let mut attempt = fit_mode(
+        policy,
+        state,
+        facts,
+        &decision,
+        summary.clone(),
+        &opts,
+        &limits,
+    )?;
+    if !attempt.kept && mode_of(&decision) == DeliveryMode::Inline {
+        reasons.push("must_keep_over_budget".to_string());
+        if !caps.file_read {
+            let why = format!(
+                "the items the next provider must act on need {} characters, over {}'s {}-character turn, and it cannot read files",
+                attempt.after, decision.target, limits.first_turn
+            );
+            return Ok(unsupported(decision, &why, reasons, &budget_at(policy)));
+        }
+        // Off-band only helps when its pointer prompt fits the turn; otherwise nothing fits
+        // and the inline handoff, down to its must-keep items, is sent and reported.
+        let mut off = decision.clone();
+        move_off_band(policy, facts, &mut off, &opts);
+        let moved = fit_mode(policy, state, facts, &off, summary.clone(), &opts, &limits)?;
+        if chars(&moved.rendered.inline) <= limits.first_turn {
+            decision = off;
+            attempt = moved;
+            reasons.push("moved_off_band".to_string());
+        }
+    }
+    // The message with its pointer still over the turn: the message goes into the document.
+    if chars(&attempt.rendered.inline) > limits.first_turn
+        && caps.file_read
+        && !opts.message_in_document
+        && message_chars > 0
+    {
+        let mut off = decision.clone();
+        let was_inline = mode_of(&off) == DeliveryMode::Inline;
+        if was_inline {
+            move_off_band(policy, facts, &mut off, &opts);
+        }
+        let mut with_message = opts.clone();
+        with_message.message_in_document = true;
+        let moved = fit_mode(policy, state, facts, &off, summary, &with_message, &limits)?;
+        if chars(&moved.rendered.inline) <= limits.first_turn {
+            decision = off;
+            attempt = moved;
+            reasons.push("request_over_budget".to_string());
+            if was_inline {
+                reasons.push("moved_off_band".to_string());
+            }
+        }
+    }
+    if !attempt.kept && !reasons.iter().any(|r| r == "must_keep_over_budget") {
+        reasons.push("must_keep_over_budget".to_string());
+    }
+    let mode = mode_of(&decision);
+    let (scope, limit, _) = limits.measure(mode, &attempt.rendered);
+    let first_turn = chars(&attempt.rendered.inline);
+    let report = BudgetReport {
+        scope: scope.to_string(),
+        limit,
+        first_turn_limit: limits.first_turn,
+        document_limit: limits.document,
+        replaced_chars: limits.replaced,
+        before: attempt.before,
+        after: attempt.after,
+        first_turn,
+        steps: attempt.steps,
+        kept: attempt.kept && first_turn <= limits.first_turn,
+        reasons,
+    };
+    trace_budget(&mut decision, &report, &budget_at(policy));
+    decision.budget = Some(report.clone());
+    let mut rendered = attempt.rendered;
+    rendered.provenance.budget = Some(report);
+    if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {
+        d.inline_note = Some(note);
+    }
+    Ok(Fitted {
+        decision,
+        summary: Some(attempt.summary),
+        rendered: Some(rendered),
+    })
+}
+
+struct Attempt {
+    summary: Summary,
+    rendered: Rendered,
+    before: usize,
+    after: usize,
+    steps: Vec<BudgetStep>,
+    kept: bool,
+}
+
+/// Degrade in the policy's order until the handoff fits the limit of the decision's
+/// delivery mode.
+fn fit_mode(
+    policy: &Policy,
+    state: &State,
+    facts: &Facts<'_>,
+    decision: &Decision,
+    summary: Summary,
+    opts: &RenderOptions,
+    limits: &Limits,
+) -> Result<Attempt, RenderError> {
+    let mode = mode_of(decision);
+    let rendered = crate::render::render(policy, state, decision, &summary, opts)?;
+    let (_, limit, before) = limits.measure(mode, &rendered);
+    let mut attempt = Attempt {
+        summary,
+        rendered,
+        before,
+        after: before,
+        steps: Vec::new(),
+        kept: before <= limit,
+    };
+    // An external summarizer's text is held to its own budget; sections are not degraded.
+    if attempt.kept || opts.summary_text.is_some() {
+        return Ok(attempt);
+    }
+    let steps = policy
+        .summary
+        .as_ref()
+        .map(|s| s.degrade.clone())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(DegradeStep::default_order);
+    let mut degrade = Degrade::default();
+    let try_with = |degrade: &Degrade| -> Result<(Summary, Rendered, usize), RenderError> {
+        let s = select_degraded(policy, facts, decision, degrade);
+        let r = crate::render::render(policy, state, decision, &s, opts)?;
+        let (_, _, n) = limits.measure(mode, &r);
+        Ok((s, r, n))
+    };
+    let record = |attempt: &mut Attempt, label: String, s: Summary, r: Rendered, n: usize| {
+        let before_ids: HashSet<&String> = attempt.summary.included.iter().collect();
+        let now: HashSet<&String> = s.included.iter().collect();
+        let dropped = before_ids
+            .difference(&now)
+            .map(|s| s.to_string())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        attempt.steps.push(BudgetStep {
+            step: label,
+            before: attempt.after,
+            after: n,
+            dropped,
+        });
+        attempt.after = n;
+        attempt.kept = n <= limit;
+        attempt.summary = s;
+        attempt.rendered = r;
+    };
+    for step in steps {
+        match &step {
+            DegradeStep::Drop(k) => degrade.drop_kinds.push(k.clone()),
+            DegradeStep::Tail(k, n) => degrade.tail.push((k.clone(), *n)),
+            DegradeStep::Paths(k) => degrade.paths.push(k.clone()),
+            DegradeStep::Shorten(n) => {
+                degrade.shorten = Some(degrade.shorten.map_or(*n, |m| m.min(*n)))
+            }
+            DegradeStep::DropOldestRuns => {
+                // The fewest oldest runs whose items must go (binary search: fewer dropped
+                // runs never make the handoff smaller).
+                let runs: Vec<u32> = decision_runs(facts, decision);
+                let (mut lo, mut hi) = (0usize, runs.len());
+                let mut best = None;
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    let mut d = degrade.clone();
+                    d.drop_runs_before = runs.get(mid).map(|r| r + 1);
+                    let (s, r, n) = try_with(&d)?;
+                    if n <= limit {
+                        best = Some((d, s, r, n));
+                        hi = mid;
+                    } else {
+                        lo = mid + 1;
+                    }
+                }
+                let (d, s, r, n) = match best {
+                    Some(b) => b,
+                    None => {
+                        let mut d = degrade.clone();
+                        d.drop_runs_before = runs.last().map(|r| r + 1);
+                        let (s, r, n) = try_with(&d)?;
+                        (d, s, r, n)
+                    }
+                };
+                let label = match (runs.first(), d.drop_runs_before) {
+                    (Some(f), Some(b)) if b > *f + 1 => {
+                        format!("drop_oldest_runs (runs {f}-{})", b - 1)
+                    }
+                    (Some(f), Some(_)) => format!("drop_oldest_runs (run {f})"),
+                    _ => "drop_oldest_runs".to_string(),
+                };
+                degrade = d;
+                record(&mut attempt, label, s, r, n);
+                if attempt.kept {
+                    return Ok(attempt);
+                }
+                continue;
+            }
+        }
+        let (s, r, n) = try_with(&degrade)?;
+        record(&mut attempt, step.label(), s, r, n);
+        if attempt.kept {
+            return Ok(attempt);
+        }
+    }
+    degrade.must_keep_only = true;
+    let (s, r, n) = try_with(&degrade)?;
+    record(&mut attempt, "must_keep_only".into(), s, r, n);
+    Ok(attempt)
+}
+
+/// The covered runs of a decision that are eligible, oldest first.
+fn decision_runs(facts: &Facts<'_>, decision: &Decision) -> Vec<u32> {
+    match &decision.covered_runs {
+        Some(r) => facts
+            .eligible_runs()
+            .iter()
+            .copied()
+            .filter(|o| (r.from..=r.to).contains(o))
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// For a full handoff that replaces a delta because `over_budget` held: the size of that
+/// delta as it would have been rendered (the document off-band, the prompt inline).
+fn replaced_size(
+    policy: &Policy,
+    state: &State,
+    facts: &Facts<'_>,
+    decision: &Decision,
+    opts: &RenderOptions,
+) -> Result<Option<usize>, RenderError> {
+    let full = matches!(
+        decision.strategy,
+        Strategy::FullNew | Strategy::FullExisting
+    );
+    if !full || !decision.stale.iter().any(|s| s == OVER_BUDGET_SIGNAL) {
+        return Ok(None);
+    }
+    let runs = facts.delta_runs().to_vec();
+    let (Some(from), Some(to)) = (runs.first(), runs.last()) else {
+        return Ok(None);
+    };
+    let mut delta = decision.clone();
+    delta.strategy = Strategy::DeltaExisting;
+    delta.handoff_strategy = Some(HandoffStrategy::DeltaSinceTargetLastSeen);
+    delta.covered_runs = Some(RunRange {
+        from: *from,
+        to: *to,
+    });
+    let summary = select_runs(policy, facts, &runs);
+    let r = crate::render::render(policy, state, &delta, &summary, opts)?;
+    Ok(Some(match mode_of(decision) {
+        DeliveryMode::Inline => chars(&r.inline),
+        DeliveryMode::OffBand => chars(&r.document),
+    }))
+}
+
+/// Move an inline handoff off-band: the document's stable path and, when a grant rule of
+/// the policy holds, the scoped pre-grant.
+fn move_off_band(
+    policy: &Policy,
+    facts: &Facts<'_>,
+    decision: &mut Decision,
+    opts: &RenderOptions,
+) {
+    let Some(hid) = decision.handoff_id.clone() else {
+        return;
+    };
+    let store = crate::deliver::OffbandStore::new(opts.document_root.clone());
+    let document = store
+        .document_path(&facts.state.thread.id, &hid)
+        .display()
+        .to_string();
+    let inline_limit = decision
+        .delivery
+        .as_ref()
+        .map(|d| d.inline_limit)
+        .unwrap_or(policy.delivery.inline_limit);
+    decision.delivery = Some(Delivery {
+        mode: DeliveryMode::OffBand,
+        inline_limit,
+        document: Some(document.clone()),
+        fallback_reason: None,
+        inline_note: None,
+    });
+    facts.set_outcome(Some(decision.strategy.as_str()), Some("off_band"));
+    let signals: Vec<bool> = policy
+        .stales
+        .iter()
+        .map(|s| decision.stale.contains(&s.name))
+        .collect();
+    decision.pregrant = policy.pregrant.as_ref().and_then(|p| {
+        p.grants
+            .iter()
+            .find(|g| {
+                g.when
+                    .as_ref()
+                    .map(|w| crate::eval::eval_condition(w, facts, &signals).0)
+                    .unwrap_or(true)
+            })
+            .map(|g| Pregrant {
+                tool: g.tool.clone(),
+                path: document.clone(),
+                turns: p.turns,
+                uses: p.uses,
+            })
+    });
+}
+
+/// The decision becomes `unsupported`: nothing the target can take holds what it must act on.
+fn unsupported(mut decision: Decision, why: &str, reasons: Vec<String>, at: &str) -> Fitted {
+    let mut values = BTreeMap::new();
+    values.insert(
+        "reasons".to_string(),
+        Value::List(
+            reasons
+                .iter()
+                .map(|r| Value::Str(r.clone().into()))
+                .collect(),
+        ),
+    );
+    decision.trace.push(TraceEntry {
+        rule: "budget unsupported".into(),
+        at: at.to_string(),
+        outcome: TraceOutcome::Matched,
+        values,
+        when: None,
+        because: Some(why.to_string()),
+    });
+    decision.strategy = Strategy::Unsupported;
+    decision.handoff_strategy = None;
+    decision.covered_runs = None;
+    decision.delivery = None;
+    decision.pregrant = None;
+    decision.handoff_id = None;
+    decision.provider_thread = ProviderThreadAction::new(ThreadAction::None, None);
+    decision.decided_by = DecidedBy {
+        rule: "budget unsupported".into(),
+        at: at.to_string(),
+        because: Some(why.to_string()),
+    };
+    decision.budget = None;
+    Fitted {
+        decision,
+        summary: None,
+        rendered: None,
+    }
+}
+
+/// Where budget trace entries point: the policy's summary block (its `document max` and
+/// `degrade` rules), else the policy's first line.
+fn budget_at(policy: &Policy) -> String {
+    let span = policy.summary.as_ref().map(|s| s.span).unwrap_or_default();
+    policy.at(span)
+}
+
+/// One trace entry per degradation step, then the budget's outcome.
+fn trace_budget(decision: &mut Decision, report: &BudgetReport, at: &str) {
+    let int = |n: usize| Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    for step in &report.steps {
+        let mut values = BTreeMap::new();
+        values.insert("chars_before".to_string(), int(step.before));
+        values.insert("chars_after".to_string(), int(step.after));
+        values.insert("limit".to_string(), int(report.limit));
+        values.insert("dropped".to_string(), int(step.dropped.len()));
+        decision.trace.push(TraceEntry {
+            rule: format!("degrade {}", step.step),
+            at: at.to_string(),
+            outcome: TraceOutcome::Matched,
+            values,
+            when: None,
+            because: None,
+        });
+    }
+    let mut values = BTreeMap::new();
+    values.insert("limit".to_string(), int(report.limit));
+    values.insert("chars".to_string(), int(report.after));
+    values.insert("first_turn".to_string(), int(report.first_turn));
+    values.insert("first_turn_limit".to_string(), int(report.first_turn_limit));
+    decision.trace.push(TraceEntry {
+        rule: format!("budget {}", report.scope),
+        at: at.to_string(),
+        outcome: TraceOutcome::of(report.kept),
+        values,
+        when: None,
+        because: (!report.reasons.is_empty()).then(|| report.reasons.join(", ")),
+    });
+}

@@ -1,0 +1,627 @@
+//! Issue 11, points 1, 2, 3 and 7: text rules that keep meaning, must-keep items never cut,
+//! budgets kept by degradation, and thread text that cannot break the document. Every case goes
+//! through the public API: a state in, a decision and a document out.
+
+use baton::eval::EvalOptions;
+use baton::pipeline::{run, Outcome};
+use baton::render::RenderOptions;
+use baton::select::{head, head_tail, tail, Cut};
+use baton::state::{parse_str, Format};
+use rstest::rstest;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+fn state(v: &Value) -> baton::State {
+    parse_str(&v.to_string(), Format::Json, "state.json").expect("state is valid")
+}
+
+fn run_with(policy: &baton::Policy, s: &baton::State, target: Option<&str>) -> Outcome {
+    let eval = EvalOptions {
+        target: target.map(str::to_string),
+        document_root: Some(PathBuf::from("/tmp/baton-budget-docs")),
+    };
+    run(policy, s, &eval, &RenderOptions::default()).expect("pipeline runs")
+}
+
+fn shipped(name: &str) -> baton::Policy {
+    baton::policy::load(name).expect("shipped policy checks")
+}
+
+fn policy_text(name: &str, text: &str) -> baton::Policy {
+    baton::policy::load_text(name, text).expect("policy checks")
+}
+
+fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
+// ---- cutting ----
+
+#[rstest]
+#[case::head(
+    Cut::Head(10),
+    "alpha beta gamma delta epsilon",
+    "alpha beta [... 20 characters cut]"
+)]
+#[case::tail(
+    Cut::Tail(11),
+    "alpha beta gamma delta epsilon",
+    "[23 characters cut ...] epsilon"
+)]
+#[case::head_tail(
+    Cut::HeadTail(12),
+    "alpha beta gamma delta epsilon",
+    "alpha [... 19 characters cut ...] psilon"
+)]
+#[case::whole(Cut::Whole, "  alpha beta  ", "alpha beta")]
+#[case::short_is_untouched(Cut::Head(100), "short text", "short text")]
+#[case::compact(Cut::Compact(10), "alpha   beta\ngamma", "alpha b...")]
+#[case::head_prefers_a_line(
+    Cut::Head(16),
+    "1. first step\n2. second step",
+    "1. first step\n[... 15 characters cut]"
+)]
+#[case::thousands(Cut::Head(1), &"x".repeat(1235), "x [... 1,234 characters cut]")]
+fn text_forms(#[case] cut: Cut, #[case] input: &str, #[case] expected: &str) {
+    assert_eq!(cut.apply(input), expected);
+}
+
+/// Graphemes: (text, cut) -> the cut never splits a cluster.
+#[rstest]
+#[case::family_emoji("👨\u{200d}👩\u{200d}👧\u{200d}👦", "👨\u{200d}👩\u{200d}👧\u{200d}👦")]
+#[case::flag("🇫🇷", "🇫🇷")]
+#[case::combining_accent("e\u{301}", "e\u{301}")]
+fn cuts_fall_on_grapheme_boundaries(#[case] cluster: &str, #[case] whole: &str) {
+    let text = format!("ab{cluster}{cluster}cd");
+    for n in 1..chars(&text) {
+        for out in [
+            head(&text, n),
+            tail(&text, n),
+            head_tail(&text, n),
+            baton::select::compact(&text, n.max(4)),
+        ] {
+            // Only the kept text counts, not the marker.
+            let out = match (out.find('['), out.find(']')) {
+                (Some(a), Some(b)) => format!("{}{}", &out[..a], &out[b + 1..]),
+                _ => out.trim_end_matches("...").to_string(),
+            };
+            // Every occurrence of the cluster's first scalar starts a whole cluster.
+            let first = whole.chars().next().unwrap();
+            for (i, c) in out.char_indices() {
+                if c == first {
+                    assert!(
+                        out[i..].starts_with(whole),
+                        "cut at {n} split a cluster: {out:?}"
+                    );
+                }
+            }
+            // And no cluster tail is left dangling at the start of the kept text.
+            let last = whole.chars().last().unwrap();
+            if whole.chars().count() > 1 {
+                for (i, c) in out.char_indices() {
+                    if c == last {
+                        assert!(
+                            out[..i + c.len_utf8()].ends_with(whole),
+                            "cut at {n} split a cluster: {out:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[rstest]
+#[case::head_tail(Cut::HeadTail(240))]
+#[case::tail(Cut::Tail(240))]
+fn a_300_character_path_keeps_its_file_name(#[case] cut: Cut) {
+    let path = format!("{}/payment_reconciler.rs", "deeply/nested/dir".repeat(17));
+    assert!(chars(&path) >= 300);
+    let out = cut.apply(&path);
+    assert!(out.ends_with("payment_reconciler.rs"), "{out}");
+    assert!(out.contains("characters cut"), "{out}");
+}
+
+#[test]
+fn text_max_keeps_working_and_spares_must_keep_items() {
+    let p = policy_text(
+        "legacy.policy",
+        r#"policy "legacy" {}
+strategy { full_new otherwise }
+summary {
+  text max 40
+  include user_message into goals
+  include assistant_message into messages
+}
+"#,
+    );
+    let long = "word ".repeat(30);
+    let s = state(&json!({
+        "version": 1, "thread": {"id": "th"},
+        "runs": [{"ordinal": 1, "provider": "codex", "items": [
+            {"kind": "user_message", "text": format!("first {long}")},
+            {"kind": "assistant_message", "text": format!("reply {long}")},
+            {"kind": "user_message", "text": format!("latest {long}")},
+        ]}],
+        "request": {"provider": "claude"}
+    }));
+    let doc = run_with(&p, &s, None).rendered.unwrap().document;
+    assert!(
+        doc.contains("- first word word word word word word w...\n"),
+        "{doc}"
+    );
+    assert!(
+        doc.contains("- reply word word word word word word w...\n"),
+        "{doc}"
+    );
+    assert!(doc.contains(long.trim()), "latest user message cut:\n{doc}");
+}
+
+#[test]
+fn the_most_specific_text_rule_wins() {
+    let p = policy_text(
+        "rules.policy",
+        r#"policy "rules" {}
+strategy { full_new otherwise }
+summary {
+  text head 10
+  text tail 10 for assistant_message
+  text whole in decisions
+  include decision into decisions
+  include assistant_message into messages
+  include narration into narration
+}
+"#,
+    );
+    let s = state(&json!({
+        "version": 1, "thread": {"id": "th"},
+        "runs": [{"ordinal": 1, "provider": "codex", "items": [
+            {"kind": "decision", "text": "use the oauth2 crate everywhere"},
+            {"kind": "assistant_message", "text": "the callback route works now"},
+            {"kind": "narration", "text": "reading the router module first"},
+        ]}],
+        "request": {"provider": "claude"}
+    }));
+    let doc = run_with(&p, &s, None).rendered.unwrap().document;
+    assert!(doc.contains("- use the oauth2 crate everywhere"), "{doc}");
+    assert!(doc.contains("- [19 characters cut ...] works now"), "{doc}");
+    assert!(doc.contains("- reading [... 24 characters cut]"), "{doc}");
+}
+
+// ---- must-keep ----
+
+fn must_keep_state() -> Value {
+    let spec: String = (1..=40)
+        .map(|i| format!("{i}. requirement number {i} must hold exactly as written\n"))
+        .collect();
+    let question = format!("Which of these {} options?", "many ".repeat(100));
+    let command = format!("cargo test --package api -- {}", "--flag ".repeat(60));
+    json!({
+        "version": 1, "thread": {"id": "th_mk", "title": "Must keep"},
+        "runs": [
+            {"ordinal": 1, "provider": "codex", "items": [
+                {"kind": "user_message", "text": format!("old request {}", "x ".repeat(1500))},
+                {"kind": "command", "command": "ls", "exit_code": 0, "output": "a b"},
+            ]},
+            {"ordinal": 2, "provider": "codex", "items": [
+                {"kind": "user_message", "text": format!("Go ahead with all forty:\n{spec}")},
+                {"kind": "question", "text": question, "answered": false},
+                {"kind": "approval", "text": format!("Allow {}?", "rm -rf build ".repeat(40)), "resolved": false},
+                {"kind": "command", "command": command, "exit_code": 101, "output": "error: test failed"},
+            ]}
+        ],
+        "request": {"provider": "claude", "message": "Continue."}
+    })
+}
+
+#[rstest]
+#[case("default")]
+#[case("mcode")]
+fn must_keep_items_are_never_cut(#[case] policy: &str) {
+    let v = must_keep_state();
+    let s = state(&v);
+    let doc = run_with(&shipped(policy), &s, None)
+        .rendered
+        .unwrap()
+        .document;
+    let latest = v["runs"][1]["items"][0]["text"].as_str().unwrap();
+    for line in latest.trim().lines() {
+        assert!(doc.contains(line), "{policy}: lost {line:?}\n{doc}");
+    }
+    if policy == "default" {
+        for i in 1..=3 {
+            let text = v["runs"][1]["items"][i]
+                .get("text")
+                .or(v["runs"][1]["items"][i].get("command"))
+                .and_then(Value::as_str)
+                .unwrap();
+            // Whole, though a list entry may collapse runs of spaces.
+            let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(
+                words(&doc).contains(&words(text)),
+                "{policy}: cut {text:?}\n{doc}"
+            );
+        }
+        assert!(doc.contains("(exit 101"), "{doc}");
+        // The older message is not must-keep: its rule cuts it, and says so.
+        assert!(doc.contains("characters cut"), "{doc}");
+    }
+}
+
+// ---- budgets ----
+
+/// A thread far over every budget: 60 runs, each with a long message, a megabyte-ish
+/// output spread over commands, narration and many file changes.
+fn far_over_budget(target: &str, providers: Value) -> Value {
+    let runs: Vec<Value> = (1..=60)
+        .map(|i| {
+            json!({"ordinal": i, "provider": "claude", "items": [
+                {"kind": "user_message", "text": format!("request {i}: {}", "please refactor the module ".repeat(40))},
+                {"kind": "narration", "text": format!("narrating step {i} {}", "looking around ".repeat(60))},
+                {"kind": "tool_call", "tool": "Bash", "input": format!("run {i}"), "status": "completed",
+                 "output": format!("line of output {i}\n").repeat(400)},
+                {"kind": "command", "command": format!("cargo build -p crate{i}"), "exit_code": 0,
+                 "output": "Compiling things\n".repeat(300)},
+                {"kind": "file_change", "path": format!("src/module_{i}/very/deep/path/file_{i}.rs"), "change": "modified", "diff_lines": 10},
+                {"kind": "assistant_message", "text": format!("done with {i}: {}", "explanation ".repeat(80))},
+            ]})
+        })
+        .collect();
+    json!({
+        "version": 1,
+        "thread": {"id": "th_big", "title": "Big"},
+        "providers": providers,
+        "runs": runs,
+        "request": {"provider": target, "message": "Keep going with the refactor."}
+    })
+}
+
+#[rstest]
+#[case::codex_off_band("codex", json!({}))]
+#[case::inline_only("plain", json!({"plain": {"file_read": false, "max_input_chars_per_turn": 12000, "resume": true}}))]
+fn the_budget_is_kept_on_a_far_over_budget_thread(#[case] target: &str, #[case] providers: Value) {
+    let s = state(&far_over_budget(target, providers));
+    let o = run_with(&shipped("default"), &s, None);
+    let r = o.rendered.as_ref().expect("a handoff");
+    let b = o.decision.budget.as_ref().expect("a budget report");
+    assert!(b.kept, "{b:?}");
+    assert!(chars(&r.inline) <= b.first_turn_limit, "{b:?}");
+    if target == "codex" {
+        assert_eq!(b.scope, "document");
+        assert!(chars(&r.document) <= 60_000, "{}", chars(&r.document));
+    } else {
+        assert_eq!(b.scope, "first_turn");
+        assert!(chars(&r.inline) <= 12_000);
+    }
+    assert!(b.before > b.after && !b.steps.is_empty(), "{b:?}");
+    // Provenance and the trace record the steps.
+    assert_eq!(r.provenance.budget.as_ref(), Some(b));
+    assert!(o
+        .decision
+        .trace
+        .iter()
+        .any(|t| t.rule.starts_with("degrade drop narration")));
+    // The latest user message survives whole.
+    let latest = format!("request 60: {}", "please refactor the module ".repeat(40));
+    assert!(r.document.contains(latest.trim()));
+    // explain shows budget, sizes and steps.
+    let explained = baton::explain::render(&o.decision, false);
+    assert!(explained.contains("  budget    "), "{explained}");
+    assert!(explained.contains("drop narration: "), "{explained}");
+    assert!(explained.contains("before degrading"), "{explained}");
+}
+
+fn without_over_budget(text: &str) -> String {
+    let start = text.find("stale over_budget").unwrap();
+    let end = start + text[start..].find("\n\n").unwrap();
+    format!("{}{}", &text[..start], &text[end..])
+}
+
+#[test]
+fn over_budget_never_produces_a_larger_handoff() {
+    let mut v = far_over_budget("codex", json!({}));
+    v["provider_threads"] = json!([
+        {"id": "C1", "provider": "codex", "status": "active"},
+        {"id": "L1", "provider": "claude", "status": "active"}
+    ]);
+    // Codex ran runs 1-50, Claude 51-60: a 10-run delta, far over codex's 16,000 characters.
+    let runs = v["runs"].as_array_mut().unwrap();
+    for (i, r) in runs.iter_mut().enumerate() {
+        let (p, t) = if i < 50 {
+            ("codex", "C1")
+        } else {
+            ("claude", "L1")
+        };
+        r["provider"] = json!(p);
+        r["provider_thread"] = json!(t);
+    }
+    let s = state(&v);
+    let default_text = std::fs::read_to_string("policies/default.policy").unwrap();
+    let delta_policy = policy_text("delta.policy", &without_over_budget(&default_text));
+    let delta = run_with(&delta_policy, &s, None);
+    assert_eq!(delta.decision.strategy.as_str(), "delta_existing");
+    let delta_doc = chars(&delta.rendered.unwrap().document);
+
+    let full = run_with(&shipped("default"), &s, None);
+    assert_eq!(full.decision.stale, vec!["over_budget".to_string()]);
+    assert_eq!(full.decision.strategy.as_str(), "full_new");
+    let full_doc = chars(&full.rendered.unwrap().document);
+    assert!(
+        full_doc <= delta_doc,
+        "over_budget replaced a {delta_doc}-character delta with {full_doc} characters"
+    );
+    assert_eq!(
+        full.decision.budget.as_ref().unwrap().replaced_chars,
+        Some(delta_doc)
+    );
+}
+
+#[test]
+fn a_request_over_the_turn_goes_into_an_off_band_document() {
+    let message = "Implement the following. ".repeat(1000);
+    let mut v = must_keep_state();
+    v["request"] = json!({"provider": "codex", "message": message});
+    let o = run_with(&shipped("t3code"), &state(&v), None);
+    let b = o.decision.budget.as_ref().unwrap();
+    assert!(
+        b.reasons.contains(&"request_over_budget".to_string()),
+        "{b:?}"
+    );
+    assert_eq!(
+        o.decision.delivery.as_ref().unwrap().mode.as_str(),
+        "off_band"
+    );
+    let r = o.rendered.unwrap();
+    assert!(r.document.contains(message.trim()));
+    assert!(chars(&r.inline) <= 16_000, "{}", chars(&r.inline));
+    assert!(r.inline.contains("too long for one turn"), "{}", r.inline);
+}
+
+#[test]
+fn a_request_over_the_turn_of_a_target_that_cannot_read_files_is_unsupported() {
+    let mut v = must_keep_state();
+    v["providers"] = json!({"plain": {"file_read": false, "max_input_chars_per_turn": 2000}});
+    v["request"] = json!({"provider": "plain", "message": "x".repeat(3000)});
+    let o = run_with(&shipped("default"), &state(&v), None);
+    assert_eq!(o.decision.strategy.as_str(), "unsupported");
+    assert!(o.rendered.is_none());
+    let why = o.decision.decided_by.because.unwrap();
+    assert!(
+        why.contains("3000 characters") && why.contains("cannot read files"),
+        "{why}"
+    );
+    let json = serde_json::to_value(&o.decision.trace).unwrap();
+    assert!(json.to_string().contains("request_over_budget"));
+}
+
+#[test]
+fn must_keep_items_over_an_inline_budget_move_off_band() {
+    let mut v = must_keep_state();
+    v["providers"] =
+        json!({"small": {"file_read": true, "max_input_chars_per_turn": 2500, "resume": true}});
+    v["request"] = json!({"provider": "small", "message": "Continue."});
+    let p = policy_text(
+        "inline.policy",
+        "policy \"inline\" { extends \"default\" }\ndelivery { inline otherwise }\n",
+    );
+    let o = run_with(&p, &state(&v), None);
+    let b = o.decision.budget.as_ref().unwrap();
+    assert!(
+        b.reasons.contains(&"must_keep_over_budget".to_string()),
+        "{b:?}"
+    );
+    assert!(b.reasons.contains(&"moved_off_band".to_string()), "{b:?}");
+    let d = o.decision.delivery.as_ref().unwrap();
+    assert_eq!(d.mode.as_str(), "off_band");
+    assert!(o.decision.pregrant.is_some());
+    assert!(chars(&o.rendered.unwrap().inline) <= 2500);
+}
+
+#[test]
+fn a_budget_too_small_for_must_keep_items_is_a_checker_warning() {
+    let p = policy_text(
+        "tiny.policy",
+        r#"policy "tiny" { extends "default" }
+summary {
+  document max 500
+  include user_message into goals
+}
+"#,
+    );
+    let w: Vec<String> = p.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(
+        w.iter().any(|w| w
+            .contains("tiny.policy:3:16: warning: a document budget of 500 characters cannot hold the must-keep items")),
+        "{w:?}"
+    );
+}
+
+#[rstest]
+#[case::whole_with_number("text whole 30", "`text whole` takes no number")]
+#[case::head_without_number("text head", "`text head` needs a number of characters")]
+#[case::unknown_kind("text head 30 for comand", "unknown item kind `comand`")]
+#[case::unknown_section("text head 30 in goalz", "unknown section `goalz`")]
+#[case::paths_of_commands(
+    "degrade paths command",
+    "only `file_change` items can be listed as paths"
+)]
+fn bad_text_and_budget_rules_are_errors(#[case] rule: &str, #[case] message: &str) {
+    let text = format!(
+        "policy \"bad\" {{}}\nstrategy {{ full_new otherwise }}\nsummary {{\n  {rule}\n}}\n"
+    );
+    let e = baton::policy::load_text("bad.policy", &text).unwrap_err();
+    assert!(e.to_string().contains(message), "{e}");
+}
+
+// ---- safe text ----
+
+#[test]
+fn thread_text_cannot_break_the_document() {
+    let v = json!({
+        "version": 1,
+        "thread": {"id": "th_x", "title": "Fix login\n# Injected heading\u{1b}[31m"},
+        "runs": [{"ordinal": 1, "provider": "codex", "items": [
+            {"kind": "user_message", "text": "Do this:\n# Not a heading\n```\n---\nbell\u{7} nul\u{0} done"},
+            {"kind": "command", "command": "cat notes.md", "exit_code": 0,
+             "output": "intro\n```rust\nfn main() {}\n```\n# end\n"},
+        ]}],
+        "request": {"provider": "claude", "message": "Continue."}
+    });
+    let doc = run_with(&shipped("default"), &state(&v), None)
+        .rendered
+        .unwrap()
+        .document;
+    let mut in_fence = false;
+    let headings: Vec<&str> = doc
+        .lines()
+        .filter(|l| {
+            if l.trim_start().starts_with("````") {
+                in_fence = !in_fence;
+            }
+            !in_fence && l.trim_start().starts_with('#')
+        })
+        .collect();
+    assert!(
+        headings
+            .iter()
+            .all(|h| h.starts_with("# Handoff: ") || h.starts_with("## ")),
+        "{headings:?}\n{doc}"
+    );
+    assert_eq!(
+        doc.lines().filter(|l| l.starts_with("# ")).count(),
+        1,
+        "{doc}"
+    );
+    assert!(
+        doc.starts_with("# Handoff: Fix login # Injected heading\\u{1b}[31m\n"),
+        "{doc}"
+    );
+    for c in ['\u{0}', '\u{7}', '\u{1b}'] {
+        assert!(!doc.contains(c), "raw control {c:?} in\n{doc}");
+    }
+    assert!(doc.contains("\\# Not a heading") && doc.contains("\\```") && doc.contains("\\---"));
+    // The output is fenced longer than its own backtick runs, and kept verbatim inside.
+    assert!(
+        doc.contains("  ````\n  intro\n  ```rust\n  fn main() {}\n  ```\n  # end\n  ````"),
+        "{doc}"
+    );
+}
+
+/// The worked example in docs/rendering.md#worked-example is what `baton explain` prints.
+#[test]
+fn the_worked_example_in_the_docs_is_current() {
+    let docs = std::fs::read_to_string("docs/rendering.md").unwrap();
+    let at = docs
+        .find("#### Worked example")
+        .expect("the worked example exists");
+    let block = &docs[at..];
+    let start = block.find("```text\n").unwrap() + "```text\n".len();
+    let end = start + block[start..].find("```").unwrap();
+    let s = baton::state::load_file(std::path::Path::new(
+        "tests/fixtures/budget/far-over-budget.yaml",
+    ))
+    .unwrap();
+    let o = run_with(&shipped("default"), &s, None);
+    let explained = baton::explain::render(&o.decision, false);
+    for line in block[start..end].lines() {
+        assert!(
+            explained.contains(line),
+            "docs/rendering.md worked example line not in explain output:\n{line}\n---\n{explained}"
+        );
+    }
+    let doc = o.rendered.unwrap().document;
+    assert!(doc.contains("To fit the budget, 8 less important or older items were left out"));
+    assert!(doc.contains("[2,030 characters cut ...]"));
+    assert!(doc.contains("- Should the old paths return 301 or 308? (unanswered)"));
+}
+
+/// Issue 12 (mcode): the off-band document keeps the compaction summary whole, as Mcode's
+/// builder does; other texts still go through the 240-character rule.
+#[test]
+fn mcode_keeps_the_compaction_summary_whole() {
+    let summary: String = (1..=8)
+        .map(|i| {
+            format!("Constraint {i}: never touch the billing tables without a migration review.\n")
+        })
+        .collect();
+    let v = json!({
+        "version": 1,
+        "thread": {"id": "th_mc", "compact_summary": summary, "compact_summary_through": 1},
+        "runs": [
+            {"ordinal": 1, "provider": "claude", "items": [
+                {"kind": "user_message", "text": "Set up billing."},
+            ]},
+            {"ordinal": 2, "provider": "claude", "items": [
+                {"kind": "assistant_message", "text": format!("Done. {}", "detail ".repeat(60))},
+                {"kind": "user_message", "text": "Now add invoices."},
+            ]}
+        ],
+        "request": {"provider": "codex", "message": "Continue."}
+    });
+    let o = run_with(&shipped("mcode"), &state(&v), None);
+    assert_eq!(
+        o.decision.delivery.as_ref().unwrap().mode.as_str(),
+        "off_band"
+    );
+    let doc = o.rendered.unwrap().document;
+    for line in summary.lines() {
+        assert!(doc.contains(line), "lost {line:?}\n{doc}");
+    }
+    assert!(doc.contains("detail detail ...\n"), "{doc}");
+}
+
+/// A message that fits the turn alone but not with the pointer prompt also goes into the
+/// document: the first turn always fits.
+#[test]
+fn a_message_that_fits_only_without_its_pointer_goes_into_the_document() {
+    let message = "m".repeat(15_950);
+    let mut v = must_keep_state();
+    v["request"] = json!({"provider": "codex", "message": message});
+    let o = run_with(&shipped("default"), &state(&v), None);
+    let b = o.decision.budget.as_ref().unwrap();
+    assert!(b.kept, "{b:?}");
+    assert!(
+        b.reasons.contains(&"request_over_budget".to_string()),
+        "{b:?}"
+    );
+    let r = o.rendered.unwrap();
+    assert!(chars(&r.inline) <= 16_000);
+    assert!(r.document.contains(&message));
+}
+
+/// Off-band, must-keep items larger than `document max` stay whole; the decision (and its
+/// JSON) says the budget is not kept and why.
+#[test]
+fn must_keep_items_over_the_document_budget_are_kept_and_reported() {
+    let p = policy_text(
+        "small.policy",
+        "policy \"small\" { extends \"default\" }\nsummary {\n  text head_tail 200\n  document max 2000\n  include user_message into goals\n  include question into open when not item.answered\n  include assistant_message into messages\n}\n",
+    );
+    let latest = format!("Latest: {}", "keep every word of this ".repeat(120));
+    let v = json!({
+        "version": 1, "thread": {"id": "th_doc"},
+        "runs": [{"ordinal": 1, "provider": "claude", "items": [
+            {"kind": "assistant_message", "text": "a reply ".repeat(100)},
+            {"kind": "user_message", "text": latest},
+        ]}],
+        "request": {"provider": "codex", "message": "Continue."}
+    });
+    let o = run_with(&p, &state(&v), None);
+    let b = o.decision.budget.as_ref().unwrap();
+    assert_eq!(b.scope, "document");
+    assert!(!b.kept);
+    assert_eq!(b.reasons, vec!["must_keep_over_budget".to_string()]);
+    assert_eq!(b.steps.last().unwrap().step, "must_keep_only");
+    let doc = o.rendered.unwrap().document;
+    assert!(doc.contains(latest.trim()));
+    assert!(!doc.contains("a reply"));
+    let json = o.decision.to_json();
+    assert!(
+        json.contains("\"reasons\": [\n      \"must_keep_over_budget\"\n    ]"),
+        "{json}"
+    );
+    let explained = baton::explain::render(&o.decision, false);
+    assert!(
+        explained.contains("(NOT kept)") && explained.contains("reasons: must_keep_over_budget")
+    );
+}
