@@ -14,10 +14,15 @@ pub fn state(yaml: &str) -> State {
 }
 
 pub fn outcome_with(policy: &str, state: &State, render: &RenderOptions) -> Outcome {
+    outcome_in(policy, state, render, PathBuf::from(DOC_ROOT))
+}
+
+/// The pipeline with off-band documents under `root`.
+pub fn outcome_in(policy: &str, state: &State, render: &RenderOptions, root: PathBuf) -> Outcome {
     let policy = baton::policy::load(policy).expect("the shipped profile checks");
     let eval = EvalOptions {
         target: None,
-        document_root: Some(PathBuf::from(DOC_ROOT)),
+        document_root: Some(root),
     };
     run(&policy, state, &eval, render).expect("the pipeline runs")
 }

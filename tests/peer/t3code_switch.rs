@@ -68,9 +68,15 @@ fn switch_to_claude_sends_the_full_thread_summary() {
         Some(HandoffStrategy::FullThreadSummary)
     );
     let turn = o.rendered.expect("a handoff is rendered").inline;
-    assert!(turn.starts_with("Context handoff (full_thread_summary):\n"), "{turn}");
+    assert!(
+        turn.starts_with("Context handoff (full_thread_summary):\n"),
+        "{turn}"
+    );
     assert!(turn.contains("codex before switch"), "{turn}");
-    assert!(turn.ends_with(&format!("User message:\n{CLAUDE_PROMPT}")), "{turn}");
+    assert!(
+        turn.ends_with(&format!("User message:\n{CLAUDE_PROMPT}")),
+        "{turn}"
+    );
 }
 
 /// Same peer test, the return: codex resumes its own thread with the delta since it last
@@ -92,7 +98,10 @@ fn return_to_codex_resumes_its_thread_with_the_delta() {
         "{turn}"
     );
     assert!(turn.contains("claude switched response"), "{turn}");
-    assert!(turn.ends_with(&format!("User message:\n{RETURN_PROMPT}")), "{turn}");
+    assert!(
+        turn.ends_with(&format!("User message:\n{RETURN_PROMPT}")),
+        "{turn}"
+    );
     assert!(!turn.contains("codex before switch"), "{turn}");
     assert!(!turn.contains("- Handoff:"), "{turn}");
 }
@@ -124,7 +133,10 @@ request: {provider: codex, kind: fork, message: \"What release color did we choo
         Some(HandoffStrategy::FullThreadSummary)
     );
     let turn = o.rendered.expect("a handoff is rendered").inline;
-    assert!(turn.starts_with("Context handoff (full_thread_summary):\n"), "{turn}");
+    assert!(
+        turn.starts_with("Context handoff (full_thread_summary):\n"),
+        "{turn}"
+    );
     assert!(turn.contains("Remember that the release color is violet."));
     assert!(turn.contains("I will remember violet."));
     assert!(turn.ends_with("User message:\nWhat release color did we choose?"));
@@ -184,7 +196,10 @@ request: {provider: codex, message: back}
     let r = o.decision.covered_runs.expect("runs are covered");
     assert_eq!((r.from, r.to), (1, 3));
     let turn = o.rendered.expect("a handoff is rendered").inline;
-    assert!(turn.contains("- User: one\n- Assistant: two\n- Assistant: three\n"), "{turn}");
+    assert!(
+        turn.contains("- User: one\n- Assistant: two\n- Assistant: three\n"),
+        "{turn}"
+    );
 }
 
 /// The refusal rung (`CommandPolicyCapabilityUnsupportedError` in the peer suite): a provider
@@ -246,6 +261,9 @@ request: {provider: codex, kind: merge_back, message: \"Report all three remembe
     );
     assert!(turn.contains("- User: Remember that the fork marker is cobalt.\n"));
     assert!(turn.contains("- Assistant: I will remember cobalt.\n"));
-    assert!(!turn.contains("amber"), "the parent's own runs are not in the fork delta");
+    assert!(
+        !turn.contains("amber"),
+        "the parent's own runs are not in the fork delta"
+    );
     assert!(turn.ends_with("User message:\nReport all three remembered markers."));
 }
