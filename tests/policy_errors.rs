@@ -40,6 +40,14 @@ const F: &str = "tests/fixtures/policies";
   |   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
   = help: end the ladder with a catch-all, e.g. `full_new otherwise because \"...\"`"
 )]
+#[case::unknown_form(
+    "form-typo.policy",
+    "form-typo.policy:4:40: error: unknown form `transcrpt`
+  |
+4 |   include user_message into history as transcrpt
+  |                                        ^^^^^^^^^
+  = help: did you mean `transcript`? (forms: full, text, line, path_only, count, transcript)"
+)]
 #[case::unknown_enum_value(
     "unknown-enum-value.policy",
     "unknown-enum-value.policy:3:43: error: \"faild\" is not a possible value of `run.status`

@@ -14,7 +14,7 @@ fn root() -> PathBuf {
 #[case("default", "examples/seed-switch.yaml", "delta_existing", Some((6, 8)))]
 #[case("default", "examples/ladder-no-handoff.yaml", "no_handoff", None)]
 #[case("mcode", "examples/ladder-full-existing.yaml", "delta_existing", Some((4, 4)))]
-#[case("t3code", "examples/ladder-native-fork.yaml", "full_new", Some((1, 3)))]
+#[case("t3code", "examples/ladder-native-fork.yaml", "native_fork", None)]
 fn shipped_policy_decides(
     #[case] policy: &str,
     #[case] state: &str,

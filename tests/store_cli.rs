@@ -443,8 +443,9 @@ fn fork_at_5_resolves_natively_on_the_source_provider_then_merges_back() {
         "a handoff's status stays in the contract vocabulary"
     );
     // The merge-back's content outlives it: its summary names the fork and what was selected
-    // from it, and a policy that hands over prior handoffs (t3code) passes it on when the
-    // parent switches to codex with runs 6-9.
+    // from it, and a policy that hands over prior handoffs passes it on when the parent
+    // switches to codex with runs 6-9 (t3code itself does not: it passes handoffs on only in a
+    // merge-back's fork delta).
     let summary = h.summary.as_deref().unwrap();
     assert!(
         summary.starts_with("merge-back of fork th_fork, runs 6-6: ")
@@ -452,7 +453,14 @@ fn fork_at_5_resolves_natively_on_the_source_provider_then_merges_back() {
         "{summary}"
     );
     let d = db.json(&[
-        "dispatch", "--thread", "th_1", "--target", "codex", "--policy", "t3code", "--json",
+        "dispatch",
+        "--thread",
+        "th_1",
+        "--target",
+        "codex",
+        "--policy",
+        PRIOR_HANDOFFS,
+        "--json",
     ]);
     assert_eq!(d["strategy"], "delta_existing");
     assert_eq!(d["covered_runs"], serde_json::json!({"from": 6, "to": 9}));
@@ -461,6 +469,10 @@ fn fork_at_5_resolves_natively_on_the_source_provider_then_merges_back() {
     assert!(text.contains("merge-back of fork th_fork"), "{text}");
     db.integrity_ok();
 }
+
+/// t3code's profile with every prior handoff handed over (t3code passes handoffs on only in a
+/// merge-back's fork delta).
+const PRIOR_HANDOFFS: &str = "tests/fixtures/policies/prior-handoffs.policy";
 
 /// Fork th_1 at run 5 as `child`, resume codex natively there and complete run 6 with
 /// `items` (YAML). Returns the items file.
@@ -523,9 +535,16 @@ fn a_merge_back_rides_alongside_a_handoff_of_the_parents_own() {
         .filter(|t| t.kind.as_str() != "fork")
         .all(|t| t.status == TransferStatus::Consumed || t.status == TransferStatus::Superseded));
     // Run 9 took the merge-back beside its own handoff: a later handoff covering run 9
-    // (back to claude, with t3code, which hands over prior handoffs) carries it.
+    // (back to claude, with a policy that hands over prior handoffs) carries it.
     let d = db.json(&[
-        "dispatch", "--thread", "th_1", "--target", "claude", "--policy", "t3code", "--json",
+        "dispatch",
+        "--thread",
+        "th_1",
+        "--target",
+        "claude",
+        "--policy",
+        PRIOR_HANDOFFS,
+        "--json",
     ]);
     assert_eq!(d["covered_runs"], serde_json::json!({"from": 9, "to": 9}));
     let text = d["handoff"]["inline"].as_str().unwrap();

@@ -36,7 +36,7 @@ fn shipped_suites_pass_and_reach_full_coverage() {
         "{out}"
     );
     assert!(
-        out.contains("t3code.policy: 11/11 rules covered (100.0%)"),
+        out.contains("t3code.policy: 15/15 rules covered (100.0%)"),
         "{out}"
     );
     let last = out.lines().last().unwrap();

@@ -34,7 +34,7 @@ pub const BUILTIN_SECTIONS: &[(&str, &str)] = &[
     ("history", "History"),
 ];
 
-pub const FORMS: &[&str] = &["full", "text", "line", "path_only", "count"];
+pub const FORMS: &[&str] = &["full", "text", "line", "path_only", "count", "transcript"];
 
 /// Merged view of a policy set after `extends`: later files override earlier ones by name.
 struct Merged<'a> {

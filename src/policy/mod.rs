@@ -81,6 +81,10 @@ pub enum Form {
     PathOnly,
     /// A checkpoint as its file count only.
     Count,
+    /// A message as a transcript block: its role label on a line of its own (`User:`,
+    /// `Assistant:`), then its text as written (no text rule). A newest-first budget cuts such a
+    /// block to its newest words, label kept.
+    Transcript,
 }
 
 impl Form {
@@ -91,6 +95,7 @@ impl Form {
             "line" => Form::Line,
             "path_only" => Form::PathOnly,
             "count" => Form::Count,
+            "transcript" => Form::Transcript,
             _ => return None,
         })
     }
@@ -101,6 +106,7 @@ impl Form {
             Form::Line => "line",
             Form::PathOnly => "path_only",
             Form::Count => "count",
+            Form::Transcript => "transcript",
         }
     }
 }

@@ -25,7 +25,26 @@ pub const EMBEDDED: &[(&str, &str)] = &[
         "t3code-legacy.md.j2",
         include_str!("../../templates/t3code-legacy.md.j2"),
     ),
+    (
+        "t3code.inline.md.j2",
+        include_str!("../../templates/t3code.inline.md.j2"),
+    ),
+    (
+        "t3code-legacy.inline.md.j2",
+        include_str!("../../templates/t3code-legacy.inline.md.j2"),
+    ),
 ];
+
+/// The first-turn prompt's template for a document template: `NAME.inline.md.j2` when the
+/// document template is `NAME.md.j2` and that file exists (in `--templates` or embedded), else
+/// `inline.md.j2`.
+fn inline_template_for(env: &Environment<'_>, doc_template: &str) -> String {
+    doc_template
+        .strip_suffix(".md.j2")
+        .map(|stem| format!("{stem}.inline.md.j2"))
+        .filter(|name| env.get_template(name).is_ok())
+        .unwrap_or_else(|| "inline.md.j2".to_string())
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct RenderOptions {
@@ -322,9 +341,16 @@ pub fn render(
     let request_message = opts
         .message_in_document
         .then(|| crate::select::fenced(&message));
+    // The provider the covered runs end on (seed 004's "from driver").
+    let from_provider = state
+        .runs
+        .get((covered.to as usize).wrapping_sub(1))
+        .map(|r| r.provider.clone());
+    let parent = state.thread.parent.as_ref().map(|p| p.thread.clone());
     let ctx = context! {
         policy => context! { name => policy.name.clone(), sha256 => policy.sha256.clone() },
-        thread => context! { id => crate::select::one_line(&state.thread.id), title => title },
+        thread => context! { id => crate::select::one_line(&state.thread.id), title => title, parent => parent },
+        from_provider => from_provider,
         request_message => request_message.clone(),
         target => decision.target.clone(),
         strategy => decision.strategy.as_str(),
@@ -371,6 +397,7 @@ pub fn render(
     } else {
         message
     };
+    let inline_template = inline_template_for(&env, &doc_template);
     let inline_prompt = |mode: DeliveryMode, document_path: Option<&str>, gist: &[String]| {
         let ctx = context! {
             mode => mode.as_str(),
@@ -378,8 +405,9 @@ pub fn render(
             gist => gist.join(" "),
             message => message.as_str(),
             document => document_value.clone(),
+            handoff => context! { id => hid.clone(), strategy => hs.as_str() },
         };
-        render_one(&env, "inline.md.j2", &ctx)
+        render_one(&env, &inline_template, &ctx)
     };
     let full_gist = gist(summary);
     let mut sentences = full_gist.as_slice();
@@ -430,7 +458,7 @@ pub fn render(
         },
         templates: Templates {
             document: doc_template,
-            inline: "inline.md.j2".into(),
+            inline: inline_template,
         },
         budget: None,
     };

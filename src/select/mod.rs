@@ -14,7 +14,7 @@ pub use cut::{
     code_span, escape_controls, fenced, head, head_tail, one_line, prose, tail, thousands, Cut,
 };
 pub use files::display_path;
-pub use text::{compact, cut_at_whitespace};
+pub use text::{compact, cut_at_whitespace, keep_tail};
 
 use crate::decision::Decision;
 use crate::eval::item_holds;
@@ -85,6 +85,12 @@ struct Candidate<'s> {
     /// Items merged into this entry (the other changes of an aggregated file).
     merged: Vec<String>,
     must_keep: bool,
+    /// Characters of the role label `text` starts with (`User: `, `User:\n`), kept when a
+    /// newest-first budget cuts the entry to its newest words; 0 when it has none.
+    label: usize,
+    /// Characters the entry costs the budget beyond its text: 2 for a transcript block (the
+    /// blank line that joins it to the next), else 0.
+    sep: usize,
 }
 
 /// Changes a budget's degradation steps make to selection (docs/rendering.md#budgets). The
@@ -361,6 +367,8 @@ fn select_inner(
                     .iter()
                     .position(|(n, _)| *n == inc.section)
                     .unwrap_or(order.len());
+                let label = role_label(&ctx, form);
+                let sep = if form == Form::Transcript { 2 } else { 0 };
                 chosen.push(Candidate {
                     ctx,
                     section,
@@ -368,6 +376,8 @@ fn select_inner(
                     text,
                     merged: Vec::new(),
                     must_keep: keep,
+                    label,
+                    sep,
                 });
             }
             None => omit(&mut omitted, ctx, "no include rule matched".into()),
@@ -376,39 +386,97 @@ fn select_inner(
 
     files::aggregate(&mut chosen, state.thread.workspace.as_deref());
 
-    // Budget: walk back from the newest, keep whole entries while they fit, cut the first that
-    // does not at a whitespace boundary, omit the rest.
-    let mut truncated = None;
+    // The fork anchor's body appears once: a message that only repeats it is left out when the
+    // anchor itself is included.
+    let anchor_text = chosen
+        .iter()
+        .any(|c| c.ctx.kind == "fork_anchor")
+        .then(|| state.request.fork_anchor.as_ref().map(|a| a.text.trim()))
+        .flatten()
+        .filter(|t| !t.is_empty());
+    if let Some(anchor) = anchor_text {
+        let (dupes, kept): (Vec<_>, Vec<_>) = chosen.into_iter().partition(|c| {
+            matches!(
+                c.ctx.item,
+                Some(Item::UserMessage { text, .. } | Item::AssistantMessage { text, .. })
+                    if text.trim() == anchor
+            )
+        });
+        chosen = kept;
+        for c in dupes {
+            omit(
+                &mut omitted,
+                c.ctx,
+                "the fork anchor already carries this message".into(),
+            );
+        }
+    }
+
+    // Budget. Newest first (seed 004's legacy continuation): walk back from the newest entry,
+    // keep whole entries while they fit; an entry that does not fit keeps its role label and
+    // its newest words (`User:\n... last words`), and the walk goes on while room is left.
+    // Oldest first: walk forwards, cut the first entry that does not fit at a whitespace
+    // boundary, omit the rest.
+    let mut truncated = vec![false; chosen.len()];
     if let Some((budget, newest_first)) = rules.budget {
         let mut keep = vec![false; chosen.len()];
-        let mut used = 0usize;
-        let indices: Box<dyn Iterator<Item = usize>> = if newest_first {
-            Box::new((0..chosen.len()).rev())
+        if newest_first {
+            let mut remaining = i64::try_from(budget).unwrap_or(i64::MAX);
+            for (i, c) in chosen.iter_mut().enumerate().rev() {
+                if remaining <= 0 {
+                    break;
+                }
+                let len = count_i64(&c.text);
+                if len <= remaining {
+                    mark(&mut keep, i);
+                    remaining -= len.saturating_add(count_i64_n(c.sep));
+                    continue;
+                }
+                let split = c
+                    .text
+                    .char_indices()
+                    .nth(c.label)
+                    .map(|(b, _)| b)
+                    .unwrap_or(c.text.len());
+                let (label, body) = c.text.split_at(split);
+                let prefix = format!("{label}... ");
+                let room = remaining - count_i64(&prefix);
+                if room <= 0 {
+                    continue;
+                }
+                let tail = keep_tail(body, usize::try_from(room).unwrap_or(0));
+                if tail.is_empty() {
+                    continue;
+                }
+                c.text = format!("{prefix}{tail}");
+                mark(&mut keep, i);
+                mark(&mut truncated, i);
+                remaining -= count_i64(&c.text).saturating_add(count_i64_n(c.sep));
+            }
         } else {
-            Box::new(0..chosen.len())
-        };
-        for i in indices {
-            let len = chosen[i].text.chars().count();
-            if used + len <= budget {
-                used += len;
-                keep[i] = true;
-                continue;
+            let mut used = 0usize;
+            for (i, c) in chosen.iter_mut().enumerate() {
+                let len = c.text.chars().count();
+                if used + len <= budget {
+                    used += len;
+                    mark(&mut keep, i);
+                    continue;
+                }
+                let cut = cut_at_whitespace(&c.text, budget - used);
+                if !cut.is_empty() {
+                    c.text = cut;
+                    mark(&mut keep, i);
+                    mark(&mut truncated, i);
+                }
+                break;
             }
-            let cut = cut_at_whitespace(&chosen[i].text, budget - used);
-            if !cut.is_empty() {
-                chosen[i].text = cut;
-                keep[i] = true;
-                truncated = Some(i);
-            }
-            break;
         }
         let mut kept = Vec::with_capacity(chosen.len());
-        for (i, (c, k)) in chosen.into_iter().zip(keep).enumerate() {
+        let mut kept_truncated = Vec::with_capacity(chosen.len());
+        for ((c, k), t) in chosen.into_iter().zip(keep).zip(truncated) {
             if k {
-                if truncated == Some(i) {
-                    truncated = Some(kept.len());
-                }
                 kept.push(c);
+                kept_truncated.push(t);
             } else {
                 let reason = format!("over the {budget}-character budget");
                 for id in &c.merged {
@@ -422,6 +490,7 @@ fn select_inner(
             }
         }
         chosen = kept;
+        truncated = kept_truncated;
     }
 
     // Sections in document order; entries keep source order within a section.
@@ -431,16 +500,18 @@ fn select_inner(
         .collect();
     let mut buckets: Vec<Vec<Entry>> = vec![Vec::new(); order.len() + 1];
     let mut chars = 0;
-    for (i, c) in chosen.into_iter().enumerate() {
+    for (c, truncated) in chosen.into_iter().zip(truncated) {
         chars += c.text.chars().count();
-        buckets[c.section].push(Entry {
-            id: c.ctx.id,
-            kind: c.ctx.kind,
-            run: c.ctx.run,
-            text: c.text,
-            truncated: truncated == Some(i),
-            must_keep: c.must_keep,
-        });
+        if let Some(bucket) = buckets.get_mut(c.section) {
+            bucket.push(Entry {
+                id: c.ctx.id,
+                kind: c.ctx.kind,
+                run: c.ctx.run,
+                text: c.text,
+                truncated,
+                must_keep: c.must_keep,
+            });
+        }
     }
     // Open problems read newest first.
     if let Some(open) = order
@@ -652,6 +723,32 @@ impl Texts {
     }
 }
 
+fn count_i64(text: &str) -> i64 {
+    i64::try_from(text.chars().count()).unwrap_or(i64::MAX)
+}
+
+fn count_i64_n(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn mark(flags: &mut [bool], i: usize) {
+    if let Some(f) = flags.get_mut(i) {
+        *f = true;
+    }
+}
+
+/// Characters of the label a form puts in front of an item's text (see [`entry_text`]).
+fn role_label(ctx: &ItemCtx, form: Form) -> usize {
+    let label = match (ctx.kind, form) {
+        ("user_message", Form::Line | Form::Transcript) => "User: ",
+        ("assistant_message", Form::Line | Form::Transcript) => "Assistant: ",
+        ("command", Form::Line) => "Command: ",
+        ("handoff", Form::Line | Form::Text) => "Handoff: ",
+        _ => "",
+    };
+    label.chars().count()
+}
+
 fn file_name(path: &str) -> &str {
     path.rsplit(['/', '\\']).next().unwrap_or(path)
 }
@@ -672,14 +769,18 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, t: &Texts) -> String {
             let files = format!("{n} file{} changed", if n == 1 { "" } else { "s" });
             return match (form, c.and_then(|c| c.diff_summary.as_deref())) {
                 (Form::Count, _) => files,
-                (Form::Line, _) => format!("Checkpoint: {files}"),
+                // Seed 004's wording, plural even for one file.
+                (Form::Line, _) => format!("Checkpoint: {n} files"),
                 (_, Some(d)) => format!("run {}: {files}: {}", ctx.run, t.inner(d)),
                 (_, None) => format!("run {}: {files}", ctx.run),
             };
         }
         "handoff" => {
             let h = state.handoffs.iter().find(|h| h.id == ctx.id);
-            let summary = h.and_then(|h| h.summary.as_deref()).unwrap_or("");
+            // A handoff without a recorded summary is named by its strategy (as seed 004 does).
+            let summary = h
+                .map(|h| h.summary.as_deref().unwrap_or(h.strategy.as_str()))
+                .unwrap_or("");
             return match (form, h) {
                 (Form::Line, _) | (Form::Text, _) => format!("Handoff: {}", t.line(summary)),
                 (_, Some(h)) => format!(
@@ -704,13 +805,38 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, t: &Texts) -> String {
         }
     }
     match (item, form) {
+        (Item::UserMessage { text, .. }, Form::Transcript) => {
+            format!("User:\n{}", prose(text, true))
+        }
+        (Item::AssistantMessage { text, .. }, Form::Transcript) => {
+            format!("Assistant:\n{}", prose(text, true))
+        }
         (Item::UserMessage { text, .. }, Form::Line) => format!("User: {}", t.line(text)),
         (Item::AssistantMessage { text, .. }, Form::Line) => {
             format!("Assistant: {}", t.line(text))
         }
         (Item::Command { command, .. }, Form::Line) => format!("Command: {}", t.line(command)),
         (Item::FileChange { path, .. }, Form::Line) => {
-            format!("File changed: {}", t.line(file_name(path)))
+            format!("File change: {}", t.line(file_name(path)))
+        }
+        // Seed 003's tool activity line: the status unless the call completed, then its input.
+        (
+            Item::ToolCall {
+                tool,
+                input,
+                status,
+                ..
+            },
+            Form::Line,
+        ) => {
+            let mut s = t.line(tool);
+            if let Some(st) = status.filter(|s| *s != crate::state::ToolStatus::Completed) {
+                s.push_str(&format!(" ({})", st.as_str()));
+            }
+            if let Some(i) = input.as_deref().filter(|i| !i.trim().is_empty()) {
+                s.push_str(&format!(": {}", t.line(i)));
+            }
+            s
         }
         (Item::FileChange { path, .. }, Form::PathOnly) => t.lead(path),
         (

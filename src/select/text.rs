@@ -1,4 +1,4 @@
-//! Text rules: the compact rule of seed 004 and the budget cut.
+//! Text rules: the compact rule of seed 004 and the budget cuts.
 
 /// Collapse every whitespace run to one space and trim; over `max` characters, keep the first
 /// `max - 3` and append `...`. Counts characters, never splits a grapheme cluster (see
@@ -41,6 +41,33 @@ pub fn cut_at_whitespace(text: &str, room: usize) -> String {
     format!("{prefix}...")
 }
 
+/// The newest words of `body` in at most `room` characters, as seed 004's legacy continuation
+/// keeps them: start `room` characters from the end; when that start falls inside a word, move
+/// it forward to the next whitespace (a body with no whitespace there is cut inside the word);
+/// drop leading whitespace. Counts characters, never splits a UTF-8 code point. Empty when
+/// nothing is left.
+pub fn keep_tail(body: &str, room: usize) -> String {
+    let total = body.chars().count();
+    let start_char = total.saturating_sub(room);
+    let mut start = body
+        .char_indices()
+        .nth(start_char)
+        .map(|(i, _)| i)
+        .unwrap_or(body.len());
+    if start > 0 {
+        let before = body[..start].chars().next_back();
+        let at = body[start..].chars().next();
+        let inside_word =
+            matches!((before, at), (Some(b), Some(a)) if !b.is_whitespace() && !a.is_whitespace());
+        if inside_word {
+            if let Some(ws) = body[start..].find(char::is_whitespace) {
+                start += ws;
+            }
+        }
+    }
+    body.get(start..).unwrap_or("").trim_start().to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +88,15 @@ mod tests {
         assert_eq!(cut_at_whitespace("hello world again", 14), "hello world...");
         assert_eq!(cut_at_whitespace("abcdefghij", 6), "abc...");
         assert_eq!(cut_at_whitespace("abc", 2), "");
+    }
+
+    #[test]
+    fn tail() {
+        assert_eq!(keep_tail("alpha beta gamma", 8), "gamma");
+        assert_eq!(keep_tail("alpha beta gamma", 6), "gamma");
+        assert_eq!(keep_tail("alpha beta gamma", 100), "alpha beta gamma");
+        assert_eq!(keep_tail("abcdefgh", 3), "fgh");
+        assert_eq!(keep_tail("🧪🧪🧪X", 2), "🧪X");
+        assert_eq!(keep_tail("tail   ", 2), "");
     }
 }

@@ -1,0 +1,13 @@
+//! The anchors' own test suites, ported: each case names the peer test it mirrors (t3code's
+//! orchestration-v2 tests, Mcode's handoff tests) and checks the same behaviour through baton's
+//! public interface, state in, decision and documents out. See README.md for what is ported and
+//! what is not.
+//!
+//! Layout: one Cargo test target, `tests/peer/main.rs` (found by Cargo without a `[[test]]`
+//! entry); every file in this directory is a module listed here.
+
+mod support;
+
+mod mcode_handoff;
+mod t3code_handoff_text;
+mod t3code_switch;
