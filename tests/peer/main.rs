@@ -6,8 +6,13 @@
 //! Layout: one Cargo test target, `tests/peer/main.rs` (found by Cargo without a `[[test]]`
 //! entry); every file in this directory is a module listed here.
 
+mod lifecycle_common;
 mod support;
 
+mod mcode_fork;
 mod mcode_handoff;
+mod mcode_pregrant;
+mod t3code_fork;
 mod t3code_handoff_text;
+mod t3code_merge_back;
 mod t3code_switch;

@@ -4,12 +4,9 @@
 //! profile unless they say otherwise. Mcode's fork is a new session with a handoff of the parent's history through the
 //! fork point; its snapshot is the last one at or before that point.
 
-#[path = "lifecycle_common.rs"]
-mod common;
-
+use super::lifecycle_common::{conversation, thread, Db};
 use baton::decision::ThreadAction;
 use baton::state::{Checkpoint, ProviderThreadStatus, State};
-use common::{conversation, thread, Db};
 use rstest::rstest;
 
 fn parent() -> State {

@@ -4,12 +4,9 @@
 //! test it mirrors. In Mcode the grant is issued by hand; here the grant is the one a real
 //! `dispatch` issues for its off-band document, kept in the store.
 
-#[path = "lifecycle_common.rs"]
-mod common;
-
+use super::lifecycle_common::{thread, Db};
 use baton::deliver::PathArg;
 use baton::state::RunStatus;
-use common::{thread, Db};
 use rstest::rstest;
 use std::path::PathBuf;
 

@@ -5,12 +5,9 @@
 //! (the `t3code` profile's own native-fork rung is helper i12b's part; see
 //! README-lifecycle.md).
 
-#[path = "lifecycle_common.rs"]
-mod common;
-
+use super::lifecycle_common::{conversation, thread, Db};
 use baton::decision::ThreadAction;
 use baton::state::{ProviderThreadStatus, RunStatus, TransferStatus, TransferType};
-use common::{conversation, thread, Db};
 use rstest::rstest;
 
 /// Mirrors "creates an idle app fork and resolves it with Codex native thread/fork on first

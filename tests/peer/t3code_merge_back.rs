@@ -4,11 +4,8 @@
 //! merge-back wording (`Context handoff (merge_back / fork_delta_summary):`, `Fork delta:`)
 //! belongs to the `t3code` profile's text (helper i12b); these cases check the lifecycle.
 
-#[path = "lifecycle_common.rs"]
-mod common;
-
+use super::lifecycle_common::{conversation, thread, Db};
 use baton::state::{HandoffStrategy, ProviderThreadStatus, TransferStatus, TransferType};
-use common::{conversation, thread, Db};
 use rstest::rstest;
 
 const MERGE_USER_TEXT: &str =
