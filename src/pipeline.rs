@@ -6,7 +6,7 @@ use crate::decision::Decision;
 use crate::eval::{EvalError, EvalOptions};
 use crate::facts::Facts;
 use crate::policy::Policy;
-use crate::render::{RenderError, RenderOptions, Rendered};
+use crate::render::{RenderError, RenderOptions};
 use crate::select::{PolicySizer, Summary};
 use crate::state::State;
 
@@ -18,13 +18,7 @@ pub enum PipelineError {
     Render(#[from] RenderError),
 }
 
-/// A decision and, when it needs one, the handoff.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub decision: Decision,
-    pub summary: Option<Summary>,
-    pub rendered: Option<Rendered>,
-}
+pub use crate::outcome::Outcome;
 
 /// Decide with summary sizes measured by the policy's own selection rules.
 pub fn decide(policy: &Policy, state: &State, opts: &EvalOptions) -> Result<Decision, EvalError> {

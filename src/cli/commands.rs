@@ -111,7 +111,7 @@ fn inputs(a: &DecideArgs) -> Result<(Policy, State, crate::eval::EvalOptions), u
     let state = load_state(&a.source)?;
     let opts = crate::eval::EvalOptions {
         target: a.target.clone(),
-        document_root: a.handoff_dir.clone(),
+        document_root: super::handoff_root(a.handoff_dir.clone()),
     };
     Ok((policy, state, opts))
 }

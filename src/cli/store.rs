@@ -27,6 +27,16 @@ impl DbPath {
     }
 }
 
+/// How long a store command waits for a locked database: `$BATON_BUSY_TIMEOUT_MS`, else
+/// [`crate::store::DEFAULT_BUSY_TIMEOUT`].
+pub(crate) fn busy_timeout() -> std::time::Duration {
+    std::env::var("BATON_BUSY_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(std::time::Duration::from_millis)
+        .unwrap_or(crate::store::DEFAULT_BUSY_TIMEOUT)
+}
+
 /// The database every `--db` names: the flag, else `$BATON_DB` (when set and not empty), else
 /// `./baton.db`; and whether it is that last default (so a missing file need not be an error
 /// everywhere). One rule for every command and the service.
@@ -215,7 +225,7 @@ pub struct RegenerateArgs {
 }
 
 fn open(db: &Path) -> Result<Store, u8> {
-    Store::open(db).map_err(|e| {
+    Store::open_with_busy_timeout(db, busy_timeout()).map_err(|e| {
         eprintln!("{e}");
         FAIL
     })
@@ -436,7 +446,7 @@ pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
         model: a.model.clone(),
         runtime_mode: a.runtime_mode.clone(),
         clean_context: a.clean_context,
-        handoff_dir: a.handoff.handoff_dir.clone(),
+        handoff_dir: super::handoff_root(a.handoff.handoff_dir.clone()),
         templates_dir: a.handoff.templates.clone(),
     };
     match store::dispatch(&mut store, &policy, &req) {
@@ -610,7 +620,7 @@ fn handoff_command(
     };
     let opts = store::HandoffOptions {
         message,
-        handoff_dir: h.handoff_dir.clone(),
+        handoff_dir: super::handoff_root(h.handoff_dir.clone()),
         templates_dir: h.templates.clone(),
     };
     match op(&mut store, &policy, &opts) {

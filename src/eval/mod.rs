@@ -400,9 +400,7 @@ pub fn evaluate<'a>(
         });
         let mode = DeliveryMode::of(chosen.map(|r| r.off_band).unwrap_or(false));
         let document = (mode == DeliveryMode::OffBand).then(|| {
-            let store = crate::deliver::OffbandStore::new(opts.document_root.clone());
-            store
-                .document_path(&state.thread.id, hid)
+            crate::ids::document_path(opts.document_root.clone(), &state.thread.id, hid)
                 .display()
                 .to_string()
         });

@@ -935,7 +935,7 @@ pub fn check(
                 continue;
             };
             grants.push(CGrant {
-                tool: crate::deliver::GRANTABLE_TOOL.to_string(),
+                tool: crate::ids::GRANTABLE_TOOL.to_string(),
                 when,
                 span: g.span,
             });
