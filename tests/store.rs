@@ -495,6 +495,7 @@ fn dispatch_decides_exactly_as_the_engine_does_on_the_whole_thread() {
                     clean_context: input.request.clean_context,
                     handoff_dir: Some(docs.clone()),
                     templates_dir: None,
+                    templates: None,
                 };
                 let got = store::dispatch(&mut store, &policy, &req).map(|d| d.decision);
                 let opts = baton::EvalOptions {

@@ -1,7 +1,7 @@
 //! The store's commands: `db init|import|export`, `dispatch`, `complete`, `rollback`, `fork`,
 //! `merge-back`, `regenerate`, and loading `--db FILE --thread ID` for explain/render.
 
-use super::commands::{load_policy, FAIL, OK, USAGE};
+use super::commands::{FAIL, OK, USAGE};
 use super::StateSource;
 use crate::state::{Item, RunStatus, State};
 use crate::store::{self, Dispatched, Store, StoreError};
@@ -426,13 +426,14 @@ fn print_handoff(label: &str, h: &store::HandoffRecord) {
     }
 }
 
-fn policy_of(h: &HandoffArgs) -> Result<crate::policy::Policy, u8> {
-    load_policy(&h.policy)
+/// The engine of a handoff-making command: its `--policy`, `--templates` and `--handoff-dir`.
+fn engine_of(h: &HandoffArgs) -> Result<crate::engine::Engine, u8> {
+    super::commands::load_engine(&h.policy, h.templates.as_deref(), h.handoff_dir.clone())
 }
 
 pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
-    let policy = match policy_of(&a.handoff) {
-        Ok(p) => p,
+    let engine = match engine_of(&a.handoff) {
+        Ok(e) => e,
         Err(c) => return c,
     };
     let mut store = match open(&a.db.resolve()) {
@@ -448,8 +449,9 @@ pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
         clean_context: a.clean_context,
         handoff_dir: super::handoff_root(a.handoff.handoff_dir.clone()),
         templates_dir: a.handoff.templates.clone(),
+        templates: Some(engine.templates().clone()),
     };
-    match store::dispatch(&mut store, &policy, &req) {
+    match store::dispatch(&mut store, engine.policy(), &req) {
         Ok(d) => {
             print_dispatched(&d, a.json, "started");
             if d.started {
@@ -610,8 +612,8 @@ fn handoff_command(
         &store::HandoffOptions,
     ) -> Result<Dispatched, StoreError>,
 ) -> u8 {
-    let policy = match policy_of(h) {
-        Ok(p) => p,
+    let engine = match engine_of(h) {
+        Ok(e) => e,
         Err(c) => return c,
     };
     let mut store = match open(&db.resolve()) {
@@ -622,8 +624,9 @@ fn handoff_command(
         message,
         handoff_dir: super::handoff_root(h.handoff_dir.clone()),
         templates_dir: h.templates.clone(),
+        templates: Some(engine.templates().clone()),
     };
-    match op(&mut store, &policy, &opts) {
+    match op(&mut store, engine.policy(), &opts) {
         Ok(d) => {
             print_dispatched(&d, json, what);
             OK

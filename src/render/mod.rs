@@ -8,10 +8,13 @@ use crate::decision::{Decision, DeliveryMode};
 use crate::policy::Policy;
 use crate::select::{compact, Summary};
 use crate::state::State;
-use minijinja::{context, Environment, UndefinedBehavior};
+use minijinja::{context, Environment};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+mod templates;
+pub use templates::TemplateSet;
 
 /// Templates shipped in the binary.
 pub const EMBEDDED: &[(&str, &str)] = &[
@@ -29,7 +32,11 @@ pub const EMBEDDED: &[(&str, &str)] = &[
 
 #[derive(Debug, Clone, Default)]
 pub struct RenderOptions {
-    /// A directory whose templates override the embedded ones by name.
+    /// The compiled templates to render with (an [`crate::Engine`] passes its own). When
+    /// `None`, the embedded templates overridden by `templates_dir` are compiled for this call.
+    pub templates: Option<TemplateSet>,
+    /// A directory whose templates override the embedded ones by name (used only when
+    /// `templates` is `None`).
     pub templates_dir: Option<PathBuf>,
     /// Who wrote the summary (`deterministic` unless an external summarizer did).
     pub created_by: Option<String>,
@@ -109,7 +116,7 @@ pub struct Templates {
     pub inline: String,
 }
 
-fn template_error(name: &str, e: &minijinja::Error) -> RenderError {
+pub(crate) fn template_error(name: &str, e: &minijinja::Error) -> RenderError {
     let mut message = e
         .detail()
         .map(|d| d.to_string())
@@ -126,32 +133,6 @@ fn template_error(name: &str, e: &minijinja::Error) -> RenderError {
         line: e.line().unwrap_or(0),
         message,
     }
-}
-
-fn environment(opts: &RenderOptions) -> Environment<'static> {
-    let mut env = Environment::new();
-    env.set_undefined_behavior(UndefinedBehavior::Strict);
-    env.set_keep_trailing_newline(true);
-    env.set_trim_blocks(true);
-    let dir = opts.templates_dir.clone();
-    env.set_loader(move |name| {
-        if let Some(d) = &dir {
-            let p = d.join(name);
-            if p.is_file() {
-                return std::fs::read_to_string(&p).map(Some).map_err(|e| {
-                    minijinja::Error::new(
-                        minijinja::ErrorKind::InvalidOperation,
-                        format!("cannot read {}: {e}", p.display()),
-                    )
-                });
-            }
-        }
-        Ok(EMBEDDED
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, t)| t.to_string()))
-    });
-    env
 }
 
 fn render_one(
@@ -288,7 +269,15 @@ pub fn render(
             ),
         });
     };
-    let env = environment(opts);
+    let loaded;
+    let set = match &opts.templates {
+        Some(set) => set,
+        None => {
+            loaded = TemplateSet::load(opts.templates_dir.as_deref())?;
+            &loaded
+        }
+    };
+    let env = set.env();
     let doc_template = policy
         .template
         .clone()
@@ -315,14 +304,14 @@ pub fn render(
         strategy => decision.strategy.as_str(),
         handoff => context! { id => hid.clone(), strategy => hs.as_str(), created_by => created_by.clone() },
         covered => context! { from => covered.from, to => covered.to },
-        sections => sections_value(&env, &doc_template, summary),
+        sections => sections_value(env, &doc_template, summary),
         summary_text => opts.summary_text.clone(),
         anchor => anchor,
         included_count => summary.included.len(),
         omitted_count => summary.omitted.len(),
         decision => minijinja::Value::from_serialize(decision),
     };
-    let mut document = render_one(&env, &doc_template, &ctx)?;
+    let mut document = render_one(env, &doc_template, &ctx)?;
     if !document.ends_with('\n') {
         document.push('\n');
     }
@@ -343,7 +332,7 @@ pub fn render(
             message => message.as_str(),
             document => document_value.clone(),
         };
-        render_one(&env, "inline.md.j2", &ctx)
+        render_one(env, "inline.md.j2", &ctx)
     };
     let full_gist = gist(summary);
     let mut sentences = full_gist.as_slice();

@@ -114,7 +114,11 @@ pub fn serve(cfg: ServeConfig) -> Result<(), ServeError> {
 
 /// The async body of [`serve`], for embedding in an existing runtime.
 pub async fn run(cfg: ServeConfig) -> Result<(), ServeError> {
-    let policies = Arc::new(PolicyHolder::load(&cfg.policy, cfg.templates.clone())?);
+    let policies = Arc::new(PolicyHolder::load(
+        &cfg.policy,
+        cfg.templates.clone(),
+        cfg.handoff_dir.clone(),
+    )?);
     let shared = session::Shared::new(cfg.clone(), policies.clone());
     let _watcher = if cfg.watch {
         Some(start_watcher(&shared)?)

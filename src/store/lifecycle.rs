@@ -28,6 +28,9 @@ pub struct DispatchRequest {
     /// Root of the off-band document directory (default: `$BATON_HANDOFF_DIR`, else private tmp).
     pub handoff_dir: Option<PathBuf>,
     pub templates_dir: Option<PathBuf>,
+    /// Compiled templates to render with (an [`crate::Engine`]'s, see
+    /// [`crate::Engine::templates`]); when set, `templates_dir` is not read.
+    pub templates: Option<crate::render::TemplateSet>,
 }
 
 /// Options of the operations that make a handoff without starting a run of their own
@@ -37,6 +40,8 @@ pub struct HandoffOptions {
     pub message: Option<String>,
     pub handoff_dir: Option<PathBuf>,
     pub templates_dir: Option<PathBuf>,
+    /// Compiled templates to render with; when set, `templates_dir` is not read.
+    pub templates: Option<crate::render::TemplateSet>,
 }
 
 /// A handoff as recorded.
@@ -210,6 +215,7 @@ fn pipeline_err(path: &str, thread: &str) -> impl Fn(crate::pipeline::PipelineEr
 struct Dirs<'a> {
     handoff: Option<&'a PathBuf>,
     templates: Option<&'a PathBuf>,
+    compiled: Option<&'a crate::render::TemplateSet>,
 }
 
 impl HandoffOptions {
@@ -217,6 +223,7 @@ impl HandoffOptions {
         Dirs {
             handoff: self.handoff_dir.as_ref(),
             templates: self.templates_dir.as_ref(),
+            compiled: self.templates.as_ref(),
         }
     }
 }
@@ -226,6 +233,7 @@ impl DispatchRequest {
         Dirs {
             handoff: self.handoff_dir.as_ref(),
             templates: self.templates_dir.as_ref(),
+            compiled: self.templates.as_ref(),
         }
     }
 }
@@ -237,6 +245,7 @@ fn options(target: &str, dirs: Dirs<'_>) -> (EvalOptions, RenderOptions) {
         document_root: dirs.handoff.cloned(),
     };
     let render = RenderOptions {
+        templates: dirs.compiled.cloned(),
         templates_dir: dirs.templates.cloned(),
         ..Default::default()
     };
