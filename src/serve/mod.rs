@@ -1,21 +1,15 @@
 //! `baton serve`: a JSON-RPC 2.0 sidecar over stdio or a Unix socket, on tokio.
 //!
 //! Public entry point: [`serve`]. The pieces:
-//! * [`framing`]: `Content-Length` (LSP) or newline framing with a size limit;
-//! * [`rpc`]: the JSON-RPC message model and error codes;
-//! * [`policy_set`]: the policy + templates set, checked as a whole, swapped atomically,
+//! * `framing`: `Content-Length` (LSP) or newline framing with a size limit;
+//! * `rpc`: the JSON-RPC message model and error codes;
+//! * `policy_set`: the policy + templates set, checked as a whole, swapped atomically,
 //!   reloaded on change;
-//! * [`session`]: one connection: per-thread FIFO queues, cancellation, graceful shutdown;
-//! * [`methods`]: the method router, a thin layer over the library (no policy logic);
-//! * [`sweep`]: the periodic garbage collection of off-band documents.
+//! * `session`: one connection: per-thread FIFO queues, cancellation, graceful shutdown;
+//! * `methods`: the method router, a thin layer over the library (no policy logic);
+//! * `sweep`: the periodic garbage collection of off-band documents.
 
-pub mod framing;
-pub mod methods;
-pub mod policy_set;
-pub mod rpc;
-pub mod session;
-pub mod stored;
-pub mod sweep;
+internal!(framing, methods, policy_set, rpc, session, stored, sweep);
 
 pub use framing::Framing;
 pub use policy_set::{PolicyHolder, PolicySet};
