@@ -143,8 +143,9 @@ impl Engine {
     ) -> Result<Engine, Error> {
         if let Some(t) = &policy.template {
             if !templates.contains(t) {
+                let file = policy.sources.first().map_or(&policy.name, |s| &s.name);
                 return Err(Error::Policy(PolicyError::single(Diagnostic::file_level(
-                    &policy.name,
+                    file,
                     format!("the policy asks for template `{t}`, which is neither in the template directory nor embedded"),
                 ))));
             }

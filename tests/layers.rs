@@ -199,5 +199,8 @@ fn the_path_reader_sees_grouped_and_root_imports() {
         targets("use crate::{policy::{self, Policy}, facts, Engine};"),
         ["policy", "facts", "Engine"]
     );
-    assert_eq!(targets("let x = $crate::foo; notcrate::bar"), Vec::<String>::new());
+    assert_eq!(
+        targets("let x = $crate::foo; notcrate::bar"),
+        Vec::<String>::new()
+    );
 }
