@@ -5,7 +5,7 @@
 use crate::deliver::DeliveryError;
 use crate::eval::EvalError;
 use crate::pipeline::PipelineError;
-use crate::policy::PolicyError;
+use crate::policy::{Diagnostic, PolicyError};
 use crate::render::RenderError;
 use crate::state::StateError;
 
@@ -36,6 +36,44 @@ impl From<PipelineError> for Error {
         match e {
             PipelineError::Eval(e) => Error::Eval(e),
             PipelineError::Render(e) => Error::Render(e),
+        }
+    }
+}
+
+impl Error {
+    /// The policy diagnostics of this error (file, line, column, byte range, code, message,
+    /// help); empty for the kinds that are not about policy text.
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        match self {
+            Error::Policy(p) => &p.diagnostics,
+            _ => &[],
+        }
+    }
+
+    /// The stable code of this error (`baton::check::unknown_fact`, `baton::state::invalid`,
+    /// `baton::eval::no_thread_to_resume`, ...).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Policy(p) => p.diagnostics.first().map_or("baton::check", |d| d.code),
+            Error::State(_) => "baton::state::invalid",
+            Error::Eval(EvalError::NoThreadToResume { .. }) => "baton::eval::no_thread_to_resume",
+            Error::Eval(EvalError::NoNativeFork { .. }) => "baton::eval::no_native_fork",
+            Error::Eval(EvalError::UnknownTarget(_)) => "baton::eval::unknown_target",
+            Error::Render(_) => "baton::render::template",
+            Error::Delivery(_) => "baton::deliver",
+        }
+    }
+}
+
+impl miette::Diagnostic for Error {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new(Error::code(self)))
+    }
+
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn miette::Diagnostic> + 'a>> {
+        match self {
+            Error::Policy(p) => miette::Diagnostic::related(p),
+            _ => None,
         }
     }
 }

@@ -14,12 +14,12 @@ pub(crate) fn load_policy(spec: &str) -> Result<Policy, u8> {
     match policy::load(spec) {
         Ok(p) => {
             for w in &p.warnings {
-                eprintln!("{w}");
+                super::report::diagnostic(w);
             }
             Ok(p)
         }
         Err(e) => {
-            eprintln!("{e}");
+            super::report::policy_error(&e);
             Err(FAIL)
         }
     }
@@ -67,7 +67,7 @@ pub(crate) fn check(a: CheckArgs) -> u8 {
                 }
                 if !a.json {
                     for w in &p.warnings {
-                        eprintln!("{w}");
+                        super::report::diagnostic(w);
                     }
                     outln!(
                         "{}: {} {} (policy \"{}\": {} signals, {} ladder rules, {} warnings)",
@@ -85,7 +85,7 @@ pub(crate) fn check(a: CheckArgs) -> u8 {
             Err(e) => {
                 failed += 1;
                 if !a.json {
-                    eprintln!("{e}");
+                    super::report::policy_error(&e);
                     outln!("fail: {spec}");
                 }
                 all.push((spec.clone(), e.diagnostics.clone(), false));
@@ -119,12 +119,12 @@ pub(crate) fn load_engine(
     match builder.build() {
         Ok(engine) => {
             for w in &engine.policy().warnings {
-                eprintln!("{w}");
+                super::report::diagnostic(w);
             }
             Ok(engine)
         }
         Err(e) => {
-            eprintln!("{e}");
+            super::report::error(&e);
             Err(FAIL)
         }
     }

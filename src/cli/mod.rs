@@ -1,6 +1,9 @@
 //! Command-line interface. Every command parses its arguments, calls one library function and
 //! prints; no policy logic lives here.
 
+// Doc comments here are clap help text (`<tmp>`, `<n>`), not rustdoc HTML.
+#![allow(rustdoc::invalid_html_tags)]
+
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,6 +12,7 @@ use std::process::ExitCode;
 mod out;
 mod commands;
 mod delivery;
+mod report;
 mod serve;
 mod store;
 mod tooling;
