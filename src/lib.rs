@@ -64,6 +64,11 @@ pub use policy::{Diagnostic, Policy, PolicyError, Severity};
 pub use render::{Rendered, TemplateSet};
 pub use state::{State, StateError};
 
+/// The README's code blocks run as doctests (its embedding example among them).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// The `baton` command (src/main.rs calls [`cli::main`]); not a library interface.
 #[cfg(feature = "cli")]
 #[doc(hidden)]
