@@ -40,7 +40,8 @@ pub struct ServeConfig {
     pub templates: Option<PathBuf>,
     /// The store database.
     pub db: PathBuf,
-    /// Root of the off-band document directory (default: `$BATON_HANDOFF_DIR`, else per-user tmp).
+    /// Root of the off-band document directory (default: `<tmp>/baton-<uid>`; `baton serve`
+    /// passes `$BATON_HANDOFF_DIR`).
     pub handoff_dir: Option<PathBuf>,
     /// Largest message body accepted, in bytes.
     pub max_message: usize,

@@ -25,7 +25,7 @@ pub struct DispatchRequest {
     pub model: Option<String>,
     pub runtime_mode: Option<String>,
     pub clean_context: bool,
-    /// Root of the off-band document directory (default: `$BATON_HANDOFF_DIR`, else private tmp).
+    /// Root of the off-band document directory (default: `<tmp>/baton-<uid>`).
     pub handoff_dir: Option<PathBuf>,
     pub templates_dir: Option<PathBuf>,
     /// Compiled templates to render with (an [`crate::Engine`]'s, see
