@@ -119,7 +119,7 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         } else {
             "first-turn message"
         };
-        let n = crate::select::thousands;
+        let n = crate::cut::thousands;
         let mut line = format!(
             "{scope} {} of {} characters ({})",
             n(b.after),

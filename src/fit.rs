@@ -386,11 +386,10 @@ fn move_off_band(
     let Some(hid) = decision.handoff_id.clone() else {
         return;
     };
-    let store = crate::deliver::OffbandStore::new(opts.document_root.clone());
-    let document = store
-        .document_path(&facts.state.thread.id, &hid)
-        .display()
-        .to_string();
+    let document =
+        crate::ids::document_path(opts.document_root.clone(), &facts.state.thread.id, &hid)
+            .display()
+            .to_string();
     let inline_limit = decision
         .delivery
         .as_ref()

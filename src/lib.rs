@@ -1,31 +1,87 @@
 //! baton: a policy engine for handing conversation context between AI agent providers.
 //!
-//! The pipeline (DESIGN §1): [`state`] -> [`facts`] -> [`eval`] -> select -> render -> deliver.
+//! The main path is one object, [`Engine`]: build it once from a policy (a file, a directory
+//! of `*.policy` files, a shipped profile name, or text) and templates, then decide, render
+//! and explain for any number of states:
+//!
+//! ```
+//! let engine = baton::Engine::new("default")?;
+//! let state = baton::State::load("examples/seed-switch.yaml")?;
+//! let decision = engine.decide(&state, None)?;
+//! println!("{}", engine.explain(&decision));
+//! # Ok::<(), baton::Error>(())
+//! ```
+//!
+//! The layers (docs/architecture.md), each importing only from the ones before it:
+//! core (state, policy, facts, eval, select, render, decision, explain) -> delivery
+//! (off-band documents, pre-grants, GC, the summarizer, the pipeline and the engine) ->
+//! [`store`] (feature `store`) -> [`serve`] (feature `serve`) and the command line (feature
+//! `cli`). Modules not listed here are internal; the `unstable` feature makes them public
+//! for baton's own tests, with no stability promise.
 #![deny(unsafe_code)]
+#![cfg_attr(not(feature = "unstable"), warn(missing_docs))]
+// Without `unstable` the internal modules are private, and helpers only the tests and
+// benchmarks call look unused; clippy runs with every feature on, where nothing is hidden.
+#![cfg_attr(not(feature = "unstable"), allow(dead_code, unused_imports))]
 
-pub mod cli;
-pub mod coverage;
+// Internal modules: public only with the `unstable` feature (baton's own tests and benches).
+macro_rules! internal {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "unstable")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "unstable"))]
+        #[allow(missing_docs)]
+        mod $name;
+    )*};
+}
+
+// The public API. Every public item of the engine's own modules is documented
+// (`missing_docs`); the field-by-field docs of the older data modules marked
+// `allow(missing_docs)` live in docs/ (state.md, decision contract in DESIGN §4, store.md,
+// service.md, testing-policies.md) and are still to be carried into rustdoc.
+#[allow(missing_docs)]
 pub mod decision;
-pub mod deliver;
-pub mod diff;
-pub mod eval;
-pub mod explain;
-pub mod facts;
-pub mod fit;
-pub mod fmt;
-pub mod pipeline;
-pub mod policy;
-pub mod quality;
-pub mod render;
-pub mod select;
+mod engine;
+mod error;
+mod outcome;
+#[cfg(feature = "serve")]
+#[allow(missing_docs)]
 pub mod serve;
-
+#[allow(missing_docs)]
 pub mod state;
+#[cfg(feature = "store")]
+#[allow(missing_docs)]
 pub mod store;
-pub mod suggest;
+#[allow(missing_docs)]
 pub mod testing;
 
 pub use decision::Decision;
-pub use eval::{decide, EvalOptions};
-pub use policy::Policy;
-pub use state::State;
+pub use engine::{Engine, EngineBuilder};
+pub use error::Error;
+pub use outcome::Outcome;
+pub use policy::{Diagnostic, Policy, PolicyError, Severity};
+pub use render::{Rendered, TemplateSet};
+pub use state::{State, StateError};
+
+/// The README's code blocks run as doctests (its embedding example among them).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
+/// The `baton` command (src/main.rs calls [`cli::main`]); not a library interface.
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub mod cli;
+
+internal!(
+    coverage, cut, deliver, diff, eval, explain, facts, fit, fmt, ids, pipeline, policy, quality,
+    render, select, suggest,
+);
+
+#[cfg(feature = "unstable")]
+#[doc(hidden)]
+pub use eval::EvalOptions;
+#[cfg(feature = "unstable")]
+#[doc(hidden)]
+pub use pipeline::decide;

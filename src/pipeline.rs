@@ -6,7 +6,7 @@ use crate::decision::Decision;
 use crate::eval::{EvalError, EvalOptions};
 use crate::facts::Facts;
 use crate::policy::Policy;
-use crate::render::{RenderError, RenderOptions, Rendered};
+use crate::render::{RenderError, RenderOptions};
 use crate::select::{PolicySizer, Summary};
 use crate::state::State;
 
@@ -18,13 +18,7 @@ pub enum PipelineError {
     Render(#[from] RenderError),
 }
 
-/// A decision and, when it needs one, the handoff.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub decision: Decision,
-    pub summary: Option<Summary>,
-    pub rendered: Option<Rendered>,
-}
+pub use crate::outcome::Outcome;
 
 /// Decide with summary sizes measured by the policy's own selection rules.
 pub fn decide(policy: &Policy, state: &State, opts: &EvalOptions) -> Result<Decision, EvalError> {
@@ -86,11 +80,13 @@ pub fn fit_selected(
 }
 
 /// Decide, select and fit the handoff to its budget, without running an external
-/// summarizer: what `baton explain` shows (the decision with its `budget`).
+/// summarizer: what `baton explain` shows (the decision with its `budget`). `render` names the
+/// templates the handoff is measured with; its document root is `eval`'s.
 pub fn explain(
     policy: &Policy,
     state: &State,
     eval: &EvalOptions,
+    render: &RenderOptions,
 ) -> Result<Outcome, PipelineError> {
     let sizer = PolicySizer { policy };
     let (decision, facts) = crate::eval::evaluate(policy, state, eval, &sizer)?;
@@ -104,7 +100,7 @@ pub fn explain(
     let summary = crate::select::select(policy, &facts, &decision);
     let render = RenderOptions {
         document_root: eval.document_root.clone(),
-        ..RenderOptions::default()
+        ..render.clone()
     };
     fit_selected(policy, state, &facts, decision, summary, &render)
 }

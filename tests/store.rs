@@ -496,6 +496,7 @@ fn dispatch_decides_exactly_as_the_engine_does_on_the_whole_thread() {
                     clean_context: input.request.clean_context,
                     handoff_dir: Some(docs.clone()),
                     templates_dir: None,
+                    templates: None,
                 };
                 let got = store::dispatch(&mut store, &policy, &req).map(|d| d.decision);
                 let opts = baton::EvalOptions {
@@ -506,7 +507,8 @@ fn dispatch_decides_exactly_as_the_engine_does_on_the_whole_thread() {
                 let mut whole = input.clone();
                 whole.request.provider = target.into();
                 // Decided, then fitted to the budget, as dispatch does.
-                let want = baton::pipeline::explain(&policy, &whole, &opts).map(|o| o.decision);
+                let want = baton::pipeline::explain(&policy, &whole, &opts, &Default::default())
+                    .map(|o| o.decision);
                 match (got, want) {
                     (Ok(g), Ok(w)) => {
                         assert_eq!(g, w, "{} {policy_name} {target}", file.display())

@@ -1,6 +1,7 @@
 //! One function per command: arguments in, exit code out.
 
 use super::{CheckArgs, DecideArgs, ExplainArgs, RenderArgs, StateSource};
+use crate::engine::Engine;
 use crate::policy::{self, Diagnostic, Policy};
 use crate::state::State;
 use std::path::Path;
@@ -13,12 +14,12 @@ pub(crate) fn load_policy(spec: &str) -> Result<Policy, u8> {
     match policy::load(spec) {
         Ok(p) => {
             for w in &p.warnings {
-                eprintln!("{w}");
+                super::report::diagnostic(w);
             }
             Ok(p)
         }
         Err(e) => {
-            eprintln!("{e}");
+            super::report::policy_error(&e);
             Err(FAIL)
         }
     }
@@ -66,7 +67,7 @@ pub(crate) fn check(a: CheckArgs) -> u8 {
                 }
                 if !a.json {
                     for w in &p.warnings {
-                        eprintln!("{w}");
+                        super::report::diagnostic(w);
                     }
                     outln!(
                         "{}: {} {} (policy \"{}\": {} signals, {} ladder rules, {} warnings)",
@@ -84,7 +85,7 @@ pub(crate) fn check(a: CheckArgs) -> u8 {
             Err(e) => {
                 failed += 1;
                 if !a.json {
-                    eprintln!("{e}");
+                    super::report::policy_error(&e);
                     outln!("fail: {spec}");
                 }
                 all.push((spec.clone(), e.diagnostics.clone(), false));
@@ -105,28 +106,50 @@ pub(crate) fn check(a: CheckArgs) -> u8 {
     }
 }
 
-/// The policy, the state and the evaluation options of a deciding command.
-fn inputs(a: &DecideArgs) -> Result<(Policy, State, crate::eval::EvalOptions), u8> {
-    let policy = load_policy(&a.policy)?;
+/// The engine of a command's `--policy` (and `--templates`), with its warnings printed.
+pub(crate) fn load_engine(
+    policy: &str,
+    templates: Option<&Path>,
+    handoff_dir: Option<std::path::PathBuf>,
+) -> Result<Engine, u8> {
+    let mut builder = Engine::builder(policy).document_root(super::handoff_root(handoff_dir));
+    if let Some(dir) = templates {
+        builder = builder.templates_dir(dir);
+    }
+    match builder.build() {
+        Ok(engine) => {
+            for w in &engine.policy().warnings {
+                super::report::diagnostic(w);
+            }
+            Ok(engine)
+        }
+        Err(e) => {
+            super::report::error(&e);
+            Err(FAIL)
+        }
+    }
+}
+
+/// The engine and the state of a deciding command.
+fn inputs(a: &DecideArgs, templates: Option<&Path>) -> Result<(Engine, State), u8> {
+    let engine = load_engine(&a.policy, templates, a.handoff_dir.clone())?;
     let state = load_state(&a.source)?;
-    let opts = crate::eval::EvalOptions {
-        target: a.target.clone(),
-        document_root: a.handoff_dir.clone(),
-    };
-    Ok((policy, state, opts))
+    Ok((engine, state))
 }
 
 pub(crate) fn explain(a: ExplainArgs) -> u8 {
-    let (policy, state, opts) = match inputs(&a.decide) {
+    let (engine, state) = match inputs(&a.decide, None) {
         Ok(x) => x,
         Err(c) => return c,
     };
-    match crate::pipeline::explain(&policy, &state, &opts).map(|o| o.decision) {
+    match engine.decide(&state, a.decide.target.as_deref()) {
         Ok(d) => {
             if a.json {
                 outln!("{}", d.to_json());
+            } else if a.verbose {
+                out!("{}", engine.explain_verbose(&d));
             } else {
-                out!("{}", crate::explain::render(&d, a.verbose));
+                out!("{}", engine.explain(&d));
             }
             OK
         }
@@ -138,16 +161,11 @@ pub(crate) fn explain(a: ExplainArgs) -> u8 {
 }
 
 pub(crate) fn render(a: RenderArgs) -> u8 {
-    let (policy, state, eval) = match inputs(&a.decide) {
+    let (engine, state) = match inputs(&a.decide, a.templates.as_deref()) {
         Ok(x) => x,
         Err(c) => return c,
     };
-    let ropts = crate::render::RenderOptions {
-        templates_dir: a.templates.clone(),
-        document_root: a.decide.handoff_dir.clone(),
-        ..Default::default()
-    };
-    let outcome = match crate::pipeline::run(&policy, &state, &eval, &ropts) {
+    let outcome = match engine.run(&state, a.decide.target.as_deref()) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("{e}");

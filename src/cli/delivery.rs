@@ -25,7 +25,7 @@ pub(crate) fn render_deliver(
     handoff_dir: Option<PathBuf>,
     thread: &str,
 ) -> u8 {
-    let store = OffbandStore::new(handoff_dir);
+    let store = OffbandStore::new(super::handoff_root(handoff_dir));
     // `render` keeps no database: the grant is issued (so an unusable document is caught)
     // but not recorded; `baton dispatch` records it in the store.
     let mut grants = MemoryGrantStore::new();
@@ -102,7 +102,7 @@ fn print_gc(report: &GcReport, json: bool) {
 /// `baton gc`: remove expired off-band handoff directories; with a store, also those whose
 /// handoff was superseded or whose thread was deleted.
 pub(crate) fn gc(a: GcArgs) -> u8 {
-    let offband = OffbandStore::new(a.handoff_dir.clone());
+    let offband = OffbandStore::new(super::handoff_root(a.handoff_dir.clone()));
     let retention = Retention {
         max_age: Some(a.max_age),
         max_per_thread: Some(a.keep),
@@ -156,7 +156,7 @@ fn open_existing(db: &Path) -> Result<Store, u8> {
         );
         return Err(FAIL);
     }
-    Store::open(db).map_err(|e| {
+    Store::open_with_busy_timeout(db, super::store::busy_timeout()).map_err(|e| {
         eprintln!("{e}");
         FAIL
     })

@@ -1,6 +1,9 @@
 //! Command-line interface. Every command parses its arguments, calls one library function and
 //! prints; no policy logic lives here.
 
+// Doc comments here are clap help text (`<tmp>`, `<n>`), not rustdoc HTML.
+#![allow(rustdoc::invalid_html_tags)]
+
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,6 +14,7 @@ mod commands;
 mod delivery;
 mod quality;
 mod replay;
+mod report;
 mod serve;
 mod store;
 mod tooling;
@@ -360,8 +364,29 @@ pub struct ExplainArgs {
     pub verbose: bool,
 }
 
+/// The off-band root a command uses: the flag, else `$BATON_HANDOFF_DIR` when set and not
+/// empty, else `None` (the library's default, `<tmp>/baton-<uid>`). The library reads no
+/// environment; the command line does it here, for every command and the service.
+pub(crate) fn handoff_root(given: Option<PathBuf>) -> Option<PathBuf> {
+    given.or_else(|| match std::env::var_os("BATON_HANDOFF_DIR") {
+        Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
+        _ => None,
+    })
+}
+
+/// Debug builds only: abort the process at the store step `$BATON_FAULT` names (the crash
+/// tests of tests/store_cli.rs). Release builds install no hook.
+#[cfg(debug_assertions)]
+fn fault_from_env(step: &str) {
+    if std::env::var("BATON_FAULT").is_ok_and(|v| v == step) {
+        std::process::abort();
+    }
+}
+
 /// Run the CLI.
 pub fn main() -> ExitCode {
+    #[cfg(debug_assertions)]
+    crate::store::set_fault_hook(fault_from_env);
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

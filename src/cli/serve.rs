@@ -30,7 +30,7 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
     );
     cfg.framing = framing;
     cfg.templates = a.templates;
-    cfg.handoff_dir = a.handoff_dir;
+    cfg.handoff_dir = super::handoff_root(a.handoff_dir);
     cfg.max_message = a.max_message;
     cfg.debounce = std::time::Duration::from_millis(a.debounce_ms);
     cfg.watch = !a.no_watch;
@@ -45,11 +45,32 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
             max_per_thread: Some(a.gc_keep),
         },
     });
+    bound_malloc_arenas();
     match serve::serve(cfg) {
         Ok(()) => super::commands::OK,
         Err(e) => {
             eprintln!("{e}");
             super::commands::FAIL
+        }
+    }
+}
+
+/// Cap glibc's malloc arenas at one per core (at least 2), unless the environment sets
+/// `MALLOC_ARENA_MAX` itself. glibc lets threads open up to 8 arenas per core, and each arena
+/// keeps the memory of the largest requests it served; with library work spread over tokio's
+/// blocking-pool threads, the server's resident memory then climbs in steps for a long time
+/// (docs/performance.md has the measurements). One arena per core keeps it flat: no more
+/// threads than cores run at once anyway. No-op on other platforms and C libraries. The
+/// command does this, not the library: an embedding app owns its process's allocator.
+fn bound_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let arenas = i32::try_from(cores.max(2)).unwrap_or(i32::MAX);
+        #[allow(unsafe_code)]
+        // SAFETY: mallopt(3) only changes an allocator tuning parameter; it takes no pointers.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, arenas);
         }
     }
 }

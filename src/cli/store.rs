@@ -1,7 +1,7 @@
 //! The store's commands: `db init|import|export`, `dispatch`, `complete`, `rollback`, `fork`,
 //! `merge-back`, `regenerate`, and loading `--db FILE --thread ID` for explain/render.
 
-use super::commands::{load_policy, FAIL, OK, USAGE};
+use super::commands::{FAIL, OK, USAGE};
 use super::StateSource;
 use crate::state::{Item, RunStatus, State};
 use crate::store::{self, Dispatched, Store, StoreError};
@@ -25,6 +25,16 @@ impl DbPath {
     fn resolve(&self) -> PathBuf {
         db_path(self.db.as_deref()).0
     }
+}
+
+/// How long a store command waits for a locked database: `$BATON_BUSY_TIMEOUT_MS`, else
+/// [`crate::store::DEFAULT_BUSY_TIMEOUT`].
+pub(crate) fn busy_timeout() -> std::time::Duration {
+    std::env::var("BATON_BUSY_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(std::time::Duration::from_millis)
+        .unwrap_or(crate::store::DEFAULT_BUSY_TIMEOUT)
 }
 
 /// The database every `--db` names: the flag, else `$BATON_DB` (when set and not empty), else
@@ -215,7 +225,7 @@ pub struct RegenerateArgs {
 }
 
 fn open(db: &Path) -> Result<Store, u8> {
-    Store::open(db).map_err(|e| {
+    Store::open_with_busy_timeout(db, busy_timeout()).map_err(|e| {
         eprintln!("{e}");
         FAIL
     })
@@ -416,13 +426,14 @@ fn print_handoff(label: &str, h: &store::HandoffRecord) {
     }
 }
 
-fn policy_of(h: &HandoffArgs) -> Result<crate::policy::Policy, u8> {
-    load_policy(&h.policy)
+/// The engine of a handoff-making command: its `--policy`, `--templates` and `--handoff-dir`.
+fn engine_of(h: &HandoffArgs) -> Result<crate::engine::Engine, u8> {
+    super::commands::load_engine(&h.policy, h.templates.as_deref(), h.handoff_dir.clone())
 }
 
 pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
-    let policy = match policy_of(&a.handoff) {
-        Ok(p) => p,
+    let engine = match engine_of(&a.handoff) {
+        Ok(e) => e,
         Err(c) => return c,
     };
     let mut store = match open(&a.db.resolve()) {
@@ -436,10 +447,11 @@ pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
         model: a.model.clone(),
         runtime_mode: a.runtime_mode.clone(),
         clean_context: a.clean_context,
-        handoff_dir: a.handoff.handoff_dir.clone(),
+        handoff_dir: super::handoff_root(a.handoff.handoff_dir.clone()),
         templates_dir: a.handoff.templates.clone(),
+        templates: Some(engine.templates().clone()),
     };
-    match store::dispatch(&mut store, &policy, &req) {
+    match store::dispatch(&mut store, engine.policy(), &req) {
         Ok(d) => {
             print_dispatched(&d, a.json, "started");
             if d.started {
@@ -603,8 +615,8 @@ fn handoff_command(
         &store::HandoffOptions,
     ) -> Result<Dispatched, StoreError>,
 ) -> u8 {
-    let policy = match policy_of(h) {
-        Ok(p) => p,
+    let engine = match engine_of(h) {
+        Ok(e) => e,
         Err(c) => return c,
     };
     let mut store = match open(&db.resolve()) {
@@ -613,10 +625,11 @@ fn handoff_command(
     };
     let opts = store::HandoffOptions {
         message,
-        handoff_dir: h.handoff_dir.clone(),
+        handoff_dir: super::handoff_root(h.handoff_dir.clone()),
         templates_dir: h.templates.clone(),
+        templates: Some(engine.templates().clone()),
     };
-    match op(&mut store, &policy, &opts) {
+    match op(&mut store, engine.policy(), &opts) {
         Ok(d) => {
             print_dispatched(&d, json, what);
             OK

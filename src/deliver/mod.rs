@@ -105,6 +105,16 @@ pub enum DeliveryError {
     Store(String),
 }
 
+impl From<crate::ids::InvalidId> for DeliveryError {
+    fn from(e: crate::ids::InvalidId) -> Self {
+        DeliveryError::InvalidId {
+            kind: e.kind,
+            id: e.id,
+            why: e.why,
+        }
+    }
+}
+
 impl DeliveryError {
     /// Classify an I/O error on `path` into the matching variant.
     pub fn from_io(path: impl Into<PathBuf>, source: io::Error) -> Self {
@@ -143,9 +153,4 @@ impl DeliveryError {
     }
 }
 
-/// The effective uid of this process; directories and files baton uses must be owned by it.
-#[allow(unsafe_code)]
-pub fn effective_uid() -> u32 {
-    // SAFETY: geteuid(2) takes no arguments, touches no memory we own, and cannot fail.
-    unsafe { libc::geteuid() }
-}
+pub use crate::ids::effective_uid;

@@ -10,22 +10,20 @@
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{effective_uid, DeliveryError};
+use super::DeliveryError;
 
-/// The file name of the full handoff document inside a handoff directory.
-pub const DOCUMENT_FILE: &str = "handoff.md";
+pub use crate::ids::DOCUMENT_FILE;
 /// The marker file baton writes into every handoff directory it creates; GC only ever
 /// removes directories containing it.
 pub const MARKER_FILE: &str = ".baton-handoff";
 
 const DIR_MODE: u32 = 0o700;
 const FILE_MODE: u32 = 0o600;
-const MAX_COMPONENT_BYTES: usize = 200;
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -35,41 +33,11 @@ pub struct OffbandStore {
     root: PathBuf,
 }
 
-/// The default root: `$BATON_HANDOFF_DIR` if set and non-empty, else
-/// `<temp dir>/baton-<euid>`.
-pub fn default_root() -> PathBuf {
-    match std::env::var_os("BATON_HANDOFF_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => std::env::temp_dir().join(format!("baton-{}", effective_uid())),
-    }
-}
+pub use crate::ids::{canonical_root, default_root};
 
-/// Check that `id` can be used as a single path component: non-empty, not `.`, and free of
-/// `/`, `\`, `..` and NUL; at most 200 bytes.
+/// Check that `id` can be used as a single path component ([`crate::ids::validate_id`]).
 pub fn validate_id(kind: &'static str, id: &str) -> Result<(), DeliveryError> {
-    let why = if id.is_empty() {
-        Some("must not be empty")
-    } else if id == "." {
-        Some("must not be `.`")
-    } else if id.contains("..") {
-        Some("must not contain `..`")
-    } else if id.contains('/') || id.contains('\\') {
-        Some("must not contain a path separator")
-    } else if id.contains('\0') {
-        Some("must not contain NUL")
-    } else if id.len() > MAX_COMPONENT_BYTES {
-        Some("is longer than 200 bytes")
-    } else {
-        None
-    };
-    match why {
-        Some(why) => Err(DeliveryError::InvalidId {
-            kind,
-            id: id.to_string(),
-            why,
-        }),
-        None => Ok(()),
-    }
+    crate::ids::validate_id(kind, id).map_err(DeliveryError::from)
 }
 
 impl OffbandStore {
@@ -186,90 +154,34 @@ impl OffbandStore {
     }
 }
 
-/// The canonical form of an off-band root, resolved once when a store is set up.
-///
-/// * An existing root must first pass the safety checks of [`check_private_dir`]; only then
-///   is it canonicalised (it is not a symlink itself, so this only resolves symlinked
-///   directories above it). An unsafe root is kept as written: writing refuses it.
-/// * A missing root is the canonical form of its deepest existing ancestor followed by the
-///   components still to be created (as long as those are plain names). A relative root
-///   becomes absolute (the pre-grant only ever allows an absolute path).
-/// * Anything that cannot be resolved is kept as written.
-pub fn canonical_root(root: PathBuf) -> PathBuf {
-    if fs::symlink_metadata(&root).is_ok() {
-        return match check_private_dir(&root) {
-            Ok(()) => fs::canonicalize(&root).unwrap_or(root),
-            Err(_) => root,
-        };
-    }
-    let mut missing = Vec::new();
-    let mut ancestor = root.as_path();
-    // A relative root resolves against the working directory (`.`), so it becomes absolute.
-    while !ancestor.as_os_str().is_empty() && fs::symlink_metadata(ancestor).is_err() {
-        let (Some(name), Some(parent)) = (ancestor.file_name(), ancestor.parent()) else {
-            return root;
-        };
-        if !matches!(
-            Path::new(name).components().next(),
-            Some(Component::Normal(_))
-        ) {
-            return root;
-        }
-        missing.push(name.to_owned());
-        ancestor = parent;
-    }
-    let base = if ancestor.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        ancestor
-    };
-    match fs::canonicalize(base) {
-        Ok(mut resolved) => {
-            resolved.extend(missing.iter().rev());
-            resolved
-        }
-        Err(_) => root,
-    }
-}
-
 /// Refuse `dir` unless it is a real directory (not a symlink) owned by us and not
 /// writable by group or others.
 pub(crate) fn check_private_dir(dir: &Path) -> Result<(), DeliveryError> {
-    let meta = fs::symlink_metadata(dir).map_err(|e| DeliveryError::from_io(dir, e))?;
-    if meta.file_type().is_symlink() {
-        return Err(DeliveryError::unsafe_path(
+    use crate::ids::NotPrivate;
+    match crate::ids::private_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(NotPrivate::Io(e)) => Err(DeliveryError::from_io(dir, e)),
+        Err(NotPrivate::Symlink) => Err(DeliveryError::unsafe_path(
             dir,
             "it is a symlink (possibly planted by another user)",
             "remove the symlink or set BATON_HANDOFF_DIR to a private directory",
-        ));
-    }
-    if !meta.is_dir() {
-        return Err(DeliveryError::unsafe_path(
+        )),
+        Err(NotPrivate::NotADirectory) => Err(DeliveryError::unsafe_path(
             dir,
             "it exists and is not a directory",
             "remove it or set BATON_HANDOFF_DIR to a private directory",
-        ));
-    }
-    let me = effective_uid();
-    if meta.uid() != me {
-        return Err(DeliveryError::unsafe_path(
+        )),
+        Err(NotPrivate::Owner { uid, me }) => Err(DeliveryError::unsafe_path(
             dir,
-            format!(
-                "it is owned by uid {}, not by this user (uid {me})",
-                meta.uid()
-            ),
+            format!("it is owned by uid {uid}, not by this user (uid {me})"),
             "remove it or set BATON_HANDOFF_DIR to a directory you own",
-        ));
-    }
-    let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(DeliveryError::unsafe_path(
+        )),
+        Err(NotPrivate::Writable { mode }) => Err(DeliveryError::unsafe_path(
             dir,
             format!("it is writable by group or others (mode {mode:04o})"),
             "run `chmod 700` on it or set BATON_HANDOFF_DIR to a private directory",
-        ));
+        )),
     }
-    Ok(())
 }
 
 /// Create `dir` (one level) with mode 0700 if missing, then check it.

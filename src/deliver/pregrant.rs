@@ -20,8 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::DeliveryError;
 
-/// The only tool a pre-grant can be issued for.
-pub const GRANTABLE_TOOL: &str = "Read";
+pub use crate::ids::GRANTABLE_TOOL;
 
 /// A pre-grant for one tool on one canonical path for one turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,7 +14,7 @@ use super::offband::OffbandStore;
 use super::pregrant::{issue, Grant, GrantStore};
 use super::DeliveryError;
 use crate::decision::DeliveryMode;
-use crate::pipeline::Outcome;
+use crate::outcome::Outcome;
 
 /// File name of the first-turn prompt written next to the document.
 pub const INLINE_FILE: &str = "inline.md";

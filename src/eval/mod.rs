@@ -469,9 +469,7 @@ pub fn evaluate_in<'a>(
         });
         let mode = DeliveryMode::of(chosen.map(|r| r.off_band).unwrap_or(false));
         let document = (mode == DeliveryMode::OffBand).then(|| {
-            let store = crate::deliver::OffbandStore::new(opts.document_root.clone());
-            store
-                .document_path(record_thread, hid)
+            crate::ids::document_path(opts.document_root.clone(), record_thread, hid)
                 .display()
                 .to_string()
         });

@@ -935,7 +935,7 @@ pub fn check(
                 continue;
             };
             grants.push(CGrant {
-                tool: crate::deliver::GRANTABLE_TOOL.to_string(),
+                tool: crate::ids::GRANTABLE_TOOL.to_string(),
                 when,
                 span: g.span,
             });
@@ -1158,7 +1158,7 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
     let mut text_cuts = Vec::new();
     if let (Some(n), Some(t)) = (text_max, &s.text_max) {
         text_cuts.push(CTextCut {
-            cut: crate::select::Cut::Compact(n),
+            cut: crate::cut::Cut::Compact(n),
             kind: None,
             section: None,
             strict: false,
@@ -1267,7 +1267,7 @@ fn compile_text_cut(
     r: &TextCutDecl,
     sections: &[(String, String)],
 ) -> Option<CTextCut> {
-    use crate::select::Cut;
+    use crate::cut::Cut;
     let n = match (&r.chars, r.form.as_str()) {
         (Some(n), "whole") => {
             c.err(

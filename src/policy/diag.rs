@@ -1,9 +1,43 @@
 //! Diagnostics: `file:line:col: error: message`, the source line, a caret under the span,
 //! and an optional help line ("did you mean ...").
+//!
+//! Each diagnostic also carries its structure: a stable code (`baton::check::unknown_fact`,
+//! see [`super::codes`]), the byte range in its source, and the source text itself, so that
+//! it implements [`miette::Diagnostic`] (labels, help, code) for graphical rendering and
+//! serialises with file, range, line/column, code, message and help for `--json`.
 
 use super::ast::Span;
 use serde::Serialize;
 use std::fmt;
+use std::sync::Arc;
+
+/// A byte range in a policy source (`start..end`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ByteRange {
+    /// The first byte.
+    pub start: usize,
+    /// One past the last byte.
+    pub end: usize,
+}
+
+/// The source a diagnostic points into, for miette's snippet rendering. It is context, not
+/// identity: two diagnostics compare equal whatever their source texts are.
+#[derive(Clone)]
+pub struct SourceText(Arc<miette::NamedSource<String>>);
+
+impl fmt::Debug for SourceText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SourceText({})", self.0.name())
+    }
+}
+
+impl PartialEq for SourceText {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for SourceText {}
 
 /// One policy source file held in memory.
 #[derive(Debug, Clone)]
@@ -30,9 +64,17 @@ pub struct Diagnostic {
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub help: Option<String>,
+    /// The stable code of the problem (`baton::check::unknown_fact`, ...).
+    pub code: &'static str,
+    /// The byte range in the source (none for a problem about a whole file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range: Option<ByteRange>,
     /// The source line and the caret line under it (empty when there is no span).
     #[serde(skip)]
     pub snippet: Vec<String>,
+    /// The source text, for graphical rendering.
+    #[serde(skip)]
+    pub source: Option<SourceText>,
 }
 
 impl Diagnostic {
@@ -42,31 +84,52 @@ impl Diagnostic {
         span: Span,
         message: impl Into<String>,
     ) -> Diagnostic {
-        let (file, snippet) = match sources.get(span.source) {
-            Some(src) => (src.name.clone(), snippet(&src.text, span)),
-            None => (String::from("<policy>"), Vec::new()),
+        let (file, snippet, source, range) = match sources.get(span.source) {
+            Some(src) => {
+                let start = span.start.min(src.text.len());
+                let range = ByteRange {
+                    start,
+                    end: span.end.clamp(start, src.text.len()),
+                };
+                let named = miette::NamedSource::new(src.name.clone(), src.text.clone());
+                (
+                    src.name.clone(),
+                    snippet(&src.text, span),
+                    Some(SourceText(Arc::new(named))),
+                    Some(range),
+                )
+            }
+            None => (String::from("<policy>"), Vec::new(), None, None),
         };
+        let message = message.into();
         Diagnostic {
             severity,
             file,
             line: span.line.max(1),
             col: span.col.max(1),
-            message: message.into(),
+            code: super::codes::code_for(&message),
+            message,
             help: None,
+            range,
             snippet,
+            source,
         }
     }
 
     /// A diagnostic about a whole file (cannot read it, ...).
     pub fn file_level(file: &str, message: impl Into<String>) -> Diagnostic {
+        let message = message.into();
         Diagnostic {
             severity: Severity::Error,
             file: file.to_string(),
             line: 1,
             col: 1,
-            message: message.into(),
+            code: super::codes::code_for(&message),
+            message,
             help: None,
+            range: None,
             snippet: Vec::new(),
+            source: None,
         }
     }
 
@@ -158,5 +221,93 @@ impl PolicyError {
         PolicyError {
             diagnostics: vec![d],
         }
+    }
+}
+
+impl std::error::Error for Diagnostic {}
+
+impl miette::Diagnostic for Diagnostic {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        Some(Box::new(self.code))
+    }
+
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(match self.severity {
+            Severity::Error => miette::Severity::Error,
+            Severity::Warning => miette::Severity::Warning,
+        })
+    }
+
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display + 'a>)
+    }
+
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        self.source
+            .as_ref()
+            .map(|s| &*s.0 as &dyn miette::SourceCode)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
+        let range = self.range?;
+        self.source.as_ref()?;
+        let label = miette::LabeledSpan::new_primary_with_span(
+            None,
+            (range.start, range.end.saturating_sub(range.start)),
+        );
+        Some(Box::new(std::iter::once(label)))
+    }
+}
+
+/// A diagnostic whose `Display` is its message alone, for miette's graphical handler (which
+/// draws the location, snippet, code and help itself).
+#[derive(Debug)]
+pub struct Headline<'a>(pub &'a Diagnostic);
+
+impl fmt::Display for Headline<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0.source {
+            // The snippet header names the file; without one, the headline does.
+            Some(_) => f.write_str(&self.0.message),
+            None => write!(f, "{}: {}", self.0.file, self.0.message),
+        }
+    }
+}
+
+impl std::error::Error for Headline<'_> {}
+
+impl miette::Diagnostic for Headline<'_> {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.0.code()
+    }
+    fn severity(&self) -> Option<miette::Severity> {
+        miette::Diagnostic::severity(self.0)
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        miette::Diagnostic::help(self.0)
+    }
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        self.0.source_code()
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
+        self.0.labels()
+    }
+}
+
+impl miette::Diagnostic for PolicyError {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.diagnostics
+            .first()
+            .map(|d| Box::new(d.code) as Box<dyn fmt::Display + 'a>)
+    }
+
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn miette::Diagnostic> + 'a>> {
+        Some(Box::new(
+            self.diagnostics
+                .iter()
+                .map(|d| d as &dyn miette::Diagnostic),
+        ))
     }
 }

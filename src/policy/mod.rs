@@ -7,6 +7,7 @@
 
 pub mod ast;
 pub mod check;
+pub mod codes;
 pub mod diag;
 pub mod parser;
 pub mod source;
@@ -186,7 +187,7 @@ pub enum SummarySource {
 /// A compiled `text FORM ...` rule (or the legacy `text max N`, as `compact N` for every text).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CTextCut {
-    pub cut: crate::select::Cut,
+    pub cut: crate::cut::Cut,
     pub kind: Option<String>,
     pub section: Option<String>,
     /// Applies to must-keep items too (seed 004's exact lines).

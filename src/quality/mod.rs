@@ -28,7 +28,7 @@ use crate::policy::Policy;
 use crate::render::RenderOptions;
 use crate::select::display_path;
 use crate::state::{Item, RunStatus, State};
-use crate::EvalOptions;
+use crate::eval::EvalOptions;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use unicode_segmentation::UnicodeSegmentation;

@@ -8,10 +8,13 @@ use crate::decision::{Decision, DeliveryMode};
 use crate::policy::Policy;
 use crate::select::{compact, Summary};
 use crate::state::State;
-use minijinja::{context, Environment, UndefinedBehavior};
+use minijinja::{context, Environment};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+mod templates;
+pub use templates::TemplateSet;
 
 /// Templates shipped in the binary.
 pub const EMBEDDED: &[(&str, &str)] = &[
@@ -48,7 +51,11 @@ fn inline_template_for(env: &Environment<'_>, doc_template: &str) -> String {
 
 #[derive(Debug, Clone, Default)]
 pub struct RenderOptions {
-    /// A directory whose templates override the embedded ones by name.
+    /// The compiled templates to render with (an [`crate::Engine`] passes its own). When
+    /// `None`, the embedded templates overridden by `templates_dir` are compiled for this call.
+    pub templates: Option<TemplateSet>,
+    /// A directory whose templates override the embedded ones by name (used only when
+    /// `templates` is `None`).
     pub templates_dir: Option<PathBuf>,
     /// Who wrote the summary (`deterministic` unless an external summarizer did).
     pub created_by: Option<String>,
@@ -137,7 +144,7 @@ pub struct Templates {
     pub inline: String,
 }
 
-fn template_error(name: &str, e: &minijinja::Error) -> RenderError {
+pub(crate) fn template_error(name: &str, e: &minijinja::Error) -> RenderError {
     let mut message = e
         .detail()
         .map(|d| d.to_string())
@@ -154,32 +161,6 @@ fn template_error(name: &str, e: &minijinja::Error) -> RenderError {
         line: e.line().unwrap_or(0),
         message,
     }
-}
-
-fn environment(opts: &RenderOptions) -> Environment<'static> {
-    let mut env = Environment::new();
-    env.set_undefined_behavior(UndefinedBehavior::Strict);
-    env.set_keep_trailing_newline(true);
-    env.set_trim_blocks(true);
-    let dir = opts.templates_dir.clone();
-    env.set_loader(move |name| {
-        if let Some(d) = &dir {
-            let p = d.join(name);
-            if p.is_file() {
-                return std::fs::read_to_string(&p).map(Some).map_err(|e| {
-                    minijinja::Error::new(
-                        minijinja::ErrorKind::InvalidOperation,
-                        format!("cannot read {}: {e}", p.display()),
-                    )
-                });
-            }
-        }
-        Ok(EMBEDDED
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, t)| t.to_string()))
-    });
-    env
 }
 
 fn render_one(
@@ -316,7 +297,15 @@ pub fn render(
             ),
         });
     };
-    let env = environment(opts);
+    let loaded;
+    let set = match &opts.templates {
+        Some(set) => set,
+        None => {
+            loaded = TemplateSet::load(opts.templates_dir.as_deref())?;
+            &loaded
+        }
+    };
+    let env = set.env();
     let doc_template = policy
         .template
         .clone()
@@ -356,7 +345,7 @@ pub fn render(
         strategy => decision.strategy.as_str(),
         handoff => context! { id => hid.clone(), strategy => hs.as_str(), created_by => created_by.clone() },
         covered => context! { from => covered.from, to => covered.to },
-        sections => sections_value(&env, &doc_template, summary),
+        sections => sections_value(env, &doc_template, summary),
         summary_text => opts.summary_text.clone(),
         anchor => anchor,
         included_count => summary.included.len(),
@@ -368,7 +357,7 @@ pub fn render(
         omitted_count => summary.omitted.len(),
         decision => minijinja::Value::from_serialize(decision),
     };
-    let mut document = render_one(&env, &doc_template, &ctx)?;
+    let mut document = render_one(env, &doc_template, &ctx)?;
     if !document.ends_with('\n') {
         document.push('\n');
     }
@@ -397,7 +386,7 @@ pub fn render(
     } else {
         message
     };
-    let inline_template = inline_template_for(&env, &doc_template);
+    let inline_template = inline_template_for(env, &doc_template);
     let inline_prompt = |mode: DeliveryMode, document_path: Option<&str>, gist: &[String]| {
         let ctx = context! {
             mode => mode.as_str(),
@@ -407,7 +396,7 @@ pub fn render(
             document => document_value.clone(),
             handoff => context! { id => hid.clone(), strategy => hs.as_str() },
         };
-        render_one(&env, &inline_template, &ctx)
+        render_one(env, &inline_template, &ctx)
     };
     let full_gist = gist(summary);
     let mut sentences = full_gist.as_slice();

@@ -8,9 +8,7 @@ mod files;
 mod problems;
 mod text;
 
-mod cut;
-
-pub use cut::{
+pub use crate::cut::{
     code_span, escape_controls, fenced, head, head_tail, one_line, prose, tail, thousands, Cut,
 };
 pub use files::display_path;

@@ -1,7 +1,7 @@
 //! The entry text of an open failing command or tool call: what failed, with its exit code,
 //! whole, and the last lines of its output in a fence no line of the output can close.
 
-use super::cut::{code_span, escape_controls, longest_backtick_run, one_line};
+use crate::cut::{code_span, escape_controls, longest_backtick_run, one_line};
 use crate::facts::{is_test_command, ItemCtx};
 use crate::state::Item;
 use unicode_segmentation::UnicodeSegmentation;

@@ -2,9 +2,9 @@
 
 /// Collapse every whitespace run to one space and trim; over `max` characters, keep the first
 /// `max - 3` and append `...`. Counts characters, never splits a grapheme cluster (see
-/// [`super::cut::compact`]).
+/// [`crate::cut::compact`]).
 pub fn compact(text: &str, max: usize) -> String {
-    super::cut::compact(text, max)
+    crate::cut::compact(text, max)
 }
 
 /// The longest prefix of `text` of at most `room` characters that ends at a whitespace
@@ -32,7 +32,7 @@ pub fn cut_at_whitespace(text: &str, room: usize) -> String {
     let end = match last_boundary {
         Some(b) if b > 0 => b,
         // No whitespace: a plain cut, on a grapheme-cluster boundary.
-        _ => super::cut::grapheme_end_within(text, limit).min(byte_at_limit),
+        _ => crate::cut::grapheme_end_within(text, limit).min(byte_at_limit),
     };
     let prefix = text[..end].trim_end();
     if prefix.is_empty() {

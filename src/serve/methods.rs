@@ -306,14 +306,10 @@ fn decide_input(cx: &Cx, p: &DecideParams) -> Result<(State, EvalOptions), RpcEr
 fn explain(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
     let set = &cx.set;
     let (state, opts) = decide_input(cx, &p)?;
-    let d = crate::pipeline::explain(&set.policy, &state, &opts)
-        .map(|o| o.decision)
-        .map_err(|e| match e {
-            crate::pipeline::PipelineError::Eval(e) => eval_error(&e),
-            crate::pipeline::PipelineError::Render(e) => {
-                RpcError::new(code::RENDER_ERROR, e.to_string())
-            }
-        })?;
+    let d = set
+        .engine
+        .decide(&state, opts.target.as_deref())
+        .map_err(|e| engine_error(&e))?;
     Ok(json!({
         "policy": set.reference(),
         "decision": d,
@@ -324,18 +320,10 @@ fn explain(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
 fn render(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
     let set = &cx.set;
     let (state, opts) = decide_input(cx, &p)?;
-    let ropts = crate::render::RenderOptions {
-        templates_dir: set.templates_dir(),
-        document_root: opts.document_root.clone(),
-        ..Default::default()
-    };
-    let outcome =
-        crate::pipeline::run(&set.policy, &state, &opts, &ropts).map_err(|e| match e {
-            crate::pipeline::PipelineError::Eval(e) => eval_error(&e),
-            crate::pipeline::PipelineError::Render(e) => {
-                RpcError::new(code::RENDER_ERROR, e.to_string())
-            }
-        })?;
+    let outcome = set
+        .engine
+        .run(&state, opts.target.as_deref())
+        .map_err(|e| engine_error(&e))?;
     Ok(json!({
         "policy": set.reference(),
         "decision": outcome.decision,
@@ -347,4 +335,13 @@ fn render(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
             "provenance": r.provenance,
         })),
     }))
+}
+
+/// The JSON-RPC error of an engine failure: decision errors as [`eval_error`], template
+/// failures as `RENDER_ERROR`.
+fn engine_error(e: &crate::Error) -> RpcError {
+    match e {
+        crate::Error::Eval(e) => eval_error(e),
+        other => RpcError::new(code::RENDER_ERROR, other.to_string()),
+    }
 }

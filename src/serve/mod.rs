@@ -1,21 +1,15 @@
 //! `baton serve`: a JSON-RPC 2.0 sidecar over stdio or a Unix socket, on tokio.
 //!
 //! Public entry point: [`serve`]. The pieces:
-//! * [`framing`]: `Content-Length` (LSP) or newline framing with a size limit;
-//! * [`rpc`]: the JSON-RPC message model and error codes;
-//! * [`policy_set`]: the policy + templates set, checked as a whole, swapped atomically,
+//! * `framing`: `Content-Length` (LSP) or newline framing with a size limit;
+//! * `rpc`: the JSON-RPC message model and error codes;
+//! * `policy_set`: the policy + templates set, checked as a whole, swapped atomically,
 //!   reloaded on change;
-//! * [`session`]: one connection: per-thread FIFO queues, cancellation, graceful shutdown;
-//! * [`methods`]: the method router, a thin layer over the library (no policy logic);
-//! * [`sweep`]: the periodic garbage collection of off-band documents.
+//! * `session`: one connection: per-thread FIFO queues, cancellation, graceful shutdown;
+//! * `methods`: the method router, a thin layer over the library (no policy logic);
+//! * `sweep`: the periodic garbage collection of off-band documents.
 
-pub mod framing;
-pub mod methods;
-pub mod policy_set;
-pub mod rpc;
-pub mod session;
-pub mod stored;
-pub mod sweep;
+internal!(framing, methods, policy_set, rpc, session, stored, sweep);
 
 pub use framing::Framing;
 pub use policy_set::{PolicyHolder, PolicySet};
@@ -46,7 +40,8 @@ pub struct ServeConfig {
     pub templates: Option<PathBuf>,
     /// The store database.
     pub db: PathBuf,
-    /// Root of the off-band document directory (default: `$BATON_HANDOFF_DIR`, else per-user tmp).
+    /// Root of the off-band document directory (default: `<tmp>/baton-<uid>`; `baton serve`
+    /// passes `$BATON_HANDOFF_DIR`).
     pub handoff_dir: Option<PathBuf>,
     /// Largest message body accepted, in bytes.
     pub max_message: usize,
@@ -101,10 +96,10 @@ pub enum ServeError {
 
 /// Run the service until `exit`, end of input (stdio) or a termination signal. Blocks.
 ///
-/// This owns the process's runtime, so it also bounds the allocator's per-thread arenas (see
-/// [`bound_malloc_arenas`]); [`run`], for embedding, leaves the process settings alone.
+/// This builds its own multi-threaded runtime; process settings (the allocator's arenas,
+/// signals' defaults, the umask) are left alone: the `baton serve` command tunes the
+/// allocator itself before it calls this.
 pub fn serve(cfg: ServeConfig) -> Result<(), ServeError> {
-    bound_malloc_arenas();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -112,28 +107,13 @@ pub fn serve(cfg: ServeConfig) -> Result<(), ServeError> {
     rt.block_on(run(cfg))
 }
 
-/// Cap glibc's malloc arenas at one per core (at least 2), unless the environment sets
-/// `MALLOC_ARENA_MAX` itself. glibc lets threads open up to 8 arenas per core, and each arena
-/// keeps the memory of the largest requests it served; with library work spread over tokio's
-/// blocking-pool threads, the server's resident memory then climbs in steps for a long time
-/// (docs/performance.md has the measurements). One arena per core keeps it flat: no more
-/// threads than cores run at once anyway. No-op on other platforms and C libraries.
-pub fn bound_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let arenas = i32::try_from(cores.max(2)).unwrap_or(i32::MAX);
-        #[allow(unsafe_code)]
-        // SAFETY: mallopt(3) only changes an allocator tuning parameter; it takes no pointers.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, arenas);
-        }
-    }
-}
-
 /// The async body of [`serve`], for embedding in an existing runtime.
 pub async fn run(cfg: ServeConfig) -> Result<(), ServeError> {
-    let policies = Arc::new(PolicyHolder::load(&cfg.policy, cfg.templates.clone())?);
+    let policies = Arc::new(PolicyHolder::load(
+        &cfg.policy,
+        cfg.templates.clone(),
+        cfg.handoff_dir.clone(),
+    )?);
     let shared = session::Shared::new(cfg.clone(), policies.clone());
     let _watcher = if cfg.watch {
         Some(start_watcher(&shared)?)
@@ -205,19 +185,23 @@ fn bind(path: &Path) -> Result<tokio::net::UnixListener, ServeError> {
         }
         std::fs::remove_file(path).map_err(|e| err("cannot remove the stale socket", e))?;
     }
-    // Create the socket with no group/other bits from the start, then make sure of 0600.
-    #[allow(unsafe_code)]
-    // SAFETY: umask(2) only swaps the process file-creation mask; it touches no memory.
-    let old = unsafe { libc::umask(0o177) };
-    let bound = tokio::net::UnixListener::bind(path);
-    #[allow(unsafe_code)]
-    // SAFETY: as above, restoring the previous mask.
-    unsafe {
-        libc::umask(old);
-    }
-    let listener = bound.map_err(|e| err("cannot listen", e))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+    // Create the socket inside a fresh private directory (mode 0700) next to its final path,
+    // set it to 0600 there, and only then rename it into place: no other user can connect
+    // to it before its mode is final, and the process's umask is never touched.
+    let parent = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let private = tempfile::Builder::new()
+        .prefix(".baton-sock-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(parent)
+        .map_err(|e| err("cannot listen", e))?;
+    let staged = private.path().join("s");
+    let listener = tokio::net::UnixListener::bind(&staged).map_err(|e| err("cannot listen", e))?;
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| err("cannot set mode 0600", e))?;
+    std::fs::rename(&staged, path).map_err(|e| err("cannot listen", e))?;
     Ok(listener)
 }
 

@@ -5,7 +5,9 @@
 //! it sees either the old set or the new one, never a mix. A set that does not check is
 //! rejected and the last good set keeps serving.
 
+use crate::engine::Engine;
 use crate::policy::{self, Diagnostic, Policy, PolicyError};
+use crate::render::TemplateSet;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -16,60 +18,20 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// One checked generation of the policy and its templates.
 #[derive(Debug)]
 pub struct PolicySet {
-    pub policy: Policy,
+    pub policy: Arc<Policy>,
     /// Templates read from the template directory (name -> text); embedded ones fill the rest.
     pub templates: BTreeMap<String, String>,
-    /// A private copy of those templates that renders of this generation read, so that a
-    /// render never sees a half-edited template directory. Removed when the set is dropped.
-    pub templates_snapshot: Option<Snapshot>,
+    /// The engine of this generation: the policy and its templates, compiled once. Every
+    /// render of the generation uses these compiled templates, so a render never sees a
+    /// half-edited template directory and nothing is written to disk.
+    pub engine: Engine,
     /// 1 for the set loaded at start, +1 for every swap.
     pub generation: u64,
     /// Unix time in milliseconds when the set was swapped in.
     pub loaded_at_ms: u64,
 }
 
-/// A private directory holding one generation's templates: created under the system temp
-/// directory with a fresh random name and mode 0700 (so no other user can read or swap a
-/// template), and deleted when the generation is dropped, i.e. once the set is no longer
-/// current and the last request that snapshotted it has finished.
-#[derive(Debug)]
-pub struct Snapshot(tempfile::TempDir);
-
-impl Snapshot {
-    fn write(templates: &BTreeMap<String, String>) -> Result<Snapshot, PolicyError> {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new()
-            .prefix("baton-serve-templates-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .map_err(|e| {
-                io_diag(
-                    &std::env::temp_dir(),
-                    "cannot create the template snapshot",
-                    &e,
-                )
-            })?;
-        for (name, text) in templates {
-            let p = dir.path().join(name);
-            std::fs::write(&p, text)
-                .map_err(|e| io_diag(&p, "cannot write the template snapshot", &e))?;
-        }
-        Ok(Snapshot(dir))
-    }
-
-    pub fn path(&self) -> &Path {
-        self.0.path()
-    }
-}
-
 impl PolicySet {
-    /// The template directory renders of this generation use.
-    pub fn templates_dir(&self) -> Option<PathBuf> {
-        self.templates_snapshot
-            .as_ref()
-            .map(|s| s.path().to_path_buf())
-    }
-
     /// The policy sources and template files the set was built from.
     pub fn files(&self) -> Vec<&str> {
         let sources = self.policy.sources.iter().map(|s| s.name.as_str());
@@ -106,6 +68,7 @@ pub struct Reloaded {
 pub struct PolicyHolder {
     spec: String,
     templates_dir: Option<PathBuf>,
+    document_root: Option<PathBuf>,
     current: RwLock<Arc<PolicySet>>,
     rejection: Mutex<Option<Rejection>>,
     /// Serialises reloads so two cannot interleave their check and swap.
@@ -165,59 +128,61 @@ fn load_templates(dir: &Path) -> Result<BTreeMap<String, String>, PolicyError> {
 }
 
 /// Load and check the whole set: the policy, the templates, and that the template the policy
-/// names exists.
+/// names exists; compile it into an engine.
 fn build(
     spec: &str,
     templates_dir: Option<&Path>,
-) -> Result<(Policy, BTreeMap<String, String>), PolicyError> {
-    let policy = policy::load(spec)?;
+    document_root: Option<PathBuf>,
+) -> Result<(Engine, BTreeMap<String, String>), PolicyError> {
+    let policy = Arc::new(policy::load(spec)?);
     let templates = match templates_dir {
         Some(d) => load_templates(d)?,
         None => BTreeMap::new(),
     };
-    if let Some(t) = &policy.template {
-        let embedded = crate::render::EMBEDDED.iter().any(|(n, _)| n == t);
-        if !embedded && !templates.contains_key(t) {
-            return Err(PolicyError::single(Diagnostic::file_level(
-                &policy.name,
-                format!("the policy asks for template `{t}`, which is neither in the template directory nor embedded"),
-            )));
-        }
-    }
-    Ok((policy, templates))
+    let name = policy.name.clone();
+    let compiled = TemplateSet::from_texts(templates.clone(), templates_dir.map(Path::to_path_buf))
+        .map_err(|e| {
+            let file = templates_dir.map_or(e.template.clone(), |d| {
+                d.join(&e.template).display().to_string()
+            });
+            let mut d = Diagnostic::file_level(&file, e.message);
+            d.line = e.line.max(1);
+            PolicyError::single(d)
+        })?;
+    let engine = Engine::from_parts(policy, compiled, document_root).map_err(|e| match e {
+        crate::Error::Policy(p) => p,
+        other => PolicyError::single(Diagnostic::file_level(&name, other.to_string())),
+    })?;
+    Ok((engine, templates))
 }
 
 impl PolicyHolder {
     /// Load the first set; the service does not start without one that checks.
-    pub fn load(spec: &str, templates_dir: Option<PathBuf>) -> Result<PolicyHolder, PolicyError> {
-        let (policy, templates) = build(spec, templates_dir.as_deref())?;
-        let set = Self::make(policy, templates, 1)?;
+    pub fn load(
+        spec: &str,
+        templates_dir: Option<PathBuf>,
+        document_root: Option<PathBuf>,
+    ) -> Result<PolicyHolder, PolicyError> {
+        let (engine, templates) = build(spec, templates_dir.as_deref(), document_root.clone())?;
+        let set = Self::make(engine, templates, 1);
         Ok(PolicyHolder {
             spec: spec.to_string(),
             templates_dir,
+            document_root,
             current: RwLock::new(Arc::new(set)),
             rejection: Mutex::new(None),
             reloading: Mutex::new(()),
         })
     }
 
-    fn make(
-        policy: Policy,
-        templates: BTreeMap<String, String>,
-        generation: u64,
-    ) -> Result<PolicySet, PolicyError> {
-        let templates_snapshot = if templates.is_empty() {
-            None
-        } else {
-            Some(Snapshot::write(&templates)?)
-        };
-        Ok(PolicySet {
-            policy,
+    fn make(engine: Engine, templates: BTreeMap<String, String>, generation: u64) -> PolicySet {
+        PolicySet {
+            policy: engine.shared_policy(),
             templates,
-            templates_snapshot,
+            engine,
             generation,
             loaded_at_ms: now_ms(),
-        })
+        }
     }
 
     /// The set new requests use.
@@ -233,14 +198,18 @@ impl PolicyHolder {
     pub fn reload(&self) -> Result<Reloaded, Rejection> {
         let _one = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
         let cur = self.current();
-        let built =
-            build(&self.spec, self.templates_dir.as_deref()).and_then(|(policy, templates)| {
-                if cur.policy.sha256 == policy.sha256 && cur.templates == templates {
-                    Ok(None)
-                } else {
-                    Self::make(policy, templates, cur.generation + 1).map(Some)
-                }
-            });
+        let built = build(
+            &self.spec,
+            self.templates_dir.as_deref(),
+            self.document_root.clone(),
+        )
+        .map(|(engine, templates)| {
+            if cur.policy.sha256 == engine.policy().sha256 && cur.templates == templates {
+                None
+            } else {
+                Some(Self::make(engine, templates, cur.generation + 1))
+            }
+        });
         match built {
             Ok(None) => Ok(Reloaded {
                 set: cur,

@@ -163,7 +163,8 @@ pub fn dispatch(
         runtime_mode: p.runtime_mode,
         clean_context: p.clean_context,
         handoff_dir,
-        templates_dir: set.templates_dir(),
+        templates_dir: None,
+        templates: Some(set.engine.templates().clone()),
     };
     pool.write_op(|s| store::dispatch(s, &set.policy, &req))
         .map(|d| dispatched(set, d))
@@ -231,7 +232,8 @@ pub fn merge_back(
     let opts = store::HandoffOptions {
         message: p.message,
         handoff_dir,
-        templates_dir: set.templates_dir(),
+        templates_dir: None,
+        templates: Some(set.engine.templates().clone()),
     };
     pool.write_op(|s| store::merge_back(s, &set.policy, &p.thread, &opts))
         .map(|d| dispatched(set, d))

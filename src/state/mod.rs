@@ -3,6 +3,7 @@
 //! Public entry point: [`load_file`] (or [`parse_str`] for text already in memory), which
 //! returns a validated [`State`] or every problem found, each naming its path.
 
+mod api;
 mod depth;
 mod model;
 mod validate;

@@ -47,8 +47,8 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
     }
     if state.thread.id.trim().is_empty() {
         p.add("thread.id", "must not be empty");
-    } else if let Err(crate::deliver::DeliveryError::InvalidId { why, .. }) =
-        crate::deliver::offband::validate_id("thread id", &state.thread.id)
+    } else if let Err(crate::ids::InvalidId { why, .. }) =
+        crate::ids::validate_id("thread id", &state.thread.id)
     {
         // The thread id names the directory of its off-band documents and pre-grants.
         p.add(

@@ -26,9 +26,12 @@ pub struct DispatchRequest {
     pub model: Option<String>,
     pub runtime_mode: Option<String>,
     pub clean_context: bool,
-    /// Root of the off-band document directory (default: `$BATON_HANDOFF_DIR`, else private tmp).
+    /// Root of the off-band document directory (default: `<tmp>/baton-<uid>`).
     pub handoff_dir: Option<PathBuf>,
     pub templates_dir: Option<PathBuf>,
+    /// Compiled templates to render with (an [`crate::Engine`]'s, see
+    /// [`crate::Engine::templates`]); when set, `templates_dir` is not read.
+    pub templates: Option<crate::render::TemplateSet>,
 }
 
 /// Options of the operations that make a handoff without starting a run of their own
@@ -38,6 +41,8 @@ pub struct HandoffOptions {
     pub message: Option<String>,
     pub handoff_dir: Option<PathBuf>,
     pub templates_dir: Option<PathBuf>,
+    /// Compiled templates to render with; when set, `templates_dir` is not read.
+    pub templates: Option<crate::render::TemplateSet>,
 }
 
 /// A handoff as recorded.
@@ -214,6 +219,7 @@ fn pipeline_err(path: &str, thread: &str) -> impl Fn(crate::pipeline::PipelineEr
 struct Dirs<'a> {
     handoff: Option<&'a PathBuf>,
     templates: Option<&'a PathBuf>,
+    compiled: Option<&'a crate::render::TemplateSet>,
 }
 
 impl HandoffOptions {
@@ -221,6 +227,7 @@ impl HandoffOptions {
         Dirs {
             handoff: self.handoff_dir.as_ref(),
             templates: self.templates_dir.as_ref(),
+            compiled: self.templates.as_ref(),
         }
     }
 }
@@ -230,6 +237,7 @@ impl DispatchRequest {
         Dirs {
             handoff: self.handoff_dir.as_ref(),
             templates: self.templates_dir.as_ref(),
+            compiled: self.templates.as_ref(),
         }
     }
 }
@@ -241,6 +249,7 @@ fn options(target: &str, dirs: Dirs<'_>) -> (EvalOptions, RenderOptions) {
         document_root: dirs.handoff.cloned(),
     };
     let render = RenderOptions {
+        templates: dirs.compiled.cloned(),
         templates_dir: dirs.templates.cloned(),
         document_root: dirs.handoff.cloned(),
         ..Default::default()

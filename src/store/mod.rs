@@ -5,7 +5,7 @@
 //! [`lifecycle`] ([`dispatch`], [`complete_run`], [`regenerate`], [`rollback`], [`fork`],
 //! [`merge_back`]). Every multi-row change is one `BEGIN IMMEDIATE` transaction that reloads
 //! the thread inside the transaction, so concurrent callers serialize. Every decision is logged
-//! with what it was decided from ([`DecisionInput`]); [`replay`] decides the log again.
+//! with what it was decided from ([`DecisionInput`]); [`replay()`] decides the log again.
 
 mod grants;
 mod io;
@@ -182,19 +182,16 @@ impl std::fmt::Debug for Store {
     }
 }
 
-fn busy_from_env() -> Duration {
-    std::env::var("BATON_BUSY_TIMEOUT_MS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(DEFAULT_BUSY_TIMEOUT)
-}
-
 impl Store {
     /// Open (creating if needed) the database at `path` and migrate it to the current schema.
-    /// WAL mode, foreign keys on, busy timeout [`DEFAULT_BUSY_TIMEOUT`] (or
-    /// `$BATON_BUSY_TIMEOUT_MS`).
+    /// WAL mode, foreign keys on, busy timeout [`DEFAULT_BUSY_TIMEOUT`].
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        Self::open_with_busy_timeout(path, DEFAULT_BUSY_TIMEOUT)
+    }
+
+    /// [`Store::open`] with another busy timeout (the `baton` command passes
+    /// `$BATON_BUSY_TIMEOUT_MS`; the library reads no environment).
+    pub fn open_with_busy_timeout(path: &Path, busy: Duration) -> Result<Store, StoreError> {
         let name = path.display().to_string();
         let conn = Connection::open(path).map_err(|e| StoreError::Open {
             path: name.clone(),
@@ -206,7 +203,7 @@ impl Store {
                 _ => e.to_string(),
             },
         })?;
-        Self::setup(conn, Some(path.to_path_buf()))
+        Self::setup(conn, Some(path.to_path_buf()), busy)
     }
 
     /// A private in-memory database (tests, one-shot tools).
@@ -215,15 +212,11 @@ impl Store {
             path: ":memory:".into(),
             reason: e.to_string(),
         })?;
-        Self::setup(conn, None)
+        Self::setup(conn, None, DEFAULT_BUSY_TIMEOUT)
     }
 
-    fn setup(conn: Connection, path: Option<PathBuf>) -> Result<Store, StoreError> {
-        let mut store = Store {
-            conn,
-            path,
-            busy: busy_from_env(),
-        };
+    fn setup(conn: Connection, path: Option<PathBuf>, busy: Duration) -> Result<Store, StoreError> {
+        let mut store = Store { conn, path, busy };
         store.apply_busy_timeout()?;
         let name = store.name();
         let during = "configuring the connection";
@@ -392,13 +385,20 @@ pub(crate) fn sql_err(path: &str, busy: Duration, during: &str, e: rusqlite::Err
     }
 }
 
-/// Test-only fault injection: when `$BATON_FAULT` names `step`, abort the process right here
-/// (no unwinding, no destructors: what a `kill -9` at this point would leave).
+static FAULT_HOOK: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
+
+/// Test-only fault injection: install `hook`, which the store calls with the name of each
+/// crash point it passes (`dispatch:after_decide`, `dispatch:after_handoff`,
+/// `dispatch:after_commit`). A hook that aborts the process there shows what a `kill -9` at
+/// that point would leave. The first hook installed stays; the library installs none (the
+/// debug build of the `baton` command installs one from `$BATON_FAULT`).
+#[doc(hidden)]
+pub fn set_fault_hook(hook: fn(&str)) {
+    let _ = FAULT_HOOK.set(hook);
+}
+
 pub(crate) fn fault(step: &str) {
-    if std::env::var("BATON_FAULT")
-        .map(|v| v == step)
-        .unwrap_or(false)
-    {
-        std::process::abort();
+    if let Some(hook) = FAULT_HOOK.get() {
+        hook(step);
     }
 }

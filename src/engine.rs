@@ -1,0 +1,259 @@
+//! [`Engine`]: the whole main path behind one owning object, like minijinja's
+//! `Environment`. It is built once from a policy (file, directory, shipped profile name or
+//! text) and a template set, both checked and compiled at build time, and then decides,
+//! selects and renders for any number of states, from any number of threads.
+//!
+//! The `baton` command, the service and the store all decide through an engine (or the
+//! [`crate::pipeline`] functions it calls), so the same state and target give the same
+//! decision everywhere: summaries are always sized by the policy's own selection rules.
+
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::eval::EvalOptions;
+use crate::facts::Facts;
+use crate::outcome::Outcome;
+use crate::policy::{self, Diagnostic, Policy, PolicyError};
+use crate::render::{RenderOptions, TemplateSet};
+use crate::select::PolicySizer;
+use crate::state::State;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A checked, compiled policy and template set: decide, render, explain.
+///
+/// Cheap to clone (an `Arc` inside) and `Send + Sync`: build one and share it.
+///
+/// ```
+/// let engine = baton::Engine::new("default")?;
+/// let state = baton::State::load("examples/seed-switch.yaml")?;
+/// let decision = engine.decide(&state, Some("codex"))?;
+/// assert_eq!(decision.strategy.as_str(), "delta_existing");
+/// let outcome = engine.run(&state, Some("codex"))?;
+/// let handoff = outcome.rendered.expect("a delta handoff has a document");
+/// assert!(handoff.document.contains("Handoff"));
+/// println!("{}", engine.explain(&decision));
+/// # Ok::<(), baton::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    policy: Arc<Policy>,
+    templates: TemplateSet,
+    document_root: Option<PathBuf>,
+}
+
+/// Where an engine's policy comes from.
+#[derive(Debug, Clone)]
+enum PolicySource {
+    /// A file, a directory of `*.policy` files, or a shipped profile name.
+    Spec(String),
+    /// Policy text held in memory, shown in diagnostics as `name`.
+    Text { name: String, text: String },
+}
+
+/// Builds an [`Engine`]: a policy, optional template overrides, an optional off-band root.
+#[derive(Debug, Clone)]
+pub struct EngineBuilder {
+    policy: PolicySource,
+    templates_dir: Option<PathBuf>,
+    templates: Option<BTreeMap<String, String>>,
+    document_root: Option<PathBuf>,
+}
+
+impl EngineBuilder {
+    /// Override embedded templates by file name with every `*.j2` file of `dir`.
+    pub fn templates_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.templates_dir = Some(dir.into());
+        self
+    }
+
+    /// Override embedded templates with these texts (file name -> template text).
+    pub fn templates(mut self, templates: BTreeMap<String, String>) -> Self {
+        self.templates = Some(templates);
+        self
+    }
+
+    /// The root of the off-band document directory (it appears in `delivery.document` and
+    /// the pre-grant). Default: `<tmp>/baton-<uid>`; the library reads no environment.
+    pub fn document_root(mut self, dir: Option<PathBuf>) -> Self {
+        self.document_root = dir;
+        self
+    }
+
+    /// Load, check and compile the policy and the templates.
+    pub fn build(self) -> Result<Engine, Error> {
+        let policy = match &self.policy {
+            PolicySource::Spec(spec) => policy::load(spec)?,
+            PolicySource::Text { name, text } => policy::load_text(name, text)?,
+        };
+        let templates = match (self.templates, self.templates_dir) {
+            (Some(texts), dir) => TemplateSet::from_texts(texts, dir)?,
+            (None, dir) => TemplateSet::load(dir.as_deref())?,
+        };
+        Engine::from_parts(Arc::new(policy), templates, self.document_root)
+    }
+}
+
+impl Engine {
+    /// The engine of a policy file, a directory of `*.policy` files, or a shipped profile
+    /// (`default`, `t3code`, `t3code-legacy`, `mcode`), with the embedded templates.
+    pub fn new(policy: &str) -> Result<Engine, Error> {
+        Engine::builder(policy).build()
+    }
+
+    /// The engine of policy text held in memory (`name` is shown in diagnostics and traces).
+    pub fn from_text(name: &str, text: &str) -> Result<Engine, Error> {
+        Engine::builder_from_text(name, text).build()
+    }
+
+    /// A builder for the policy `spec` (file, directory or shipped profile name).
+    pub fn builder(spec: &str) -> EngineBuilder {
+        EngineBuilder {
+            policy: PolicySource::Spec(spec.to_string()),
+            templates_dir: None,
+            templates: None,
+            document_root: None,
+        }
+    }
+
+    /// A builder for policy text held in memory.
+    pub fn builder_from_text(name: &str, text: &str) -> EngineBuilder {
+        EngineBuilder {
+            policy: PolicySource::Text {
+                name: name.to_string(),
+                text: text.to_string(),
+            },
+            templates_dir: None,
+            templates: None,
+            document_root: None,
+        }
+    }
+
+    /// An engine from an already checked policy and compiled templates. Fails when the
+    /// policy names a template the set does not have.
+    pub fn from_parts(
+        policy: Arc<Policy>,
+        templates: TemplateSet,
+        document_root: Option<PathBuf>,
+    ) -> Result<Engine, Error> {
+        if let Some(t) = &policy.template {
+            if !templates.contains(t) {
+                let file = policy.sources.first().map_or(&policy.name, |s| &s.name);
+                return Err(Error::Policy(PolicyError::single(Diagnostic::file_level(
+                    file,
+                    format!("the policy asks for template `{t}`, which is neither in the template directory nor embedded"),
+                ))));
+            }
+        }
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                policy,
+                templates,
+                document_root,
+            }),
+        })
+    }
+
+    /// The checked policy (its name, sha256, sources and warnings).
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// The checked policy, shared.
+    pub fn shared_policy(&self) -> Arc<Policy> {
+        self.inner.policy.clone()
+    }
+
+    /// The compiled templates.
+    pub fn templates(&self) -> &TemplateSet {
+        &self.inner.templates
+    }
+
+    /// The off-band root decisions are made for (`None`: `<tmp>/baton-<uid>`).
+    pub fn document_root(&self) -> Option<&std::path::Path> {
+        self.inner.document_root.as_deref()
+    }
+
+    /// The evaluation options of a decision for `target` (`None`: `request.provider`).
+    pub fn eval_options(&self, target: Option<&str>) -> EvalOptions {
+        EvalOptions {
+            target: target.map(str::to_string),
+            document_root: self.inner.document_root.clone(),
+        }
+    }
+
+    /// The render options that render with this engine's compiled templates.
+    pub fn render_options(&self) -> RenderOptions {
+        RenderOptions {
+            templates: Some(self.inner.templates.clone()),
+            templates_dir: self.inner.templates.dir().map(|d| d.to_path_buf()),
+            ..RenderOptions::default()
+        }
+    }
+
+    /// Decide how the requested run of `state` starts on `target` (`None`: the state's
+    /// `request.provider`). Summary sizes are measured by the policy's own selection rules, and
+    /// a decision that needs a handoff is fitted to its budget (its `budget` field; delivery
+    /// moved off-band, or `unsupported`, when what the next provider must act on cannot reach
+    /// it otherwise), exactly as [`Engine::run`] and the store decide.
+    pub fn decide(&self, state: &State, target: Option<&str>) -> Result<Decision, Error> {
+        Ok(crate::pipeline::explain(
+            self.policy(),
+            state,
+            &self.eval_options(target),
+            &self.render_options(),
+        )?
+        .decision)
+    }
+
+    /// Decide, then select, summarize and render the handoff when the decision needs one.
+    pub fn run(&self, state: &State, target: Option<&str>) -> Result<Outcome, Error> {
+        Ok(crate::pipeline::run(
+            self.policy(),
+            state,
+            &self.eval_options(target),
+            &self.render_options(),
+        )?)
+    }
+
+    /// Select, summarize and render the handoff of a `decision` this engine made for
+    /// `state`. A decision that needs no handoff comes back with no document.
+    pub fn render(&self, state: &State, decision: &Decision) -> Result<Outcome, Error> {
+        let policy = self.policy();
+        let eligible = crate::eval::eligible_runs(policy, state, &decision.target);
+        let sizer = PolicySizer { policy };
+        let facts = Facts::new(state, &decision.target, eligible, &sizer);
+        Ok(crate::pipeline::finish(
+            policy,
+            state,
+            decision.clone(),
+            &facts,
+            &self.render_options(),
+        )?)
+    }
+
+    /// The human explanation of a decision (what `baton explain` prints).
+    pub fn explain(&self, decision: &Decision) -> String {
+        crate::explain::render(decision, false)
+    }
+
+    /// [`Engine::explain`] with every rule evaluated and the values it read
+    /// (`baton explain --verbose`).
+    pub fn explain_verbose(&self, decision: &Decision) -> String {
+        crate::explain::render(decision, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn engine_is_send_sync_and_cheap_to_clone() {
+        fn assert_send_sync<T: Send + Sync + Clone>() {}
+        assert_send_sync::<super::Engine>();
+    }
+}

@@ -1,0 +1,94 @@
+//! Stable diagnostic codes (`baton::check::unknown_fact`, ...), derived from the diagnostic's
+//! message so that every site that reports a problem gets its code without carrying one.
+//! A code names the kind of problem; editors and JSON consumers match on it, never on the
+//! message text. New messages fall back to the phase code (`baton::check`, `baton::parse`,
+//! `baton::source`); give them a row here.
+
+/// (message fragment, code); the first row whose fragment the message contains wins.
+const CODES: &[(&str, &str)] = &[
+    // Loading sources.
+    ("no policy file, directory or shipped profile", "baton::source::not_found"),
+    ("cannot find base policy", "baton::source::unknown_base"),
+    ("`extends` cycle", "baton::source::extends_cycle"),
+    ("cannot read", "baton::source::io"),
+    ("no `*.policy` files", "baton::source::empty_directory"),
+    // Parsing.
+    ("nested deeper than", "baton::parse::too_deep"),
+    ("is out of range", "baton::parse::number_out_of_range"),
+    ("has at most one", "baton::parse::duplicate_block"),
+    ("expected ", "baton::parse::syntax"),
+    ("unexpected ", "baton::parse::syntax"),
+    // Names.
+    ("unknown fact", "baton::check::unknown_fact"),
+    ("unknown staleness signal", "baton::check::unknown_signal"),
+    ("unknown handoff strategy", "baton::check::unknown_handoff_strategy"),
+    ("unknown strategy", "baton::check::unknown_strategy"),
+    ("unknown section", "baton::check::unknown_section"),
+    ("unknown form", "baton::check::unknown_form"),
+    ("unknown item kind", "baton::check::unknown_item_kind"),
+    ("unknown grant", "baton::check::unknown_grant"),
+    ("unknown ", "baton::check::unknown_name"),
+    ("cannot be read", "baton::check::out_of_scope"),
+    ("is available", "baton::check::out_of_scope"),
+    ("is known only after", "baton::check::out_of_scope"),
+    ("is a fact name", "baton::check::let_shadows_fact"),
+    ("depends on itself", "baton::check::let_cycle"),
+    ("`let` values are constants", "baton::check::let_not_constant"),
+    ("a `let` holds", "baton::check::let_not_constant"),
+    // Types and values.
+    ("is not a possible value", "baton::check::bad_enum_value"),
+    ("never is", "baton::check::bad_enum_value"),
+    ("is never null", "baton::check::constant_comparison"),
+    ("needs a bool", "baton::check::type_mismatch"),
+    ("must be a bool", "baton::check::type_mismatch"),
+    ("cannot compare", "baton::check::type_mismatch"),
+    ("needs ints", "baton::check::type_mismatch"),
+    ("needs a list", "baton::check::type_mismatch"),
+    ("cannot look for", "baton::check::type_mismatch"),
+    ("lists hold", "baton::check::type_mismatch"),
+    ("a list holds", "baton::check::type_mismatch"),
+    ("must be at least", "baton::check::out_of_range"),
+    ("must be at most", "baton::check::out_of_range"),
+    // Structure and safety.
+    ("no `strategy { ... }` ladder", "baton::check::no_ladder"),
+    ("no `otherwise`", "baton::check::no_otherwise"),
+    ("makes no handoff document", "baton::check::handoff_without_document"),
+    ("cannot be granted", "baton::check::grant_too_wide"),
+    ("weakens the permission model", "baton::check::grant_too_wide"),
+    ("hidden reasoning", "baton::check::reasoning_included"),
+    ("is declared twice", "baton::check::duplicate_section"),
+    ("summarizer command is empty", "baton::check::empty_command"),
+    ("asks for template", "baton::check::unknown_template"),
+    // Lints.
+    ("unreachable", "baton::lint::unreachable_rule"),
+    ("unused `let", "baton::lint::unused_let"),
+    ("cannot change any decision", "baton::lint::unused_signal"),
+];
+
+/// The code of a diagnostic with this message.
+pub fn code_for(message: &str) -> &'static str {
+    CODES
+        .iter()
+        .find(|(fragment, _)| message.contains(fragment))
+        .map(|(_, code)| *code)
+        .unwrap_or("baton::check")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::code_for;
+
+    #[test]
+    fn codes_follow_the_message() {
+        assert_eq!(
+            code_for("unknown fact `target.has_thred`"),
+            "baton::check::unknown_fact"
+        );
+        assert_eq!(
+            code_for("unknown strategy `full`"),
+            "baton::check::unknown_strategy"
+        );
+        assert_eq!(code_for("unused `let x`"), "baton::lint::unused_let");
+        assert_eq!(code_for("something new"), "baton::check");
+    }
+}

@@ -1,0 +1,124 @@
+//! The compiled template set: the embedded templates, overridden by file name by the `*.j2`
+//! files of a template directory, read and compiled once. Renders share it (it is an `Arc`
+//! inside), so no render reads or compiles a template.
+
+use super::{template_error, RenderError, EMBEDDED};
+use minijinja::{Environment, UndefinedBehavior};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Compiled templates, cheap to clone and share across threads.
+#[derive(Debug, Clone)]
+pub struct TemplateSet {
+    env: Arc<Environment<'static>>,
+    /// The texts read from the template directory (file name -> text).
+    overrides: Arc<BTreeMap<String, String>>,
+    dir: Option<PathBuf>,
+}
+
+impl Default for TemplateSet {
+    fn default() -> Self {
+        TemplateSet::embedded()
+    }
+}
+
+fn base_environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_keep_trailing_newline(true);
+    env.set_trim_blocks(true);
+    env
+}
+
+impl TemplateSet {
+    /// The embedded templates only.
+    pub fn embedded() -> TemplateSet {
+        match TemplateSet::from_texts(BTreeMap::new(), None) {
+            Ok(set) => set,
+            // The embedded templates are compiled in every test run; keep serving without them
+            // rather than panic if one ever failed.
+            Err(_) => TemplateSet {
+                env: Arc::new(base_environment()),
+                overrides: Arc::default(),
+                dir: None,
+            },
+        }
+    }
+
+    /// The embedded templates overridden by every `*.j2` file of `dir` (when given); every
+    /// template is compiled now, and the first error names the file and line.
+    pub fn load(dir: Option<&Path>) -> Result<TemplateSet, RenderError> {
+        let Some(dir) = dir else {
+            return Ok(TemplateSet::embedded());
+        };
+        TemplateSet::from_texts(read_dir(dir)?, Some(dir.to_path_buf()))
+    }
+
+    /// Compile the embedded templates overridden by `overrides` (file name -> text); `dir`
+    /// is where they were read from, if anywhere.
+    pub fn from_texts(
+        overrides: BTreeMap<String, String>,
+        dir: Option<PathBuf>,
+    ) -> Result<TemplateSet, RenderError> {
+        let mut env = base_environment();
+        for (name, text) in EMBEDDED {
+            if !overrides.contains_key(*name) {
+                env.add_template(name, text)
+                    .map_err(|e| template_error(name, &e))?;
+            }
+        }
+        for (name, text) in &overrides {
+            env.add_template_owned(name.clone(), text.clone())
+                .map_err(|e| template_error(name, &e))?;
+        }
+        Ok(TemplateSet {
+            env: Arc::new(env),
+            overrides: Arc::new(overrides),
+            dir,
+        })
+    }
+
+    /// The templates read from the directory (file name -> text).
+    pub fn overrides(&self) -> &BTreeMap<String, String> {
+        &self.overrides
+    }
+
+    /// The directory the overrides came from.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// Whether a template of this name exists (overridden or embedded).
+    pub fn contains(&self, name: &str) -> bool {
+        self.env.get_template(name).is_ok()
+    }
+
+    pub(crate) fn env(&self) -> &Environment<'static> {
+        &self.env
+    }
+}
+
+/// Read every `*.j2` regular file in `dir`.
+fn read_dir(dir: &Path) -> Result<BTreeMap<String, String>, RenderError> {
+    let io = |path: &Path, what: &str, e: std::io::Error| RenderError {
+        template: path.display().to_string(),
+        line: 0,
+        message: format!("{what}: {}", crate::state::io_reason(&e)),
+    };
+    let rd = std::fs::read_dir(dir).map_err(|e| io(dir, "cannot read template directory", e))?;
+    let mut out = BTreeMap::new();
+    for entry in rd.filter_map(|e| e.ok()) {
+        let path = entry.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if !name.ends_with(".j2") || !path.is_file() {
+            continue;
+        }
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| io(&path, "cannot read template", e))?;
+        out.insert(name.to_string(), text);
+    }
+    Ok(out)
+}
