@@ -41,6 +41,10 @@ pub const FORMS: &[&str] = &["full", "text", "line", "path_only", "count"];
 /// enough that no arithmetic on it overflows. docs/limits.md lists it.
 pub const MAX_COUNT: i64 = u32::MAX as i64;
 
+/// Unknown names that get a "did you mean" suggestion; later ones get the generic help, so
+/// that the cost of suggestions (every name scanned) does not grow with the number of errors.
+pub const MAX_SUGGESTIONS: usize = 100;
+
 /// Merged view of a policy set after `extends`: later files override earlier ones by name.
 struct Merged<'a> {
     name: Option<&'a Spanned<String>>,
@@ -195,6 +199,8 @@ struct Checker<'a> {
     let_failed: HashSet<&'a str>,
     used_lets: HashSet<String>,
     signals: Vec<String>,
+    /// How many more unknown names get a "did you mean" ([`MAX_SUGGESTIONS`]).
+    suggestions_left: usize,
     /// Position of each signal in `signals`.
     signal_index: HashMap<String, usize>,
     observed_any_stale: bool,
@@ -236,6 +242,15 @@ impl<'a> Checker<'a> {
             help.map(str::to_string),
         );
         None
+    }
+
+    /// Whether an unknown name may still get a "did you mean" (which scans every name).
+    fn take_suggestion(&mut self) -> bool {
+        if self.suggestions_left == 0 {
+            return false;
+        }
+        self.suggestions_left -= 1;
+        true
     }
 
     fn names_in(&self, ctx: Ctx) -> Vec<String> {
@@ -303,18 +318,24 @@ impl<'a> Checker<'a> {
                 );
                 return None;
             }
-            let help = did_you_mean(sig, self.signals.iter().map(|s| s.as_str()))
-                .map(|s| format!("did you mean `stale.{s}`?"))
-                .or_else(|| {
-                    Some(format!(
-                        "the policy's signals are: {}",
-                        if self.signals.is_empty() {
-                            "(none)".to_string()
-                        } else {
-                            self.signals.join(", ")
-                        }
-                    ))
-                });
+            // Suggestions scan every name: only the first errors get them, so that a policy
+            // with many errors still checks in linear time.
+            let help = if self.take_suggestion() {
+                did_you_mean(sig, self.signals.iter().map(|s| s.as_str()))
+                    .map(|s| format!("did you mean `stale.{s}`?"))
+                    .or_else(|| {
+                        Some(format!(
+                            "the policy's signals are: {}",
+                            if self.signals.is_empty() {
+                                "(none)".to_string()
+                            } else {
+                                self.signals.join(", ")
+                            }
+                        ))
+                    })
+            } else {
+                None
+            };
             self.err(span, format!("unknown staleness signal `{sig}`"), help);
             return None;
         }
@@ -338,10 +359,13 @@ impl<'a> Checker<'a> {
         if self.let_failed.contains(path) {
             return None; // its own error is already reported
         }
-        let names = self.names_in(ctx);
-        let help = did_you_mean(path, names.iter().map(|s| s.as_str()))
-            .map(|s| format!("did you mean `{s}`?"))
-            .or_else(|| Some("docs/facts.md lists every fact".to_string()));
+        let suggest = if self.take_suggestion() {
+            let names = self.names_in(ctx);
+            did_you_mean(path, names.iter().map(|s| s.as_str())).map(|s| format!("did you mean `{s}`?"))
+        } else {
+            None
+        };
+        let help = suggest.or_else(|| Some("docs/facts.md lists every fact".to_string()));
         let what = if path.contains('.') { "fact" } else { "name" };
         self.err(span, format!("unknown {what} `{path}`"), help);
         None
@@ -838,6 +862,7 @@ pub fn check(
         used_lets: HashSet::new(),
         signals: Vec::new(),
         signal_index: HashMap::new(),
+        suggestions_left: MAX_SUGGESTIONS,
         observed_any_stale: false,
         observed_signals: HashSet::new(),
     };
