@@ -103,7 +103,8 @@ fn template_snapshots_are_private_and_removed_with_their_generation() {
     std::fs::create_dir_all(&tdir).unwrap();
     let inline = std::fs::read_to_string(format!("{ROOT}/templates/inline.md.j2")).unwrap();
     std::fs::write(tdir.join("inline.md.j2"), format!("FIRST {inline}")).unwrap();
-    let policy = slow_policy(dir.path(), 1);
+    let gated = GatedPolicy::new(dir.path());
+    let policy = gated.policy.clone();
     let snapshots = || -> Vec<std::path::PathBuf> {
         let mut v: Vec<_> = std::fs::read_dir(&tmp)
             .unwrap()
@@ -141,12 +142,14 @@ fn template_snapshots_are_private_and_removed_with_their_generation() {
     let mut st = example_state("seed-run6.yaml");
     st["thread"]["id"] = json!("th_snap");
     let slow = s.client.start("render", json!({"state": st}));
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The render has taken generation 1 once its summary command runs; it waits there.
+    gated.wait_started();
     std::fs::write(tdir.join("inline.md.j2"), format!("SECOND {inline}")).unwrap();
     let reload = s.client.start("policy/reload", json!({}));
     let r = s.client.response_to(reload);
     assert_eq!(r["result"]["changed"], true, "{r}");
     assert_eq!(snapshots().len(), 2, "generation 1 is still in use");
+    gated.release();
     let r = s.client.response_to(slow);
     assert!(
         r["result"]["handoff"]["inline"]
@@ -265,7 +268,9 @@ fn hot_reload_race_every_response_has_the_old_or_new_sha() {
     let mut answered = 0;
     // Keep requests in flight (pipelined batches over 7 threads) from before the edit until
     // responses carry the new sha256 (bounded), so that the swap lands among requests in flight.
-    for batch in 0..400 {
+    // Bounded by the swap: the watcher's `policy/loaded` notification arrives among the
+    // responses, and the batches after it carry the new sha256.
+    for batch in 0..100_000 {
         if batch == 5 {
             replace(&file, &edited);
         }
@@ -283,9 +288,6 @@ fn hot_reload_race_every_response_has_the_old_or_new_sha() {
         }
         if batch > 5 && seen.len() > 1 {
             break;
-        }
-        if batch > 5 {
-            std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
     assert!(seen.contains(&old), "requests before the swap: {seen:?}");
