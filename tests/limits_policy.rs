@@ -149,3 +149,45 @@ fn let_arithmetic_past_i64_does_not_panic() {
     let (stderr, code) = check_text("p.policy", p);
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+/// A policy file over the size limit is refused before it is read (a sparse file: no disk).
+#[test]
+fn a_policy_over_the_size_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.policy");
+    let f = std::fs::File::create(&path).unwrap();
+    f.set_len(17 * 1024 * 1024).unwrap();
+    let out = baton(&["check", path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "huge.policy:1:1: error: policy `"
+        ) && stderr.contains(
+            "huge.policy` is 17825792 bytes, over the policy size limit of 16777216 bytes (16 MiB)"
+        ),
+        "{stderr}"
+    );
+}
+
+/// A chain of 40 files each extending the next is refused at the 33rd, naming the limit.
+#[test]
+fn an_extends_chain_past_the_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..40 {
+        let body = if i + 1 < 40 {
+            format!("policy \"p{i}\" {{\n  extends \"p{}.policy\"\n}}\n", i + 1)
+        } else {
+            "policy \"last\" {\n  extends \"default\"\n}\n".to_string()
+        };
+        std::fs::write(dir.path().join(format!("p{i}.policy")), body).unwrap();
+    }
+    let first = dir.path().join("p0.policy");
+    let out = baton(&["check", first.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("p31.policy:2:11: error: `extends` chain deeper than 32 files"),
+        "{stderr}"
+    );
+}

@@ -127,3 +127,26 @@ fn bad_thread_identity_is_refused(#[case] doc: String, #[case] tail: &str) {
     assert!(stderr.ends_with(tail), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+/// A state file over the size limit is refused before it is read (a sparse file: no disk).
+#[test]
+fn a_state_file_over_the_size_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.yaml");
+    let f = std::fs::File::create(&path).unwrap();
+    f.set_len(300 * 1024 * 1024).unwrap();
+    let out = common::baton_cmd()
+        .arg("explain")
+        .arg("--state")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.ends_with(
+            "huge.yaml: error: state file is 314572800 bytes, over the state size limit of 268435456 bytes (256 MiB)\n"
+        ),
+        "{stderr}"
+    );
+}

@@ -82,15 +82,38 @@ impl StateError {
     }
 }
 
+/// Largest state file read: 256 MiB. (Through `baton serve`, `--max-message` bounds a state.)
+pub const MAX_STATE_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Read and validate a state file; `-` reads YAML from standard input.
 pub fn load_file(path: &Path) -> Result<State, StateError> {
     let name = path.display().to_string();
     let bytes = if path == Path::new("-") {
         let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
+        let mut input = std::io::Read::take(std::io::stdin(), MAX_STATE_BYTES + 1);
+        std::io::Read::read_to_end(&mut input, &mut buf)
             .map_err(|e| StateError::one("<stdin>", "", format!("cannot read: {e}")))?;
+        if buf.len() as u64 > MAX_STATE_BYTES {
+            return Err(StateError::one(
+                "<stdin>",
+                "",
+                format!("the state is over the state size limit of {MAX_STATE_BYTES} bytes (256 MiB)"),
+            ));
+        }
         buf
     } else {
+        if let Ok(meta) = std::fs::metadata(path) {
+            if meta.len() > MAX_STATE_BYTES {
+                return Err(StateError::one(
+                    &name,
+                    "",
+                    format!(
+                        "state file is {} bytes, over the state size limit of {MAX_STATE_BYTES} bytes (256 MiB)",
+                        meta.len()
+                    ),
+                ));
+            }
+        }
         std::fs::read(path).map_err(|e| {
             StateError::one(
                 &name,
