@@ -24,7 +24,9 @@ fn lets(n: usize) -> String {
 fn stales(n: usize) -> String {
     let mut s = String::from("policy \"p\" {}\n");
     for i in 0..n {
-        s.push_str(&format!("stale s{i} when target.runs_since_last_seen > {i}\n"));
+        s.push_str(&format!(
+            "stale s{i} when target.runs_since_last_seen > {i}\n"
+        ));
     }
     s.push_str("strategy {\n");
     for i in 0..n {
@@ -49,11 +51,17 @@ fn errors(n: usize) -> String {
     s
 }
 
+/// A policy shape: its name, how to make it at a size, and whether it checks.
+type Shape = (&'static str, fn(usize) -> String, bool);
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("check_scaling");
     g.sample_size(10);
-    let shapes: [(&str, fn(usize) -> String, bool); 3] =
-        [("lets", lets, true), ("stales", stales, true), ("errors", errors, false)];
+    let shapes: [Shape; 3] = [
+        ("lets", lets, true),
+        ("stales", stales, true),
+        ("errors", errors, false),
+    ];
     for (name, make, ok) in shapes {
         for n in [1_000, 10_000] {
             let text = make(n);

@@ -135,7 +135,10 @@ fn a_hot_reloaded_long_let_chain_never_aborts_the_server() {
     );
     let status = s.call("policy/status", json!({}));
     assert_eq!(status["result"]["sha256"], good, "the last good set serves");
-    let r = s.call("explain", json!({"state": example_state("seed-switch.yaml")}));
+    let r = s.call(
+        "explain",
+        json!({"state": example_state("seed-switch.yaml")}),
+    );
     assert_eq!(r["result"]["decision"]["policy"]["sha256"], good);
     assert_eq!(s.stop(), 0);
 }
@@ -225,7 +228,11 @@ fn socket_server(dir: &Path, extra: &[&str]) -> (Child, std::path::PathBuf) {
     let sock = dir.join("s.sock");
     let child = serve_cmd(
         dir,
-        &[&["--socket", sock.to_str().unwrap(), "--no-watch", "--no-gc"], extra].concat(),
+        &[
+            &["--socket", sock.to_str().unwrap(), "--no-watch", "--no-gc"],
+            extra,
+        ]
+        .concat(),
     )
     .spawn()
     .unwrap();
@@ -321,7 +328,13 @@ fn accept_failures_back_off_and_warn_rarely() {
     cmd.current_dir(ROOT)
         .args(["--nofile=24:24", "--"])
         .arg(env!("CARGO_BIN_EXE_baton"))
-        .args(["serve", "--socket", sock.to_str().unwrap(), "--no-watch", "--no-gc"])
+        .args([
+            "serve",
+            "--socket",
+            sock.to_str().unwrap(),
+            "--no-watch",
+            "--no-gc",
+        ])
         .env("BATON_HANDOFF_DIR", dir.path().join("handoffs"))
         .env("BATON_DB", dir.path().join("baton.db"))
         .stdin(Stdio::null())
@@ -407,4 +420,24 @@ fn clients_past_the_connection_limit_are_refused() {
     a.result("shutdown", json!({}));
     a.notify("exit", json!({}));
     assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+/// A header line longer than 8 KiB is a bad header; the connection keeps serving.
+#[test]
+fn a_header_line_past_8_kib_is_a_bad_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = chan(dir.path(), &[]);
+    let mut raw = format!("X-Pad: {}\r\n", "p".repeat(9000)).into_bytes();
+    raw.extend(b"Content-Length: 2\r\n\r\n{}");
+    s.tx.send_raw(&raw);
+    let r = s
+        .wait_for(PATIENCE, |m| m.get("error").is_some(), |_| {})
+        .expect("an error response");
+    assert_eq!(r["error"]["code"], -32700, "{r}");
+    assert_eq!(
+        r["error"]["message"],
+        "bad header: header line longer than 8192 bytes"
+    );
+    assert_eq!(s.call("health", json!({}))["result"]["status"], "ok");
+    assert_eq!(s.stop(), 0);
 }

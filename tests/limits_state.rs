@@ -21,8 +21,12 @@ fn explain_generated(name: &str, doc: &[u8]) -> Output {
 }
 
 fn example(name: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name))
-        .unwrap()
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(name),
+    )
+    .unwrap()
 }
 
 /// A state whose first item anchors a `size`-byte string that `copies` later items alias.
@@ -77,7 +81,9 @@ fn nested_aliases_are_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("error: YAML aliases expand this document past the alias expansion limit of "),
+        stderr.contains(
+            "error: YAML aliases expand this document past the alias expansion limit of "
+        ),
         "{stderr}"
     );
 }

@@ -76,10 +76,11 @@ fn override_by_name<'a, T>(
     for item in items {
         let n = name(item);
         let slot = index.entry(n.node.as_str()).or_default();
-        let earlier = slot
-            .iter()
-            .copied()
-            .find(|&i| merged.get(i).is_some_and(|x| name(x).span.source != n.span.source));
+        let earlier = slot.iter().copied().find(|&i| {
+            merged
+                .get(i)
+                .is_some_and(|x| name(x).span.source != n.span.source)
+        });
         match earlier.and_then(|i| merged.get_mut(i)) {
             Some(x) => *x = item,
             None => {
@@ -361,7 +362,8 @@ impl<'a> Checker<'a> {
         }
         let suggest = if self.take_suggestion() {
             let names = self.names_in(ctx);
-            did_you_mean(path, names.iter().map(|s| s.as_str())).map(|s| format!("did you mean `{s}`?"))
+            did_you_mean(path, names.iter().map(|s| s.as_str()))
+                .map(|s| format!("did you mean `{s}`?"))
         } else {
             None
         };
@@ -710,10 +712,7 @@ impl<'a> Checker<'a> {
         let mut stack = vec![frame(key, def)];
         // Position of each `let` on the stack, to report a cycle.
         let mut on_stack: HashMap<&'a str, usize> = HashMap::from([(key, 0)]);
-        loop {
-            let Some(top) = stack.last_mut() else {
-                break;
-            };
+        while let Some(top) = stack.last_mut() {
             let Some((path, span)) = top.deps.get(top.next).cloned() else {
                 // Every name the value reads is resolved: compute it.
                 let k = top.key;

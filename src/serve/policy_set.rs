@@ -388,7 +388,7 @@ pub fn watch(
                 on_change();
             }
         })
-        .map_err(|e| notify::Error::io(e))?;
+        .map_err(notify::Error::io)?;
     Ok(Watcher { _watcher: watcher })
 }
 

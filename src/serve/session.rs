@@ -415,8 +415,10 @@ async fn handle_request(
                         let (params, keys) = found;
                         let queued = s.queue(keys.clone());
                         let _ = admitted.send(());
-                        return run_request(s, out, cancels, cancel_rx, spec, id, method, params, queued)
-                            .await;
+                        return run_request(
+                            s, out, cancels, cancel_rx, spec, id, method, params, queued,
+                        )
+                        .await;
                     }
                     Err(e) => {
                         drop(admitted);

@@ -172,7 +172,10 @@ mod tests {
         // Nested (billion laughs): each level lists the previous one ten times.
         let mut laughs = String::from("l0: &l0 [\"lol\"]\n");
         for i in 1..30 {
-            laughs.push_str(&format!("l{i}: &l{i} [{}]\n", vec![format!("*l{}", i - 1); 10].join(", ")));
+            laughs.push_str(&format!(
+                "l{i}: &l{i} [{}]\n",
+                vec![format!("*l{}", i - 1); 10].join(", ")
+            ));
         }
         assert!(check(&laughs).is_err());
     }

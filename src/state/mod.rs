@@ -97,7 +97,9 @@ pub fn load_file(path: &Path) -> Result<State, StateError> {
             return Err(StateError::one(
                 "<stdin>",
                 "",
-                format!("the state is over the state size limit of {MAX_STATE_BYTES} bytes (256 MiB)"),
+                format!(
+                    "the state is over the state size limit of {MAX_STATE_BYTES} bytes (256 MiB)"
+                ),
             ));
         }
         buf

@@ -332,7 +332,10 @@ impl GatedPolicy {
 
     /// Let the waiting summary command finish.
     pub fn release(&self) {
-        let mut f = std::fs::OpenOptions::new().write(true).open(&self.go).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.go)
+            .unwrap();
         f.write_all(b"go\n").unwrap();
     }
 }
