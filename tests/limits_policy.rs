@@ -191,3 +191,35 @@ fn an_extends_chain_past_the_limit_is_refused() {
         "{stderr}"
     );
 }
+
+/// Every recursive walk over expressions (parser, checker, evaluator) is bounded by the
+/// nesting limit: a condition nested right at the limit (64 levels of parentheses, with lists
+/// and `not`s inside) checks and decides on a thread with a 2 MiB stack (tokio's default for
+/// blocking threads; `baton serve` gives its threads 8 MiB), even unoptimised.
+#[test]
+fn a_condition_at_the_nesting_limit_checks_and_decides_on_a_small_stack() {
+    let n = 63;
+    let cond = format!(
+        "{}not not not target.has_thread and request.kind in [\"dispatch\", \"fork\"]{}",
+        "(".repeat(n),
+        ")".repeat(n)
+    );
+    let policy = format!(
+        "policy \"edge\" {{\n  extends \"default\"\n}}\nstrategy {{\n  full_new when {cond}\n  full_new otherwise\n}}\n"
+    );
+    let state = baton::state::load_file(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/seed-run6.yaml"),
+    )
+    .unwrap();
+    let strategy = std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(move || {
+            let p = baton::policy::load_text("edge.policy", &policy).expect("checks");
+            let d = baton::pipeline::decide(&p, &state, &Default::default()).expect("decides");
+            d.strategy
+        })
+        .unwrap()
+        .join()
+        .expect("no stack overflow");
+    assert_eq!(strategy, baton::policy::Strategy::FullNew);
+}

@@ -83,6 +83,11 @@ impl ServeConfig {
 /// Default message size limit: 8 MiB.
 pub const DEFAULT_MAX_MESSAGE: usize = 8 * 1024 * 1024;
 
+/// Stack of the service's threads (tokio's default is 2 MiB). Every recursive walk is bounded
+/// (policy nesting 64, state nesting by the parsers' limits), and a policy at the nesting
+/// limit needs between 1 and 2 MiB in an unoptimised build: 8 MiB leaves a wide margin.
+pub const THREAD_STACK: usize = 8 * 1024 * 1024;
+
 /// Default limit of socket clients connected at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
@@ -123,6 +128,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), ServeError> {
     bound_malloc_arenas();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(THREAD_STACK)
         .build()
         .map_err(|e| ServeError::Runtime(e.to_string()))?;
     rt.block_on(run(cfg))
