@@ -251,6 +251,22 @@ async fn refuse_connection(mut stream: tokio::net::UnixStream, framing: Framing,
     );
     let body = serde_json::to_vec(&rpc::error_response(None, &err)).unwrap_or_default();
     let _ = framing::write_frame(&mut stream, framing, &body).await;
+    // Close the writing side, and read (a little, briefly) what the client sent before it saw
+    // the refusal: closing with unread input would reset the connection, and the client could
+    // lose the refusal.
+    use tokio::io::AsyncReadExt;
+    let _ = tokio::io::AsyncWriteExt::shutdown(&mut stream).await;
+    let mut sink = [0u8; 4096];
+    let mut left: usize = 64 * 1024;
+    let drain = async {
+        while left > 0 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
 async fn serve_socket(shared: Arc<session::Shared>, path: &Path) -> Result<(), ServeError> {

@@ -402,26 +402,16 @@ async fn handle_request(
         let _permit = permit;
         // Read the threads the request names off the read loop (a `stateText` is parsed, a
         // `mergeBack` asks the store), then take their queue places in arrival order.
-        let (params, keys) = match admission {
-            None => (params, Vec::new()),
+        let (params, keys, admitted) = match admission {
+            None => (params, Vec::new(), None),
             Some((prev, admitted)) => {
                 if let Some(prev) = prev {
                     let _ = prev.await;
                 }
-                let found = thread_keys(&s, &method, params).await;
-                // `admitted` is sent (or dropped) only after `queue` below.
-                match found {
-                    Ok(found) => {
-                        let (params, keys) = found;
-                        let queued = s.queue(keys.clone());
-                        let _ = admitted.send(());
-                        return run_request(
-                            s, out, cancels, cancel_rx, spec, id, method, params, queued,
-                        )
-                        .await;
-                    }
+                match thread_keys(&s, &method, params).await {
+                    Ok((params, keys)) => (params, keys, Some(admitted)),
                     Err(e) => {
-                        drop(admitted);
+                        // Dropping `admitted` lets the next request take its places.
                         lock(&cancels).remove(&id);
                         let _ = out.send(rpc::error_response(Some(&id), &e)).await;
                         return;
@@ -430,6 +420,9 @@ async fn handle_request(
             }
         };
         let queued = s.queue(keys);
+        if let Some(admitted) = admitted {
+            let _ = admitted.send(());
+        }
         run_request(s, out, cancels, cancel_rx, spec, id, method, params, queued).await;
     });
 }
