@@ -162,3 +162,31 @@ fn a_state_file_over_the_size_limit_is_refused() {
         "{stderr}"
     );
 }
+
+/// The store refuses a thread that is its own parent too (so it can never merge back into
+/// itself): `baton db import` validates like `explain`.
+#[test]
+fn the_store_refuses_a_thread_that_is_its_own_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("self.yaml");
+    std::fs::write(
+        &state,
+        "version: 1\nthread: {id: th_1, parent: {thread: th_1, run: 1}}\nprovider_threads: [{id: C1, provider: codex}]\nruns: [{ordinal: 1, provider: codex, provider_thread: C1}]\nrequest: {provider: codex}\n",
+    )
+    .unwrap();
+    let db = dir.path().join("baton.db");
+    let out = common::baton_cmd()
+        .args(["db", "import", "--db"])
+        .arg(&db)
+        .arg(&state)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "error: thread.parent.thread: thread \"th_1\" cannot be its own parent: a fork names the thread it was forked from"
+        ),
+        "{stderr}"
+    );
+}
