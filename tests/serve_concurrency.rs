@@ -102,7 +102,8 @@ fn each_generation_renders_with_its_own_compiled_templates() {
     std::fs::create_dir_all(&tdir).unwrap();
     let inline = std::fs::read_to_string(format!("{ROOT}/templates/inline.md.j2")).unwrap();
     std::fs::write(tdir.join("inline.md.j2"), format!("FIRST {inline}")).unwrap();
-    let policy = slow_policy(dir.path(), 1);
+    let gated = GatedPolicy::new(dir.path());
+    let policy = gated.policy.clone();
     let tmp_entries = || std::fs::read_dir(&tmp).unwrap().count();
     let mut cmd = serve_cmd(
         dir.path(),
@@ -123,11 +124,13 @@ fn each_generation_renders_with_its_own_compiled_templates() {
     let mut st = example_state("seed-run6.yaml");
     st["thread"]["id"] = json!("th_snap");
     let slow = s.client.start("render", json!({"state": st.clone()}));
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The render has taken generation 1 once its summary command runs; it waits there.
+    gated.wait_started();
     std::fs::write(tdir.join("inline.md.j2"), format!("SECOND {inline}")).unwrap();
     let reload = s.client.start("policy/reload", json!({}));
     let r = s.client.response_to(reload);
     assert_eq!(r["result"]["changed"], true, "{r}");
+    gated.release();
     let r = s.client.response_to(slow);
     assert!(
         r["result"]["handoff"]["inline"]
@@ -247,7 +250,9 @@ fn hot_reload_race_every_response_has_the_old_or_new_sha() {
     let mut answered = 0;
     // Keep requests in flight (pipelined batches over 7 threads) from before the edit until
     // responses carry the new sha256 (bounded), so that the swap lands among requests in flight.
-    for batch in 0..400 {
+    // Bounded by the swap: the watcher's `policy/loaded` notification arrives among the
+    // responses, and the batches after it carry the new sha256.
+    for batch in 0..100_000 {
         if batch == 5 {
             replace(&file, &edited);
         }
@@ -265,9 +270,6 @@ fn hot_reload_race_every_response_has_the_old_or_new_sha() {
         }
         if batch > 5 && seen.len() > 1 {
             break;
-        }
-        if batch > 5 {
-            std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
     assert!(seen.contains(&old), "requests before the swap: {seen:?}");

@@ -205,6 +205,9 @@ pub struct ServeArgs {
     /// Largest message accepted, in bytes.
     #[arg(long, default_value_t = crate::serve::DEFAULT_MAX_MESSAGE, value_name = "BYTES")]
     pub max_message: usize,
+    /// Most socket clients connected at once; one more is told so and closed.
+    #[arg(long, default_value_t = crate::serve::DEFAULT_MAX_CONNECTIONS, value_name = "N")]
+    pub max_connections: usize,
     /// Quiet time before a burst of policy/template file changes is reloaded.
     #[arg(long, default_value_t = 200, value_name = "MS")]
     pub debounce_ms: u64,

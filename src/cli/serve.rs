@@ -32,6 +32,11 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
     cfg.templates = a.templates;
     cfg.handoff_dir = super::handoff_root(a.handoff_dir);
     cfg.max_message = a.max_message;
+    if a.max_connections == 0 {
+        eprintln!("error: --max-connections must be at least 1");
+        return super::commands::USAGE;
+    }
+    cfg.max_connections = a.max_connections;
     cfg.debounce = std::time::Duration::from_millis(a.debounce_ms);
     cfg.watch = !a.no_watch;
     if a.gc_every.is_zero() {

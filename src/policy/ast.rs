@@ -138,7 +138,7 @@ pub struct ExcludeRule {
 #[derive(Debug, Clone)]
 pub struct Budget {
     pub span: Span,
-    pub chars: i64,
+    pub chars: Spanned<i64>,
     pub newest_first: bool,
 }
 
@@ -148,7 +148,7 @@ pub enum SourceDecl {
     Command {
         span: Span,
         command: String,
-        timeout_ms: Option<i64>,
+        timeout_ms: Option<Spanned<i64>>,
     },
 }
 
@@ -171,8 +171,9 @@ pub struct DeliveryRule {
 pub struct PregrantBlock {
     pub span: Span,
     pub grants: Vec<GrantRule>,
-    pub turns: i64,
-    pub uses: i64,
+    /// `turns N uses N` (1 and 1, spanning the block, when not written).
+    pub turns: Spanned<i64>,
+    pub uses: Spanned<i64>,
 }
 
 #[derive(Debug, Clone)]

@@ -36,6 +36,15 @@ pub const BUILTIN_SECTIONS: &[(&str, &str)] = &[
 
 pub const FORMS: &[&str] = &["full", "text", "line", "path_only", "count", "transcript"];
 
+/// The largest count a policy may write (`turns`, `uses`, `text max`, `budget`,
+/// `inline_limit`, `timeout_ms`): what a `u32` holds, far beyond any sensible value, and small
+/// enough that no arithmetic on it overflows. docs/limits.md lists it.
+pub const MAX_COUNT: i64 = u32::MAX as i64;
+
+/// Unknown names that get a "did you mean" suggestion; later ones get the generic help, so
+/// that the cost of suggestions (every name scanned) does not grow with the number of errors.
+pub const MAX_SUGGESTIONS: usize = 100;
+
 /// Merged view of a policy set after `extends`: later files override earlier ones by name.
 struct Merged<'a> {
     name: Option<&'a Spanned<String>>,
@@ -51,20 +60,33 @@ struct Merged<'a> {
 }
 
 /// Add `items` of a later file to `merged`: one with the name of an item from an earlier file
-/// replaces it in place; the others are appended.
+/// replaces it in place; the others are appended. Names are looked up in an index, so a file
+/// of n items costs O(n), not O(n²).
 fn override_by_name<'a, T>(
     merged: &mut Vec<&'a T>,
     items: &'a [T],
     name: impl Fn(&T) -> &Spanned<String>,
 ) {
+    // Name -> positions in `merged` of the items of that name (one, but for duplicates
+    // within a file, which the checker reports).
+    let mut index: HashMap<&'a str, Vec<usize>> = HashMap::new();
+    for (i, x) in merged.iter().enumerate() {
+        index.entry(name(x).node.as_str()).or_default().push(i);
+    }
     for item in items {
         let n = name(item);
-        match merged
-            .iter()
-            .position(|x| name(x).node == n.node && name(x).span.source != n.span.source)
-        {
-            Some(i) => merged[i] = item,
-            None => merged.push(item),
+        let slot = index.entry(n.node.as_str()).or_default();
+        let earlier = slot.iter().copied().find(|&i| {
+            merged
+                .get(i)
+                .is_some_and(|x| name(x).span.source != n.span.source)
+        });
+        match earlier.and_then(|i| merged.get_mut(i)) {
+            Some(x) => *x = item,
+            None => {
+                slot.push(merged.len());
+                merged.push(item);
+            }
         }
     }
 }
@@ -174,11 +196,14 @@ struct Checker<'a> {
     /// Every `let` of the composed policy, resolved on first use: a derived file's `let` may
     /// refer to one it defines after the base's position of the name it overrides.
     let_defs: HashMap<&'a str, &'a Let>,
-    /// `let`s being resolved (to report a cycle) and those that failed (reported once).
-    let_stack: Vec<&'a str>,
+    /// `let`s that failed (reported once).
     let_failed: HashSet<&'a str>,
     used_lets: HashSet<String>,
     signals: Vec<String>,
+    /// How many more unknown names get a "did you mean" ([`MAX_SUGGESTIONS`]).
+    suggestions_left: usize,
+    /// Position of each signal in `signals`.
+    signal_index: HashMap<String, usize>,
     observed_any_stale: bool,
     observed_signals: HashSet<String>,
 }
@@ -192,6 +217,41 @@ impl<'a> Checker<'a> {
     fn warn(&mut self, span: Span, msg: impl Into<String>, help: Option<String>) {
         self.diags
             .push(Diagnostic::new(self.sources, Severity::Warning, span, msg).with_help(help));
+    }
+
+    /// The range check every number a policy writes goes through (`turns`, `uses`,
+    /// `text max`, `budget`, `inline_limit`, `timeout_ms`, and any count a later form adds):
+    /// `Some(n)` when `min <= n <= max`, else an error at the number naming the range.
+    /// `help` explains the bound when it is not obvious.
+    pub(crate) fn in_range(
+        &mut self,
+        n: &Spanned<i64>,
+        what: &str,
+        min: i64,
+        max: i64,
+        help: Option<&str>,
+    ) -> Option<i64> {
+        if (min..=max).contains(&n.node) {
+            return Some(n.node);
+        }
+        self.err(
+            n.span,
+            format!(
+                "`{what}` is {}, out of range: it must be between {min} and {max}",
+                n.node
+            ),
+            help.map(str::to_string),
+        );
+        None
+    }
+
+    /// Whether an unknown name may still get a "did you mean" (which scans every name).
+    fn take_suggestion(&mut self) -> bool {
+        if self.suggestions_left == 0 {
+            return false;
+        }
+        self.suggestions_left -= 1;
+        true
     }
 
     fn names_in(&self, ctx: Ctx) -> Vec<String> {
@@ -238,7 +298,7 @@ impl<'a> Checker<'a> {
             return None;
         }
         if let Some(sig) = path.strip_prefix("stale.") {
-            if let Some(i) = self.signals.iter().position(|s| s == sig) {
+            if let Some(&i) = self.signal_index.get(sig) {
                 if ctx.stale() {
                     self.observed_signals.insert(sig.to_string());
                     return Some((
@@ -259,18 +319,24 @@ impl<'a> Checker<'a> {
                 );
                 return None;
             }
-            let help = did_you_mean(sig, self.signals.iter().map(|s| s.as_str()))
-                .map(|s| format!("did you mean `stale.{s}`?"))
-                .or_else(|| {
-                    Some(format!(
-                        "the policy's signals are: {}",
-                        if self.signals.is_empty() {
-                            "(none)".to_string()
-                        } else {
-                            self.signals.join(", ")
-                        }
-                    ))
-                });
+            // Suggestions scan every name: only the first errors get them, so that a policy
+            // with many errors still checks in linear time.
+            let help = if self.take_suggestion() {
+                did_you_mean(sig, self.signals.iter().map(|s| s.as_str()))
+                    .map(|s| format!("did you mean `stale.{s}`?"))
+                    .or_else(|| {
+                        Some(format!(
+                            "the policy's signals are: {}",
+                            if self.signals.is_empty() {
+                                "(none)".to_string()
+                            } else {
+                                self.signals.join(", ")
+                            }
+                        ))
+                    })
+            } else {
+                None
+            };
             self.err(span, format!("unknown staleness signal `{sig}`"), help);
             return None;
         }
@@ -294,10 +360,14 @@ impl<'a> Checker<'a> {
         if self.let_failed.contains(path) {
             return None; // its own error is already reported
         }
-        let names = self.names_in(ctx);
-        let help = did_you_mean(path, names.iter().map(|s| s.as_str()))
-            .map(|s| format!("did you mean `{s}`?"))
-            .or_else(|| Some("docs/facts.md lists every fact".to_string()));
+        let suggest = if self.take_suggestion() {
+            let names = self.names_in(ctx);
+            did_you_mean(path, names.iter().map(|s| s.as_str()))
+                .map(|s| format!("did you mean `{s}`?"))
+        } else {
+            None
+        };
+        let help = suggest.or_else(|| Some("docs/facts.md lists every fact".to_string()));
         let what = if path.contains('.') { "fact" } else { "name" };
         self.err(span, format!("unknown {what} `{path}`"), help);
         None
@@ -619,65 +689,103 @@ impl<'a> Checker<'a> {
     }
 
     /// Resolve `let name` (already resolved, or now); false when it is not a `let` or does not
-    /// check.
-    fn resolve_let(&mut self, name: &str, at: Span) -> bool {
+    /// check. Iterative (an explicit stack, not one call per link), so a chain of any length
+    /// resolves in constant stack space and linear time.
+    fn resolve_let(&mut self, name: &str) -> bool {
         if self.lets.contains_key(name) {
             return true;
         }
-        let Some((&key, &def)) = self.let_defs.get_key_value(name) else {
+        let Some(&key) = self.let_defs.get_key_value(name).map(|(k, _)| k) else {
             return false;
         };
         if self.let_failed.contains(key) {
             return false;
         }
-        if let Some(i) = self.let_stack.iter().position(|n| *n == key) {
-            let mut chain: Vec<&str> = self.let_stack[i..].to_vec();
-            chain.push(key);
-            self.err(
-                at,
-                format!("`let {key}` depends on itself: {}", chain.join(" -> ")),
-                None,
-            );
-            self.let_failed.insert(key);
+        let frame = |key: &'a str, def: &'a Let| {
+            let mut deps = Vec::new();
+            def.value.paths(&mut deps);
+            LetFrame { key, deps, next: 0 }
+        };
+        let Some(&def) = self.let_defs.get(key) else {
             return false;
+        };
+        let mut stack = vec![frame(key, def)];
+        // Position of each `let` on the stack, to report a cycle.
+        let mut on_stack: HashMap<&'a str, usize> = HashMap::from([(key, 0)]);
+        while let Some(top) = stack.last_mut() {
+            let Some((path, span)) = top.deps.get(top.next).cloned() else {
+                // Every name the value reads is resolved: compute it.
+                let k = top.key;
+                stack.pop();
+                on_stack.remove(k);
+                let def = self.let_defs.get(k).copied();
+                match def.and_then(|d| self.constant(&d.value).map(|v| (v, d.name.span))) {
+                    Some(((v, t), span)) => {
+                        self.lets.insert(k.to_string(), (v, t, span));
+                    }
+                    None => self.fail_lets(k, &mut stack),
+                }
+                continue;
+            };
+            top.next += 1;
+            let top_key = top.key;
+            if self.lets.contains_key(path.as_str()) {
+                continue;
+            }
+            let Some((&dep, &dep_def)) = self.let_defs.get_key_value(path.as_str()) else {
+                self.err(
+                    span,
+                    format!("`let` values are constants; `{path}` is not a constant"),
+                    Some("a `let` holds a number, string, bool or list; use facts in rules".into()),
+                );
+                self.fail_lets(top_key, &mut stack);
+                continue;
+            };
+            if self.let_failed.contains(dep) {
+                // Already reported where that `let` is defined.
+                self.fail_lets(top_key, &mut stack);
+                continue;
+            }
+            if let Some(&i) = on_stack.get(dep) {
+                let mut chain: Vec<&str> = stack.iter().skip(i).map(|f| f.key).collect();
+                chain.push(dep);
+                self.err(
+                    span,
+                    format!("`let {dep}` depends on itself: {}", chain.join(" -> ")),
+                    None,
+                );
+                self.let_failed.insert(dep);
+                self.fail_lets(top_key, &mut stack);
+                continue;
+            }
+            on_stack.insert(dep, stack.len());
+            stack.push(frame(dep, dep_def));
         }
-        self.let_stack.push(key);
-        let value = self.constant(&def.value);
-        self.let_stack.pop();
-        match value {
-            Some((v, t)) => {
-                self.lets.insert(key.to_string(), (v, t, def.name.span));
-                true
-            }
-            None => {
-                self.let_failed.insert(key);
-                false
-            }
+        self.lets.contains_key(key)
+    }
+
+    /// `key` does not check, and neither does any `let` waiting for it on `stack` (each of
+    /// them reads the one above it); the diagnostic is already recorded.
+    fn fail_lets(&mut self, key: &'a str, stack: &mut Vec<LetFrame<'a>>) {
+        self.let_failed.insert(key);
+        for f in stack.drain(..) {
+            self.let_failed.insert(f.key);
         }
     }
 
+    /// The value of a `let` whose names are all resolved: only literals and other lets.
     fn constant(&mut self, e: &Expr) -> Option<(Value, Type)> {
-        let ctx = Ctx::Let;
-        // Only literals and other lets.
-        let mut paths = Vec::new();
-        e.paths(&mut paths);
-        for (p, span) in &paths {
-            if !self.resolve_let(p, *span) {
-                if self.let_defs.contains_key(p.as_str()) {
-                    return None; // already reported where that `let` is defined
-                }
-                self.err(
-                    *span,
-                    format!("`let` values are constants; `{p}` is not a constant"),
-                    Some("a `let` holds a number, string, bool or list; use facts in rules".into()),
-                );
-                return None;
-            }
-        }
-        let (c, t) = self.expr(e, ctx)?;
+        let (c, t) = self.expr(e, Ctx::Let)?;
         let v = super::eval_const(&c);
         Some((v, t.ty))
     }
+}
+
+/// A `let` being resolved: the names its value reads, and how many of them are resolved.
+struct LetFrame<'a> {
+    key: &'a str,
+    deps: Vec<(String, Span)>,
+    next: usize,
 }
 
 /// The unreachable-rule lint of a first-match list (the ladder, delivery): after a rule that
@@ -749,10 +857,11 @@ pub fn check(
         diags: Vec::new(),
         lets: HashMap::new(),
         let_defs: HashMap::new(),
-        let_stack: Vec::new(),
         let_failed: HashSet::new(),
         used_lets: HashSet::new(),
         signals: Vec::new(),
+        signal_index: HashMap::new(),
+        suggestions_left: MAX_SUGGESTIONS,
         observed_any_stale: false,
         observed_signals: HashSet::new(),
     };
@@ -781,7 +890,7 @@ pub fn check(
         c.let_defs.insert(l.name.node.as_str(), l);
     }
     for l in &merged.lets {
-        c.resolve_let(&l.name.node, l.name.span);
+        c.resolve_let(&l.name.node);
     }
 
     // Eligible.
@@ -791,6 +900,9 @@ pub fn check(
 
     // Staleness signals.
     c.signals = merged.stales.iter().map(|s| s.name.node.clone()).collect();
+    for (i, s) in c.signals.iter().enumerate() {
+        c.signal_index.entry(s.clone()).or_insert(i);
+    }
     let mut stales = Vec::new();
     for s in &merged.stales {
         if let Some(w) = c.condition(&s.when, Ctx::Stale) {
@@ -893,10 +1005,10 @@ pub fn check(
                 span: r.span,
             });
         }
-        match &d.inline_limit {
-            Some(l) if l.node < 1 => c.err(l.span, "`inline_limit` must be at least 1", None),
-            Some(l) => delivery.inline_limit = l.node as usize,
-            None => {}
+        if let Some(l) = &d.inline_limit {
+            if let Some(n) = c.in_range(l, "inline_limit", 1, MAX_COUNT, None) {
+                delivery.inline_limit = usize::try_from(n).unwrap_or(usize::MAX);
+            }
         }
         delivery.span = Some(d.span);
     }
@@ -940,10 +1052,9 @@ pub fn check(
                 span: g.span,
             });
         }
-        if p.turns < 1 || p.uses < 1 {
-            c.err(p.span, "`turns` and `uses` must be at least 1", None);
-        }
-        if p.turns > 1 || p.uses > 1 {
+        let turns = c.in_range(&p.turns, "turns", 1, MAX_COUNT, None);
+        let uses = c.in_range(&p.uses, "uses", 1, MAX_COUNT, None);
+        if p.turns.node > 1 || p.uses.node > 1 {
             c.warn(
                 p.span,
                 "a pre-grant wider than one turn and one use weakens the permission model",
@@ -952,8 +1063,8 @@ pub fn check(
         }
         CPregrant {
             grants,
-            turns: p.turns.max(1) as u32,
-            uses: p.uses.max(1) as u32,
+            turns: turns.and_then(|n| u32::try_from(n).ok()).unwrap_or(1),
+            uses: uses.and_then(|n| u32::try_from(n).ok()).unwrap_or(1),
             span: p.span,
         }
     });
@@ -1115,26 +1226,21 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
             span: r.span,
         });
     }
-    let text_max = match &s.text_max {
-        Some(t) if t.node < 4 => {
-            c.err(
-                t.span,
-                "`text max` must be at least 4 (3 characters go to `...`)",
-                None,
-            );
-            None
-        }
-        Some(t) => Some(t.node as usize),
-        None => None,
-    };
-    let budget = match &s.budget {
-        Some(b) if b.chars < 1 => {
-            c.err(b.span, "`budget` must be at least 1 character", None);
-            None
-        }
-        Some(b) => Some((b.chars as usize, b.newest_first)),
-        None => None,
-    };
+    let text_max = s.text_max.as_ref().and_then(|t| {
+        c.in_range(
+            t,
+            "text max",
+            4,
+            MAX_COUNT,
+            Some("the limit counts characters, and 3 of them go to `...`"),
+        )
+        .and_then(|n| usize::try_from(n).ok())
+    });
+    let budget = s.budget.as_ref().and_then(|b| {
+        c.in_range(&b.chars, "budget", 1, MAX_COUNT, None)
+            .and_then(|n| usize::try_from(n).ok())
+            .map(|n| (n, b.newest_first))
+    });
     let source = match &s.source {
         None | Some(SourceDecl::Deterministic(_)) => SummarySource::Deterministic,
         Some(SourceDecl::Command {
@@ -1142,16 +1248,16 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
             command,
             timeout_ms,
         }) => {
-            let t = timeout_ms.unwrap_or(30_000);
-            if t < 1 {
-                c.err(*span, "`timeout_ms` must be at least 1", None);
-            }
+            let t = match timeout_ms {
+                Some(t) => c.in_range(t, "timeout_ms", 1, MAX_COUNT, None).unwrap_or(1),
+                None => 30_000,
+            };
             if command.trim().is_empty() {
                 c.err(*span, "the summarizer command is empty", None);
             }
             SummarySource::Command {
                 command: command.clone(),
-                timeout_ms: t.max(1) as u64,
+                timeout_ms: u64::try_from(t).unwrap_or(1),
             }
         }
     };
@@ -1175,6 +1281,10 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
             c.err(d.span, "`document max` must be at least 1 character", None);
             None
         }
+        Some(d) if d.node > MAX_COUNT => {
+            c.in_range(d, "document max", 1, MAX_COUNT, None);
+            None
+        }
         Some(d) => {
             let n = usize::try_from(d.node).unwrap_or(usize::MAX);
             if n < super::MUST_KEEP_FLOOR {
@@ -1194,13 +1304,13 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
         None => None,
     };
     if let Some(b) = &s.budget {
-        let chars = usize::try_from(b.chars).unwrap_or(0);
+        let chars = usize::try_from(b.chars.node).unwrap_or(0);
         if (1..super::MUST_KEEP_FLOOR).contains(&chars) {
             c.warn(
                 b.span,
                 format!(
                     "a budget of {} characters cannot hold the must-keep items",
-                    b.chars
+                    b.chars.node
                 ),
                 Some(format!(
                     "the latest user message, open questions and approvals and the last failing command are never cut; leave them at least {} characters",
@@ -1235,6 +1345,16 @@ fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
                 c.err(
                     d.span,
                     "a degradation step keeps at least 1 character",
+                    None,
+                );
+                None
+            }
+            DegradeDecl::Tail(_, n) | DegradeDecl::Shorten(n) if *n > MAX_COUNT => {
+                c.err(
+                    d.span,
+                    format!(
+                        "a degradation step of {n} characters is out of range: it must be between 1 and {MAX_COUNT}"
+                    ),
                     None,
                 );
                 None
@@ -1298,7 +1418,11 @@ fn compile_text_cut(
             c.err(n.span, "a text rule keeps at least 1 character", None);
             return None;
         }
-        (Some(n), _) => usize::try_from(n.node).unwrap_or(usize::MAX),
+        (Some(n), form) => {
+            let what = format!("text {form}");
+            let n = c.in_range(n, &what, 1, MAX_COUNT, None)?;
+            usize::try_from(n).unwrap_or(usize::MAX)
+        }
     };
     let cut = match r.form.as_str() {
         "whole" => Cut::Whole,

@@ -357,7 +357,12 @@ impl<'a> Builder<'a> {
             Err(_) => {
                 self.error(
                     span,
-                    format!("number `{}` is out of range", p.as_str()),
+                    format!(
+                        "number `{}` is out of range: numbers are between {} and {}",
+                        p.as_str(),
+                        i64::MIN,
+                        i64::MAX
+                    ),
                     None,
                 );
                 0
@@ -540,8 +545,8 @@ impl<'a> Builder<'a> {
         let mut block = PregrantBlock {
             span,
             grants: Vec::new(),
-            turns: 1,
-            uses: 1,
+            turns: Spanned { node: 1, span },
+            uses: Spanned { node: 1, span },
         };
         for e in p.kids() {
             let espan = self.span(&e);
@@ -564,8 +569,8 @@ impl<'a> Builder<'a> {
                 }
                 Rule::grant_limits => {
                     if let (Some(t), Some(u)) = (it.next(), it.next()) {
-                        block.turns = self.int(t);
-                        block.uses = self.int(u);
+                        block.turns = self.spanned_int(t);
+                        block.uses = self.spanned_int(u);
                     }
                 }
                 _ => {}
@@ -704,7 +709,7 @@ impl<'a> Builder<'a> {
                 Rule::budget_rule => {
                     let mut it = e.kids();
                     if let Some(n) = it.next() {
-                        let chars = self.int(n);
+                        let chars = self.spanned_int(n);
                         let newest_first = it
                             .next()
                             .map(|o| o.as_str() == "newest_first")
@@ -725,7 +730,7 @@ impl<'a> Builder<'a> {
                             Rule::source_command => {
                                 let mut it = s.kids();
                                 let command = it.next().map(|c| self.string(c)).unwrap_or_default();
-                                let timeout_ms = it.next().map(|t| self.int(t));
+                                let timeout_ms = it.next().map(|t| self.spanned_int(t));
                                 block.source = Some(SourceDecl::Command {
                                     span: espan,
                                     command,

@@ -31,6 +31,12 @@ pub const SHIPPED: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Largest policy source file read: 16 MiB (the shipped policies are a few KB).
+pub const MAX_POLICY_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Longest chain of `extends` (a file extending a file extending ...): 32 files.
+pub const MAX_EXTENDS_DEPTH: usize = 32;
+
 /// Names of the shipped profiles.
 pub fn shipped_names() -> Vec<&'static str> {
     SHIPPED.iter().map(|(n, _, _)| *n).collect()
@@ -152,6 +158,15 @@ impl Loader {
         if self.done.contains(&key) {
             return Ok(());
         }
+        if let Ok(meta) = std::fs::metadata(path) {
+            if meta.len() > MAX_POLICY_BYTES {
+                let msg = format!(
+                    "policy `{name}` is {} bytes, over the policy size limit of {MAX_POLICY_BYTES} bytes (16 MiB)",
+                    meta.len()
+                );
+                return Err(self.error_at(from, &name, msg));
+            }
+        }
         let bytes = std::fs::read(path).map_err(|e| {
             let msg = format!(
                 "cannot read policy `{name}`: {}",
@@ -217,6 +232,20 @@ impl Loader {
                 .collect::<Vec<_>>()
                 .join(" -> ");
             return Err(self.error_at(from, &name, format!("`extends` cycle: {chain} -> {name}")));
+        }
+        if self.stack.len() >= MAX_EXTENDS_DEPTH {
+            return Err(self.error_at(
+                from,
+                &name,
+                format!("`extends` chain deeper than {MAX_EXTENDS_DEPTH} files"),
+            ));
+        }
+        if text.len() as u64 > MAX_POLICY_BYTES {
+            let msg = format!(
+                "policy `{name}` is {} bytes, over the policy size limit of {MAX_POLICY_BYTES} bytes (16 MiB)",
+                text.len()
+            );
+            return Err(self.error_at(from, &name, msg));
         }
         let index = self.sources.len();
         self.sources.push(Source { name, text });

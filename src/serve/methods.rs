@@ -53,12 +53,27 @@ pub fn lookup(method: &str) -> Option<Spec> {
     }
 }
 
+/// Whether a request's params can name a thread (so that it must take queue places).
+pub fn may_name_threads(method: &str, params: &Value) -> bool {
+    method == "mergeBack"
+        || ["thread", "child", "state", "stateText"]
+            .iter()
+            .any(|k| params.get(k).is_some())
+}
+
+/// Whether finding a request's threads takes real work (parsing a `stateText`, asking the
+/// store for a fork's parent): then it runs on the blocking pool, never on a connection's
+/// read loop.
+pub fn keys_need_work(method: &str, params: &Value) -> bool {
+    method == "mergeBack" || params.get("stateText").is_some()
+}
+
 /// The threads a request names, for per-thread ordering, in every form the methods accept:
 /// `params.thread`, `params.child` (the fork to create), the inline `state`'s `thread.id`, or
-/// the `thread.id` inside `stateText`; for a `mergeBack`, also the fork's parent. Read when the
-/// request arrives, so the request takes its place in those threads' queues in arrival order.
-/// A `stateText` that does not parse names no thread here; the method itself then reports the
-/// error.
+/// the `thread.id` inside `stateText`; for a `mergeBack`, also the fork's parent. Read before
+/// the request takes its place in those threads' queues, in the connection's arrival order.
+/// Blocking when [`keys_need_work`]. A `stateText` that does not parse (or is past the state
+/// limits) names no thread here; the method itself then reports the error.
 pub fn thread_keys(shared: &Shared, method: &str, params: &Value) -> Vec<String> {
     let mut keys: Vec<String> = ["/thread", "/child", "/state/thread/id"]
         .iter()
@@ -66,7 +81,7 @@ pub fn thread_keys(shared: &Shared, method: &str, params: &Value) -> Vec<String>
         .map(str::to_string)
         .collect();
     if let Some(text) = params.get("stateText").and_then(Value::as_str) {
-        keys.extend(thread_in_text(text));
+        keys.extend(crate::state::thread_id_in_text(text));
     }
     if method == "mergeBack" {
         // A merge-back writes into the fork's parent, which its params do not name: it takes
@@ -74,30 +89,15 @@ pub fn thread_keys(shared: &Shared, method: &str, params: &Value) -> Vec<String>
         // it runs after it. One indexed read; a store that cannot answer leaves the request
         // to fail (or succeed) on its own.
         if let Some(child) = params.get("thread").and_then(Value::as_str) {
-            let parent = tokio::task::block_in_place(|| {
-                shared
-                    .stores
-                    .with(|s| s.parent_of(child).map_err(|e| stored::store_error(&e)))
-            });
+            let parent = shared
+                .stores
+                .with(|s| s.parent_of(child).map_err(|e| stored::store_error(&e)));
             keys.extend(parent.ok().flatten());
         }
     }
     keys.sort();
     keys.dedup();
     keys
-}
-
-/// `thread.id` of a state document given as YAML or JSON text, without building the state.
-fn thread_in_text(text: &str) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Doc {
-        thread: Option<Named>,
-    }
-    #[derive(Deserialize)]
-    struct Named {
-        id: Option<String>,
-    }
-    serde_yaml::from_str::<Doc>(text).ok()?.thread?.id
 }
 
 /// Run `method`. `turn` is this request's place in its thread's queue; it is held until the

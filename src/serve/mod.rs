@@ -45,6 +45,8 @@ pub struct ServeConfig {
     pub handoff_dir: Option<PathBuf>,
     /// Largest message body accepted, in bytes.
     pub max_message: usize,
+    /// Most socket clients connected at once (`--max-connections`).
+    pub max_connections: usize,
     /// Quiet period before a burst of file changes triggers a reload.
     pub debounce: Duration,
     /// Watch the policy and template directories.
@@ -65,6 +67,7 @@ impl ServeConfig {
             db: db.into(),
             handoff_dir: None,
             max_message: DEFAULT_MAX_MESSAGE,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             debounce: Duration::from_millis(200),
             watch: true,
             gc: Some(GcSweep::default()),
@@ -74,6 +77,24 @@ impl ServeConfig {
 
 /// Default message size limit: 8 MiB.
 pub const DEFAULT_MAX_MESSAGE: usize = 8 * 1024 * 1024;
+
+/// Stack of the service's threads (tokio's default is 2 MiB). Every recursive walk is bounded
+/// (policy nesting 64, state nesting by the parsers' limits), and a policy at the nesting
+/// limit needs between 1 and 2 MiB in an unoptimised build: 8 MiB leaves a wide margin.
+pub const THREAD_STACK: usize = 8 * 1024 * 1024;
+
+/// Default limit of socket clients connected at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+
+/// The first pause after `accept()` fails (descriptors exhausted, ...); it doubles on each
+/// failure in a row up to [`ACCEPT_BACKOFF_MAX`], so a server out of file descriptors waits
+/// for clients to leave instead of spinning.
+pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// The accept-failure warning is printed at most once per this interval (with a count of the
+/// failures since the last one).
+pub const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// Why the service could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +123,7 @@ pub enum ServeError {
 pub fn serve(cfg: ServeConfig) -> Result<(), ServeError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(THREAD_STACK)
         .build()
         .map_err(|e| ServeError::Runtime(e.to_string()))?;
     rt.block_on(run(cfg))
@@ -205,6 +227,32 @@ fn bind(path: &Path) -> Result<tokio::net::UnixListener, ServeError> {
     Ok(listener)
 }
 
+/// Tell a client over the connection limit why, and close its connection.
+async fn refuse_connection(mut stream: tokio::net::UnixStream, framing: Framing, max: usize) {
+    let err = rpc::RpcError::new(
+        rpc::code::INVALID_REQUEST,
+        format!("too many connections: this server serves at most {max} clients at once (serve --max-connections); close another connection or retry later"),
+    );
+    let body = serde_json::to_vec(&rpc::error_response(None, &err)).unwrap_or_default();
+    let _ = framing::write_frame(&mut stream, framing, &body).await;
+    // Close the writing side, and read (a little, briefly) what the client sent before it saw
+    // the refusal: closing with unread input would reset the connection, and the client could
+    // lose the refusal.
+    use tokio::io::AsyncReadExt;
+    let _ = tokio::io::AsyncWriteExt::shutdown(&mut stream).await;
+    let mut sink = [0u8; 4096];
+    let mut left: usize = 64 * 1024;
+    let drain = async {
+        while left > 0 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+}
+
 async fn serve_socket(shared: Arc<session::Shared>, path: &Path) -> Result<(), ServeError> {
     let listener = bind(path)?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -213,20 +261,55 @@ async fn serve_socket(shared: Arc<session::Shared>, path: &Path) -> Result<(), S
             reason: e.to_string(),
         })?;
     let mut conns = tokio::task::JoinSet::new();
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    let mut warned: Option<std::time::Instant> = None;
+    let mut failures_since_warning = 0u64;
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 match accepted {
                     Ok((stream, _)) => {
-                        let (r, w) = stream.into_split();
-                        let s = shared.clone();
+                        backoff = ACCEPT_BACKOFF_MIN;
                         // Reap finished connections so a long-lived server holds none of them.
                         while conns.try_join_next().is_some() {}
+                        if conns.len() >= shared.cfg.max_connections {
+                            tokio::spawn(refuse_connection(stream, shared.cfg.framing, shared.cfg.max_connections));
+                            continue;
+                        }
+                        let (r, w) = stream.into_split();
+                        let s = shared.clone();
                         conns.spawn(async move {
                             session::run_connection(s, tokio::io::BufReader::new(r), w).await;
                         });
                     }
-                    Err(e) => eprintln!("{}: warning: accept failed: {e}", path.display()),
+                    Err(e) => {
+                        failures_since_warning += 1;
+                        let due = warned.is_none_or(|t| t.elapsed() >= ACCEPT_WARN_EVERY);
+                        if due {
+                            let more = match failures_since_warning {
+                                1 => String::new(),
+                                n => format!(" ({n} failures since the last warning)"),
+                            };
+                            eprintln!(
+                                "{}: warning: accept failed: {e}{more}; retrying with back-off up to {} ms (this warning repeats at most every {} s)",
+                                path.display(),
+                                ACCEPT_BACKOFF_MAX.as_millis(),
+                                ACCEPT_WARN_EVERY.as_secs()
+                            );
+                            warned = Some(std::time::Instant::now());
+                            failures_since_warning = 0;
+                        }
+                        let pause = backoff;
+                        backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                        tokio::select! {
+                            _ = tokio::time::sleep(pause) => {}
+                            _ = shared.exit_requested() => break,
+                            _ = term.recv() => {
+                                shared.begin_shutdown();
+                                break;
+                            }
+                        }
+                    }
                 }
             }
             _ = shared.exit_requested() => break,

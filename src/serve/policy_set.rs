@@ -8,6 +8,7 @@
 use crate::engine::Engine;
 use crate::policy::{self, Diagnostic, Policy, PolicyError};
 use crate::render::TemplateSet;
+use notify_debouncer_mini::notify;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -53,6 +54,10 @@ pub struct Rejection {
     pub at_ms: u64,
     pub message: String,
     pub diagnostics: Vec<Diagnostic>,
+    /// The same rejection as the previous reload's (nothing changed since): not announced
+    /// again, so one bad edit makes one `policy/rejected`.
+    #[serde(skip)]
+    pub repeated: bool,
 }
 
 /// The outcome of a reload that checked.
@@ -71,6 +76,9 @@ pub struct PolicyHolder {
     document_root: Option<PathBuf>,
     current: RwLock<Arc<PolicySet>>,
     rejection: Mutex<Option<Rejection>>,
+    /// Whether the last reload was rejected (and with what), so that the same rejection is
+    /// announced once.
+    rejected_since_load: Mutex<Option<(String, Vec<Diagnostic>)>>,
     /// Serialises reloads so two cannot interleave their check and swap.
     reloading: Mutex<()>,
 }
@@ -171,6 +179,7 @@ impl PolicyHolder {
             document_root,
             current: RwLock::new(Arc::new(set)),
             rejection: Mutex::new(None),
+            rejected_since_load: Mutex::new(None),
             reloading: Mutex::new(()),
         })
     }
@@ -210,6 +219,12 @@ impl PolicyHolder {
                 Some(Self::make(engine, templates, cur.generation + 1))
             }
         });
+        if built.is_ok() {
+            *self
+                .rejected_since_load
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = None;
+        }
         match built {
             Ok(None) => Ok(Reloaded {
                 set: cur,
@@ -224,16 +239,26 @@ impl PolicyHolder {
                 Ok(Reloaded { set, changed: true })
             }
             Err(e) => {
+                let message = format!(
+                    "policy set rejected; still serving the last good set: {}",
+                    e.diagnostics
+                        .first()
+                        .map(|d| d.to_string())
+                        .unwrap_or_default()
+                );
+                let seen = (message.clone(), e.diagnostics.clone());
+                let mut last = self
+                    .rejected_since_load
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                let repeated = last.as_ref() == Some(&seen);
+                *last = Some(seen);
+                drop(last);
                 let r = Rejection {
                     at_ms: now_ms(),
-                    message: format!(
-                        "policy set rejected; still serving the last good set: {}",
-                        e.diagnostics
-                            .first()
-                            .map(|d| d.to_string())
-                            .unwrap_or_default()
-                    ),
+                    message,
                     diagnostics: e.diagnostics,
+                    repeated,
                 };
                 *self.rejection.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.clone());
                 Err(r)
@@ -284,29 +309,59 @@ impl PolicyHolder {
 
 /// Watch `dirs` and call `on_change` once per burst of changes (debounced by `quiet`).
 /// The returned value stops watching when dropped.
+///
+/// Only changes count: the watcher also reports files being opened and read (inotify's
+/// `IN_OPEN`, `IN_CLOSE_NOWRITE`), and a reload reads every file of the set, so counting
+/// those made each reload trigger the next, forever (five `policy/rejected` a second for one
+/// bad edit).
 pub fn watch(
     dirs: &[PathBuf],
     quiet: Duration,
     on_change: impl Fn() + Send + 'static,
-) -> Result<Watcher, notify_debouncer_mini::notify::Error> {
-    use notify_debouncer_mini::notify::RecursiveMode;
-    let mut debouncer = notify_debouncer_mini::new_debouncer(
-        quiet,
-        move |res: notify_debouncer_mini::DebounceEventResult| {
-            if res.map(|events| !events.is_empty()).unwrap_or(true) {
+) -> Result<Watcher, notify::Error> {
+    use notify::event::{AccessKind, AccessMode};
+    use notify::{EventKind, RecursiveMode, Watcher as _};
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    let (tx, rx) = channel::<()>();
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let change = match res {
+            Ok(ev) => match ev.kind {
+                // A file written and closed is a change; opening or reading one is not.
+                EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+                EventKind::Access(_) => false,
+                _ => true,
+            },
+            // An error (events lost): reload to be sure.
+            Err(_) => true,
+        };
+        if change {
+            let _ = tx.send(());
+        }
+    })?;
+    for d in dirs {
+        watcher.watch(d, RecursiveMode::NonRecursive)?;
+    }
+    // Debounce: after a change, wait until `quiet` passes without another, then reload once.
+    // The thread ends when the watcher (and with it the sender) is dropped.
+    std::thread::Builder::new()
+        .name("baton-policy-watch".into())
+        .spawn(move || {
+            while rx.recv().is_ok() {
+                loop {
+                    match rx.recv_timeout(quiet) {
+                        Ok(()) => continue,
+                        Err(RecvTimeoutError::Timeout) => break,
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
                 on_change();
             }
-        },
-    )?;
-    for d in dirs {
-        debouncer.watcher().watch(d, RecursiveMode::NonRecursive)?;
-    }
-    Ok(Watcher {
-        _debouncer: debouncer,
-    })
+        })
+        .map_err(notify::Error::io)?;
+    Ok(Watcher { _watcher: watcher })
 }
 
 /// A running file watcher.
 pub struct Watcher {
-    _debouncer: notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>,
+    _watcher: notify::RecommendedWatcher,
 }

@@ -13,7 +13,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::io::{AsyncBufRead, AsyncWrite};
-use tokio::sync::{broadcast, mpsc, oneshot, Notify};
+use tokio::sync::{broadcast, mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
+
+/// Requests of one connection running or waiting at once. When they are all taken, the
+/// connection reads nothing more until one finishes: a client that only sends cannot make the
+/// server hold more than this many requests (each at most `--max-message`) for it.
+pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 64;
+
+/// Responses and errors waiting to be written to one connection. A request whose response
+/// finds the queue full waits (holding its in-flight place), so a client that does not read
+/// its responses stops the server reading its requests instead of growing its memory.
+pub const MAX_QUEUED_RESPONSES: usize = 64;
 
 /// A request's place in the queues of the threads it names: it runs when the previous request
 /// of each of those threads has released its `Turn`, and releasing its own lets the next ones
@@ -221,7 +231,9 @@ impl Shared {
                 // The error's data is the notification without the message.
                 let data = note.clone();
                 note["message"] = json!(rej.message);
-                self.notify_all("policy/rejected", note);
+                if !rej.repeated {
+                    self.notify_all("policy/rejected", note);
+                }
                 Err(RpcError::new(code::POLICY_ERROR, rej.message).with_data(data))
             }
         }
@@ -237,12 +249,27 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let framing = shared.cfg.framing;
-    let (out_tx, out_rx) = mpsc::unbounded_channel::<Value>();
+    let (out_tx, out_rx) = mpsc::channel::<Value>(MAX_QUEUED_RESPONSES);
     let notes = shared.notifications.subscribe();
     let writer_task = tokio::spawn(write_loop(writer, framing, out_rx, notes));
     let cancels: Cancels = Arc::default();
+    let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
+    let mut conn = Conn {
+        out: out_tx,
+        cancels,
+        permits,
+        admitted: None,
+    };
     let mut frames = FrameReader::new(reader, framing, shared.cfg.max_message);
     loop {
+        // Read only while this connection has room for another request (backpressure).
+        let permit = tokio::select! {
+            p = conn.permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = shared.exit_requested() => break,
+        };
         let frame = tokio::select! {
             f = frames.next() => f,
             _ = shared.exit_requested() => break,
@@ -257,16 +284,19 @@ where
                         code::INVALID_REQUEST
                     }
                 };
-                let _ = out_tx.send(rpc::error_response(
-                    None,
-                    &RpcError::new(code, e.to_string()),
-                ));
+                let _ = conn
+                    .out
+                    .send(rpc::error_response(
+                        None,
+                        &RpcError::new(code, e.to_string()),
+                    ))
+                    .await;
                 continue;
             }
         };
         match rpc::parse(&body) {
             Err((id, err)) => {
-                let _ = out_tx.send(rpc::error_response(id.as_ref(), &err));
+                let _ = conn.out.send(rpc::error_response(id.as_ref(), &err)).await;
             }
             Ok(Incoming::Response) => {}
             Ok(Incoming::Notification { method, params }) => match method.as_str() {
@@ -276,7 +306,7 @@ where
                 }
                 "$/cancelRequest" => {
                     let id = params.get("id").and_then(Id::from_value);
-                    if let Some(tx) = id.and_then(|id| lock(&cancels).remove(&id)) {
+                    if let Some(tx) = id.and_then(|id| lock(&conn.cancels).remove(&id)) {
                         let _ = tx.send(());
                     }
                 }
@@ -284,30 +314,44 @@ where
                 _ => {}
             },
             Ok(Incoming::Request { id, method, params }) => {
-                handle_request(&shared, &out_tx, &cancels, id, method, params);
+                handle_request(&shared, &mut conn, permit, id, method, params).await;
             }
         }
     }
-    drop(out_tx);
+    drop(conn);
     // Responses of requests still running are sent as they finish; the writer ends when the
     // last of them drops its sender.
     let _ = writer_task.await;
+}
+
+/// What the read loop of one connection keeps.
+struct Conn {
+    /// The connection's bounded response queue.
+    out: mpsc::Sender<Value>,
+    cancels: Cancels,
+    /// The connection's in-flight places.
+    permits: Arc<Semaphore>,
+    /// Signalled when the last request that names threads has taken its queue places: the
+    /// next one takes its places after it, so places follow the connection's arrival order
+    /// although the thread ids are read (and `stateText` parsed) off the read loop.
+    admitted: Option<oneshot::Receiver<()>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn handle_request(
+async fn handle_request(
     shared: &Arc<Shared>,
-    out: &mpsc::UnboundedSender<Value>,
-    cancels: &Cancels,
+    conn: &mut Conn,
+    permit: OwnedSemaphorePermit,
     id: Id,
     method: String,
     params: Value,
 ) {
+    let out = &conn.out;
     if method == "exit" {
-        let _ = out.send(rpc::response(&id, Value::Null));
+        let _ = out.send(rpc::response(&id, Value::Null)).await;
         shared.request_exit();
         return;
     }
@@ -316,15 +360,16 @@ fn handle_request(
             code::SHUTTING_DOWN,
             format!("the server is shutting down; `{method}` was not run"),
         );
-        let _ = out.send(rpc::error_response(Some(&id), &err));
+        let _ = out.send(rpc::error_response(Some(&id), &err)).await;
         return;
     }
     if method == "shutdown" {
         shared.begin_shutdown();
         let (s, out) = (shared.clone(), out.clone());
         tokio::spawn(async move {
+            let _permit = permit;
             s.drain().await;
-            let _ = out.send(rpc::response(&id, Value::Null));
+            let _ = out.send(rpc::response(&id, Value::Null)).await;
         });
         return;
     }
@@ -336,65 +381,133 @@ fn handle_request(
                 methods::NAMES.join(", ")
             ),
         );
-        let _ = out.send(rpc::error_response(Some(&id), &err));
+        let _ = out.send(rpc::error_response(Some(&id), &err)).await;
         return;
     };
     let guard = shared.enter();
-    let keys = methods::thread_keys(shared, &method, &params);
-    let (waits, turn) = shared.queue(keys);
+    // A request that can name threads takes its queue places after the connection's previous
+    // such request; one that cannot (no thread, state or child in its params) needs no place.
+    let names_threads = methods::may_name_threads(&method, &params);
+    let admission = if names_threads {
+        let (tx, rx) = oneshot::channel::<()>();
+        Some((conn.admitted.replace(rx), tx))
+    } else {
+        None
+    };
     let (cancel_tx, cancel_rx) = oneshot::channel::<()>();
-    lock(cancels).insert(id.clone(), cancel_tx);
-    let (s, out, cancels) = (shared.clone(), out.clone(), cancels.clone());
-    let held = turn.clone();
+    lock(&conn.cancels).insert(id.clone(), cancel_tx);
+    let (s, out, cancels) = (shared.clone(), out.clone(), conn.cancels.clone());
     tokio::spawn(async move {
         let _guard = guard;
-        let cancelled = async move {
-            if cancel_rx.await.is_err() {
-                std::future::pending::<()>().await;
+        let _permit = permit;
+        // Read the threads the request names off the read loop (a `stateText` is parsed, a
+        // `mergeBack` asks the store), then take their queue places in arrival order.
+        let (params, keys, admitted) = match admission {
+            None => (params, Vec::new(), None),
+            Some((prev, admitted)) => {
+                if let Some(prev) = prev {
+                    let _ = prev.await;
+                }
+                match thread_keys(&s, &method, params).await {
+                    Ok((params, keys)) => (params, keys, Some(admitted)),
+                    Err(e) => {
+                        // Dropping `admitted` lets the next request take its places.
+                        lock(&cancels).remove(&id);
+                        let _ = out.send(rpc::error_response(Some(&id), &e)).await;
+                        return;
+                    }
+                }
             }
         };
-        tokio::pin!(cancelled);
-        let result = async {
-            // Wait for the previous request of each thread named (cancellable while queued).
-            let mut waits = waits.into_iter();
-            while let Some(mut w) = waits.next() {
-                tokio::select! {
-                    biased;
-                    _ = &mut cancelled => {
-                        // Hand the threads on only once the requests ahead have finished.
-                        tokio::spawn(async move {
+        let queued = s.queue(keys);
+        if let Some(admitted) = admitted {
+            let _ = admitted.send(());
+        }
+        run_request(s, out, cancels, cancel_rx, spec, id, method, params, queued).await;
+    });
+}
+
+/// The threads a request names ([`methods::thread_keys`]), read on the blocking pool when that
+/// means parsing a `stateText` or asking the store.
+async fn thread_keys(
+    shared: &Arc<Shared>,
+    method: &str,
+    params: Value,
+) -> Result<(Value, Vec<String>), RpcError> {
+    if !methods::keys_need_work(method, &params) {
+        let keys = methods::thread_keys(shared, method, &params);
+        return Ok((params, keys));
+    }
+    let (s, m) = (shared.clone(), method.to_string());
+    tokio::task::spawn_blocking(move || {
+        let keys = methods::thread_keys(&s, &m, &params);
+        (params, keys)
+    })
+    .await
+    .map_err(|e| RpcError::internal(format!("reading the request's threads failed: {e}")))
+}
+
+/// Wait for the request's turn in its threads' queues, run it, and queue its response.
+#[allow(clippy::too_many_arguments)]
+async fn run_request(
+    s: Arc<Shared>,
+    out: mpsc::Sender<Value>,
+    cancels: Cancels,
+    cancel_rx: oneshot::Receiver<()>,
+    spec: methods::Spec,
+    id: Id,
+    method: String,
+    params: Value,
+    (waits, turn): (Vec<oneshot::Receiver<()>>, Turn),
+) {
+    let held = turn.clone();
+    let cancelled = async move {
+        if cancel_rx.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::pin!(cancelled);
+    let result = async {
+        // Wait for the previous request of each thread named (cancellable while queued).
+        let mut waits = waits.into_iter();
+        while let Some(mut w) = waits.next() {
+            tokio::select! {
+                biased;
+                _ = &mut cancelled => {
+                    // Hand the threads on only once the requests ahead have finished.
+                    tokio::spawn(async move {
+                        let _ = w.await;
+                        for w in waits {
                             let _ = w.await;
-                            for w in waits {
-                                let _ = w.await;
-                            }
-                            drop(turn);
-                        });
-                        return Err(cancelled_error(&method));
-                    }
-                    _ = &mut w => {}
+                        }
+                        drop(turn);
+                    });
+                    return Err(cancelled_error(&method));
                 }
-            }
-            let work = methods::call(&s, &method, params, turn);
-            if spec.mutates {
-                // Once a change has started it runs to the end and reports what it committed.
-                work.await
-            } else {
-                tokio::select! {
-                    biased;
-                    _ = &mut cancelled => Err(cancelled_error(&method)),
-                    r = work => r,
-                }
+                _ = &mut w => {}
             }
         }
-        .await;
-        lock(&cancels).remove(&id);
-        let msg = match result {
-            Ok(v) => rpc::response(&id, v),
-            Err(e) => rpc::error_response(Some(&id), &e),
-        };
-        let _ = out.send(msg);
-        drop(held);
-    });
+        let work = methods::call(&s, &method, params, turn);
+        if spec.mutates {
+            // Once a change has started it runs to the end and reports what it committed.
+            work.await
+        } else {
+            tokio::select! {
+                biased;
+                _ = &mut cancelled => Err(cancelled_error(&method)),
+                r = work => r,
+            }
+        }
+    }
+    .await;
+    lock(&cancels).remove(&id);
+    let msg = match result {
+        Ok(v) => rpc::response(&id, v),
+        Err(e) => rpc::error_response(Some(&id), &e),
+    };
+    // Waits while the connection's queue is full (the client is not reading).
+    let _ = out.send(msg).await;
+    drop(held);
 }
 
 fn cancelled_error(method: &str) -> RpcError {
@@ -407,7 +520,7 @@ fn cancelled_error(method: &str) -> RpcError {
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut w: W,
     framing: framing::Framing,
-    mut rx: mpsc::UnboundedReceiver<Value>,
+    mut rx: mpsc::Receiver<Value>,
     mut notes: broadcast::Receiver<Value>,
 ) {
     let mut notes_open = true;

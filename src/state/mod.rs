@@ -3,6 +3,7 @@
 //! Public entry point: [`load_file`] (or [`parse_str`] for text already in memory), which
 //! returns a validated [`State`] or every problem found, each naming its path.
 
+mod aliases;
 mod api;
 mod depth;
 mod model;
@@ -82,15 +83,40 @@ impl StateError {
     }
 }
 
+/// Largest state file read: 256 MiB. (Through `baton serve`, `--max-message` bounds a state.)
+pub const MAX_STATE_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Read and validate a state file; `-` reads YAML from standard input.
 pub fn load_file(path: &Path) -> Result<State, StateError> {
     let name = path.display().to_string();
     let bytes = if path == Path::new("-") {
         let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
+        let mut input = std::io::Read::take(std::io::stdin(), MAX_STATE_BYTES + 1);
+        std::io::Read::read_to_end(&mut input, &mut buf)
             .map_err(|e| StateError::one("<stdin>", "", format!("cannot read: {e}")))?;
+        if buf.len() as u64 > MAX_STATE_BYTES {
+            return Err(StateError::one(
+                "<stdin>",
+                "",
+                format!(
+                    "the state is over the state size limit of {MAX_STATE_BYTES} bytes (256 MiB)"
+                ),
+            ));
+        }
         buf
     } else {
+        if let Ok(meta) = std::fs::metadata(path) {
+            if meta.len() > MAX_STATE_BYTES {
+                return Err(StateError::one(
+                    &name,
+                    "",
+                    format!(
+                        "state file is {} bytes, over the state size limit of {MAX_STATE_BYTES} bytes (256 MiB)",
+                        meta.len()
+                    ),
+                ));
+            }
+        }
         std::fs::read(path).map_err(|e| {
             StateError::one(
                 &name,
@@ -112,6 +138,26 @@ pub fn load_file(path: &Path) -> Result<State, StateError> {
     parse_str(text, Format::from_path(path), &name)
 }
 
+/// `thread.id` of a YAML or JSON state document, read without building the state (for
+/// ordering requests by thread before the state is parsed). The same limits as [`parse_str`]
+/// apply first (flow nesting, alias expansion); a document past them, or not a document,
+/// names no thread.
+pub fn thread_id_in_text(text: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        thread: Option<Named>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Named {
+        id: Option<String>,
+    }
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if depth::too_deep(text).is_some() || aliases::check(text).is_err() {
+        return None;
+    }
+    serde_yaml::from_str::<Doc>(text).ok()?.thread?.id
+}
+
 pub(crate) fn io_reason(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => "no such file".to_string(),
@@ -120,8 +166,10 @@ pub(crate) fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
-/// Parse and validate a state document held in memory. `file` names it in errors.
+/// Parse and validate a state document held in memory. `file` names it in errors. A UTF-8
+/// byte order mark before the document is skipped.
 pub fn parse_str(text: &str, format: Format, file: &str) -> Result<State, StateError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let state = deserialize(text, format, file)?;
     let problems = validate::validate(&state);
     if problems.is_empty() {
@@ -176,6 +224,14 @@ fn deserialize(text: &str, format: Format, file: &str) -> Result<State, StateErr
                         "flow collections nested deeper than {} levels; a state file needs a few",
                         depth::MAX_FLOW_DEPTH
                     ),
+                ));
+            }
+            if let Err(at) = aliases::check(text) {
+                return Err(fail(
+                    String::new(),
+                    at.map(|a| a.0),
+                    at.map(|a| a.1),
+                    aliases::message(text.len()),
                 ));
             }
             let de = serde_yaml::Deserializer::from_str(text);

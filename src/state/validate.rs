@@ -47,6 +47,15 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
     }
     if state.thread.id.trim().is_empty() {
         p.add("thread.id", "must not be empty");
+    } else if state.thread.id.chars().any(char::is_control) {
+        // It is printed in documents, prompts, logs and terminals.
+        p.add(
+            "thread.id",
+            format!(
+                "{:?} contains a control character (a line break, tab or escape code); thread ids are printed in documents, prompts and logs",
+                state.thread.id
+            ),
+        );
     } else if let Err(crate::ids::InvalidId { why, .. }) =
         crate::ids::validate_id("thread id", &state.thread.id)
     {
@@ -257,6 +266,15 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
         }
     }
     if let Some(parent) = &state.thread.parent {
+        if parent.thread == state.thread.id {
+            p.add(
+                "thread.parent.thread",
+                format!(
+                    "thread \"{}\" cannot be its own parent: a fork names the thread it was forked from",
+                    parent.thread
+                ),
+            );
+        }
         if parent.run == 0 || parent.run > n {
             p.add(
                 "thread.parent.run",

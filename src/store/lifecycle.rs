@@ -1321,7 +1321,8 @@ pub fn merge_back(
     let (tx, path, busy) = store.begin("merging back")?;
     let cx = Cx::new(&tx, &path, busy);
     let state = cx.load(child)?;
-    let Some(parent_ref) = state.thread.parent.clone() else {
+    // A thread named as its own parent is no fork: merging it "back" would write into itself.
+    let Some(parent_ref) = state.thread.parent.clone().filter(|p| p.thread != child) else {
         return Err(StoreError::NotAFork {
             path,
             thread: child.into(),

@@ -276,3 +276,66 @@ pub fn slow_policy(dir: &Path, secs: u32) -> PathBuf {
     .unwrap();
     policy
 }
+
+/// A policy extending `default` whose summary command signals that it started and then waits
+/// to be let go: a `render` with it is held at a point the test controls, with no sleeps.
+pub struct GatedPolicy {
+    pub policy: PathBuf,
+    started: PathBuf,
+    go: PathBuf,
+}
+
+impl GatedPolicy {
+    pub fn new(dir: &Path) -> GatedPolicy {
+        use std::os::unix::fs::PermissionsExt;
+        let started = dir.join("started.fifo");
+        let go = dir.join("go.fifo");
+        for f in [&started, &go] {
+            let ok = Command::new("mkfifo").arg(f).status().unwrap().success();
+            assert!(ok, "mkfifo {}", f.display());
+        }
+        let script = dir.join("gated.sh");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\ncat >/dev/null\necho started > '{}'\nread go < '{}'\necho '## Summary'\necho 'Written when let go.'\n",
+                started.display(),
+                go.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let policy = dir.join("gated.policy");
+        std::fs::write(
+            &policy,
+            format!(
+                "policy \"gated\" {{\n  extends \"default\"\n}}\n\nsummary {{\n  include user_message into goals\n  source command \"{}\" timeout_ms 600000\n}}\n",
+                script.display()
+            ),
+        )
+        .unwrap();
+        GatedPolicy {
+            policy,
+            started,
+            go,
+        }
+    }
+
+    /// Block until the summary command has started (a render is in progress).
+    pub fn wait_started(&self) {
+        let mut line = String::new();
+        BufReader::new(std::fs::File::open(&self.started).unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "started");
+    }
+
+    /// Let the waiting summary command finish.
+    pub fn release(&self) {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.go)
+            .unwrap();
+        f.write_all(b"go\n").unwrap();
+    }
+}
