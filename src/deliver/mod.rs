@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 pub use gc::{gc, gc_checked, GcReport, HandoffLiveness, Retention};
 pub use offband::{OffbandStore, DOCUMENT_FILE, MARKER_FILE};
 pub use pregrant::{
-    check, issue, CheckRequest, Grant, GrantStore, MemoryGrantStore, PathArg, Verdict,
-    GRANTABLE_TOOL,
+    check, issue, parse_tool_args, CheckRequest, Grant, GrantStore, MemoryGrantStore, PathArg,
+    Verdict, GRANTABLE_TOOL,
 };
 pub use stage::{deliver, Delivered};
 pub use summarizer::{
