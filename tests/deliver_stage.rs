@@ -3,7 +3,7 @@
 #![cfg(unix)]
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use baton::decision::DeliveryMode;
 use baton::deliver::{

@@ -252,7 +252,14 @@ impl Store {
                 drop(conn);
                 Connection::open_with_flags(immutable_uri(path), flags).map_err(open_err)?
             }
-            Err(e) => return Err(sql_err(&name, DEFAULT_BUSY_TIMEOUT, "opening read-only", e)),
+            Err(e) => {
+                return Err(sql_err(
+                    &name,
+                    DEFAULT_BUSY_TIMEOUT,
+                    "configuring the connection",
+                    e,
+                ))
+            }
         };
         let store = Store {
             conn,
