@@ -92,6 +92,37 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<(String, PathBuf)>, DeliveryError> 
     Ok(out)
 }
 
+/// Remove a handoff directory, its marker last: a pass killed part-way leaves a directory
+/// that still carries the marker, so the next pass finds it and finishes the job (removing the
+/// marker first would leave files GC must treat as foreign). `remove_dir_all` on an entry
+/// does not follow symlinks.
+fn remove_handoff_dir(dir: &Path) -> Result<(), DeliveryError> {
+    for (name, path) in read_dir_sorted(dir)? {
+        if name == MARKER_FILE {
+            continue;
+        }
+        let is_dir = fs::symlink_metadata(&path)
+            .map(|m| m.file_type().is_dir())
+            .unwrap_or(false);
+        let removed = if is_dir {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        match removed {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(DeliveryError::from_io(&path, e)),
+        }
+    }
+    match fs::remove_file(dir.join(MARKER_FILE)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(DeliveryError::from_io(dir, e)),
+    }
+    fs::remove_dir(dir).map_err(|e| DeliveryError::from_io(dir, e))
+}
+
 /// Remember the thread directory of a removed handoff directory, to remove it if now empty.
 fn note_touched(touched: &mut Vec<PathBuf>, removed: &Path) {
     if let Some(parent) = removed.parent() {
@@ -277,8 +308,7 @@ pub fn gc(
             None => report.kept += 1,
             Some(reason) => {
                 if !dry_run {
-                    // remove_dir_all does not follow symlinks inside the directory.
-                    fs::remove_dir_all(&c.path).map_err(|e| DeliveryError::from_io(&c.path, e))?;
+                    remove_handoff_dir(&c.path)?;
                     note_touched(&mut touched_threads, &c.path);
                 }
                 report.removed.push(c.path.clone());
