@@ -114,7 +114,10 @@ fn mutate(seed: &[u8], edits: &[Edit]) -> Vec<u8> {
 }
 
 fn mutated(seeds: fn() -> &'static [Vec<u8>]) -> impl Strategy<Value = Vec<u8>> {
-    (any::<prop::sample::Index>(), prop::collection::vec(edit(), 0..8))
+    (
+        any::<prop::sample::Index>(),
+        prop::collection::vec(edit(), 0..8),
+    )
         .prop_map(move |(i, edits)| mutate(i.get::<Vec<u8>>(seeds()), &edits))
 }
 

@@ -44,7 +44,9 @@ pub fn fmt_is_idempotent_and_keeps_meaning(data: &[u8]) {
     };
     let twice = match format_source("fuzz.policy", &once) {
         Ok(t) => t,
-        Err(e) => panic!("formatted text does not parse: {e}\n--- input\n{text}\n--- formatted\n{once}"),
+        Err(e) => {
+            panic!("formatted text does not parse: {e}\n--- input\n{text}\n--- formatted\n{once}")
+        }
     };
     assert!(
         twice == once,
@@ -81,7 +83,11 @@ pub fn framing_terminates(data: &[u8]) {
             match reader.next().await {
                 Ok(Frame::Eof) => return,
                 Ok(Frame::Message(body)) => {
-                    assert!(body.len() <= max, "a {} byte message over {max}", body.len());
+                    assert!(
+                        body.len() <= max,
+                        "a {} byte message over {max}",
+                        body.len()
+                    );
                     let _ = rpc::parse(&body);
                 }
                 Ok(Frame::Bad(_)) => {}
