@@ -46,7 +46,8 @@ pub enum HandoffLiveness {
 pub struct GcReport {
     /// Whether this was a dry run (nothing deleted).
     pub dry_run: bool,
-    /// Handoff directories removed (or, on a dry run, that would be removed).
+    /// Handoff directories removed (or, on a dry run, that would be removed), and the
+    /// leftovers of interrupted writes: stale temp files, marker-less and empty directories.
     pub removed: Vec<PathBuf>,
     /// Number of baton handoff directories kept.
     pub kept: usize,
