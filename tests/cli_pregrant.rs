@@ -205,6 +205,7 @@ fn a_missing_database_is_an_error_not_a_new_one() {
 #[case::no_path(&["--thread", "t", "--turn", "1", "--tool", "Read"], "the following required arguments were not provided")]
 #[case::both(&["--thread", "t", "--turn", "1", "--tool", "Read", "--path", "/x", "--args", "{}"], "cannot be used with")]
 #[case::bad_json(&["--thread", "t", "--turn", "1", "--tool", "Read", "--args", "{file_path"], "--args: error: not valid JSON: ")]
+#[case::repeated_key(&["--thread", "t", "--turn", "1", "--tool", "Read", "--args", r#"{"path": "/x", "path": "/y"}"#], r#"--args: error: the arguments are ambiguous: key "path" is given more than once"#)]
 #[case::bad_turn(&["--thread", "t", "--turn", "x", "--tool", "Read", "--path", "/x"], "invalid value 'x' for '--run <N>'")]
 fn bad_usage_exits_2(#[case] args: &[&str], #[case] message: &str) {
     let d = dispatched();
@@ -364,4 +365,36 @@ fn a_root_below_a_symlinked_directory_is_handed_out_canonical() {
     let (code, stdout, _) = d.read("9", &through_link);
     assert_eq!(code, 1);
     assert!(stdout.contains("passes through a symlink"), "{stdout}");
+}
+
+/// Issue 15 item 9, through the binary: `…/handoff.md/` and `{"file_path": [...], "path":
+/// doc}` are denied, and neither uses up the single read.
+#[test]
+fn a_trailing_slash_or_ambiguous_arguments_are_denied_without_using_the_grant() {
+    let d = dispatched();
+    let doc = d.doc();
+    let slash = format!("{doc}/");
+    let (code, stdout, _) = d.check(&[
+        "--thread", "th_1", "--turn", "9", "--tool", "Read", "--path", &slash,
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stdout.trim_end(),
+        format!(
+            "deny: path {slash} ends with `/`, so it names a directory, not the granted document"
+        )
+    );
+    let args = serde_json::json!({ "file_path": ["/etc/shadow"], "path": doc }).to_string();
+    let (code, stdout, _) = d.check(&[
+        "--thread", "th_1", "--turn", "9", "--tool", "Read", "--args", &args,
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stdout.trim_end(),
+        "deny: tool arguments are ambiguous: `file_path` is an array, not a path string"
+    );
+    let (code, stdout, _) = d.check(&[
+        "--thread", "th_1", "--turn", "9", "--tool", "Read", "--path", &doc,
+    ]);
+    assert_eq!(code, 0, "{stdout}");
 }

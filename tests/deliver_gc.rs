@@ -264,3 +264,174 @@ fn report_serialises() {
     assert_eq!(v["dry_run"], true);
     assert_eq!(v["removed"].as_array().expect("array").len(), 3);
 }
+
+// ---- leftovers of interrupted writes (issue 15 item 11) ----
+
+/// A pid that no process has: a child that has exited and been reaped.
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().expect("spawn");
+    let pid = child.id();
+    child.wait().expect("wait");
+    pid
+}
+
+fn temp_name(name: &str, pid: u32) -> String {
+    format!(".{name}.tmp.{pid}.0.123456789")
+}
+
+impl World {
+    fn run_at(&self, now: SystemTime, dry_run: bool) -> baton::deliver::GcReport {
+        let live = |_: &str, _: &str| HandoffLiveness::Live;
+        gc(&self.store, &Retention::default(), &live, now, dry_run).expect("gc")
+    }
+}
+
+fn reason_of(report: &baton::deliver::GcReport, p: &Path) -> Option<String> {
+    report
+        .reasons
+        .iter()
+        .find(|(q, _)| q == p)
+        .map(|(_, r)| r.clone())
+}
+
+#[test]
+fn a_temp_file_of_a_dead_writer_in_a_live_directory_is_removed() {
+    let mut w = World::new();
+    w.handoff("a", "h1", 0, HandoffLiveness::Live);
+    let pid = dead_pid();
+    let temp = w.dir("a", "h1").join(temp_name("handoff.md", pid));
+    fs::write(&temp, b"half a docu").expect("temp");
+    let dry = w.run_at(w.now, true);
+    assert!(temp.exists(), "a dry run deletes nothing");
+    assert_eq!(dry.removed, vec![temp.clone()]);
+    let report = w.run_at(w.now, false);
+    assert_eq!(
+        reason_of(&report, &temp).as_deref(),
+        Some(format!("temp file of an interrupted write (process {pid} is gone)").as_str())
+    );
+    assert!(!temp.exists());
+    assert!(
+        w.dir("a", "h1").join("handoff.md").exists(),
+        "the handoff is kept"
+    );
+    assert_eq!(report.kept, 1);
+}
+
+#[test]
+fn a_temp_file_of_a_running_writer_is_kept_until_the_grace_period_passes() {
+    let mut w = World::new();
+    w.handoff("a", "h1", 0, HandoffLiveness::Live);
+    let temp = w
+        .dir("a", "h1")
+        .join(temp_name("inline.md", std::process::id()));
+    fs::write(&temp, b"being written").expect("temp");
+    let report = w.run_at(w.now, false);
+    assert!(report.removed.is_empty(), "{report:?}");
+    assert!(temp.exists());
+    let later = w.now + baton::deliver::STALE_GRACE + Duration::from_secs(1);
+    let report = w.run_at(later, false);
+    assert_eq!(
+        reason_of(&report, &temp).as_deref(),
+        Some("temp file of an interrupted write (older than 600s)")
+    );
+    assert!(!temp.exists());
+}
+
+#[test]
+fn a_directory_killed_before_its_marker_is_collected() {
+    let w = World::new();
+    let pid = dead_pid();
+    let dir = w.root.join("a/h1");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let temp = dir.join(temp_name(".baton-handoff", pid));
+    fs::write(&temp, b"thread: a\n").expect("temp marker");
+    let report = w.run_at(w.now, false);
+    assert_eq!(
+        reason_of(&report, &dir).as_deref(),
+        Some("left by a write interrupted before its marker (only stale temp files)")
+    );
+    assert!(!dir.exists());
+    assert!(
+        !w.root.join("a").exists(),
+        "the emptied thread directory goes too"
+    );
+    assert!(w.root.exists());
+}
+
+#[test]
+fn an_empty_unmarked_directory_is_collected_only_after_the_grace_period() {
+    let w = World::new();
+    let dir = w.root.join("a/h1");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let report = w.run_at(w.now, false);
+    assert!(report.removed.is_empty(), "{report:?}");
+    assert_eq!(
+        report.skipped,
+        vec![(
+            dir.clone(),
+            "no .baton-handoff marker; empty, and newer than 600s (a write may be starting)"
+                .to_string()
+        )]
+    );
+    let later = w.now + baton::deliver::STALE_GRACE + Duration::from_secs(1);
+    let report = w.run_at(later, false);
+    assert_eq!(
+        reason_of(&report, &dir).as_deref(),
+        Some("empty directory left by an interrupted write (older than 600s)")
+    );
+    assert!(!dir.exists());
+    assert!(!w.root.join("a").exists());
+}
+
+#[test]
+fn an_empty_thread_directory_is_collected_after_the_grace_period() {
+    let w = World::new();
+    let dir = w.root.join("a");
+    fs::create_dir_all(&dir).expect("mkdir");
+    assert!(w.run_at(w.now, false).removed.is_empty());
+    let later = w.now + baton::deliver::STALE_GRACE + Duration::from_secs(1);
+    let report = w.run_at(later, false);
+    assert_eq!(report.removed, vec![dir.clone()]);
+    assert!(!dir.exists());
+}
+
+/// Never a foreign file: a marker-less directory holding anything but baton's stale temp
+/// files is left alone, however old.
+#[rstest::rstest]
+#[case::foreign_file("notes.txt", "no .baton-handoff marker; not created by baton")]
+#[case::almost_a_temp_name(
+    ".handoff.md.tmp.12.x.3",
+    "no .baton-handoff marker; not created by baton"
+)]
+#[case::no_name(".tmp.12.0.3", "no .baton-handoff marker; not created by baton")]
+fn an_unmarked_directory_with_foreign_files_is_left_alone(
+    #[case] foreign: &str,
+    #[case] why: &str,
+) {
+    let w = World::new();
+    let dir = w.root.join("a/h1");
+    fs::create_dir_all(&dir).expect("mkdir");
+    fs::write(dir.join(temp_name(".baton-handoff", dead_pid())), b"x").expect("temp");
+    fs::write(dir.join(foreign), b"mine").expect("foreign");
+    let later = w.now + DAY * 365;
+    let report = w.run_at(later, false);
+    assert!(report.removed.is_empty(), "{report:?}");
+    assert_eq!(report.skipped, vec![(dir.clone(), why.to_string())]);
+    assert_eq!(fs::read(dir.join(foreign)).expect("kept"), b"mine");
+    assert_eq!(fs::read_dir(&dir).expect("dir").count(), 2);
+}
+
+#[test]
+fn a_symlink_with_a_temp_name_is_never_removed_or_followed() {
+    let w = World::new();
+    let dir = w.root.join("a/h1");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let victim = w.tmp.path().join("victim");
+    fs::write(&victim, b"victim").expect("victim");
+    let link = dir.join(temp_name("handoff.md", dead_pid()));
+    symlink(&victim, &link).expect("link");
+    let report = w.run_at(w.now + DAY, false);
+    assert!(report.removed.is_empty(), "{report:?}");
+    assert!(fs::symlink_metadata(&link).is_ok());
+    assert_eq!(fs::read(&victim).expect("victim"), b"victim");
+}

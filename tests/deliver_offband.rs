@@ -10,6 +10,9 @@ use baton::deliver::{effective_uid, DeliveryError, OffbandStore, MARKER_FILE};
 use rstest::rstest;
 use tempfile::TempDir;
 
+mod privilege;
+use privilege::{require, Mount};
+
 fn mode(p: &Path) -> u32 {
     fs::symlink_metadata(p)
         .expect("metadata")
@@ -289,8 +292,12 @@ fn root_that_is_a_file_is_refused() {
 
 #[test]
 fn root_owned_by_another_user_is_refused() {
-    if effective_uid() != 0 {
-        eprintln!("skipped: chown to another uid needs root");
+    let root_here = if effective_uid() == 0 {
+        Ok(())
+    } else {
+        Err("chown to another uid needs root".to_string())
+    };
+    if require("root_owned_by_another_user_is_refused", root_here).is_none() {
         return;
     }
     let (_tmp, root, store) = setup();
@@ -310,31 +317,27 @@ fn root_owned_by_another_user_is_refused() {
 }
 
 /// Read-only target. As a normal user a `chmod 0500` directory is used. Root bypasses
-/// permission bits, so as root the test instead uses a root under `/sys`, where sysfs
-/// refuses `mkdir` with EPERM regardless of uid (skipped if that is not so here).
+/// permission bits, so as root the root goes on a read-only tmpfs instead (the test fails,
+/// rather than pass untested, where that cannot be mounted).
 #[test]
 fn unwritable_location_fails_with_a_clear_error() {
     let tmp = TempDir::new().expect("tempdir");
+    let mut _mount = None;
     let (parent, root) = if effective_uid() != 0 {
         let parent = tmp.path().join("ro");
         fs::create_dir(&parent).expect("mkdir");
         fs::set_permissions(&parent, fs::Permissions::from_mode(0o500)).expect("chmod");
         (Some(parent.clone()), parent.join("root"))
     } else {
-        let probe = Path::new("/sys").join(format!("baton-test-{}", std::process::id()));
-        match fs::create_dir(&probe) {
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
-            Ok(()) => {
-                let _ = fs::remove_dir(&probe);
-                eprintln!("skipped: /sys is writable here");
-                return;
-            }
-            Err(e) => {
-                eprintln!("skipped: /sys probe failed differently: {e}");
-                return;
-            }
-        }
-        (None, probe)
+        let Some(m) = require(
+            "unwritable_location_fails_with_a_clear_error",
+            Mount::tmpfs("ro,size=1m,mode=0700"),
+        ) else {
+            return;
+        };
+        let root = m.dir.join("root");
+        _mount = Some(m);
+        (None, root)
     };
     let store = OffbandStore::new(Some(root.clone()));
     let err = store.write("t1", "h1", FILES).expect_err("unwritable");

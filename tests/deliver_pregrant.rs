@@ -429,3 +429,88 @@ fn memory_store_consume_only_matches_exact_grants() {
     assert!(f.store.consume(THREAD, RUN, &doc).expect("consume"));
     assert!(!f.store.consume(THREAD, RUN, &doc).expect("consume"));
 }
+
+/// Issue 15 item 9: a trailing `/` (or `/.`) names a directory. Lexical normalisation used to
+/// drop it, so `…/handoff.md/` was allowed and used up the single read.
+#[rstest]
+#[case::slash("/")]
+#[case::slash_dot("/.")]
+#[case::double_slash("//")]
+fn a_trailing_separator_is_denied_and_uses_nothing(#[case] tail: &str) {
+    let mut f = fixture();
+    let doc = f.doc.clone();
+    let asked = PathBuf::from(format!("{}{tail}", doc.display()));
+    let v = check_path(&mut f, &asked);
+    assert_eq!(
+        v,
+        Verdict {
+            allow: false,
+            reason: format!(
+                "path {} ends with `/`, so it names a directory, not the granted document",
+                asked.display()
+            )
+        }
+    );
+    let v = check_path(&mut f, &doc);
+    assert!(v.allow, "the denial used the grant up: {v:?}");
+}
+
+/// Issue 15 item 9: arguments that name the path in more than one way are refused, whatever
+/// way the tool resolves them, and the refusal uses nothing.
+#[rstest]
+#[case::array_file_path(json!({"file_path": ["/etc/shadow"], "path": "DOC"}), "tool arguments are ambiguous: `file_path` is an array, not a path string")]
+#[case::null_file_path(json!({"file_path": null, "path": "DOC"}), "tool arguments are ambiguous: `file_path` is null, not a path string")]
+#[case::object_path(json!({"file_path": "DOC", "path": {"p": "/etc/shadow"}}), "tool arguments are ambiguous: `path` is an object, not a path string")]
+#[case::number_path(json!({"path": 7, "file_path": "DOC"}), "tool arguments are ambiguous: `path` is a number, not a path string")]
+#[case::other_key(json!({"file_path": "DOC", "target_file": "/etc/shadow"}), "tool arguments are ambiguous: they name a path in `target_file` as well")]
+#[case::camel_key(json!({"path": "DOC", "filePath": "DOC"}), "tool arguments are ambiguous: they name a path in `filePath` as well")]
+#[case::not_an_object(json!(["DOC"]), "tool arguments are not a JSON object (got an array)")]
+fn arguments_naming_the_path_ambiguously_are_denied(
+    #[case] args: serde_json::Value,
+    #[case] reason: &str,
+) {
+    let mut f = fixture();
+    let doc = f.doc.to_str().expect("utf8").to_string();
+    let args: serde_json::Value =
+        serde_json::from_str(&args.to_string().replace("DOC", &doc)).expect("json");
+    let v = check(&mut f.store, &req(THREAD, RUN, "Read", PathArg::Args(args))).expect("check");
+    assert!(!v.allow, "{v:?}");
+    assert_eq!(v.reason, reason);
+    let again = check_path(&mut f, Path::new(&doc));
+    assert!(again.allow, "the denial used the grant up: {again:?}");
+}
+
+#[test]
+fn the_same_path_under_both_keys_is_allowed() {
+    let mut f = fixture();
+    let doc = f.doc.to_str().expect("utf8");
+    let args = json!({ "file_path": doc, "path": doc });
+    let v = check(&mut f.store, &req(THREAD, RUN, "Read", PathArg::Args(args))).expect("check");
+    assert!(v.allow, "{v:?}");
+}
+
+#[rstest]
+#[case::dup_path(
+    r#"{"path": "/a", "path": "/b"}"#,
+    Err(r#"the arguments are ambiguous: key "path" is given more than once"#)
+)]
+#[case::dup_same(
+    r#"{"file_path": "/a", "file_path": "/a"}"#,
+    Err(r#"the arguments are ambiguous: key "file_path" is given more than once"#)
+)]
+#[case::distinct(r#"{"file_path": "/a", "limit": 3}"#, Ok(()))]
+#[case::nested_dup_is_not_top_level(r#"{"file_path": "/a", "x": {"k": 1, "k": 2}}"#, Ok(()))]
+#[case::not_json(r#"{"file_path""#, Err("not valid JSON: "))]
+fn tool_argument_text_with_a_repeated_key_is_refused(
+    #[case] text: &str,
+    #[case] want: Result<(), &str>,
+) {
+    let got = baton::deliver::parse_tool_args(text);
+    match want {
+        Ok(()) => assert!(got.is_ok(), "{got:?}"),
+        Err(msg) => {
+            let e = got.expect_err("refused");
+            assert!(e.starts_with(msg), "{e}");
+        }
+    }
+}

@@ -3,7 +3,7 @@
 #![cfg(unix)]
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use baton::decision::DeliveryMode;
 use baton::deliver::{
@@ -185,45 +185,15 @@ fn a_missing_handoff_id_is_a_fallback_not_a_panic() {
     assert_fell_back(&o, &d, &["handoff id"]);
 }
 
-/// A tmpfs mounted on a fresh directory for the life of the guard, or `None` (the test is
-/// skipped) where the sandbox does not allow `mount`. Tests run as root, and root ignores
-/// directory modes, so a real read-only or full filesystem is the honest way to fail a write.
-struct Mount {
-    dir: PathBuf,
-    _tmp: TempDir,
-}
-
-impl Mount {
-    fn tmpfs(options: &str) -> Option<Mount> {
-        let tmp = TempDir::new().unwrap();
-        let dir = tmp.path().join("mnt");
-        fs::create_dir(&dir).unwrap();
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
-            .arg(&dir)
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        if !ok {
-            eprintln!("skipped: cannot mount a tmpfs here");
-            return None;
-        }
-        Some(Mount { dir, _tmp: tmp })
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.dir)
-            .status();
-    }
-}
+mod privilege;
+use privilege::{require, Mount};
 
 #[test]
 fn a_read_only_filesystem_falls_back_to_inline() {
-    let Some(m) = Mount::tmpfs("ro,size=1m,mode=0700") else {
+    let Some(m) = require(
+        "a_read_only_filesystem_falls_back_to_inline",
+        Mount::tmpfs("ro,size=1m,mode=0700"),
+    ) else {
         return;
     };
     let root = m.dir.join("docs");
@@ -241,7 +211,10 @@ fn a_read_only_filesystem_falls_back_to_inline() {
 
 #[test]
 fn a_full_disk_falls_back_to_inline() {
-    let Some(m) = Mount::tmpfs("size=64k,mode=0700") else {
+    let Some(m) = require(
+        "a_full_disk_falls_back_to_inline",
+        Mount::tmpfs("size=64k,mode=0700"),
+    ) else {
         return;
     };
     // Fill the filesystem; the write that hits ENOSPC is expected to fail.
@@ -300,8 +273,9 @@ fn a_root_owned_by_another_user_falls_back_to_inline() {
     let tmp = TempDir::new().unwrap();
     let root = tmp.path().join("docs");
     fs::create_dir(&root).unwrap();
-    if std::os::unix::fs::chown(&root, Some(65534), Some(65534)).is_err() {
-        eprintln!("skipped: chown needs root");
+    let chown = std::os::unix::fs::chown(&root, Some(65534), Some(65534))
+        .map_err(|e| format!("chown to uid 65534 failed ({e}); it needs root"));
+    if require("a_root_owned_by_another_user_falls_back_to_inline", chown).is_none() {
         return;
     }
     let (o, d, _) = deliver_into(&root);

@@ -166,10 +166,10 @@ fn open_existing(db: &Path) -> Result<Store, u8> {
 pub(crate) fn pregrant_check(a: PregrantCheckArgs) -> u8 {
     let args = match (&a.path, &a.args) {
         (Some(p), None) => PathArg::Path(p.clone()),
-        (None, Some(json)) => match serde_json::from_str(json) {
+        (None, Some(json)) => match deliver::parse_tool_args(json) {
             Ok(v) => PathArg::Args(v),
             Err(e) => {
-                eprintln!("--args: error: not valid JSON: {e}");
+                eprintln!("--args: error: {e}");
                 return USAGE;
             }
         },

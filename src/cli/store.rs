@@ -231,6 +231,15 @@ fn open(db: &Path) -> Result<Store, u8> {
     })
 }
 
+/// Reading commands (`db export`, `explain`/`render --thread`) open the database read-only:
+/// they work on a read-only file and never migrate or create one.
+fn open_read_only(db: &Path) -> Result<Store, u8> {
+    Store::open_read_only(db).map_err(|e| {
+        eprintln!("{e}");
+        FAIL
+    })
+}
+
 fn fail(e: StoreError) -> u8 {
     eprintln!("{e}");
     FAIL
@@ -248,7 +257,7 @@ pub(crate) fn load_state(src: &StateSource) -> Result<State, u8> {
         );
         return Err(USAGE);
     };
-    let store = open(&db_path(src.db.as_deref()).0)?;
+    let store = open_read_only(&db_path(src.db.as_deref()).0)?;
     store.load(thread).map_err(fail)
 }
 
@@ -296,7 +305,7 @@ pub(crate) fn db(a: DbArgs) -> u8 {
             code
         }
         DbCommand::Export(a) => {
-            let store = match open(&a.db.resolve()) {
+            let store = match open_read_only(&a.db.resolve()) {
                 Ok(s) => s,
                 Err(c) => return c,
             };

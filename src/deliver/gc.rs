@@ -5,6 +5,11 @@
 //! its handoff is superseded or unknown (thread or handoff deleted), when its
 //! `handoff.md` is older than `max_age`, or when it is beyond the newest
 //! `max_per_thread` of the handoffs of its thread that survive the other rules.
+//!
+//! It also removes what an interrupted write left behind ([`super::leftovers`]): stale temp
+//! files in handoff directories, marker-less handoff directories that hold nothing but stale
+//! temp files (or are empty and older than the grace period), and empty thread directories
+//! older than the grace period.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -12,6 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use super::leftovers::{self, Unmarked};
 use super::offband::{check_private_dir, OffbandStore, DOCUMENT_FILE, MARKER_FILE};
 use super::DeliveryError;
 
@@ -40,7 +46,8 @@ pub enum HandoffLiveness {
 pub struct GcReport {
     /// Whether this was a dry run (nothing deleted).
     pub dry_run: bool,
-    /// Handoff directories removed (or, on a dry run, that would be removed).
+    /// Handoff directories removed (or, on a dry run, that would be removed), and the
+    /// leftovers of interrupted writes: stale temp files, marker-less and empty directories.
     pub removed: Vec<PathBuf>,
     /// Number of baton handoff directories kept.
     pub kept: usize,
@@ -84,6 +91,46 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<(String, PathBuf)>, DeliveryError> 
     }
     out.sort();
     Ok(out)
+}
+
+/// Remove a handoff directory, its marker last: a pass killed part-way leaves a directory
+/// that still carries the marker, so the next pass finds it and finishes the job (removing the
+/// marker first would leave files GC must treat as foreign). `remove_dir_all` on an entry
+/// does not follow symlinks.
+fn remove_handoff_dir(dir: &Path) -> Result<(), DeliveryError> {
+    for (name, path) in read_dir_sorted(dir)? {
+        if name == MARKER_FILE {
+            continue;
+        }
+        let is_dir = fs::symlink_metadata(&path)
+            .map(|m| m.file_type().is_dir())
+            .unwrap_or(false);
+        let removed = if is_dir {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        match removed {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(DeliveryError::from_io(&path, e)),
+        }
+    }
+    match fs::remove_file(dir.join(MARKER_FILE)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(DeliveryError::from_io(dir, e)),
+    }
+    fs::remove_dir(dir).map_err(|e| DeliveryError::from_io(dir, e))
+}
+
+/// Remember the thread directory of a removed handoff directory, to remove it if now empty.
+fn note_touched(touched: &mut Vec<PathBuf>, removed: &Path) {
+    if let Some(parent) = removed.parent() {
+        if !touched.iter().any(|t| t == parent) {
+            touched.push(parent.to_path_buf());
+        }
+    }
 }
 
 fn describe(d: Duration) -> String {
@@ -133,6 +180,7 @@ pub fn gc(
     }
 
     let mut candidates: Vec<Candidate> = Vec::new();
+    let mut touched_threads: Vec<PathBuf> = Vec::new();
     for (thread, thread_dir) in read_dir_sorted(store.root())? {
         if !is_real_dir(&thread_dir) {
             report
@@ -144,7 +192,20 @@ pub fn gc(
             report.skipped.push((thread_dir, e.to_string()));
             continue;
         }
-        for (handoff, dir) in read_dir_sorted(&thread_dir)? {
+        let entries = read_dir_sorted(&thread_dir)?;
+        if entries.is_empty() {
+            if let Unmarked::Interrupted { reason, .. } = leftovers::unmarked_dir(&thread_dir, now)?
+            {
+                if !dry_run {
+                    fs::remove_dir(&thread_dir)
+                        .map_err(|e| DeliveryError::from_io(&thread_dir, e))?;
+                }
+                report.removed.push(thread_dir.clone());
+                report.reasons.push((thread_dir, reason));
+            }
+            continue;
+        }
+        for (handoff, dir) in entries {
             if !is_real_dir(&dir) {
                 report
                     .skipped
@@ -152,11 +213,31 @@ pub fn gc(
                 continue;
             }
             if !is_real_file(&dir.join(MARKER_FILE)) {
-                report.skipped.push((
-                    dir,
-                    format!("no {MARKER_FILE} marker; not created by baton"),
-                ));
+                match leftovers::unmarked_dir(&dir, now)? {
+                    Unmarked::Foreign(why) => report.skipped.push((dir, why)),
+                    Unmarked::Interrupted { reason, temps } => {
+                        if !dry_run {
+                            leftovers::remove_unmarked(&dir, &temps)?;
+                            note_touched(&mut touched_threads, &dir);
+                        }
+                        report.removed.push(dir.clone());
+                        report.reasons.push((dir, reason));
+                    }
+                }
                 continue;
+            }
+            // Temp files of interrupted writes in a live directory (the directory itself may
+            // still be removed below, which takes them too).
+            for (temp, reason) in leftovers::stale_temps(&dir, now)? {
+                if !dry_run {
+                    match fs::remove_file(&temp) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(DeliveryError::from_io(&temp, e)),
+                    }
+                }
+                report.removed.push(temp.clone());
+                report.reasons.push((temp, reason));
             }
             let mtime = [dir.join(DOCUMENT_FILE), dir.join(MARKER_FILE)]
                 .iter()
@@ -223,19 +304,13 @@ pub fn gc(
         }
     }
 
-    let mut touched_threads: Vec<PathBuf> = Vec::new();
     for c in candidates {
         match c.reason {
             None => report.kept += 1,
             Some(reason) => {
                 if !dry_run {
-                    // remove_dir_all does not follow symlinks inside the directory.
-                    fs::remove_dir_all(&c.path).map_err(|e| DeliveryError::from_io(&c.path, e))?;
-                    if let Some(parent) = c.path.parent() {
-                        if !touched_threads.iter().any(|t| t == parent) {
-                            touched_threads.push(parent.to_path_buf());
-                        }
-                    }
+                    remove_handoff_dir(&c.path)?;
+                    note_touched(&mut touched_threads, &c.path);
                 }
                 report.removed.push(c.path.clone());
                 report.reasons.push((c.path, reason));

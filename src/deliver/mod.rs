@@ -4,7 +4,8 @@
 //!   private directory, atomically, at a stable path keyed by thread and handoff id.
 //! * [`pregrant`] issues and checks the scoped pre-grant that lets the child `Read`
 //!   exactly that one document, on exactly one turn, exactly once.
-//! * [`gc`] removes expired off-band handoff directories (only ones baton created).
+//! * [`gc`] removes expired off-band handoff directories (only ones baton created), and
+//!   what an interrupted write left behind ([`leftovers`]).
 //! * [`stage`] is the pipeline's delivery stage: write the off-band document and issue its
 //!   pre-grant, or fall back to inline delivery and say why ([`deliver`]).
 //! * [`summarizer`] runs an external summarizer command with a timeout and classifies
@@ -15,6 +16,7 @@
 //! recorded verbatim as the fallback reason, so it always names the path involved.
 
 pub mod gc;
+pub mod leftovers;
 pub mod offband;
 pub mod pregrant;
 pub mod stage;
@@ -24,10 +26,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use gc::{gc, gc_checked, GcReport, HandoffLiveness, Retention};
+pub use leftovers::STALE_GRACE;
 pub use offband::{OffbandStore, DOCUMENT_FILE, MARKER_FILE};
 pub use pregrant::{
-    check, issue, CheckRequest, Grant, GrantStore, MemoryGrantStore, PathArg, Verdict,
-    GRANTABLE_TOOL,
+    check, issue, parse_tool_args, CheckRequest, Grant, GrantStore, MemoryGrantStore, PathArg,
+    Verdict, GRANTABLE_TOOL,
 };
 pub use stage::{deliver, Delivered};
 pub use summarizer::{

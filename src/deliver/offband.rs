@@ -205,6 +205,24 @@ fn temp_name(name: &str) -> String {
     format!(".{name}.tmp.{}.{n}.{nanos}", std::process::id())
 }
 
+/// The process id in a temp file name made by [`temp_name`]
+/// (`.<name>.tmp.<pid>.<counter>.<nanos>`), or `None` if `file_name` is not such a name.
+pub(crate) fn parse_temp_name(file_name: &str) -> Option<u32> {
+    let rest = file_name.strip_prefix('.')?;
+    let mut parts = rest.rsplitn(4, '.');
+    let nanos = parts.next()?;
+    let counter = parts.next()?;
+    let pid = parts.next()?;
+    let name = parts.next()?.strip_suffix(".tmp")?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if name.is_empty() || !digits(nanos) || !digits(counter) || !digits(pid) {
+        return None;
+    }
+    nanos.parse::<u32>().ok().filter(|n| *n < 1_000_000_000)?;
+    counter.parse::<u64>().ok()?;
+    pid.parse::<u32>().ok().filter(|p| *p > 0)
+}
+
 /// Atomically replace `dir/name` with `contents` (mode 0600). The caller fsyncs `dir`
 /// afterwards to make the rename durable.
 fn atomic_write(dir: &Path, name: &str, contents: &[u8]) -> Result<(), DeliveryError> {
@@ -259,4 +277,35 @@ fn sync_dir(dir: &Path) -> Result<(), DeliveryError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| DeliveryError::from_io(dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_temp_name, temp_name};
+
+    #[test]
+    fn every_temp_name_parses_back_to_this_process() {
+        for name in ["handoff.md", ".baton-handoff", "a.b.c", "x"] {
+            let t = temp_name(name);
+            assert_eq!(parse_temp_name(&t), Some(std::process::id()), "{t}");
+        }
+    }
+
+    #[test]
+    fn other_names_are_not_temp_names() {
+        for name in [
+            "handoff.md",
+            ".handoff.md",
+            ".handoff.md.tmp",
+            ".handoff.md.tmp.1.2",
+            ".tmp.1.2.3",
+            "handoff.md.tmp.1.2.3",
+            ".handoff.md.tmp.0.2.3",
+            ".handoff.md.tmp.1.2.1000000000",
+            ".handoff.md.tmp.+1.2.3",
+            ".handoff.md.TMP.1.2.3",
+        ] {
+            assert_eq!(parse_temp_name(name), None, "{name}");
+        }
+    }
 }

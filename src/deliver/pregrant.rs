@@ -2,11 +2,13 @@
 //! turn of exactly one thread, a bounded number of times (normally once).
 //!
 //! Check order (the first failing rule decides the reason):
-//! 1. the tool arguments must carry a path (`file_path`, else `path`; both present and
-//!    different is ambiguous and denied);
+//! 1. the tool arguments must carry a path (`file_path`, else `path`); both present and
+//!    different, a non-string value under either, or another path-naming key next to them
+//!    is ambiguous and denied;
 //! 2. a grant must exist for the thread and turn;
 //! 3. the tool must equal the grant's tool exactly;
-//! 4. the path must not contain a `..` component, and must be absolute;
+//! 4. the path must not contain a `..` component, must be absolute, and must not end in a
+//!    separator (`doc/` or `doc/.` names a directory; normalising would drop the slash);
 //! 5. neither the requested path nor any directory on the way to it may be a symlink;
 //! 6. the lexically normalised path must equal the granted canonical path;
 //! 7. the path must exist and canonicalise to the granted path;
@@ -198,22 +200,138 @@ fn has_parent_component(p: &Path) -> bool {
     p.components().any(|c| matches!(c, Component::ParentDir))
 }
 
+/// The argument keys a path is read from, in order of preference: `file_path` (Claude's
+/// `Read`), then `path` (other tools).
+const PATH_KEYS: [&str; 2] = ["file_path", "path"];
+
+/// Other argument keys some file-reading tools take a path from. A call that carries one of
+/// these next to `file_path`/`path` is ambiguous: the tool might read that path instead of the
+/// one checked.
+const OTHER_PATH_KEYS: [&str; 10] = [
+    "filePath",
+    "file",
+    "filename",
+    "fileName",
+    "target_file",
+    "targetFile",
+    "notebook_path",
+    "uri",
+    "paths",
+    "files",
+];
+
 /// Extract the requested path from the arguments.
+///
+/// JSON arguments must be an object whose `file_path` and `path`, where present, are strings
+/// naming the same path, with no other key that names a path. Anything else is ambiguous:
+/// the checked path might not be the one the tool reads.
 fn requested_path(args: &PathArg) -> Result<PathBuf, String> {
-    match args {
-        PathArg::Path(p) => Ok(p.clone()),
-        PathArg::Args(v) => {
-            let get = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
-            match (get("file_path"), get("path")) {
-                (Some(a), Some(b)) if a != b => Err(format!(
-                    "tool arguments are ambiguous: file_path {a:?} and path {b:?} differ"
-                )),
-                (Some(a), _) => Ok(PathBuf::from(a)),
-                (None, Some(b)) => Ok(PathBuf::from(b)),
-                (None, None) => Err("tool arguments carry no `file_path` or `path` string".into()),
+    let v = match args {
+        PathArg::Path(p) => return Ok(p.clone()),
+        PathArg::Args(v) => v,
+    };
+    let Some(obj) = v.as_object() else {
+        return Err(format!(
+            "tool arguments are not a JSON object (got {})",
+            json_kind(v)
+        ));
+    };
+    let mut found: Option<(&str, &str)> = None;
+    for key in PATH_KEYS {
+        let Some(value) = obj.get(key) else { continue };
+        let Some(text) = value.as_str() else {
+            return Err(format!(
+                "tool arguments are ambiguous: `{key}` is {}, not a path string",
+                json_kind(value)
+            ));
+        };
+        match found {
+            Some((k, a)) if a != text => {
+                return Err(format!(
+                    "tool arguments are ambiguous: {k} {a:?} and {key} {text:?} differ"
+                ))
             }
+            Some(_) => {}
+            None => found = Some((key, text)),
         }
     }
+    let Some((_, text)) = found else {
+        return Err("tool arguments carry no `file_path` or `path` string".into());
+    };
+    if let Some(other) = OTHER_PATH_KEYS.iter().find(|k| obj.contains_key(**k)) {
+        return Err(format!(
+            "tool arguments are ambiguous: they name a path in `{other}` as well"
+        ));
+    }
+    Ok(PathBuf::from(text))
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Parse a tool call's arguments from JSON text for [`PathArg::Args`], refusing an object
+/// that gives a top-level key more than once (`{"path": "a", "path": "b"}`): a JSON parser
+/// keeps one of the two, and which one differs between parsers, so the path checked might
+/// not be the one the tool reads.
+pub fn parse_tool_args(text: &str) -> Result<serde_json::Value, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    if value.is_object() {
+        let keys: DuplicateKeys =
+            serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+        if let Some(key) = keys.0 {
+            return Err(format!(
+                "the arguments are ambiguous: key {key:?} is given more than once"
+            ));
+        }
+    }
+    Ok(value)
+}
+
+/// The first top-level key of a JSON object that occurs twice, if any.
+struct DuplicateKeys(Option<String>);
+
+impl<'de> Deserialize<'de> for DuplicateKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = DuplicateKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<DuplicateKeys, A::Error> {
+                let mut seen = std::collections::HashSet::new();
+                let mut dup = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    if !seen.insert(key.clone()) && dup.is_none() {
+                        dup = Some(key);
+                    }
+                }
+                Ok(DuplicateKeys(dup))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Whether the path, as written, ends in a separator (`doc/`) or in `/.` (`doc/.`): it then
+/// names a directory, and lexical normalisation would silently drop that.
+fn names_a_directory(p: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let b = p.as_os_str().as_bytes();
+    b.len() > 1 && (b.ends_with(b"/") || b.ends_with(b"/."))
 }
 
 /// Lexical normalisation: drop `.` components and duplicate separators. (`..` has been
@@ -266,6 +384,11 @@ pub fn check(store: &mut dyn GrantStore, req: &CheckRequest) -> Result<Verdict, 
     }
     if !raw.is_absolute() {
         return Ok(Verdict::deny(format!("path {shown} is not absolute")));
+    }
+    if names_a_directory(&raw) {
+        return Ok(Verdict::deny(format!(
+            "path {shown} ends with `/`, so it names a directory, not the granted document"
+        )));
     }
     let lexical = normalise(&raw);
     if let Some(link) = first_symlink(&lexical) {

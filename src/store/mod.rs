@@ -44,6 +44,14 @@ pub enum StoreError {
         found: i64,
         supported: i64,
     },
+    #[error("{path}: error: the database is read-only here, so it cannot be written while {during}; check the file's permissions and its filesystem (reading commands such as `baton db export` and `baton explain --thread` still work)")]
+    ReadOnly { path: String, during: String },
+    #[error("{path}: error: database schema version {found} is older than this baton's ({supported}), and a read-only open cannot migrate it; run `baton db init --db {path}` where the file is writable to migrate it")]
+    NeedsMigration {
+        path: String,
+        found: i64,
+        supported: i64,
+    },
     #[error("{path}: error: the database is locked by another process (still busy after {waited_ms} ms while {during}); try again when it has finished")]
     Busy {
         path: String,
@@ -185,6 +193,10 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Open (creating if needed) the database at `path` and migrate it to the current schema.
     /// WAL mode, foreign keys on, busy timeout [`DEFAULT_BUSY_TIMEOUT`].
+    ///
+    /// A database file this creates has mode 0600 (its `-wal` and `-shm` files take the same
+    /// mode): it holds the same text as the 0600 off-band documents. An existing file keeps its
+    /// mode.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         Self::open_with_busy_timeout(path, DEFAULT_BUSY_TIMEOUT)
     }
@@ -193,6 +205,10 @@ impl Store {
     /// `$BATON_BUSY_TIMEOUT_MS`; the library reads no environment).
     pub fn open_with_busy_timeout(path: &Path, busy: Duration) -> Result<Store, StoreError> {
         let name = path.display().to_string();
+        create_private(path).map_err(|e| StoreError::Open {
+            path: name.clone(),
+            reason: format!("cannot create the file: {e}"),
+        })?;
         let conn = Connection::open(path).map_err(|e| StoreError::Open {
             path: name.clone(),
             reason: match e.sqlite_error_code() {
@@ -204,6 +220,71 @@ impl Store {
             },
         })?;
         Self::setup(conn, Some(path.to_path_buf()), busy)
+    }
+
+    /// Open an existing database for reading only: nothing is written, not even a migration,
+    /// so it works on a read-only file or filesystem. A database that would need a migration
+    /// is refused with [`StoreError::NeedsMigration`], one newer than this baton with
+    /// [`StoreError::TooNew`]. Every writing operation on it fails with
+    /// [`StoreError::ReadOnly`] before it changes anything.
+    ///
+    /// A WAL database needs its `-shm` file to be read; where that cannot be created (a
+    /// read-only directory), the file is opened as immutable, which is right as long as no
+    /// one else can write it either.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        use rusqlite::OpenFlags;
+        let name = path.display().to_string();
+        if !path.is_file() {
+            return Err(StoreError::Open {
+                path: name,
+                reason: "no database file here".into(),
+            });
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let open_err = |e: rusqlite::Error| StoreError::Open {
+            path: name.clone(),
+            reason: e.to_string(),
+        };
+        let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
+        let conn = match schema::user_version(&conn) {
+            Ok(_) => conn,
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen) => {
+                drop(conn);
+                Connection::open_with_flags(immutable_uri(path), flags).map_err(open_err)?
+            }
+            Err(e) => {
+                return Err(sql_err(
+                    &name,
+                    DEFAULT_BUSY_TIMEOUT,
+                    "configuring the connection",
+                    e,
+                ))
+            }
+        };
+        let store = Store {
+            conn,
+            path: Some(path.to_path_buf()),
+            busy: DEFAULT_BUSY_TIMEOUT,
+        };
+        store.apply_busy_timeout()?;
+        let found = store.schema_version()?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: name,
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if found < SCHEMA_VERSION {
+            return Err(StoreError::NeedsMigration {
+                path: name,
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        Ok(store)
     }
 
     /// A private in-memory database (tests, one-shot tools).
@@ -224,7 +305,22 @@ impl Store {
             store
                 .conn
                 .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
-                .map_err(|e| store.err(during, e))?;
+                .map_err(|e| {
+                    // A read-only file or filesystem: SQLite opened the file read-only and
+                    // cannot create the WAL's `-shm` next to it.
+                    if store
+                        .conn
+                        .is_readonly(rusqlite::DatabaseName::Main)
+                        .unwrap_or(false)
+                    {
+                        StoreError::ReadOnly {
+                            path: store.name(),
+                            during: "opening it for writing".into(),
+                        }
+                    } else {
+                        store.err(during, e)
+                    }
+                })?;
             store
                 .conn
                 .execute_batch("PRAGMA synchronous=NORMAL")
@@ -360,6 +456,18 @@ impl Store {
     ) -> Result<(rusqlite::Transaction<'_>, String, Duration), StoreError> {
         let name = self.name();
         let busy = self.busy;
+        // Refuse before anything happens: a read-only database must not let an operation
+        // get as far as writing an off-band document it can then not record.
+        if self
+            .conn
+            .is_readonly(rusqlite::DatabaseName::Main)
+            .unwrap_or(false)
+        {
+            return Err(StoreError::ReadOnly {
+                path: name,
+                during: during.to_string(),
+            });
+        }
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -375,7 +483,11 @@ pub(crate) fn sql_err(path: &str, busy: Duration, during: &str, e: rusqlite::Err
         Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => StoreError::Busy {
             path: path.to_string(),
             during: during.to_string(),
-            waited_ms: busy.as_millis() as u64,
+            waited_ms: u64::try_from(busy.as_millis()).unwrap_or(u64::MAX),
+        },
+        Some(ErrorCode::ReadOnly) => StoreError::ReadOnly {
+            path: path.to_string(),
+            during: during.to_string(),
         },
         _ => StoreError::Sqlite {
             path: path.to_string(),
@@ -395,6 +507,39 @@ static FAULT_HOOK: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
 #[doc(hidden)]
 pub fn set_fault_hook(hook: fn(&str)) {
     let _ = FAULT_HOOK.set(hook);
+}
+
+/// Create `path` with mode 0600 if it does not exist (SQLite would create it 0644). Another
+/// process creating it first is fine.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        // The umask can only clear bits; make the mode exactly 0600.
+        Ok(f) => f.set_permissions(std::fs::Permissions::from_mode(0o600)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        // Let SQLite report a missing directory or a read-only filesystem in its own words.
+        Err(_) => Ok(()),
+    }
+}
+
+/// `file:<path>?immutable=1`, with the characters a URI path cannot hold escaped.
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            uri.push(char::from(b));
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
 }
 
 pub(crate) fn fault(step: &str) {
