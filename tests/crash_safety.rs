@@ -211,6 +211,9 @@ fn kill_9_at_random_points_loses_nothing_and_gc_collects_every_leftover() {
     let mut target = *targets.next().unwrap();
     let mut killed = 0;
     let mut left_over = 0;
+    // Kill windows in µs, by operation (Dispatch, Complete, Gc): a start a little above what
+    // each takes in a debug build; see the loop.
+    let mut windows: [u64; 3] = [150_000, 40_000, 15_000];
     for i in 0..iterations {
         let (runs, last, _) = w.snapshot();
         let running = last == "running";
@@ -233,19 +236,22 @@ fn kill_9_at_random_points_loses_nothing_and_gc_collects_every_leftover() {
             ]),
             Op::Gc => w.spawn(&["gc", "--keep", "1000"]),
         };
-        // Up to a little more than the operation takes (debug build): some kills land
-        // before it starts, some in the middle, some after it has finished.
-        let budget_us = match op {
-            Op::Dispatch => 150_000,
-            Op::Complete => 40_000,
-            Op::Gc => 15_000,
-        };
-        std::thread::sleep(Duration::from_micros(rng.below(budget_us)));
+        // Up to a little more than the operation takes: some kills land before it starts,
+        // some in the middle, some after it has finished. How long an operation takes depends
+        // on the machine and its load, so each kind's window adapts: it shrinks when the
+        // operation finished before the kill and grows when the kill landed.
+        let slot = op as usize;
+        let budget_us = windows[slot];
+        let wait_us = rng.below(budget_us);
+        std::thread::sleep(Duration::from_micros(wait_us));
         let _ = child.kill(); // SIGKILL
         let status = child.wait().unwrap();
         let finished = status.success();
-        if !finished {
+        if finished {
+            windows[slot] = (wait_us + wait_us / 4).clamp(2_000, budget_us);
+        } else {
             killed += 1;
+            windows[slot] = (budget_us + budget_us / 8).min(2_000_000);
         }
         let what = format!("iteration {i}: {op:?} (finished: {finished})");
         w.check(&what);
