@@ -122,10 +122,11 @@ fn a_read_only_open_never_migrates() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{0}: error: database schema version 1 is older than this baton's (3), and a \
+            "{0}: error: database schema version 1 is older than this baton's ({1}), and a \
              read-only open cannot migrate it; run `baton db init --db {0}` where the file is \
              writable to migrate it",
-            db.display()
+            db.display(),
+            baton::store::SCHEMA_VERSION
         )
     );
     let v: i64 = rusqlite::Connection::open(&db)
