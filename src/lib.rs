@@ -11,6 +11,7 @@ pub mod diff;
 pub mod eval;
 pub mod explain;
 pub mod facts;
+pub mod import;
 pub mod fmt;
 pub mod pipeline;
 pub mod policy;
