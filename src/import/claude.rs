@@ -49,7 +49,7 @@ impl ClaudeAdapter {
         let content = v.get("message").and_then(|m| m.get("content"));
         if v.get("isCompactSummary").and_then(Value::as_bool) == Some(true) {
             let text = content.map(content_text).unwrap_or_default();
-            self.b.compact_summary(&text);
+            self.b.compact_summary(strip_continuation(&text));
             return;
         }
         if v.get("isMeta").and_then(Value::as_bool) == Some(true) {
@@ -101,8 +101,8 @@ impl ClaudeAdapter {
             self.b.interrupted();
             return;
         }
-        if t.starts_with("This session is being continued from a previous conversation") {
-            self.b.compact_summary(t);
+        if t.starts_with(CONTINUATION) {
+            self.b.compact_summary(strip_continuation(t));
             return;
         }
         if t.starts_with("Caveat: ") || is_harness_markup(t) {
@@ -344,6 +344,21 @@ impl Adapter for ClaudeAdapter {
 
     fn finish(self: Box<Self>, report: &mut ImportReport, opts: &ImportOptions) -> Imported {
         self.b.finish(report, opts)
+    }
+}
+
+const CONTINUATION: &str = "This session is being continued from a previous conversation";
+
+/// The summary without Claude Code's lead-in sentence ("This session is being continued ...
+/// summarized below:"), which would only confuse the reader of a handoff.
+fn strip_continuation(text: &str) -> &str {
+    let t = text.trim_start();
+    if !t.starts_with(CONTINUATION) {
+        return text;
+    }
+    match t.find("summarized below:") {
+        Some(i) => t.get(i + "summarized below:".len()..).unwrap_or(t).trim_start(),
+        None => t,
     }
 }
 
