@@ -233,7 +233,7 @@ fn codex_mapping_item_by_item() {
         kinds(&r2.items).iter().map(|(k, _)| *k).collect::<Vec<_>>(),
         vec!["user_message", "tool_call", "tool_call", "reasoning", "assistant_message"]
     );
-    assert_eq!(r2.items[4].primary_text(), "[encrypted reasoning]");
+    assert_eq!(kinds(&r2.items)[3].1, "[encrypted reasoning]");
     let unknown: Vec<&str> = im.report.unknown.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         unknown,
