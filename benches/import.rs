@@ -51,25 +51,57 @@ fn claude_turn(t: usize) -> Vec<serde_json::Value> {
     let out = text(if t % 50 == 49 { 1024 * 1024 } else { 8 * 1024 }, t);
     let orig = text(20 * 1024, t + 1);
     vec![
-        base("user", json!({"role": "user", "content": format!("Turn {t}: {}", text(300, t))})),
-        base("assistant", json!({"role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "thinking", "thinking": text(2048, t), "signature": "s"}]})),
-        base("assistant", json!({"role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": text(600, t)}]})),
-        base("assistant", json!({"role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "tool_use", "id": format!("b{t}"), "name": "Bash", "input": {"command": "cargo test"}}]})),
+        base(
+            "user",
+            json!({"role": "user", "content": format!("Turn {t}: {}", text(300, t))}),
+        ),
+        base(
+            "assistant",
+            json!({"role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "thinking", "thinking": text(2048, t), "signature": "s"}]}),
+        ),
+        base(
+            "assistant",
+            json!({"role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": text(600, t)}]}),
+        ),
+        base(
+            "assistant",
+            json!({"role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "tool_use", "id": format!("b{t}"), "name": "Bash", "input": {"command": "cargo test"}}]}),
+        ),
         {
-            let mut v = base("user", json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("b{t}"), "content": out}]}));
-            v["toolUseResult"] = json!({"stdout": out, "stderr": "", "interrupted": false, "isImage": false});
+            let mut v = base(
+                "user",
+                json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("b{t}"), "content": out}]}),
+            );
+            v["toolUseResult"] =
+                json!({"stdout": out, "stderr": "", "interrupted": false, "isImage": false});
             v
         },
-        base("assistant", json!({"role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "tool_use", "id": format!("e{t}"), "name": "Edit", "input": {"file_path": format!("/home/dev/app/src/m{}.rs", t % 40), "old_string": text(500, t), "new_string": text(700, t + 3)}}]})),
+        base(
+            "assistant",
+            json!({"role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "tool_use", "id": format!("e{t}"), "name": "Edit", "input": {"file_path": format!("/home/dev/app/src/m{}.rs", t % 40), "old_string": text(500, t), "new_string": text(700, t + 3)}}]}),
+        ),
         {
-            let mut v = base("user", json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("e{t}"), "content": "The file has been updated."}]}));
-            v["toolUseResult"] = json!({"filePath": "x", "originalFile": orig, "structuredPatch": []});
+            let mut v = base(
+                "user",
+                json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("e{t}"), "content": "The file has been updated."}]}),
+            );
+            v["toolUseResult"] =
+                json!({"filePath": "x", "originalFile": orig, "structuredPatch": []});
             v
         },
-        base("assistant", json!({"role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "tool_use", "id": format!("t{t}"), "name": "TodoWrite", "input": {"todos": [{"content": "a", "status": "completed"}, {"content": "b", "status": "pending"}]}}]})),
-        base("user", json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("t{t}"), "content": "ok"}]})),
+        base(
+            "assistant",
+            json!({"role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "tool_use", "id": format!("t{t}"), "name": "TodoWrite", "input": {"todos": [{"content": "a", "status": "completed"}, {"content": "b", "status": "pending"}]}}]}),
+        ),
+        base(
+            "user",
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("t{t}"), "content": "ok"}]}),
+        ),
         json!({"type": "progress", "sessionId": "bench-claude", "data": {"type": "hook_progress"}}),
-        base("assistant", json!({"role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": text(400, t + 5)}]})),
+        base(
+            "assistant",
+            json!({"role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": text(400, t + 5)}]}),
+        ),
         json!({"type": "system", "subtype": "turn_duration", "sessionId": "bench-claude"}),
     ]
 }
@@ -86,21 +118,58 @@ fn codex_turn(t: usize) -> Vec<serde_json::Value> {
         text(700, t + 3).replace('\n', "\n+")
     );
     vec![
-        l("turn_context", json!({"cwd": "/home/dev/app", "approval_policy": "on-request", "model": "gpt-5-codex"})),
-        l("response_item", json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": prompt}]})),
-        l("event_msg", json!({"type": "user_message", "message": prompt})),
-        l("response_item", json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": text(2048, t)}], "encrypted_content": text(4096, t + 9)})),
-        l("response_item", json!({"type": "function_call", "name": "shell", "arguments": json!({"command": ["bash", "-lc", "cargo test"]}).to_string(), "call_id": format!("s{t}")})),
-        l("response_item", json!({"type": "function_call_output", "call_id": format!("s{t}"), "output": json!({"output": out, "metadata": {"exit_code": 0}}).to_string()})),
-        l("response_item", json!({"type": "custom_tool_call", "name": "apply_patch", "input": patch, "call_id": format!("p{t}")})),
-        l("response_item", json!({"type": "custom_tool_call_output", "call_id": format!("p{t}"), "output": "{\"output\":\"Success.\",\"metadata\":{\"exit_code\":0}}"})),
-        l("event_msg", json!({"type": "token_count", "info": {"total_token_usage": {"input_tokens": 1000}}})),
-        l("response_item", json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": answer}]})),
-        l("event_msg", json!({"type": "agent_message", "message": answer})),
+        l(
+            "turn_context",
+            json!({"cwd": "/home/dev/app", "approval_policy": "on-request", "model": "gpt-5-codex"}),
+        ),
+        l(
+            "response_item",
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": prompt}]}),
+        ),
+        l(
+            "event_msg",
+            json!({"type": "user_message", "message": prompt}),
+        ),
+        l(
+            "response_item",
+            json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": text(2048, t)}], "encrypted_content": text(4096, t + 9)}),
+        ),
+        l(
+            "response_item",
+            json!({"type": "function_call", "name": "shell", "arguments": json!({"command": ["bash", "-lc", "cargo test"]}).to_string(), "call_id": format!("s{t}")}),
+        ),
+        l(
+            "response_item",
+            json!({"type": "function_call_output", "call_id": format!("s{t}"), "output": json!({"output": out, "metadata": {"exit_code": 0}}).to_string()}),
+        ),
+        l(
+            "response_item",
+            json!({"type": "custom_tool_call", "name": "apply_patch", "input": patch, "call_id": format!("p{t}")}),
+        ),
+        l(
+            "response_item",
+            json!({"type": "custom_tool_call_output", "call_id": format!("p{t}"), "output": "{\"output\":\"Success.\",\"metadata\":{\"exit_code\":0}}"}),
+        ),
+        l(
+            "event_msg",
+            json!({"type": "token_count", "info": {"total_token_usage": {"input_tokens": 1000}}}),
+        ),
+        l(
+            "response_item",
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": answer}]}),
+        ),
+        l(
+            "event_msg",
+            json!({"type": "agent_message", "message": answer}),
+        ),
     ]
 }
 
-fn write_log(path: &Path, header: Option<serde_json::Value>, turn: fn(usize) -> Vec<serde_json::Value>) -> u64 {
+fn write_log(
+    path: &Path,
+    header: Option<serde_json::Value>,
+    turn: fn(usize) -> Vec<serde_json::Value>,
+) -> u64 {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
     let mut n: u64 = 0;
     if let Some(h) = header {
@@ -134,7 +203,9 @@ fn bench(c: &mut Criterion) {
     let claude_bytes = write_log(&claude, None, claude_turn);
     let codex_bytes = write_log(
         &codex,
-        Some(json!({"timestamp": "2026-11-30T11:00:00.000Z", "type": "session_meta", "payload": {"id": "bench-codex", "cwd": "/home/dev/app", "cli_version": "0.63.0"}})),
+        Some(
+            json!({"timestamp": "2026-11-30T11:00:00.000Z", "type": "session_meta", "payload": {"id": "bench-codex", "cwd": "/home/dev/app", "cli_version": "0.63.0"}}),
+        ),
         codex_turn,
     );
     eprintln!(

@@ -49,7 +49,10 @@ fn claude_code_mapping_item_by_item() {
     assert_eq!(s.thread.compact_summary_through, Some(2));
     assert_eq!(im.cwd.as_deref(), Some("/home/dev/oauth-app"));
     let pt = &s.provider_threads[0];
-    assert_eq!((pt.id.as_str(), pt.provider.as_str()), (CLAUDE_ID, "claude"));
+    assert_eq!(
+        (pt.id.as_str(), pt.provider.as_str()),
+        (CLAUDE_ID, "claude")
+    );
     assert_eq!(pt.model.as_deref(), Some("claude-sonnet-4-5-20250929"));
     assert_eq!(s.runs.len(), 3);
     assert!(s
@@ -87,28 +90,36 @@ fn claude_code_mapping_item_by_item() {
     );
     let real: Vec<&Item> = r1.items.iter().filter(|i| i.kind() != "protocol").collect();
     match real[3] {
-        Item::Command { exit_code, output, .. } => {
+        Item::Command {
+            exit_code, output, ..
+        } => {
             assert_eq!(*exit_code, Some(0));
             assert_eq!(output.as_deref(), Some("main.rs\nrouter.rs"));
         }
         other => panic!("{other:?}"),
     }
     match real[4] {
-        Item::Command { exit_code, output, .. } => {
+        Item::Command {
+            exit_code, output, ..
+        } => {
             assert_eq!(*exit_code, Some(101));
             assert!(output.as_deref().unwrap_or("").contains("FAILED"));
         }
         other => panic!("{other:?}"),
     }
     match real[5] {
-        Item::FileChange { change, diff_lines, .. } => {
+        Item::FileChange {
+            change, diff_lines, ..
+        } => {
             assert_eq!(*change, Some(FileChangeKind::Modified));
             assert_eq!(*diff_lines, Some(3));
         }
         other => panic!("{other:?}"),
     }
     match real[6] {
-        Item::FileChange { change, diff_lines, .. } => {
+        Item::FileChange {
+            change, diff_lines, ..
+        } => {
             assert_eq!(*change, Some(FileChangeKind::Created));
             assert_eq!(*diff_lines, Some(5));
         }
@@ -116,13 +127,28 @@ fn claude_code_mapping_item_by_item() {
     }
     // A failed edit is a failed tool call; a rejected one a declined call plus a resolved
     // approval.
-    assert!(matches!(real[7], Item::ToolCall { status: Some(ToolStatus::Failed), input: Some(i), .. } if i.ends_with("src/main.rs")));
-    assert!(matches!(real[8], Item::ToolCall { status: Some(ToolStatus::Declined), .. }));
+    assert!(
+        matches!(real[7], Item::ToolCall { status: Some(ToolStatus::Failed), input: Some(i), .. } if i.ends_with("src/main.rs"))
+    );
+    assert!(matches!(
+        real[8],
+        Item::ToolCall {
+            status: Some(ToolStatus::Declined),
+            ..
+        }
+    ));
     assert!(matches!(real[9], Item::Approval { resolved: true, .. }));
     match real[10] {
         Item::Plan { steps, .. } => {
             let st: Vec<StepStatus> = steps.iter().map(|s| s.status).collect();
-            assert_eq!(st, vec![StepStatus::Done, StepStatus::InProgress, StepStatus::Pending]);
+            assert_eq!(
+                st,
+                vec![
+                    StepStatus::Done,
+                    StepStatus::InProgress,
+                    StepStatus::Pending
+                ]
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -136,10 +162,7 @@ fn claude_code_mapping_item_by_item() {
     // AskUserQuestion answered; ExitPlanMode approved.
     let r2 = &s.runs[1];
     assert_eq!(
-        kinds(&r2.items)
-            .iter()
-            .map(|(k, _)| *k)
-            .collect::<Vec<_>>(),
+        kinds(&r2.items).iter().map(|(k, _)| *k).collect::<Vec<_>>(),
         vec![
             "user_message",
             "narration",
@@ -153,10 +176,20 @@ fn claude_code_mapping_item_by_item() {
     );
     assert_eq!(r2.items[0].primary_text(), "/review src/router.rs for CSRF");
     let real: Vec<&Item> = r2.items.iter().filter(|i| i.kind() != "protocol").collect();
-    assert!(matches!(real[3], Item::SubagentResult { agent, text, .. } if agent == "code-reviewer" && text.contains("never checked")));
-    assert!(matches!(real[4], Item::FileChange { diff_lines: Some(5), .. }));
+    assert!(
+        matches!(real[3], Item::SubagentResult { agent, text, .. } if agent == "code-reviewer" && text.contains("never checked"))
+    );
+    assert!(matches!(
+        real[4],
+        Item::FileChange {
+            diff_lines: Some(5),
+            ..
+        }
+    ));
     assert!(matches!(real[5], Item::Question { answered: true, text, .. } if text.contains("Lax")));
-    assert!(matches!(real[6], Item::Approval { resolved: true, text, .. } if text.contains("Sign the state cookie")));
+    assert!(
+        matches!(real[6], Item::Approval { resolved: true, text, .. } if text.contains("Sign the state cookie"))
+    );
     // The unknown entry is kept as protocol.
     assert!(r2
         .items
@@ -170,7 +203,9 @@ fn claude_code_mapping_item_by_item() {
         kinds(&r3.items).iter().map(|(k, _)| *k).collect::<Vec<_>>(),
         vec!["user_message", "reasoning", "assistant_message"]
     );
-    assert!(r3.items[0].primary_text().starts_with("Now add rate limiting"));
+    assert!(r3.items[0]
+        .primary_text()
+        .starts_with("Now add rate limiting"));
     assert!(r3.items[0].primary_text().contains('\u{FFFD}'));
 }
 
@@ -191,7 +226,10 @@ fn codex_mapping_item_by_item() {
     // session_meta, developer message, AGENTS.md, environment context, turn_context,
     // task_started: protocol before the prompt.
     assert_eq!(
-        r1.items.iter().take_while(|i| i.kind() == "protocol").count(),
+        r1.items
+            .iter()
+            .take_while(|i| i.kind() == "protocol")
+            .count(),
         6
     );
     assert_eq!(
@@ -212,17 +250,32 @@ fn codex_mapping_item_by_item() {
         ]
     );
     let real: Vec<&Item> = r1.items.iter().filter(|i| i.kind() != "protocol").collect();
-    assert!(matches!(real[2], Item::Command { command, exit_code: Some(101), .. } if command == "cargo test"));
-    assert!(matches!(real[3], Item::Command { command, exit_code: Some(0), output: Some(o), .. } if command == "ls src" && o == "main.rs\nrouter.rs\n"));
-    assert!(matches!(real[5], Item::FileChange { path, change: Some(FileChangeKind::Created), diff_lines: Some(3), .. } if path == "migrations/0004_sessions.sql"));
-    assert!(matches!(real[6], Item::FileChange { path, change: Some(FileChangeKind::Modified), diff_lines: Some(3), .. } if path == "src/router.rs"));
-    assert!(matches!(real[7], Item::ToolCall { tool, status: Some(ToolStatus::Failed), .. } if tool == "apply_patch"));
-    assert!(matches!(real[8], Item::ToolCall { tool, status: Some(ToolStatus::Declined), .. } if tool == "shell_command"));
+    assert!(
+        matches!(real[2], Item::Command { command, exit_code: Some(101), .. } if command == "cargo test")
+    );
+    assert!(
+        matches!(real[3], Item::Command { command, exit_code: Some(0), output: Some(o), .. } if command == "ls src" && o == "main.rs\nrouter.rs\n")
+    );
+    assert!(
+        matches!(real[5], Item::FileChange { path, change: Some(FileChangeKind::Created), diff_lines: Some(3), .. } if path == "migrations/0004_sessions.sql")
+    );
+    assert!(
+        matches!(real[6], Item::FileChange { path, change: Some(FileChangeKind::Modified), diff_lines: Some(3), .. } if path == "src/router.rs")
+    );
+    assert!(
+        matches!(real[7], Item::ToolCall { tool, status: Some(ToolStatus::Failed), .. } if tool == "apply_patch")
+    );
+    assert!(
+        matches!(real[8], Item::ToolCall { tool, status: Some(ToolStatus::Declined), .. } if tool == "shell_command")
+    );
     assert!(matches!(real[9], Item::Approval { resolved: true, .. }));
     assert!(matches!(real[10], Item::Plan { steps, .. } if steps.len() == 3));
     // The echoes (event_msg user_message, agent_message, agent_reasoning) are not doubled.
     assert_eq!(
-        r1.items.iter().filter(|i| i.kind() == "user_message").count(),
+        r1.items
+            .iter()
+            .filter(|i| i.kind() == "user_message")
+            .count(),
         1
     );
     assert_eq!(im.report.echoes, 4);
@@ -231,13 +284,23 @@ fn codex_mapping_item_by_item() {
     assert_eq!(r2.status, RunStatus::Interrupted);
     assert_eq!(
         kinds(&r2.items).iter().map(|(k, _)| *k).collect::<Vec<_>>(),
-        vec!["user_message", "tool_call", "tool_call", "reasoning", "assistant_message"]
+        vec![
+            "user_message",
+            "tool_call",
+            "tool_call",
+            "reasoning",
+            "assistant_message"
+        ]
     );
     assert_eq!(kinds(&r2.items)[3].1, "[encrypted reasoning]");
     let unknown: Vec<&str> = im.report.unknown.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         unknown,
-        vec!["response_item/mystery_item", "event_msg/mystery_event", "mystery_line"]
+        vec![
+            "response_item/mystery_item",
+            "event_msg/mystery_event",
+            "mystery_line"
+        ]
     );
 }
 
@@ -258,16 +321,19 @@ fn bad_lines_are_warnings_naming_file_and_line() {
         assert_eq!(im.report.malformed, 1);
         assert!(im.report.truncated_tail);
         assert!(
-            w.iter().any(|w| w.starts_with(&format!("{p}:{malformed}: warning: malformed JSON"))),
+            w.iter()
+                .any(|w| w.starts_with(&format!("{p}:{malformed}: warning: malformed JSON"))),
             "{w:#?}"
         );
-        assert!(w.iter().any(|w| w.starts_with(&format!(
-            "{p}:{utf8}: warning: invalid UTF-8"
-        ))));
+        assert!(w
+            .iter()
+            .any(|w| w.starts_with(&format!("{p}:{utf8}: warning: invalid UTF-8"))));
         assert!(w.contains(&format!(
             "{p}:{last}: warning: the last line is incomplete (the session is still being written); ignored"
         )));
-        assert!(w.iter().any(|w| w.contains("of unknown type kept as protocol items")));
+        assert!(w
+            .iter()
+            .any(|w| w.contains("of unknown type kept as protocol items")));
     }
 }
 
@@ -293,7 +359,12 @@ fn handoff_has_latest_message_every_changed_file_and_no_reasoning() {
     ] {
         let opts = ImportOptions {
             request_provider: Some(
-                if tool == Tool::Codex { "claude" } else { "codex" }.to_string(),
+                if tool == Tool::Codex {
+                    "claude"
+                } else {
+                    "codex"
+                }
+                .to_string(),
             ),
             request_message: Some("Carry on.".to_string()),
         };
@@ -345,12 +416,20 @@ fn ten_megabyte_tool_output_is_elided_not_lost() {
                 "user",
                 serde_json::json!([{"type": "tool_result", "tool_use_id": "t1", "content": big}]),
             ),
-            claude_line("assistant", serde_json::json!([{"type": "text", "text": "Done."}])),
+            claude_line(
+                "assistant",
+                serde_json::json!([{"type": "text", "text": "Done."}]),
+            ),
         ],
     );
     let im = import::import_file(Tool::ClaudeCode, &path, &ImportOptions::default()).unwrap();
     baton::state::validate(&im.state, "big").unwrap();
-    let Item::Command { output: Some(out), exit_code, .. } = &im.state.runs[0].items[1] else {
+    let Item::Command {
+        output: Some(out),
+        exit_code,
+        ..
+    } = &im.state.runs[0].items[1]
+    else {
         panic!("{:?}", im.state.runs[0].items);
     };
     assert_eq!(*exit_code, Some(0));
@@ -381,7 +460,13 @@ fn importing_never_modifies_the_source() {
         import::import_file(tool, &copy, &ImportOptions::default()).unwrap();
         let o = common::baton_cmd()
             .env("BATON_HANDOFF_DIR", dir.path().join("docs"))
-            .args(["handoff", "--from", copy.to_str().unwrap(), "--to", "cursor"])
+            .args([
+                "handoff",
+                "--from",
+                copy.to_str().unwrap(),
+                "--to",
+                "cursor",
+            ])
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -415,16 +500,23 @@ fn wrong_tool_or_unknown_format_is_an_error_naming_what_was_recognised() {
         &legacy,
         &[
             r#"{"id":"abc","timestamp":"2025-04-01T10:00:00Z","instructions":null}"#.into(),
-            r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}"#.into(),
+            r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}"#
+                .into(),
         ],
     );
     let e = import::import_file(Tool::Codex, &legacy, &ImportOptions::default()).unwrap_err();
-    assert!(e.to_string().contains("recognised a Codex CLI rollout in the legacy unwrapped format"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("recognised a Codex CLI rollout in the legacy unwrapped format"),
+        "{e}"
+    );
 
     let other = dir.path().join("other.jsonl");
     write_lines(
         &other,
-        &(0..10).map(|i| format!(r#"{{"type":"chat","n":{i}}}"#)).collect::<Vec<_>>(),
+        &(0..10)
+            .map(|i| format!(r#"{{"type":"chat","n":{i}}}"#))
+            .collect::<Vec<_>>(),
     );
     let e = import::import_file(Tool::ClaudeCode, &other, &ImportOptions::default()).unwrap_err();
     assert_eq!(
@@ -475,9 +567,19 @@ fn import_cli_writes_valid_states() {
     let st = baton::state::load_file(&out.join("one.yaml")).unwrap();
     assert_eq!(st.runs.len(), 3);
     // The state explains like any other.
-    let o = common::baton(&["explain", "--state", out.join("one.yaml").to_str().unwrap(), "--target", "codex"]);
+    let o = common::baton(&[
+        "explain",
+        "--state",
+        out.join("one.yaml").to_str().unwrap(),
+        "--target",
+        "codex",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("run 4 on codex: full_new"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).starts_with("run 4 on codex: full_new"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]
@@ -485,7 +587,13 @@ fn db_import_from_session_logs() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("b.db");
     let o = common::baton(&[
-        "db", "import", "--db", db.to_str().unwrap(), "--from", "codex", CODEX,
+        "db",
+        "import",
+        "--db",
+        db.to_str().unwrap(),
+        "--from",
+        "codex",
+        CODEX,
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(
@@ -493,7 +601,12 @@ fn db_import_from_session_logs() {
         format!("imported {CODEX_ID} from {CODEX} (2 runs)")
     );
     let o = common::baton(&[
-        "db", "export", "--db", db.to_str().unwrap(), "--thread", CODEX_ID,
+        "db",
+        "export",
+        "--db",
+        db.to_str().unwrap(),
+        "--thread",
+        CODEX_ID,
     ]);
     assert!(o.status.success());
     assert!(stdout(&o).contains("provider: codex"));
@@ -512,8 +625,18 @@ fn home() -> tempfile::TempDir {
     std::fs::copy(fixture(CODEX), &x).unwrap();
     let t = |secs| std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs);
     // The Codex session is the newer one.
-    std::fs::File::options().write(true).open(&c).unwrap().set_modified(t(1_800_000_000)).unwrap();
-    std::fs::File::options().write(true).open(&x).unwrap().set_modified(t(1_800_000_100)).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&c)
+        .unwrap()
+        .set_modified(t(1_800_000_000))
+        .unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&x)
+        .unwrap()
+        .set_modified(t(1_800_000_100))
+        .unwrap();
     h
 }
 
@@ -535,27 +658,54 @@ fn sessions_list_finds_both_tools_newest_first() {
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");
-    assert!(lines[0].starts_with(&format!("codex        {CODEX_ID}  2027-01-15T08:01:40Z")), "{out}");
+    assert!(
+        lines[0].starts_with(&format!("codex        {CODEX_ID}  2027-01-15T08:01:40Z")),
+        "{out}"
+    );
     assert!(lines[0].contains("/home/dev/oauth-app  Add GitHub OAuth login to the web app."));
-    assert!(lines[1].starts_with(&format!("claude-code  {CLAUDE_ID}")), "{out}");
+    assert!(
+        lines[1].starts_with(&format!("claude-code  {CLAUDE_ID}")),
+        "{out}"
+    );
     assert!(lines[1].contains("22.7 KB"), "{out}");
 
-    let o = in_home(h.path(), &["sessions", "list", "--tool", "claude-code", "--json"]);
+    let o = in_home(
+        h.path(),
+        &["sessions", "list", "--tool", "claude-code", "--json"],
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 1);
     assert_eq!(v[0]["id"], CLAUDE_ID);
     assert_eq!(v[0]["cwd"], "/home/dev/oauth-app");
-    assert_eq!(v[0]["first_prompt"], "Add GitHub OAuth login to the web app. Keep sessions in Postgres.");
+    assert_eq!(
+        v[0]["first_prompt"],
+        "Add GitHub OAuth login to the web app. Keep sessions in Postgres."
+    );
 
     let o = in_home(h.path(), &["sessions", "list", "--cwd", "/elsewhere"]);
     assert_eq!(stdout(&o).trim_end(), "no sessions found");
-    let o = in_home(h.path(), &["sessions", "list", "--cwd", "/home/dev/oauth-app/", "--tool", "codex"]);
+    let o = in_home(
+        h.path(),
+        &[
+            "sessions",
+            "list",
+            "--cwd",
+            "/home/dev/oauth-app/",
+            "--tool",
+            "codex",
+        ],
+    );
     assert_eq!(stdout(&o).lines().count(), 1);
 
     // Overriding the directories.
     let o = in_home(
         Path::new("/nonexistent"),
-        &["sessions", "list", "--claude-dir", h.path().join(".claude/projects").to_str().unwrap()],
+        &[
+            "sessions",
+            "list",
+            "--claude-dir",
+            h.path().join(".claude/projects").to_str().unwrap(),
+        ],
     );
     assert_eq!(stdout(&o).lines().count(), 1, "{}", stdout(&o));
 }
@@ -565,24 +715,47 @@ fn handoff_by_session_id_prints_prompt_and_command() {
     let h = home();
     let o = in_home(
         h.path(),
-        &["handoff", "--from", &CLAUDE_ID[..8], "--to", "codex", "--message", "Finish the rate limiter."],
+        &[
+            "handoff",
+            "--from",
+            &CLAUDE_ID[..8],
+            "--to",
+            "codex",
+            "--message",
+            "Finish the rate limiter.",
+        ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    let doc_dir = h.path().join("docs").canonicalize().unwrap().join(CLAUDE_ID).join("H1");
-    assert!(out.starts_with(&format!(
-        "Before you start, read the handoff document at {}",
-        doc_dir.join("handoff.md").display()
-    )), "{out}");
+    let doc_dir = h
+        .path()
+        .join("docs")
+        .canonicalize()
+        .unwrap()
+        .join(CLAUDE_ID)
+        .join("H1");
+    assert!(
+        out.starts_with(&format!(
+            "Before you start, read the handoff document at {}",
+            doc_dir.join("handoff.md").display()
+        )),
+        "{out}"
+    );
     assert!(out.contains("Finish the rate limiter."));
-    assert!(out.ends_with(&format!(
-        "start codex with:\n  codex exec --cd /home/dev/oauth-app - < {}\n",
-        doc_dir.join("inline.md").display()
-    )), "{out}");
+    assert!(
+        out.ends_with(&format!(
+            "start codex with:\n  codex exec --cd /home/dev/oauth-app - < {}\n",
+            doc_dir.join("inline.md").display()
+        )),
+        "{out}"
+    );
     let doc = std::fs::read_to_string(doc_dir.join("handoff.md")).unwrap();
     assert!(doc.contains("/home/dev/oauth-app/src/auth.rs") && !doc.contains("SECRET-REASONING"));
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(doc_dir.join("handoff.md")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(doc_dir.join("handoff.md"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o077, 0, "the document is private");
 }
 
@@ -592,20 +765,40 @@ fn handoff_to_claude_with_out_and_explain() {
     let out_dir = h.path().join("next");
     let o = in_home(
         h.path(),
-        &["handoff", "--from", CODEX_ID, "--to", "claude", "--out", out_dir.to_str().unwrap(), "--explain"],
+        &[
+            "handoff",
+            "--from",
+            CODEX_ID,
+            "--to",
+            "claude",
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--explain",
+        ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.starts_with("run 3 on claude: full_new"), "{out}");
     let prompt = out_dir.join("prompt.md");
-    assert!(out.contains(&format!("wrote the first-turn prompt to {}", prompt.display())));
-    let doc = h.path().join("docs").canonicalize().unwrap().join(CODEX_ID).join("H1/handoff.md");
+    assert!(out.contains(&format!(
+        "wrote the first-turn prompt to {}",
+        prompt.display()
+    )));
+    let doc = h
+        .path()
+        .join("docs")
+        .canonicalize()
+        .unwrap()
+        .join(CODEX_ID)
+        .join("H1/handoff.md");
     assert!(out.ends_with(&format!(
         "start claude with:\n  cd /home/dev/oauth-app && claude -p --allowedTools 'Read(/{})' < {}\n",
         doc.display(),
         prompt.display()
     )), "{out}");
-    assert!(std::fs::read_to_string(&prompt).unwrap().contains(&doc.display().to_string()));
+    assert!(std::fs::read_to_string(&prompt)
+        .unwrap()
+        .contains(&doc.display().to_string()));
 }
 
 #[test]
@@ -619,5 +812,9 @@ fn handoff_back_to_the_same_tool_resumes_natively() {
     );
     let o = in_home(h.path(), &["handoff", "--from", "ffff", "--to", "codex"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).starts_with("--from: error: no session \"ffff\" in "), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("--from: error: no session \"ffff\" in "),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -274,8 +274,7 @@ fn human_size(n: u64) -> String {
 /// Quote a word for a POSIX shell.
 fn sh(s: &str) -> String {
     if !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
     {
         s.to_string()
@@ -394,7 +393,10 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
         outln!(
             "no handoff needed: {} ({}); resume the session natively:",
             d.strategy.as_str(),
-            d.decided_by.because.as_deref().unwrap_or("decided by the policy")
+            d.decided_by
+                .because
+                .as_deref()
+                .unwrap_or("decided by the policy")
         );
         outln!(
             "  {}",
@@ -420,7 +422,8 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
     let prompt_file: Option<PathBuf> = match &a.out {
         Some(dir) => {
             let file = dir.join("prompt.md");
-            let written = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&file, &rendered.inline));
+            let written =
+                std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&file, &rendered.inline));
             if let Err(e) = written {
                 eprintln!(
                     "{}: error: cannot write: {}",
@@ -456,7 +459,10 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
                 "start {} with the prompt above (save it as prompt.md, or give --out DIR):",
                 a.to
             );
-            outln!("  {}", start_command(&a.to, cwd, Path::new("prompt.md"), grant));
+            outln!(
+                "  {}",
+                start_command(&a.to, cwd, Path::new("prompt.md"), grant)
+            );
         }
     }
     OK

@@ -4,8 +4,8 @@
 //! `cwd`, `uuid`/`parentUuid` and the API `message`). The mapping is in docs/import.md.
 
 use super::mapping::{
-    count_lines, edit_diff, is_harness_markup, one_line, step_status, str_field, text_of, Builder, FileEdit,
-    Outcome, Pending,
+    count_lines, edit_diff, is_harness_markup, one_line, step_status, str_field, text_of, Builder,
+    FileEdit, Outcome, Pending,
 };
 use super::{Adapter, ImportOptions, ImportReport, Imported, Line, Tool};
 use crate::state::{FileChangeKind, PlanStep};
@@ -139,7 +139,9 @@ impl ClaudeAdapter {
                     self.b.set_edit_change(id, c);
                 }
             }
-            let interrupted = obj.and_then(|s| s.get("interrupted")).and_then(Value::as_bool)
+            let interrupted = obj
+                .and_then(|s| s.get("interrupted"))
+                .and_then(Value::as_bool)
                 == Some(true);
             Outcome::Ok {
                 output: result_output(obj, &text),
@@ -169,13 +171,17 @@ impl ClaudeAdapter {
             Some(Value::Array(blocks)) => {
                 for block in blocks {
                     match str_field(block, "type") {
-                        Some("text") => self.b.assistant_text(str_field(block, "text").unwrap_or("")),
+                        Some("text") => self
+                            .b
+                            .assistant_text(str_field(block, "text").unwrap_or("")),
                         Some("thinking") => {
                             self.b.reasoning(str_field(block, "thinking").unwrap_or(""))
                         }
                         Some("redacted_thinking") => self.b.reasoning("[redacted thinking]"),
                         Some("tool_use") | Some("server_tool_use") => self.tool_use(block),
-                        Some(other) => self.b.protocol(&format!("claude-code/assistant block: {other}")),
+                        Some(other) => self
+                            .b
+                            .protocol(&format!("claude-code/assistant block: {other}")),
                         None => {}
                     }
                 }
@@ -211,7 +217,12 @@ impl ClaudeAdapter {
             "MultiEdit" => {
                 let mut lines = 0;
                 let mut diff = String::new();
-                for e in input.get("edits").and_then(Value::as_array).into_iter().flatten() {
+                for e in input
+                    .get("edits")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     let old = str_field(e, "old_string").unwrap_or("");
                     let new = str_field(e, "new_string").unwrap_or("");
                     lines += count_lines(old) + count_lines(new);
@@ -273,7 +284,11 @@ impl ClaudeAdapter {
                     .flatten()
                     .filter_map(|q| str_field(q, "question").map(str::to_string))
                     .collect();
-                let text = if qs.is_empty() { s("question") } else { qs.join("\n") };
+                let text = if qs.is_empty() {
+                    s("question")
+                } else {
+                    qs.join("\n")
+                };
                 Pending::Question { text }
             }
             "ExitPlanMode" => Pending::PlanApproval {
@@ -337,7 +352,8 @@ impl Adapter for ClaudeAdapter {
             other => {
                 let kind = if other.is_empty() { "(no type)" } else { other };
                 report.count_unknown(kind);
-                self.b.protocol(&format!("claude-code/unknown entry: {kind}"));
+                self.b
+                    .protocol(&format!("claude-code/unknown entry: {kind}"));
             }
         }
     }
@@ -357,7 +373,10 @@ fn strip_continuation(text: &str) -> &str {
         return text;
     }
     match t.find("summarized below:") {
-        Some(i) => t.get(i + "summarized below:".len()..).unwrap_or(t).trim_start(),
+        Some(i) => t
+            .get(i + "summarized below:".len()..)
+            .unwrap_or(t)
+            .trim_start(),
         None => t,
     }
 }
@@ -420,7 +439,15 @@ fn exit_code_prefix(text: &str) -> Option<i64> {
 
 /// A short input for a generic tool call: its main argument, else the arguments as JSON.
 fn tool_input(input: &Value) -> String {
-    for key in ["file_path", "path", "pattern", "url", "query", "command", "prompt"] {
+    for key in [
+        "file_path",
+        "path",
+        "pattern",
+        "url",
+        "query",
+        "command",
+        "prompt",
+    ] {
         if let Some(s) = str_field(input, key) {
             return s.to_string();
         }
@@ -447,7 +474,9 @@ mod tests {
 
     #[test]
     fn markup() {
-        assert!(is_harness_markup("<local-command-stdout>x</local-command-stdout>"));
+        assert!(is_harness_markup(
+            "<local-command-stdout>x</local-command-stdout>"
+        ));
         assert!(!is_harness_markup("<div> is a tag, explain it"));
     }
 }

@@ -6,8 +6,7 @@
 //! docs/import.md.
 
 use super::mapping::{
-    is_harness_markup, parse_patch, step_status, str_field, text_of, Builder, Outcome,
-    Pending,
+    is_harness_markup, parse_patch, step_status, str_field, text_of, Builder, Outcome, Pending,
 };
 use super::{Adapter, ImportOptions, ImportReport, Imported, Line, Tool};
 use crate::state::PlanStep;
@@ -282,7 +281,8 @@ impl CodexAdapter {
             t if ECHO_EVENTS.contains(&t) => report.echoes += 1,
             "turn_aborted" => {
                 let reason = str_field(p, "reason").unwrap_or("");
-                self.b.protocol(&format!("codex/event_msg: turn_aborted {reason}"));
+                self.b
+                    .protocol(&format!("codex/event_msg: turn_aborted {reason}"));
                 self.b.interrupted();
             }
             "error" => {
@@ -395,11 +395,7 @@ fn command_line(v: &Value) -> String {
             let parts: Vec<&str> = argv.iter().filter_map(Value::as_str).collect();
             match parts.as_slice() {
                 [sh, flag, script] if is_shell(sh) && flag.starts_with('-') => script.to_string(),
-                _ => parts
-                    .iter()
-                    .map(|p| quote(p))
-                    .collect::<Vec<_>>()
-                    .join(" "),
+                _ => parts.iter().map(|p| quote(p)).collect::<Vec<_>>().join(" "),
             }
         }
         other => text_of(other),
@@ -415,8 +411,7 @@ fn is_shell(s: &str) -> bool {
 
 fn quote(s: &str) -> String {
     if !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
     {
         s.to_string()
@@ -453,9 +448,7 @@ fn outcome_of(text: &str, raw: Option<&Value>) -> Outcome {
             output: text.to_string(),
         };
     }
-    let success = raw
-        .and_then(|r| r.get("success"))
-        .and_then(Value::as_bool);
+    let success = raw.and_then(|r| r.get("success")).and_then(Value::as_bool);
     let (output, exit_code) = match serde_json::from_str::<Value>(text) {
         Ok(v) if v.get("output").is_some() => {
             let code = v

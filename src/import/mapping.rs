@@ -293,10 +293,7 @@ impl Builder {
                 text: format!("{text}\n(declined to answer)"),
                 answered: false,
             }],
-            (
-                Pending::Subagent { tool, agent, input },
-                Outcome::Ok { output, .. },
-            ) => {
+            (Pending::Subagent { tool, agent, input }, Outcome::Ok { output, .. }) => {
                 extra.push(Item::SubagentResult {
                     id: None,
                     agent,

@@ -333,8 +333,9 @@ fn parse_line(
             report.warnings.push(Warning {
                 file: file.to_string(),
                 line: no,
-                message: "the last line is incomplete (the session is still being written); ignored"
-                    .to_string(),
+                message:
+                    "the last line is incomplete (the session is still being written); ignored"
+                        .to_string(),
             });
             None
         }
@@ -509,7 +510,9 @@ pub fn detect_tool(path: &Path) -> Result<Tool, ImportError> {
         Err(ImportError::NotRecognised {
             path: name,
             expected: "Claude Code or Codex CLI",
-            recognised: sniff.wrong_tool(Tool::Codex).unwrap_or_else(|| sniff.describe()),
+            recognised: sniff
+                .wrong_tool(Tool::Codex)
+                .unwrap_or_else(|| sniff.describe()),
         })
     }
 }

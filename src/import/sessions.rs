@@ -73,8 +73,7 @@ pub fn list_sessions(
                 if project.is_dir() {
                     for f in read_dir_sorted(&project) {
                         let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                        if name.ends_with(".jsonl") && !name.starts_with("agent-") && f.is_file()
-                        {
+                        if name.ends_with(".jsonl") && !name.starts_with("agent-") && f.is_file() {
                             files.push((Tool::ClaudeCode, f));
                         }
                     }
@@ -159,8 +158,13 @@ fn describe(tool: Tool, path: &Path) -> Result<SessionInfo, Warning> {
         .metadata()
         .map_err(|e| warn(format!("cannot read: {}", crate::state::io_reason(&e))))?;
     let name = path.display().to_string();
-    let imported = import_reader(tool, file.take(HEAD_BYTES), &name, &ImportOptions::default())
-        .map_err(|e| warn(format!("skipped: {e}")))?;
+    let imported = import_reader(
+        tool,
+        file.take(HEAD_BYTES),
+        &name,
+        &ImportOptions::default(),
+    )
+    .map_err(|e| warn(format!("skipped: {e}")))?;
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())
