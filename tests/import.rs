@@ -818,3 +818,13 @@ fn handoff_back_to_the_same_tool_resumes_natively() {
         stderr(&o)
     );
 }
+
+#[test]
+fn handoff_to_an_unknown_provider_is_bad_usage() {
+    let o = common::baton(&["handoff", "--from", CLAUDE, "--to", "codx"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o).trim_end(),
+        "--to: error: unknown provider \"codx\"; did you mean \"codex\"? known providers are claude, codex, copilot, cursor"
+    );
+}

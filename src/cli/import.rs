@@ -326,6 +326,18 @@ fn resume_command(tool: Tool, session: &str, cwd: Option<&str>, message: Option<
 
 /// `baton handoff --from SESSION --to PROVIDER`.
 pub(crate) fn handoff(a: HandoffArgs) -> u8 {
+    if !crate::state::KNOWN_PROVIDERS.contains(&a.to.as_str()) {
+        let hint =
+            crate::suggest::did_you_mean(&a.to, crate::state::KNOWN_PROVIDERS.iter().copied())
+                .map(|s| format!("did you mean \"{s}\"? "))
+                .unwrap_or_default();
+        eprintln!(
+            "--to: error: unknown provider \"{}\"; {hint}known providers are {}",
+            a.to,
+            crate::state::KNOWN_PROVIDERS.join(", ")
+        );
+        return USAGE;
+    }
     let (tool, path) = {
         let p = PathBuf::from(&a.from);
         if p.is_file() {
