@@ -35,7 +35,7 @@ fn text(n: usize, seed: usize) -> String {
     let mut i = seed;
     while s.len() < n {
         s.push_str(words[i % words.len()]);
-        s.push(if i % 13 == 0 { '\n' } else { ' ' });
+        s.push(if i.is_multiple_of(13) { '\n' } else { ' ' });
         i += 7;
     }
     s
