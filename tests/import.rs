@@ -214,6 +214,10 @@ fn codex_mapping_item_by_item() {
     let im = import(Tool::Codex, CODEX);
     let s = &im.state;
     assert_eq!(s.thread.id, CODEX_ID);
+    assert_eq!(
+        s.thread.title.as_deref(),
+        Some("Add GitHub OAuth login to the web app. Keep sessions in Postgres.")
+    );
     assert_eq!(im.cwd.as_deref(), Some("/home/dev/oauth-app"));
     assert_eq!(s.provider_threads[0].provider, "codex");
     assert_eq!(s.provider_threads[0].model.as_deref(), Some("gpt-5-codex"));

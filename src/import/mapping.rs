@@ -444,6 +444,16 @@ impl Builder {
                 items: r.items,
             })
             .collect();
+        // Without a title in the log, the first prompt names the thread (as the tools' own
+        // session pickers do).
+        let title = self.title.clone().or_else(|| {
+            runs.iter()
+                .flat_map(|r| r.items.iter())
+                .find_map(|i| match i {
+                    Item::UserMessage { text, .. } => Some(one_line(text, 80)),
+                    _ => None,
+                })
+        });
         let (compact_summary, compact_summary_through) = match self.compact_summary {
             Some((s, t)) => (Some(s), (t > 0).then_some(t)),
             None => (None, None),
@@ -452,7 +462,7 @@ impl Builder {
             version: 1,
             thread: Thread {
                 id: session_id.clone(),
-                title: self.title.clone(),
+                title,
                 compact_summary,
                 compact_summary_through,
                 parent: None,
