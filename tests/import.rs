@@ -292,11 +292,18 @@ fn codex_mapping_item_by_item() {
             "user_message",
             "tool_call",
             "tool_call",
+            "command",
+            "error",
             "reasoning",
             "assistant_message"
         ]
     );
-    assert_eq!(kinds(&r2.items)[3].1, "[encrypted reasoning]");
+    let real: Vec<&Item> = r2.items.iter().filter(|i| i.kind() != "protocol").collect();
+    assert!(
+        matches!(real[3], Item::Command { command, exit_code: Some(0), .. } if command == "rg state src")
+    );
+    assert!(matches!(real[4], Item::Error { text, .. } if text.starts_with("stream disconnected")));
+    assert_eq!(real[5].primary_text(), "[encrypted reasoning]");
     let unknown: Vec<&str> = im.report.unknown.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         unknown,
@@ -311,8 +318,8 @@ fn codex_mapping_item_by_item() {
 #[test]
 fn bad_lines_are_warnings_naming_file_and_line() {
     for (tool, p, malformed, utf8, last) in [
-        (Tool::ClaudeCode, CLAUDE, 27, 42, 45),
-        (Tool::Codex, CODEX, 13, 32, 43),
+        (Tool::ClaudeCode, CLAUDE, 27, 44, 47),
+        (Tool::Codex, CODEX, 13, 32, 47),
     ] {
         let im = import(tool, p);
         let p = fixture(p).display().to_string();
@@ -671,7 +678,7 @@ fn sessions_list_finds_both_tools_newest_first() {
         lines[1].starts_with(&format!("claude-code  {CLAUDE_ID}")),
         "{out}"
     );
-    assert!(lines[1].contains("22.7 KB"), "{out}");
+    assert!(lines[1].contains("23.2 KB"), "{out}");
 
     let o = in_home(
         h.path(),
