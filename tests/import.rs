@@ -839,3 +839,31 @@ fn handoff_to_an_unknown_provider_is_bad_usage() {
         "--to: error: unknown provider \"codx\"; did you mean \"codex\"? known providers are claude, codex, copilot, cursor"
     );
 }
+
+/// The handoff documents of both fixtures, as a model taking over would read them.
+#[test]
+fn handoff_documents_of_the_fixtures() {
+    for (name, tool, p, to) in [
+        ("claude_code_to_codex", Tool::ClaudeCode, CLAUDE, "codex"),
+        ("codex_to_claude", Tool::Codex, CODEX, "claude"),
+    ] {
+        let opts = ImportOptions {
+            request_provider: Some(to.to_string()),
+            request_message: Some("Carry on where the session stopped.".to_string()),
+        };
+        let im = import::import_file(tool, &fixture(p), &opts).unwrap();
+        let policy = baton::policy::load("default").unwrap();
+        let out = baton::pipeline::run(
+            &policy,
+            &im.state,
+            &baton::EvalOptions {
+                target: None,
+                document_root: Some(PathBuf::from(common::DOC_ROOT)),
+            },
+            &baton::render::RenderOptions::default(),
+        )
+        .unwrap();
+        let doc = &out.rendered.as_ref().expect("a handoff").document;
+        insta::assert_snapshot!(format!("handoff_{name}"), common::redact_sha(doc));
+    }
+}
