@@ -85,6 +85,7 @@ fn claude_code_mapping_item_by_item() {
             ("tool_call", "Edit".into()),
             ("approval", "Allow Edit: /home/dev/oauth-app/.env.example? (declined)".into()),
             ("plan", "".into()),
+            ("user_message", "also check the logout route".into()),
             ("assistant_message", "The callback route is in place; the session table migration is written. Tests still fail on the callback.".into()),
         ]
     );

@@ -334,6 +334,13 @@ impl Adapter for ClaudeAdapter {
         match ty {
             "user" => self.user(v),
             "assistant" => self.assistant(v),
+            "attachment" if is_queued_prompt(v) => {
+                let prompt = v
+                    .get("attachment")
+                    .and_then(|a| str_field(a, "prompt"))
+                    .unwrap_or("");
+                self.b.user_message_mid_run(prompt);
+            }
             "summary" => {
                 if let Some(s) = str_field(v, "summary") {
                     self.b.title = Some(one_line(s, 200));
@@ -379,6 +386,16 @@ fn strip_continuation(text: &str) -> &str {
             .trim_start(),
         None => t,
     }
+}
+
+/// An `attachment` carrying a prompt the user queued while the agent worked.
+fn is_queued_prompt(v: &Value) -> bool {
+    let Some(a) = v.get("attachment") else {
+        return false;
+    };
+    str_field(a, "type") == Some("queued_command")
+        && matches!(str_field(a, "commandMode"), None | Some("prompt"))
+        && str_field(a, "prompt").is_some_and(|p| !p.trim().is_empty() && !is_harness_markup(p))
 }
 
 /// The text of a message `content`: a string, or the text of its blocks.

@@ -143,6 +143,14 @@ impl Builder {
         self.push(Item::UserMessage { id: None, text });
     }
 
+    /// A message the user typed while the agent was working (queued into the running turn):
+    /// a `user_message` of the current run, which it does not end.
+    pub fn user_message_mid_run(&mut self, text: &str) {
+        self.ensure_run();
+        let text = self.cap(text, MAX_MESSAGE_CHARS);
+        self.push(Item::UserMessage { id: None, text });
+    }
+
     /// Assistant text: a `narration` now, the run's `assistant_message` if it stays the last.
     pub fn assistant_text(&mut self, text: &str) {
         if text.trim().is_empty() {
