@@ -6,7 +6,7 @@ use crate::state::{HandoffStrategy, RunRange};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Decision {
     pub policy: PolicyRef,
     pub target: String,
@@ -26,13 +26,13 @@ pub struct Decision {
     pub trace: Vec<TraceEntry>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct PolicyRef {
     pub name: String,
     pub sha256: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ThreadAction {
     Resume,
@@ -52,7 +52,7 @@ impl ThreadAction {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ProviderThreadAction {
     pub action: ThreadAction,
     pub id: Option<String>,
@@ -67,7 +67,7 @@ impl ProviderThreadAction {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryMode {
     OffBand,
@@ -92,7 +92,7 @@ impl DeliveryMode {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Delivery {
     pub mode: DeliveryMode,
     pub inline_limit: usize,
@@ -106,7 +106,7 @@ pub struct Delivery {
     pub inline_note: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pregrant {
     pub tool: String,
     pub path: String,
@@ -114,14 +114,14 @@ pub struct Pregrant {
     pub uses: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct DecidedBy {
     pub rule: String,
     pub at: String,
     pub because: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Matched,
@@ -139,11 +139,13 @@ impl Outcome {
 }
 
 /// One evaluated rule with the values of the facts it read.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TraceEntry {
     pub rule: String,
     pub at: String,
     pub outcome: Outcome,
+    /// The facts the rule read, with their values (plain JSON values).
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     pub values: BTreeMap<String, Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub when: Option<String>,

@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod policy;
 pub mod quality;
 pub mod render;
+pub mod schema;
 pub mod select;
 pub mod serve;
 

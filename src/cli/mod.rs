@@ -10,7 +10,9 @@ mod out;
 mod commands;
 mod delivery;
 mod quality;
+mod reference;
 mod replay;
+mod scaffold;
 mod serve;
 mod store;
 mod tooling;
@@ -123,6 +125,31 @@ pub enum Command {
     Gc(GcArgs),
     /// The scoped pre-grant: may the child's tool call proceed without a prompt?
     Pregrant(PregrantArgs),
+    /// List the shipped policies and templates, or print one's source.
+    #[command(
+        after_help = "Examples:\n  baton policy list\n  baton policy show default > my.policy   # the whole shipped policy, to edit"
+    )]
+    Policy(scaffold::PolicyArgs),
+    /// Write a team policy (extending `default`), its tests, two example states and a CI script.
+    #[command(
+        after_help = "Examples:\n  baton init team-policy/\n  cd team-policy && baton test policies/tests/\n\nNothing is overwritten: baton init stops, writing nothing, when any of its files exists."
+    )]
+    Init(scaffold::InitArgs),
+    /// Print the JSON Schema of a state file, a decision, a test file or a service request.
+    #[command(
+        after_help = "Examples:\n  baton schema state > state.schema.json\n  baton schema decision\n\nThe schemas are generated from the types baton reads and writes (docs/state.md)."
+    )]
+    Schema(reference::SchemaArgs),
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  baton completions bash > ~/.local/share/bash-completion/completions/baton\n  baton completions zsh > ~/.zfunc/_baton\n  baton completions fish > ~/.config/fish/completions/baton.fish"
+    )]
+    Completions(reference::CompletionsArgs),
+    /// Print the man page (or write one per command with --out DIR).
+    #[command(
+        after_help = "Examples:\n  baton man | man -l -\n  baton man --out /usr/local/share/man/man1"
+    )]
+    Man(reference::ManArgs),
 }
 
 #[derive(Args, Debug)]
@@ -352,7 +379,7 @@ pub struct DecideArgs {
 pub struct ExplainArgs {
     #[command(flatten)]
     pub decide: DecideArgs,
-    /// Print the decision as JSON (the contract of DESIGN §4).
+    /// Print the decision as JSON (its fields are stable; `baton schema decision` describes them).
     #[arg(long)]
     pub json: bool,
     /// Append every rule evaluated, with the values it read.
@@ -365,6 +392,7 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            let e = reference::nearest_suggestion(e);
             let _ = e.print();
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
@@ -395,6 +423,11 @@ pub fn main() -> ExitCode {
         Command::Pregrant(PregrantArgs {
             command: PregrantCommand::Check(a),
         }) => delivery::pregrant_check(a),
+        Command::Policy(a) => scaffold::policy(a),
+        Command::Init(a) => scaffold::init(a),
+        Command::Schema(a) => reference::schema(a),
+        Command::Completions(a) => reference::completions(a),
+        Command::Man(a) => reference::man(a),
     };
     ExitCode::from(code)
 }

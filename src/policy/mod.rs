@@ -32,7 +32,7 @@ pub fn load_text(name: &str, text: &str) -> Result<Policy, PolicyError> {
 }
 
 /// The strategies of seed 000's ladder, plus `native_fork`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     NoHandoff,
