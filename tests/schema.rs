@@ -498,3 +498,86 @@ fn the_typescript_decision_type_matches_the_decision_schema() {
         diffs.join("\n")
     );
 }
+
+/// The YAML examples of docs/state.md are valid: the whole state loads, and each fragment
+/// (`thread:`, `runs:`, ...) matches the state schema when put into a valid state.
+#[test]
+fn the_state_reference_examples_match_the_schema() {
+    let v = validator("state");
+    let text = std::fs::read_to_string(root().join("docs/state.md")).unwrap();
+    let base = read(&root().join("examples/seed-switch.yaml"));
+    let mut blocks = Vec::new();
+    let mut cur: Option<(usize, String)> = None;
+    for (i, l) in text.lines().enumerate() {
+        match (&mut cur, l.trim_start().starts_with("```")) {
+            (None, true) if l.trim() == "```yaml" => cur = Some((i + 1, String::new())),
+            (Some(_), true) => blocks.extend(cur.take()),
+            (Some((_, b)), false) => {
+                b.push_str(l);
+                b.push('\n');
+            }
+            _ => {}
+        }
+    }
+    assert!(blocks.len() >= 8, "only {} yaml examples", blocks.len());
+    let mut failures = Vec::new();
+    for (line, block) in blocks {
+        let frag: serde_yaml::Value = serde_yaml::from_str(&block).unwrap();
+        let frag = serde_json::to_value(frag).unwrap();
+        let doc = if frag.get("version").is_some() {
+            if let Err(e) = baton::state::parse_str(&block, baton::state::Format::Yaml, "x") {
+                failures.push(format!("docs/state.md:{line}: {e}"));
+            }
+            frag
+        } else {
+            let mut d = base.clone();
+            for (k, val) in frag.as_object().unwrap() {
+                d[k] = val.clone();
+            }
+            d
+        };
+        let errs = errors(&v, &doc);
+        if !errs.is_empty() {
+            failures.push(format!("docs/state.md:{line}: {}", errs.join("; ")));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// docs/state.md names every key the state schema has, and every item kind and enum value.
+#[test]
+fn the_state_reference_names_every_key_and_kind() {
+    let text = std::fs::read_to_string(root().join("docs/state.md")).unwrap();
+    let s = schema("state");
+    let mut names = BTreeSet::new();
+    fn walk(v: &Value, names: &mut BTreeSet<String>) {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::Object(p)) = o.get("properties") {
+                    names.extend(p.keys().cloned());
+                }
+                for key in ["enum"] {
+                    if let Some(Value::Array(a)) = o.get(key) {
+                        names.extend(a.iter().filter_map(Value::as_str).map(str::to_string));
+                    }
+                }
+                if let Some(Value::String(c)) = o.get("const") {
+                    names.insert(c.clone());
+                }
+                o.values().for_each(|x| walk(x, names));
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, names)),
+            _ => {}
+        }
+    }
+    walk(&s, &mut names);
+    assert!(names.len() > 80, "{names:?}");
+    let missing: Vec<_> = names
+        .iter()
+        .filter(|n| !text.contains(&format!("`{n}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/state.md does not name {missing:?}"
+    );
+}

@@ -59,6 +59,9 @@ pub struct ParentRef {
 /// (see [`crate::state::caps_for`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    description = "Provider capabilities; an unset field takes the provider's default (docs/state.md#providers)."
+)]
 pub struct Caps {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<bool>,
