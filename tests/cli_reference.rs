@@ -263,3 +263,25 @@ fn the_man_page_documents_every_command() {
     let explain = std::fs::read_to_string(dir.path().join("baton-explain.1")).unwrap();
     assert!(explain.contains("\\-\\-state"), "{explain}");
 }
+
+/// Help texts speak to users: no reference to the developers' design document, whose section
+/// numbers mean nothing to them. The man pages hold every command's help, long form included.
+#[test]
+fn no_help_text_cites_the_design_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::baton(&["man", "--out", dir.path().to_str().unwrap()]);
+    assert!(out.status.success());
+    let mut pages = 0;
+    for e in std::fs::read_dir(dir.path()).unwrap().flatten() {
+        pages += 1;
+        let page = std::fs::read_to_string(e.path()).unwrap();
+        for word in ["DESIGN", "§"] {
+            assert!(
+                !page.contains(word),
+                "{} cites `{word}`",
+                e.path().display()
+            );
+        }
+    }
+    assert!(pages > 25, "only {pages} man pages");
+}

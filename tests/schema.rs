@@ -581,3 +581,62 @@ fn the_state_reference_names_every_key_and_kind() {
         "docs/state.md does not name {missing:?}"
     );
 }
+
+/// Every request docs/service.md shows matches the service schema, unless the doc shows the
+/// service refusing it as an invalid request, an unknown method or invalid params.
+#[test]
+fn the_service_guide_requests_match_the_service_schema() {
+    let v = validator("service");
+    let text = std::fs::read_to_string(root().join("docs/service.md")).unwrap();
+    let mut values: Vec<(usize, Value)> = Vec::new();
+    let mut cur: Option<(usize, String)> = None;
+    for (i, l) in text.lines().enumerate() {
+        match (&mut cur, l.trim_start().starts_with("```")) {
+            (None, true) if l.trim().starts_with("```json") => cur = Some((i + 1, String::new())),
+            (Some(_), true) => {
+                if let Some((line, body)) = cur.take() {
+                    match serde_json::from_str::<Value>(&body) {
+                        Ok(x) => values.push((line, x)),
+                        Err(_) => values.extend(
+                            body.lines()
+                                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                                .map(|x| (line, x)),
+                        ),
+                    }
+                }
+            }
+            (Some((_, b)), false) => {
+                b.push_str(l);
+                b.push('\n');
+            }
+            _ => {}
+        }
+    }
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for (k, (line, req)) in values.iter().enumerate() {
+        if req.get("method").is_none() || req.get("jsonrpc").is_none() {
+            continue;
+        }
+        checked += 1;
+        // The response the doc shows next for this id.
+        let refused = values[k + 1..]
+            .iter()
+            .find(|(_, r)| r.get("method").is_none() && r.get("id") == req.get("id"))
+            .and_then(|(_, r)| r.pointer("/error/code").and_then(Value::as_i64))
+            .is_some_and(|c| matches!(c, -32600 | -32601 | -32602));
+        let errs = errors(&v, req);
+        match (errs.is_empty(), refused) {
+            (true, false) | (false, true) => {}
+            (true, true) => failures.push(format!(
+                "docs/service.md:{line}: the doc shows {req} refused, the schema accepts it"
+            )),
+            (false, false) => failures.push(format!(
+                "docs/service.md:{line}: {req} does not match the schema: {}",
+                errs.join("; ")
+            )),
+        }
+    }
+    assert!(checked >= 10, "only {checked} requests in docs/service.md");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
