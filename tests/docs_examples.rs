@@ -9,7 +9,9 @@
 //!   any number of lines; a command shown without output must print nothing). `/tmp/` in a
 //!   command stands for a fresh private directory of this test run, so a database or document
 //!   left by an earlier run (or another checkout) cannot change the outcome; that directory
-//!   prints as `/tmp` again.
+//!   prints as `/tmp` again. After a reviewed change of output, `BATON_BLESS_DOCS=1 cargo test
+//!   --test docs_examples` rewrites the examples that show their whole output; an example with
+//!   `...` must be edited by hand.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -244,6 +246,10 @@ fn doc_commands_print_and_exit_as_documented() {
     let mut failures = Vec::new();
     let mut ran = 0;
     let mut compared = 0;
+    // BATON_BLESS_DOCS=1: rewrite the shown output of an example that shows all of it (no `...`)
+    // with what baton prints now, for a reviewed change of output. Elided examples still fail.
+    let bless = std::env::var_os("BATON_BLESS_DOCS").is_some();
+    let mut blessed: Vec<(PathBuf, usize, usize, Vec<String>)> = Vec::new();
     for file in command_docs() {
         let rel = file
             .strip_prefix(root())
@@ -293,6 +299,10 @@ fn doc_commands_print_and_exit_as_documented() {
                     compared += 1;
                 }
                 if !matches(&c.expected, &actual) {
+                    if bless && !c.expected.iter().any(|l| l.trim() == "...") {
+                        blessed.push((file.clone(), c.line, c.expected.len(), actual));
+                        continue;
+                    }
                     failures.push(format!(
                         "{at}: the output differs from the doc (a `...` line stands for any lines)\n--- doc ---\n{}\n--- actual ---\n{}",
                         c.expected.join("\n"),
@@ -301,6 +311,16 @@ fn doc_commands_print_and_exit_as_documented() {
                 }
             }
         }
+    }
+    // Rewrite from the bottom of each file up, so earlier line numbers stay right.
+    blessed.sort_by(|a, b| (&a.0, b.1).cmp(&(&b.0, a.1)));
+    for (file, line, n, actual) in &blessed {
+        let text = std::fs::read_to_string(file).expect("the doc is readable");
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        // `line` is the 1-based line of the `$` command; its output follows it.
+        lines.splice(*line..*line + *n, actual.iter().cloned());
+        std::fs::write(file, lines.join("\n") + "\n").expect("the doc is writable");
+        eprintln!("blessed {}:{line}", file.display());
     }
     assert!(
         ran > 20,
