@@ -640,3 +640,56 @@ fn the_service_guide_requests_match_the_service_schema() {
     assert!(checked >= 10, "only {checked} requests in docs/service.md");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The state fixtures baton rejects: a shape error (an unknown field or kind, a missing key,
+/// reported at a line and column) is rejected by the schema too; a rule the validator checks
+/// across the document (duplicate ids, ordinals, references, ranges) is what the schema cannot
+/// see, as docs/state.md says.
+#[test]
+fn the_schema_rejects_the_shape_errors_baton_rejects() {
+    let v = validator("state");
+    let mut shape = 0;
+    let mut semantic = 0;
+    let mut failures = Vec::new();
+    for p in files(&root().join("tests/fixtures/state")) {
+        let Err(e) = baton::state::load_file(&p) else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(&p) else {
+            continue;
+        };
+        let Ok(y) = serde_yaml::from_str::<serde_yaml::Value>(&text) else {
+            continue;
+        };
+        let doc = serde_json::to_value(y).unwrap();
+        let msg = e.to_string();
+        let at_position = msg
+            .split(": error:")
+            .next()
+            .is_some_and(|head| head.rsplit(':').take(2).all(|n| n.parse::<u32>().is_ok()));
+        if at_position {
+            shape += 1;
+            if v.is_valid(&doc) {
+                failures.push(format!(
+                    "{}: baton says `{msg}`, the schema accepts it",
+                    p.display()
+                ));
+            }
+        } else if !doc.is_null() {
+            semantic += 1;
+            let errs = errors(&v, &doc);
+            if !errs.is_empty() {
+                failures.push(format!(
+                    "{}: a validator error (`{msg}`) but the schema also rejects it: {}",
+                    p.display(),
+                    errs.join("; ")
+                ));
+            }
+        }
+    }
+    assert!(
+        shape >= 2 && semantic >= 5,
+        "{shape} shape, {semantic} semantic fixtures"
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -108,7 +108,9 @@ pub(crate) fn init(a: InitArgs) -> u8 {
                 outln!("  {path}");
             }
             outln!("next:");
-            outln!("  cd {d}");
+            if a.dir != Path::new(".") {
+                outln!("  cd {d}");
+            }
             outln!("  baton test policies/tests/                    # both cases pass");
             outln!("  baton explain --state states/switch.yaml --policy policies/team.policy");
             outln!("  sh ci/baton.sh                                # what CI runs");
