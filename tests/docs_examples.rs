@@ -1,8 +1,8 @@
 //! The examples in docs/ cannot rot:
 //! - every ```policy block in docs/*.md must check OK (warnings allowed), and every
 //!   ```policy-error block must fail to check;
-//! - every `$ baton ...` line in a ```console block of README.md and docs/*.md (but
-//!   docs/testing-policies.md, run by tests/docs_testing.rs) is run from the crate root with
+//! - every `$ baton ...` line in a ```console block of README.md and docs/*.md is run from the
+//!   crate root with
 //!   `BATON_HANDOFF_DIR=/tmp/baton-doc-test`, must exit with the code the doc gives (a later
 //!   `# exit N` line before the next `$` line; 0 when there is none) and print what the doc shows
 //!   (standard output and error interleaved, as a terminal shows them; a `...` line stands for
@@ -218,15 +218,10 @@ fn matches(expected: &[String], actual: &[String]) -> bool {
     }
 }
 
-/// The documents whose `$ baton ...` examples this test runs: README.md and docs/*.md, except
-/// docs/testing-policies.md, whose walkthrough `tests/docs_testing.rs` runs.
+/// The documents whose `$ baton ...` examples this test runs: README.md and docs/*.md.
 fn command_docs() -> Vec<PathBuf> {
     let mut v = vec![root().join("README.md")];
-    v.extend(
-        doc_files()
-            .into_iter()
-            .filter(|p| !p.ends_with("testing-policies.md")),
-    );
+    v.extend(doc_files());
     v
 }
 
