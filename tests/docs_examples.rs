@@ -2,8 +2,8 @@
 //! - every ```policy block in docs/*.md must check OK (warnings allowed), and every
 //!   ```policy-error block must fail to check;
 //! - every `$ baton ...` line in a ```console block of README.md and docs/*.md is run from the
-//!   crate root with
-//!   `BATON_HANDOFF_DIR=/tmp/baton-doc-test`, must exit with the code the doc gives (a later
+//!   crate root with `BATON_HANDOFF_DIR=/tmp/baton-doc-test`, must exit with the code the doc
+//!   gives (a later
 //!   `# exit N` line before the next `$` line; 0 when there is none) and print what the doc shows
 //!   (standard output and error interleaved, as a terminal shows them; a `...` line stands for
 //!   any number of lines; a command shown without output must print nothing). `/tmp/` in a
