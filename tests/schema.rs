@@ -693,3 +693,76 @@ fn the_schema_rejects_the_shape_errors_baton_rejects() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The TypeScript client calls only methods the service schema has, with params it allows: each
+/// wrapper's `p: { ... }` fields are properties of that method's params.
+#[test]
+fn the_typescript_client_calls_methods_and_params_of_the_service_schema() {
+    let src = std::fs::read_to_string(root().join("examples/node-client/src/baton.ts")).unwrap();
+    let s = schema("service");
+    let defs = s["$defs"].clone();
+    let params_of = |method: &str| -> Option<Value> {
+        s["oneOf"]
+            .as_array()?
+            .iter()
+            .find(|m| m.pointer("/properties/method/const") == Some(&json!(method)))
+            .map(|m| resolve(&m["properties"]["params"], &defs).clone())
+    };
+    let mut calls = 0;
+    let mut diffs = Vec::new();
+    // Each wrapper: its signature line, then `return this.req("METHOD", ...)` on a later line.
+    let lines: Vec<&str> = src.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        let Some(at) = l.find("this.req(\"") else {
+            continue;
+        };
+        let rest = &l[at + "this.req(\"".len()..];
+        let method = &rest[..rest.find('"').unwrap()];
+        calls += 1;
+        let Some(params) = params_of(method) else {
+            diffs.push(format!(
+                "baton.ts:{}: calls `{method}`, which the schema does not have",
+                i + 1
+            ));
+            continue;
+        };
+        // The signature: the nearest line above with `(p:` (the wrapper's own), if any.
+        let sig = lines[..i]
+            .iter()
+            .rev()
+            .take(3)
+            .map(|l| l.trim())
+            .find(|l| l.contains("(p: {") || l.starts_with("p: {"));
+        let Some(sig) = sig else { continue };
+        let open = sig.find('{').unwrap();
+        let mut depth = 0;
+        let mut close = open;
+        for (k, c) in sig[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = open + k;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let props = params["properties"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        for name in ts_fields(&sig[open + 1..close]).keys() {
+            if !props.contains_key(name) {
+                diffs.push(format!(
+                    "baton.ts:{}: `{method}` is sent `{name}`, which its params schema does not allow",
+                    i + 1
+                ));
+            }
+        }
+    }
+    assert!(calls >= 8, "only {calls} calls found");
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
