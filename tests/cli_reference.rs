@@ -285,3 +285,22 @@ fn no_help_text_cites_the_design_document() {
     }
     assert!(pages > 25, "only {pages} man pages");
 }
+
+#[test]
+fn init_and_man_say_which_directory_they_cannot_write() {
+    let out = common::baton(&["init", "/dev/null/team"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr)
+            .starts_with("/dev/null/team/policies: error: cannot create the directory: "),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = common::baton(&["man", "--out", "/dev/null/man"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("/dev/null/man: error: cannot write the man pages: "),
+        "{}",
+        text(&out.stderr)
+    );
+}

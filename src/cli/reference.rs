@@ -89,7 +89,7 @@ pub(crate) fn man(a: ManArgs) -> u8 {
                 OK
             }
             Err(e) => {
-                eprintln!("{}: error: {e}", dir.display());
+                eprintln!("{}: error: cannot write the man pages: {e}", dir.display());
                 FAIL
             }
         },

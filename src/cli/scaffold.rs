@@ -134,10 +134,15 @@ fn write_init(dir: &Path) -> Result<(), String> {
     for (p, text) in INIT_FILES {
         let path = dir.join(p);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("{}: error: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(|e| {
+                format!(
+                    "{}: error: cannot create the directory: {e}",
+                    parent.display()
+                )
+            })?;
         }
-        std::fs::write(&path, text).map_err(|e| format!("{}: error: {e}", path.display()))?;
+        std::fs::write(&path, text)
+            .map_err(|e| format!("{}: error: cannot write the file: {e}", path.display()))?;
     }
     Ok(())
 }
