@@ -6,7 +6,7 @@ use crate::state::{HandoffStrategy, RunRange};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Decision {
     pub policy: PolicyRef,
     pub target: String,
@@ -32,7 +32,7 @@ pub struct Decision {
 
 /// How a handoff was fitted to its budget (docs/rendering.md#budgets): recorded in the
 /// decision, in `handoff.json` and, step by step, in the trace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct BudgetReport {
     /// What is measured against `limit`: `first_turn` (the inline prompt, document included)
     /// or `document` (the off-band document).
@@ -62,7 +62,7 @@ pub struct BudgetReport {
 }
 
 /// One degradation step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct BudgetStep {
     /// The step as the policy writes it (`drop narration`, `drop_oldest_runs`, ...) or
     /// `must_keep_only`.
@@ -73,13 +73,13 @@ pub struct BudgetStep {
     pub dropped: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct PolicyRef {
     pub name: String,
     pub sha256: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ThreadAction {
     Resume,
@@ -99,7 +99,7 @@ impl ThreadAction {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ProviderThreadAction {
     pub action: ThreadAction,
     pub id: Option<String>,
@@ -114,7 +114,7 @@ impl ProviderThreadAction {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryMode {
     OffBand,
@@ -139,7 +139,7 @@ impl DeliveryMode {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Delivery {
     pub mode: DeliveryMode,
     pub inline_limit: usize,
@@ -153,7 +153,7 @@ pub struct Delivery {
     pub inline_note: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pregrant {
     pub tool: String,
     pub path: String,
@@ -161,14 +161,14 @@ pub struct Pregrant {
     pub uses: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct DecidedBy {
     pub rule: String,
     pub at: String,
     pub because: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Matched,
@@ -186,11 +186,13 @@ impl Outcome {
 }
 
 /// One evaluated rule with the values of the facts it read.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TraceEntry {
     pub rule: String,
     pub at: String,
     pub outcome: Outcome,
+    /// The facts the rule read, with their values (plain JSON values).
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     pub values: BTreeMap<String, Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub when: Option<String>,

@@ -74,6 +74,12 @@ struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod cli;
 
+/// JSON Schemas of the documents baton reads and writes (`baton schema`); the service
+/// request schema needs the server's types.
+#[cfg(feature = "serve")]
+#[doc(hidden)]
+pub mod schema;
+
 internal!(
     coverage, cut, deliver, diff, eval, explain, facts, fit, fmt, ids, import, pipeline, policy,
     quality, render, select, suggest,

@@ -37,7 +37,8 @@ const LAYERS: &[(&str, &str, u32)] = &[
     ("store", "store", 20),
     // shells
     ("serve", "serve", 30),
-    ("cli", "cli", 31),
+    ("schema", "cli", 31),
+    ("cli", "cli", 32),
 ];
 
 /// Items the crate root re-exports, and the module each comes from.

@@ -139,7 +139,14 @@ fn each_generation_renders_with_its_own_compiled_templates() {
             .starts_with("FIRST "),
         "{r}"
     );
-    let r = s.client.result("render", json!({"state": st}));
+    // The next render runs the gated summary command too: let it through when it starts.
+    let r = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            gated.wait_started();
+            gated.release();
+        });
+        s.client.result("render", json!({"state": st}))
+    });
     assert!(
         r["handoff"]["inline"]
             .as_str()

@@ -14,8 +14,10 @@ mod commands;
 mod delivery;
 mod import;
 mod quality;
+mod reference;
 mod replay;
 mod report;
+mod scaffold;
 mod serve;
 mod store;
 mod tooling;
@@ -140,6 +142,31 @@ pub enum Command {
         after_help = "Examples:\n  baton handoff --from 3f1c2a9e --to codex --message \"Finish the CSRF tests\"\n  baton handoff --from ~/.codex/sessions/2026/11/30/rollout-....jsonl --to claude --out /tmp/next --explain\n\nImports the session, decides and renders the handoff, writes the off-band document to the\nprivate handoff directory, prints the first-turn prompt (or writes DIR/prompt.md with --out)\nand the command that starts the target tool with it. Nothing is run."
     )]
     Handoff(import::HandoffArgs),
+    /// List the shipped policies and templates, or print one's source.
+    #[command(
+        after_help = "Examples:\n  baton policy list\n  baton policy show default > my.policy   # the whole shipped policy, to edit"
+    )]
+    Policy(scaffold::PolicyArgs),
+    /// Write a team policy (extending `default`), its tests, two example states and a CI script.
+    #[command(
+        after_help = "Examples:\n  baton init team-policy/\n  cd team-policy && baton test policies/tests/\n\nNothing is overwritten: baton init stops, writing nothing, when any of its files exists."
+    )]
+    Init(scaffold::InitArgs),
+    /// Print the JSON Schema of a state file, a decision, a test file or a service request.
+    #[command(
+        after_help = "Examples:\n  baton schema state > state.schema.json\n  baton schema decision\n\nThe schemas are generated from the types baton reads and writes (docs/state.md)."
+    )]
+    Schema(reference::SchemaArgs),
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  baton completions bash > ~/.local/share/bash-completion/completions/baton\n  baton completions zsh > ~/.zfunc/_baton\n  baton completions fish > ~/.config/fish/completions/baton.fish"
+    )]
+    Completions(reference::CompletionsArgs),
+    /// Print the man page (or write one per command with --out DIR).
+    #[command(
+        after_help = "Examples:\n  baton man | man -l -\n  baton man --out /usr/local/share/man/man1"
+    )]
+    Man(reference::ManArgs),
 }
 
 #[derive(Args, Debug)]
@@ -372,7 +399,7 @@ pub struct DecideArgs {
 pub struct ExplainArgs {
     #[command(flatten)]
     pub decide: DecideArgs,
-    /// Print the decision as JSON (the contract of DESIGN §4).
+    /// Print the decision as JSON (its fields are stable; `baton schema decision` describes them).
     #[arg(long)]
     pub json: bool,
     /// Append every rule evaluated, with the values it read.
@@ -406,6 +433,7 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            let e = reference::nearest_suggestion(e);
             let _ = e.print();
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
@@ -439,6 +467,11 @@ pub fn main() -> ExitCode {
         Command::Import(a) => import::import(a),
         Command::Sessions(a) => import::sessions(a),
         Command::Handoff(a) => import::handoff(a),
+        Command::Policy(a) => scaffold::policy(a),
+        Command::Init(a) => scaffold::init(a),
+        Command::Schema(a) => reference::schema(a),
+        Command::Completions(a) => reference::completions(a),
+        Command::Man(a) => reference::man(a),
     };
     ExitCode::from(code)
 }

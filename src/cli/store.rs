@@ -134,7 +134,7 @@ pub struct DispatchArgs {
     pub clean_context: bool,
     #[command(flatten)]
     pub handoff: HandoffArgs,
-    /// Print the decision (DESIGN §4) plus `handoff` and `recorded` as JSON.
+    /// Print the decision (as `explain --json` does) plus `handoff` and `recorded` as JSON.
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,

@@ -33,8 +33,9 @@ pub fn load_text(name: &str, text: &str) -> Result<Policy, PolicyError> {
 }
 
 /// The strategies of seed 000's ladder, plus `native_fork`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(description = "How the run starts: the strategy of the ladder rule that decided.")]
 pub enum Strategy {
     NoHandoff,
     DeltaExisting,

@@ -216,17 +216,17 @@ fn parse_params<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, R
     })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Empty {}
+pub(crate) struct Empty {}
 
 /// Params of `explain` and `render`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct DecideParams {
+pub(crate) struct DecideParams {
     /// A thread in the store.
     thread: Option<String>,
-    /// The state document (DESIGN §3) as a JSON object.
+    /// The state document (docs/state.md) as a JSON object.
     state: Option<Value>,
     /// The state document as text (YAML or JSON, e.g. a state file's contents).
     state_text: Option<String>,
@@ -286,7 +286,7 @@ fn inline_state(state: Option<&Value>, text: Option<&str>) -> Result<State, RpcE
     };
     if !v.is_object() {
         return Err(RpcError::invalid_params(
-            "`state` must be a state document object (DESIGN §3)",
+            "`state` must be a state document object (docs/state.md)",
         ));
     }
     crate::state::parse_str(&v.to_string(), Format::Json, "params.state")

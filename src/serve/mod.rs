@@ -15,6 +15,15 @@ pub use framing::Framing;
 pub use policy_set::{PolicyHolder, PolicySet};
 pub use sweep::GcSweep;
 
+/// The request parameter types, for the service's JSON Schema (`baton schema service`).
+pub(crate) mod params {
+    pub(crate) use super::methods::{DecideParams, Empty};
+    pub(crate) use super::stored::{
+        CompleteParams, DispatchParams, ForkParams, ImportParams, MergeBackParams, PregrantParams,
+        RollbackParams, ThreadParams,
+    };
+}
+
 use crate::policy::PolicyError;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

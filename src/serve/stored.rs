@@ -96,7 +96,7 @@ pub fn load(pool: &StorePool, thread: &str) -> Result<State, RpcError> {
     pool.with(|s| s.load(thread).map_err(|e| store_error(&e)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ImportParams {
     pub state: Option<Value>,
@@ -110,7 +110,7 @@ pub fn import(pool: &StorePool, state: State, replace: bool) -> Result<Value, Rp
     Ok(json!({"thread": state.thread.id, "runs": state.runs.len()}))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ThreadParams {
     pub thread: String,
@@ -121,7 +121,7 @@ pub fn export(pool: &StorePool, p: ThreadParams) -> Result<Value, RpcError> {
     Ok(json!({ "state": st }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DispatchParams {
     pub thread: String,
@@ -170,7 +170,7 @@ pub fn dispatch(
         .map(|d| dispatched(set, d))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CompleteParams {
     pub thread: String,
@@ -190,7 +190,7 @@ pub fn complete(pool: &StorePool, p: CompleteParams) -> Result<Value, RpcError> 
         .map(|c| json!(c))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RollbackParams {
     pub thread: String,
@@ -202,7 +202,7 @@ pub fn rollback(pool: &StorePool, p: RollbackParams) -> Result<Value, RpcError> 
         .map(|r| json!(r))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ForkParams {
     pub thread: String,
@@ -215,7 +215,7 @@ pub fn fork(pool: &StorePool, p: ForkParams) -> Result<Value, RpcError> {
         .map(|r| json!(r))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct MergeBackParams {
     /// The fork (child) thread.
@@ -239,7 +239,7 @@ pub fn merge_back(
         .map(|d| dispatched(set, d))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PregrantParams {
     pub thread: String,

@@ -9,7 +9,7 @@ fn is_false(b: &bool) -> bool {
 }
 
 /// A whole state file: one app thread, its providers, runs, handoffs and the run about to start.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct State {
     pub version: u32,
@@ -29,7 +29,7 @@ pub struct State {
     pub request: Request,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Thread {
     pub id: String,
@@ -42,13 +42,13 @@ pub struct Thread {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentRef>,
     /// The workspace root (the directory the agents work in), when the app knows it: file
-    /// changes under it are listed by their path relative to it (extension of DESIGN §3).
+    /// changes under it are listed by their path relative to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
 }
 
 /// Lineage of a forked thread: the parent thread and the run the fork was taken at.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ParentRef {
     pub thread: String,
@@ -57,8 +57,11 @@ pub struct ParentRef {
 
 /// Provider capabilities as written in a state file; unset fields take the documented defaults
 /// (see [`crate::state::caps_for`]).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    description = "Provider capabilities; an unset field takes the provider's default (docs/state.md#providers)."
+)]
 pub struct Caps {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<bool>,
@@ -91,7 +94,7 @@ pub struct ResolvedCaps {
     pub max_input_chars_per_turn: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HandoffChannel {
     System,
@@ -112,7 +115,7 @@ impl HandoffChannel {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderThread {
     pub id: String,
@@ -127,7 +130,9 @@ pub struct ProviderThread {
     pub resume_failed: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ProviderThreadStatus {
     #[default]
@@ -149,7 +154,7 @@ impl ProviderThreadStatus {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Run {
     pub ordinal: u32,
@@ -164,7 +169,9 @@ pub struct Run {
     pub items: Vec<Item>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     #[default]
@@ -195,7 +202,7 @@ impl RunStatus {
 }
 
 /// One step of a plan item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanStep {
     pub text: String,
@@ -203,7 +210,9 @@ pub struct PlanStep {
     pub status: StepStatus,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     Done,
@@ -223,7 +232,7 @@ impl StepStatus {
 }
 
 /// One item of a run, in source order. `id` is optional and defaults to `r<ordinal>.<index>`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Item {
     UserMessage {
@@ -319,7 +328,7 @@ pub enum Item {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FileChangeKind {
     Created,
@@ -339,7 +348,7 @@ impl FileChangeKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     Completed,
@@ -464,14 +473,14 @@ impl Item {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunRange {
     pub from: u32,
     pub to: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Handoff {
     pub id: String,
@@ -484,8 +493,8 @@ pub struct Handoff {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_provider_thread: Option<String>,
     pub covered: RunRange,
-    /// The thread whose runs `covered` numbers, when it is not this thread (extension of
-    /// DESIGN §3): a merge-back handoff into a parent covers runs of the fork.
+    /// The thread whose runs `covered` numbers, when it is not this thread: a merge-back
+    /// handoff into a parent covers runs of the fork.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub covered_thread: Option<String>,
     pub strategy: HandoffStrategy,
@@ -506,7 +515,7 @@ impl Handoff {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HandoffStrategy {
     DeltaSinceTargetLastSeen,
@@ -545,7 +554,7 @@ impl HandoffStrategy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HandoffStatus {
     Pending,
@@ -570,7 +579,7 @@ impl HandoffStatus {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Transfer {
     pub id: String,
@@ -589,7 +598,7 @@ pub struct Transfer {
     pub handoff: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TransferType {
     Fork,
@@ -611,7 +620,7 @@ impl TransferType {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TransferStatus {
     Pending,
@@ -635,7 +644,7 @@ impl TransferStatus {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Checkpoint {
     pub run: u32,
@@ -645,7 +654,7 @@ pub struct Checkpoint {
     pub diff_summary: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     pub provider: String,
@@ -663,7 +672,9 @@ pub struct Request {
     pub fork_anchor: Option<ForkAnchor>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestKind {
     #[default]
@@ -683,14 +694,14 @@ impl RequestKind {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkAnchor {
     pub role: AnchorRole,
     pub text: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AnchorRole {
     User,

@@ -68,7 +68,7 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 }
 
 /// One test file: the policy under test and its cases.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TestFile {
     /// A shipped profile name, or a policy file/directory relative to the test file.
@@ -86,7 +86,7 @@ pub struct TestFile {
 }
 
 /// One test case.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Case {
     pub name: String,
@@ -95,6 +95,7 @@ pub struct Case {
     pub state: Option<String>,
     /// A whole state written in the test file.
     #[serde(default)]
+    #[schemars(with = "Option<crate::state::State>")]
     pub state_inline: Option<serde_yaml::Value>,
     #[serde(default)]
     pub target: Option<String>,
@@ -112,7 +113,7 @@ pub struct Case {
 
 /// Expectations on the decision and the rendered document. Absent keys are not checked; a key
 /// given as `null` expects the field to be null (no handoff, no delivery, no pre-grant).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
     #[serde(default)]
@@ -173,7 +174,7 @@ impl Expect {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ThreadExpect {
     #[serde(default)]
@@ -182,14 +183,14 @@ pub struct ThreadExpect {
     pub id: Option<Option<String>>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RangeExpect {
     pub from: u32,
     pub to: u32,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeliveryExpect {
     #[serde(default)]
@@ -198,7 +199,7 @@ pub struct DeliveryExpect {
     pub inline_limit: Option<usize>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PregrantExpect {
     #[serde(default)]
@@ -210,7 +211,7 @@ pub struct PregrantExpect {
 }
 
 /// Expectations on the rendered handoff document (`document: null` expects none).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DocumentExpect {
     #[serde(default)]

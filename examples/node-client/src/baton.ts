@@ -3,7 +3,7 @@
 // use it as the reference for the wire format.
 //
 // Naming: the service's own fields are camelCase (LSP style); objects that come from the
-// library keep the snake_case JSON that `baton ... --json` prints (the decision of DESIGN §4,
+// library keep the snake_case JSON that `baton ... --json` prints (the decision,
 // handoff records, rollback and fork reports).
 import { spawn, type ChildProcess } from "node:child_process";
 import * as rpc from "vscode-jsonrpc/node.js";
@@ -33,7 +33,7 @@ export interface RunRange {
   to: number;
 }
 
-/** The decision contract (DESIGN §4). */
+/** The decision (`baton schema decision`; tests/schema.rs checks this type against it). */
 export interface Decision {
   policy: PolicyRef;
   target: string;
@@ -45,14 +45,18 @@ export interface Decision {
   delivery: {
     mode: "off_band" | "inline";
     inline_limit: number;
-    document?: string;
+    /** The off-band document's path; null when inline. */
+    document: string | null;
+    /** Why delivery is not what the policy chose (an off-band write that failed, ...). */
     fallback_reason?: string;
+    /** Set when the inline prompt cannot fit `inline_limit` (the message is never cut). */
+    inline_note?: string;
   } | null;
   pregrant: { tool: string; path: string; turns: number; uses: number } | null;
   run: number;
   handoff_id: string | null;
-  decided_by: { rule: string; at: string; because?: string | null };
-  /** How the handoff was fitted to its budget (docs/rendering.md#budgets); absent without one. */
+  decided_by: { rule: string; at: string; because: string | null };
+  /** How the handoff was fitted to its budget (docs/rendering.md#budgets) and absent without one. */
   budget?: {
     scope: "first_turn" | "document";
     limit: number;
