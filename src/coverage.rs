@@ -201,9 +201,9 @@ impl Coverage {
     fn bump(rules: &mut BTreeMap<RuleId, RuleCoverage>, id: &RuleId, matched: bool) {
         if let Some(r) = rules.get_mut(id) {
             if matched {
-                r.true_count += 1;
+                r.true_count = r.true_count.saturating_add(1);
             } else {
-                r.false_count += 1;
+                r.false_count = r.false_count.saturating_add(1);
             }
         }
     }

@@ -130,11 +130,11 @@ fn collapse_prefix(text: &str, limit: usize) -> (String, bool) {
         }
         if pending_space {
             out.push(' ');
-            count += 1;
+            count = count.saturating_add(1);
             pending_space = false;
         }
         out.push(c);
-        count += 1;
+        count = count.saturating_add(1);
     }
     (out, false)
 }
@@ -148,7 +148,7 @@ pub(crate) fn grapheme_end_within(s: &str, chars: usize) -> usize {
         if count + n > chars {
             return end;
         }
-        count += n;
+        count = count.saturating_add(n);
         end = i + g.len();
     }
     end
@@ -164,7 +164,7 @@ fn grapheme_start_within(s: &str, chars: usize) -> usize {
         if count + n > chars {
             return start;
         }
-        count += n;
+        count = count.saturating_add(n);
         start = i;
     }
     start

@@ -64,18 +64,18 @@ pub(super) fn lex(text: &str) -> Vec<Vec<Tok>> {
         while i < chars.len() {
             let c = chars[i];
             if c.is_whitespace() {
-                i += 1;
+                i = i.saturating_add(1);
             } else if c == '#' {
                 toks.push(Tok::Comment(chars[i..].iter().collect()));
                 break;
             } else if c == '"' {
                 let start = i;
-                i += 1;
+                i = i.saturating_add(1);
                 while i < chars.len() && chars[i] != '"' {
                     if chars[i] == '\\' {
-                        i += 1;
+                        i = i.saturating_add(1);
                     }
-                    i += 1;
+                    i = i.saturating_add(1);
                 }
                 i = (i + 1).min(chars.len());
                 toks.push(Tok::Str(chars[start..i].iter().collect()));
@@ -85,9 +85,9 @@ pub(super) fn lex(text: &str) -> Vec<Vec<Tok>> {
                     && minus_is_sign(toks.last()))
             {
                 let start = i;
-                i += 1;
+                i = i.saturating_add(1);
                 while i < chars.len() && is_word(chars[i]) {
-                    i += 1;
+                    i = i.saturating_add(1);
                 }
                 toks.push(Tok::Word(chars[start..i].iter().collect()));
             } else {
@@ -97,7 +97,7 @@ pub(super) fn lex(text: &str) -> Vec<Vec<Tok>> {
                 } else {
                     c.to_string()
                 };
-                i += p.chars().count();
+                i = i.saturating_add(p.chars().count());
                 toks.push(Tok::Punct(p));
             }
         }

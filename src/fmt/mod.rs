@@ -151,9 +151,9 @@ fn plan(lines: &[Vec<Tok>]) -> Vec<Planned<'_>> {
         for t in toks {
             match word(t) {
                 "{" => {
-                    depth += 1;
+                    depth = depth.saturating_add(1);
                     blocks.push((word(first).to_string(), next_block));
-                    next_block += 1;
+                    next_block = next_block.saturating_add(1);
                 }
                 "}" => {
                     depth = depth.saturating_sub(1);

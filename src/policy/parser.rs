@@ -79,7 +79,7 @@ fn check_nesting(sources: &[Source], index: usize, text: &str) -> Result<(), Pol
             '#' => in_comment = true,
             '"' => in_str = true,
             '(' | '[' => {
-                depth += 1;
+                depth = depth.saturating_add(1);
                 if depth > MAX_NESTING {
                     let span = span_at(text, index, i, i + 1);
                     return Err(PolicyError::single(
@@ -294,10 +294,10 @@ struct LineIndex {
 impl LineIndex {
     fn new(text: &str) -> LineIndex {
         let mut lines = Vec::new();
-        let mut start = 0;
+        let mut start = 0usize;
         for line in text.split_inclusive('\n') {
             lines.push((start, line.is_ascii()));
-            start += line.len();
+            start = start.saturating_add(line.len());
         }
         if text.is_empty() || text.ends_with('\n') {
             // The empty line after a final newline (where EOF is).

@@ -59,9 +59,9 @@ pub struct Recall {
 
 impl Recall {
     fn check(&mut self, present: bool, what: impl FnOnce() -> String) {
-        self.expected += 1;
+        self.expected = self.expected.saturating_add(1);
         if present {
-            self.present += 1;
+            self.present = self.present.saturating_add(1);
         } else {
             self.missing.push(what());
         }
@@ -129,8 +129,8 @@ pub struct Ratio {
 
 impl Ratio {
     fn add(&mut self, present: usize, expected: usize) {
-        self.present += present;
-        self.expected += expected;
+        self.present = self.present.saturating_add(present);
+        self.expected = self.expected.saturating_add(expected);
     }
     fn finish(&mut self) {
         self.percent = if self.expected == 0 {
@@ -175,7 +175,7 @@ pub fn report(policy: &Policy, corpus: &str, documents: Vec<DocReport>) -> Quali
     };
     for d in &documents {
         if d.error.is_some() {
-            t.errors += 1;
+            t.errors = t.errors.saturating_add(1);
         }
         let Some(f) = &d.figures else { continue };
         t.changed_files
@@ -187,7 +187,7 @@ pub fn report(policy: &Policy, corpus: &str, documents: Vec<DocReport>) -> Quali
         }
         t.user_instructions
             .add(f.user_instructions.present, f.user_instructions.expected);
-        t.leaks += f.leaks.len();
+        t.leaks = t.leaks.saturating_add(f.leaks.len());
         t.budget_kept.add(usize::from(f.budget.kept), 1);
         t.grapheme_safe
             .add(usize::from(f.broken_graphemes.is_empty()), 1);

@@ -30,13 +30,13 @@ pub fn display_path(path: &str, workspace: Option<&str>) -> String {
 
 /// Lines added and removed in a unified diff (`+`/`-` lines, not the `+++`/`---` headers).
 fn added_removed(diff: &str) -> (u64, u64) {
-    let mut added = 0;
-    let mut removed = 0;
+    let mut added = 0u64;
+    let mut removed = 0u64;
     for line in diff.lines() {
         if line.starts_with('+') && !line.starts_with("+++") {
-            added += 1;
+            added = added.saturating_add(1);
         } else if line.starts_with('-') && !line.starts_with("---") {
-            removed += 1;
+            removed = removed.saturating_add(1);
         }
     }
     (added, removed)

@@ -61,7 +61,7 @@ pub fn keep_tail(body: &str, room: usize) -> String {
             matches!((before, at), (Some(b), Some(a)) if !b.is_whitespace() && !a.is_whitespace());
         if inside_word {
             if let Some(ws) = body[start..].find(char::is_whitespace) {
-                start += ws;
+                start = start.saturating_add(ws);
             }
         }
     }

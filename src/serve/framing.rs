@@ -220,7 +220,7 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
             }
             let k = buf.len().min(n);
             self.inner.consume(k);
-            n -= k;
+            n = n.saturating_sub(k);
         }
         Ok(())
     }
