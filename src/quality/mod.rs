@@ -374,7 +374,7 @@ fn latest_user_message(state: &State, items: &[ItemCtx<'_>], read: &str) -> Opti
 pub fn sentinels(text: &str, prefix: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for (at, _) in text.match_indices(prefix) {
-        let tail = text.get(at + prefix.len()..).unwrap_or("");
+        let tail = text.get(at.saturating_add(prefix.len())..).unwrap_or("");
         let n: usize = tail
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
@@ -474,7 +474,7 @@ fn broken_graphemes(state: &State, items: &[ItemCtx<'_>], read: &str) -> Vec<Str
         let mut inside = Vec::new();
         for (start, g) in t.grapheme_indices(true) {
             for (off, _) in g.char_indices().skip(1) {
-                inside.push(start + off);
+                inside.push(start.saturating_add(off));
                 if inside.len() >= POINTS {
                     break;
                 }
@@ -493,7 +493,7 @@ fn broken_graphemes(state: &State, items: &[ItemCtx<'_>], read: &str) -> Vec<Str
             let prev = before.chars().next_back();
             let stops = read
                 .match_indices(head.as_str())
-                .any(|(at, m)| read.get(at + m.len()..).and_then(|r| r.chars().next()) != next);
+                .any(|(at, m)| read.get(at.saturating_add(m.len())..).and_then(|r| r.chars().next()) != next);
             let starts = read
                 .match_indices(tail.as_str())
                 .any(|(at, _)| read.get(..at).and_then(|r| r.chars().next_back()) != prev);

@@ -60,7 +60,7 @@ pub(super) fn aggregate(chosen: &mut Vec<Candidate<'_>>, workspace: Option<&str>
         let key = (c.section, display_path(path, workspace));
         let g = *first.entry(key).or_insert_with(|| {
             groups.push(Vec::new());
-            groups.len() - 1
+            groups.len().saturating_sub(1)
         });
         if let Some(members) = groups.get_mut(g) {
             members.push(i);
@@ -127,7 +127,8 @@ fn aggregate_text(chosen: &[Candidate<'_>], members: &[usize], workspace: Option
             if let Some(d) = d {
                 let (a, r) = added_removed(d);
                 let (a0, r0) = diff.unwrap_or((0, 0));
-                diff = Some((a0 + a, r0 + r));
+                diff = Some((a0.saturating_add(a), r0.saturating_add(r)));
+
             } else if let Some(dl) = dl {
                 diff_lines = Some(diff_lines.unwrap_or(0).saturating_add(*dl));
             }

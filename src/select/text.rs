@@ -14,7 +14,8 @@ pub fn cut_at_whitespace(text: &str, room: usize) -> String {
     if room <= 3 {
         return String::new();
     }
-    let limit = room - 3;
+    let limit = room.saturating_sub(3);
+
     let mut last_boundary = None;
     let mut byte_at_limit = text.len();
     for (n, (i, c)) in text.char_indices().enumerate() {
