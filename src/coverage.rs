@@ -124,7 +124,7 @@ impl Coverage {
                     kind,
                     index: *n,
                 };
-                *n += 1;
+                *n = n.saturating_add(1);
                 // Two rules that read alike (`full_new when ...` twice) are told apart by number.
                 let same = this
                     .rules
@@ -134,7 +134,8 @@ impl Coverage {
                     })
                     .count();
                 let label = if same > 0 {
-                    format!("{label} #{}", same + 1)
+                    format!("{label} #{}", same.saturating_add(1))
+
                 } else {
                     label
                 };

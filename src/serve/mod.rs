@@ -300,7 +300,8 @@ async fn serve_socket(shared: Arc<session::Shared>, path: &Path) -> Result<(), S
                             failures_since_warning = 0;
                         }
                         let pause = backoff;
-                        backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                        backoff = backoff.saturating_mul(2).min(ACCEPT_BACKOFF_MAX);
+
                         tokio::select! {
                             _ = tokio::time::sleep(pause) => {}
                             _ = shared.exit_requested() => break,

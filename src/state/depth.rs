@@ -78,7 +78,6 @@ pub fn too_deep(text: &str) -> Option<(usize, usize)> {
                 _ => value_start = false,
             }
             i = i.saturating_add(1);
-
         }
     }
     None

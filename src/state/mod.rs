@@ -349,7 +349,6 @@ pub fn item_id(item: &Item, ordinal: u32, index: usize) -> String {
     match item.id() {
         Some(id) => id.to_string(),
         None => format!("r{}.{}", ordinal, index.saturating_add(1)),
-
     }
 }
 

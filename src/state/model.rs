@@ -457,9 +457,9 @@ impl Item {
                 output,
                 ..
             } => c(tool).saturating_add(o(input)).saturating_add(o(output)),
-            Item::Plan { steps, .. } => steps
-                .iter()
-                .fold(0usize, |n, s| n.saturating_add(c(&s.text)).saturating_add(2)),
+            Item::Plan { steps, .. } => steps.iter().fold(0usize, |n, s| {
+                n.saturating_add(c(&s.text)).saturating_add(2)
+            }),
             Item::SubagentResult { agent, text, .. } => c(agent).saturating_add(c(text)),
 
             other => c(other.primary_text()),

@@ -187,7 +187,6 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
         }
         if let Some(t) = h.target_run {
             if t == 0 || t > n.saturating_add(1) {
-
                 p.add(
                     format!("{at}.target_run"),
                     format!("run {t} does not exist (the thread has {n} runs)"),
