@@ -130,7 +130,7 @@ impl Shared {
                 })),
             );
         }
-        // The counter wraps as `fetch_add` does (after 2^64 reloads).
+        // The counter wraps as `fetch_add` does (after 2^64 queued requests).
         let seq = self.seq.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
         let mut waits = Vec::new();
         let mut releases = Vec::new();
