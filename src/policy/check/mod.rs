@@ -399,22 +399,7 @@ pub fn check(
     });
 
     // Lints.
-    for l in &merged.lets {
-        if !c.used_lets.contains(&l.name.node) {
-            c.warn(
-                l.name.span,
-                format!("unused `let {}`", l.name.node),
-                Some("remove it or use it in a rule".into()),
-            );
-        }
-    }
-    if !c.observed_any_stale {
-        for s in &merged.stales {
-            if !c.observed_signals.contains(&s.name.node) {
-                c.warn(s.name.span, format!("staleness signal `{}` cannot change any decision: no rule reads `stale` or `stale.{}`", s.name.node, s.name.node), Some("read `stale` in the strategy ladder, e.g. `full_new when stale`".into()));
-            }
-        }
-    }
+    lint::unused(&mut c, &merged);
 
     let errors = c.diags.iter().any(|d| d.is_error());
     let diags = std::mem::take(&mut c.diags);

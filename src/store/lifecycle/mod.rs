@@ -162,45 +162,6 @@ fn next_transfer_id(state: &State) -> String {
     })
 }
 
-/// The id of a new provider thread of `provider`: a letter per provider (the provider's own
-/// earlier threads' letter, else the first letter of its name no other provider uses: codex
-/// `C`, then claude `L`) and the next free number: `C1`, `L1`, `C2`, ...
-fn new_provider_thread_id(state: &State, provider: &str) -> String {
-    let prefix_of = |id: &str| -> Option<String> {
-        let letters: String = id.chars().take_while(|c| c.is_ascii_uppercase()).collect();
-        let rest = &id[letters.len()..];
-        (!letters.is_empty() && !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit()))
-            .then_some(letters)
-    };
-    let own = state
-        .provider_threads
-        .iter()
-        .filter(|p| p.provider == provider)
-        .find_map(|p| prefix_of(&p.id));
-    let others: Vec<String> = state
-        .provider_threads
-        .iter()
-        .filter(|p| p.provider != provider)
-        .filter_map(|p| prefix_of(&p.id))
-        .collect();
-    let prefix = own.unwrap_or_else(|| {
-        provider
-            .chars()
-            .filter(|c| c.is_ascii_alphabetic())
-            .map(|c| c.to_ascii_uppercase().to_string())
-            .find(|l| !others.contains(l))
-            .unwrap_or_else(|| provider.to_ascii_uppercase())
-    });
-    let count = state
-        .provider_threads
-        .iter()
-        .filter(|p| prefix_of(&p.id).as_deref() == Some(prefix.as_str()))
-        .count();
-    next_id(&prefix, count, |id| {
-        state.provider_threads.iter().any(|p| p.id == id)
-    })
-}
-
 /// Provider threads of the runs in `covered`, in order of first appearance.
 fn from_provider_threads(state: &State, covered: &RunRange) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -485,57 +446,6 @@ fn fork_anchor(run: &Run) -> Option<ForkAnchor> {
                 text,
             })
         })
-}
-
-/// Whether a policy reads facts that depend on the items of runs the target has already
-/// seen (`run.items` in any rule, `summary.full_chars`): then dispatch loads every item.
-fn policy_reads_old_items(policy: &Policy) -> bool {
-    use crate::facts::Fact;
-    use crate::policy::CExpr;
-    fn reads(e: &CExpr) -> bool {
-        match e {
-            CExpr::Fact(f) => matches!(f, Fact::RunItems | Fact::SummaryFullChars),
-            CExpr::List(xs) | CExpr::And(xs) | CExpr::Or(xs) => xs.iter().any(reads),
-            CExpr::Not(x) => reads(x),
-            CExpr::Cmp(a, _, b) => reads(a) || reads(b),
-            CExpr::Sum(xs) => xs.iter().any(|(_, x)| reads(x)),
-            CExpr::Const(_) | CExpr::Let(..) | CExpr::Signal(..) | CExpr::AnyStale => false,
-        }
-    }
-    let opt = |e: &Option<CExpr>| e.as_ref().map(reads).unwrap_or(false);
-    policy
-        .eligible
-        .as_ref()
-        .map(|(_, e)| reads(e))
-        .unwrap_or(false)
-        || policy.stales.iter().any(|s| reads(&s.when))
-        || policy.ladder.iter().any(|r| opt(&r.when))
-        || policy.delivery.rules.iter().any(|r| opt(&r.when))
-        || policy
-            .pregrant
-            .as_ref()
-            .map(|p| p.grants.iter().any(|g| opt(&g.when)))
-            .unwrap_or(false)
-}
-
-/// The run up to which `target`'s provider thread has seen the thread (from run metadata and
-/// handoffs alone): a delta decision needs no item at or before it.
-fn items_bound(state: &State, target: &str) -> u32 {
-    crate::facts::find_target_thread(state, target)
-        .map(|pt| crate::facts::coverage(state, &pt.id, |_| true).last_seen)
-        .unwrap_or(0)
-}
-
-/// A first-turn prompt rendered before its run (a fork's merge-back) with that run's own
-/// `message` after it, where the inline template puts the message: last, after a blank line,
-/// or on the next line when the prompt ends with a label for it (`User message:`).
-fn with_message(prompt: &str, message: &str) -> String {
-    let head = prompt.trim_end();
-    match head {
-        "" => message.to_string(),
-        h if h.ends_with(':') => format!("{h}\n{message}"),
-        h => format!("{h}\n\n{message}"),
-    }
 }
 
 /// The ordinal of the thread's next run.
