@@ -6,15 +6,6 @@
 //! or every diagnostic.
 
 pub mod ast;
-// Being split into a directory by another branch (p2split); its strict lints are still to fix.
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::cast_possible_truncation,
-    clippy::arithmetic_side_effects
-)]
 pub mod check;
 pub mod codes;
 pub mod diag;

@@ -169,7 +169,8 @@ impl<'a> Checker<'a> {
         if self.suggestions_left == 0 {
             return false;
         }
-        self.suggestions_left -= 1;
+        self.suggestions_left = self.suggestions_left.saturating_sub(1);
+
         true
     }
 

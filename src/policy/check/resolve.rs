@@ -187,7 +187,8 @@ impl<'a> Checker<'a> {
                 }
                 continue;
             };
-            top.next += 1;
+            top.next = top.next.saturating_add(1);
+
             let top_key = top.key;
             if self.lets.contains_key(path.as_str()) {
                 continue;

@@ -147,7 +147,10 @@ pub fn dispatch(
 
     // The transfer: the fork's pending one resolves; a provider handoff gets a new one.
     let native = outcome.decision.strategy == Strategy::NativeFork;
-    let transfer = match pending_fork.map(|i| state.transfers[i].id.clone()) {
+    let transfer = match pending_fork
+        .and_then(|i| state.transfers.get(i))
+        .map(|t| t.id.clone())
+    {
         Some(tid) => {
             cx.exec(
                 "resolving the fork transfer",

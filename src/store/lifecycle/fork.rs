@@ -36,13 +36,13 @@ pub fn fork(
     let child_id = match child {
         Some(c) => c.to_string(),
         None => {
-            let mut k = 1;
+            let mut k = 1u32;
             loop {
                 let id = format!("{thread}-fork{k}");
                 if !cx.thread_exists(&id)? {
                     break id;
                 }
-                k += 1;
+                k = k.saturating_add(1);
             }
         }
     };
@@ -52,7 +52,9 @@ pub fn fork(
             thread: child_id,
         });
     }
-    let runs: Vec<Run> = parent.runs[..at as usize].to_vec();
+    // Run `at` exists (checked above), so this is runs 1..=at.
+    let runs: Vec<Run> = parent.runs.get(..at as usize).unwrap_or_default().to_vec();
+
     let handoffs: Vec<Handoff> = parent
         .handoffs
         .iter()

@@ -150,10 +150,10 @@ fn commit(
 
 /// `H<n>`-style ids: the smallest free `<prefix><n>` from `count + 1`.
 fn next_id(prefix: &str, count: usize, taken: impl Fn(&str) -> bool) -> String {
-    (count + 1..)
+    (count.saturating_add(1)..)
         .map(|n| format!("{prefix}{n}"))
         .find(|id| !taken(id))
-        .unwrap_or_else(|| format!("{prefix}{}", count + 1))
+        .unwrap_or_else(|| format!("{prefix}{}", count.saturating_add(1)))
 }
 
 fn next_transfer_id(state: &State) -> String {
@@ -450,7 +450,9 @@ fn fork_anchor(run: &Run) -> Option<ForkAnchor> {
 
 /// The ordinal of the thread's next run.
 fn next_run(state: &State) -> u32 {
-    state.runs.len() as u32 + 1
+    u32::try_from(state.runs.len())
+        .unwrap_or(u32::MAX)
+        .saturating_add(1)
 }
 
 /// The merge-back waiting in `state` for its next run `run`: its transfer and handoff ids.
