@@ -135,7 +135,6 @@ impl Coverage {
                     .count();
                 let label = if same > 0 {
                     format!("{label} #{}", same.saturating_add(1))
-
                 } else {
                     label
                 };

@@ -303,7 +303,6 @@ fn fit_mode(
                 let label = match (runs.first(), d.drop_runs_before) {
                     (Some(f), Some(b)) if b > f.saturating_add(1) => {
                         format!("drop_oldest_runs (runs {f}-{})", b.saturating_sub(1))
-
                     }
                     (Some(f), Some(_)) => format!("drop_oldest_runs (run {f})"),
                     _ => "drop_oldest_runs".to_string(),

@@ -306,7 +306,6 @@ pub fn gc(
     for c in candidates {
         match c.reason {
             None => report.kept = report.kept.saturating_add(1),
-
             Some(reason) => {
                 if !dry_run {
                     remove_handoff_dir(&c.path)?;

@@ -144,7 +144,6 @@ async fn read_capped<R: AsyncRead + Unpin>(
             Ok(n) => {
                 let room = keep.saturating_sub(kept.len());
                 kept.extend_from_slice(buf.get(..n.min(room)).unwrap_or_default());
-
                 if n > room {
                     overflow = true;
                     if stop_on_overflow {

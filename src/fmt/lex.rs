@@ -101,7 +101,6 @@ pub(super) fn lex(text: &str) -> Vec<Vec<Tok>> {
                 toks.push(Tok::Word(span(start, i)));
             } else {
                 let two: String = span(i, i.saturating_add(2));
-
                 let p = if matches!(two.as_str(), "==" | "!=" | "<=" | ">=") {
                     two
                 } else {

@@ -231,7 +231,6 @@ fn format_tokens(lines: &[Vec<Tok>]) -> String {
             }
             if let Some((idx, w)) = pad {
                 if i == idx && i.saturating_add(1) < p.toks.len() {
-
                     let len = word(t).chars().count();
                     line.push_str(&" ".repeat(w.saturating_sub(len)));
                 }

@@ -193,7 +193,6 @@ fn snippet(text: &str, span: Span) -> Vec<String> {
         1
     } else {
         width.min(200usize.saturating_sub(lead_chars)).max(1)
-
     };
     vec![shown, format!("{caret_lead}{}", "^".repeat(width))]
 }

@@ -790,7 +790,6 @@ impl<'a> Builder<'a> {
                 for x in p.kids() {
                     match x.as_rule() {
                         Rule::not_op => nots = nots.saturating_add(1),
-
                         _ => inner = Some(self.expr(x)),
                     }
                 }

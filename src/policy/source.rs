@@ -255,7 +255,6 @@ impl Loader {
         self.origins.push(origin.clone());
         let file = parser::parse(&self.sources, index)?;
         self.stack.push((key.clone(), name));
-
         for ext in &file.extends {
             let target = ext.node.clone();
             let here = Some((index, ext.span));

@@ -128,7 +128,6 @@ fn aggregate_text(chosen: &[Candidate<'_>], members: &[usize], workspace: Option
                 let (a, r) = added_removed(d);
                 let (a0, r0) = diff.unwrap_or((0, 0));
                 diff = Some((a0.saturating_add(a), r0.saturating_add(r)));
-
             } else if let Some(dl) = dl {
                 diff_lines = Some(diff_lines.unwrap_or(0).saturating_add(*dl));
             }

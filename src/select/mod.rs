@@ -497,7 +497,6 @@ fn select_inner(
         .flat_map(|c| std::iter::once(c.ctx.id.clone()).chain(c.merged.iter().cloned()))
         .collect();
     let mut buckets: Vec<Vec<Entry>> = vec![Vec::new(); order.len().saturating_add(1)];
-
     let mut chars = 0usize;
     for (c, truncated) in chosen.into_iter().zip(truncated) {
         chars = chars.saturating_add(c.text.chars().count());

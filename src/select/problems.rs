@@ -84,7 +84,6 @@ fn tail(output: &str) -> String {
         .max()
         .unwrap_or(0);
     let fence = "`".repeat(longest.saturating_add(1).max(3));
-
     let mut out = String::new();
     if skipped > 0 {
         out.push_str(&format!("({skipped} earlier lines not shown)\n"));

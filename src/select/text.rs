@@ -15,7 +15,6 @@ pub fn cut_at_whitespace(text: &str, room: usize) -> String {
         return String::new();
     }
     let limit = room.saturating_sub(3);
-
     let mut last_boundary = None;
     let mut byte_at_limit = text.len();
     for (n, (i, c)) in text.char_indices().enumerate() {

@@ -110,7 +110,6 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
     async fn next_line(&mut self) -> std::io::Result<Frame> {
         loop {
             let Some((line, over)) = self.read_line(self.max.saturating_add(2)).await? else {
-
                 return Ok(Frame::Eof);
             };
             if over {

@@ -301,7 +301,6 @@ async fn serve_socket(shared: Arc<session::Shared>, path: &Path) -> Result<(), S
                         }
                         let pause = backoff;
                         backoff = backoff.saturating_mul(2).min(ACCEPT_BACKOFF_MAX);
-
                         tokio::select! {
                             _ = tokio::time::sleep(pause) => {}
                             _ = shared.exit_requested() => break,

@@ -234,7 +234,6 @@ impl Shared {
                 if let Some(fields) = note.as_object_mut() {
                     fields.insert("message".into(), json!(rej.message));
                 }
-
                 if !rej.repeated {
                     self.notify_all("policy/rejected", note);
                 }

@@ -147,7 +147,6 @@ fn dispatched(set: &PolicySet, d: Dispatched) -> Value {
         if let Some(fields) = v.as_object_mut() {
             fields.insert("mergeBack".into(), json!(m));
         }
-
     }
     v
 }

@@ -461,7 +461,6 @@ impl Item {
                 n.saturating_add(c(&s.text)).saturating_add(2)
             }),
             Item::SubagentResult { agent, text, .. } => c(agent).saturating_add(c(text)),
-
             other => c(other.primary_text()),
         }
     }

@@ -191,7 +191,6 @@ pub(crate) fn migrate(conn: &mut Connection, path: &str, busy: Duration) -> Resu
         .skip(usize::try_from(found.max(0)).unwrap_or(usize::MAX))
     {
         let to = i.saturating_add(1);
-
         tx.execute_batch(sql)
             .map_err(|err| e(&format!("migrating the schema to version {to}"), err))?;
         tx.execute_batch(&format!("PRAGMA user_version = {to}"))

@@ -170,7 +170,6 @@ impl<'a> Checker<'a> {
             return false;
         }
         self.suggestions_left = self.suggestions_left.saturating_sub(1);
-
         true
     }
 

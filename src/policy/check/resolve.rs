@@ -188,7 +188,6 @@ impl<'a> Checker<'a> {
                 continue;
             };
             top.next = top.next.saturating_add(1);
-
             let top_key = top.key;
             if self.lets.contains_key(path.as_str()) {
                 continue;

@@ -31,7 +31,6 @@ pub fn complete_run(
     }
     let mut state = cx.load(thread)?;
     let n = u32::try_from(state.runs.len()).unwrap_or(u32::MAX);
-
     let Some(r) = state.runs.get_mut((run as usize).wrapping_sub(1)) else {
         return Err(StoreError::RunNotFound {
             path,

@@ -54,7 +54,6 @@ pub fn fork(
     }
     // Run `at` exists (checked above), so this is runs 1..=at.
     let runs: Vec<Run> = parent.runs.get(..at as usize).unwrap_or_default().to_vec();
-
     let handoffs: Vec<Handoff> = parent
         .handoffs
         .iter()

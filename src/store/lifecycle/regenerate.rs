@@ -58,7 +58,6 @@ pub fn regenerate(
     };
     // The thread as it was before that run's dispatch, with the old handoff out of the way.
     state.runs.truncate((t as usize).saturating_sub(1));
-
     for h in &mut state.handoffs {
         if h.id == handoff {
             h.status = HandoffStatus::Superseded;

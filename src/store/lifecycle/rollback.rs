@@ -14,7 +14,6 @@ pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackRepo
     let cx = Cx::new(&tx, &path, busy);
     let state = cx.load(thread)?;
     let n = u32::try_from(state.runs.len()).unwrap_or(u32::MAX);
-
     let refuse = |why: String| StoreError::BadRollback {
         path: path.clone(),
         thread: thread.into(),
