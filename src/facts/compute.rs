@@ -351,7 +351,9 @@ impl<'a> Facts<'a> {
                 .as_deref()
                 .map(|m| m.chars().count())
                 .unwrap_or(0) as i64),
-            Fact::RequestRun => Int(i64::try_from(s.runs.len()).unwrap_or(i64::MAX).saturating_add(1)),
+            Fact::RequestRun => Int(i64::try_from(s.runs.len())
+                .unwrap_or(i64::MAX)
+                .saturating_add(1)),
             Fact::TargetProvider => Str(self.target.clone().into()),
             Fact::TargetHasThread => Bool(pt.is_some()),
             Fact::TargetThreadId => Value::opt_str(pt.map(|p| p.id.as_str())),
@@ -608,8 +610,7 @@ fn mark_superseded_and_latest(items: &mut [ItemCtx<'_>]) {
         ctx.recency = *n;
         ctx.latest = *n == 0;
         *n = n.saturating_add(1);
-        ctx.superseded
- = match ctx.item {
+        ctx.superseded = match ctx.item {
             Some(Item::Command { command, .. }) => {
                 // The same command line, whatever its spacing.
                 let key = single_spaced(command);

@@ -493,7 +493,11 @@ fn broken_graphemes(state: &State, items: &[ItemCtx<'_>], read: &str) -> Vec<Str
             let prev = before.chars().next_back();
             let stops = read
                 .match_indices(head.as_str())
-                .any(|(at, m)| read.get(at.saturating_add(m.len())..).and_then(|r| r.chars().next()) != next);
+                .any(|(at, m)| {
+                    read.get(at.saturating_add(m.len())..)
+                        .and_then(|r| r.chars().next())
+                        != next
+                });
             let starts = read
                 .match_indices(tail.as_str())
                 .any(|(at, _)| read.get(..at).and_then(|r| r.chars().next_back()) != prev);

@@ -449,7 +449,8 @@ fn select_inner(
                 c.text = format!("{prefix}{tail}");
                 mark(&mut keep, i);
                 mark(&mut truncated, i);
-                remaining = remaining.saturating_sub(count_i64(&c.text).saturating_add(count_i64_n(c.sep)));
+                remaining = remaining
+                    .saturating_sub(count_i64(&c.text).saturating_add(count_i64_n(c.sep)));
             }
         } else {
             let mut used = 0usize;
