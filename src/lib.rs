@@ -75,8 +75,8 @@ struct ReadmeDoctests;
 pub mod cli;
 
 internal!(
-    coverage, cut, deliver, diff, eval, explain, facts, fit, fmt, ids, pipeline, policy, quality,
-    render, select, suggest,
+    coverage, cut, deliver, diff, eval, explain, facts, fit, fmt, ids, import, pipeline, policy,
+    quality, render, select, suggest,
 );
 
 #[cfg(feature = "unstable")]

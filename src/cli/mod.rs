@@ -12,6 +12,7 @@ use std::process::ExitCode;
 mod out;
 mod commands;
 mod delivery;
+mod import;
 mod quality;
 mod replay;
 mod report;
@@ -127,6 +128,18 @@ pub enum Command {
     Gc(GcArgs),
     /// The scoped pre-grant: may the child's tool call proceed without a prompt?
     Pregrant(PregrantArgs),
+    /// Turn Claude Code or Codex CLI session logs into thread states (see docs/import.md).
+    #[command(
+        after_help = "Examples:\n  baton import --from claude-code ~/.claude/projects/-home-me-app/3f1c2a9e-....jsonl\n  baton import --from codex ~/.codex/sessions/2026/11/30/rollout-*.jsonl --out states/\n\nMalformed lines are skipped with a warning naming the file and line; entries of unknown\ntypes are kept as protocol items and counted in a warning. The logs are only read."
+    )]
+    Import(import::ImportArgs),
+    /// Find Claude Code and Codex CLI sessions on this machine.
+    Sessions(import::SessionsArgs),
+    /// Carry a Claude Code or Codex CLI session over to another provider, in one step.
+    #[command(
+        after_help = "Examples:\n  baton handoff --from 3f1c2a9e --to codex --message \"Finish the CSRF tests\"\n  baton handoff --from ~/.codex/sessions/2026/11/30/rollout-....jsonl --to claude --out /tmp/next --explain\n\nImports the session, decides and renders the handoff, writes the off-band document to the\nprivate handoff directory, prints the first-turn prompt (or writes DIR/prompt.md with --out)\nand the command that starts the target tool with it. Nothing is run."
+    )]
+    Handoff(import::HandoffArgs),
 }
 
 #[derive(Args, Debug)]
@@ -423,6 +436,9 @@ pub fn main() -> ExitCode {
         Command::Pregrant(PregrantArgs {
             command: PregrantCommand::Check(a),
         }) => delivery::pregrant_check(a),
+        Command::Import(a) => import::import(a),
+        Command::Sessions(a) => import::sessions(a),
+        Command::Handoff(a) => import::handoff(a),
     };
     ExitCode::from(code)
 }

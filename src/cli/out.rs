@@ -13,3 +13,8 @@ macro_rules! out {
         let _ = write!(std::io::stdout().lock(), $($t)*);
     }};
 }
+
+/// Between the documents of a multi-document YAML stream.
+pub(crate) fn print_doc_separator() {
+    outln!("---");
+}

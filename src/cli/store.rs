@@ -60,7 +60,7 @@ pub struct DbArgs {
 pub enum DbCommand {
     /// Create the database (or migrate it to this baton's schema).
     Init(DbPath),
-    /// Import state files, one thread each.
+    /// Import state files, or with --from coding-tool session logs, one thread each.
     Import(ImportArgs),
     /// Print a stored thread as a state file (YAML, or JSON with --json).
     Export(ExportArgs),
@@ -70,9 +70,13 @@ pub enum DbCommand {
 pub struct ImportArgs {
     #[command(flatten)]
     pub db: DbPath,
-    /// State files (YAML, or JSON by extension).
+    /// State files (YAML, or JSON by extension); with --from, session logs.
     #[arg(required = true, value_name = "STATE")]
     pub states: Vec<PathBuf>,
+    /// The files are session logs of this tool (claude-code, codex), imported as threads
+    /// (see docs/import.md).
+    #[arg(long, value_enum, value_name = "TOOL")]
+    pub from: Option<super::import::ToolArg>,
     /// Replace a stored thread of the same id instead of refusing.
     #[arg(long)]
     pub replace: bool,
@@ -284,11 +288,17 @@ pub(crate) fn db(a: DbArgs) -> u8 {
             };
             let mut code = OK;
             for file in &a.states {
-                let state = match crate::state::load_file(file) {
-                    Ok(s) => s,
-                    Err(e) => {
+                let loaded = match a.from {
+                    Some(tool) => super::import::import_state(tool.into(), file),
+                    None => crate::state::load_file(file).map_err(|e| {
                         eprintln!("{e}");
-                        code = FAIL;
+                        FAIL
+                    }),
+                };
+                let state = match loaded {
+                    Ok(s) => s,
+                    Err(c) => {
+                        code = c;
                         continue;
                     }
                 };

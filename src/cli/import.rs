@@ -1,0 +1,497 @@
+//! `baton import`, `baton sessions list` and `baton handoff`: thin shells over
+//! [`crate::import`], the pipeline and the delivery stage.
+
+use super::commands::{FAIL, OK, USAGE};
+use crate::deliver::{self, MemoryGrantStore, OffbandStore};
+use crate::import::{self, ImportOptions, Imported, SessionDirs, Tool};
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::{Path, PathBuf};
+
+/// A coding tool whose session logs baton reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ToolArg {
+    /// Claude Code (~/.claude/projects/<slug>/<session>.jsonl).
+    ClaudeCode,
+    /// Codex CLI (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl).
+    Codex,
+}
+
+impl From<ToolArg> for Tool {
+    fn from(t: ToolArg) -> Tool {
+        match t {
+            ToolArg::ClaudeCode => Tool::ClaudeCode,
+            ToolArg::Codex => Tool::Codex,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// The tool that wrote the logs.
+    #[arg(long, value_enum, value_name = "TOOL")]
+    pub from: ToolArg,
+    /// Session logs; each becomes one thread.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Write the state here (a file; a directory when several logs are given) instead of
+    /// printing it.
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Print JSON instead of YAML.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Where the tools keep their sessions.
+#[derive(Args, Debug, Clone)]
+pub struct SessionDirArgs {
+    /// Claude Code's projects directory (default: $HOME/.claude/projects).
+    #[arg(long, value_name = "DIR")]
+    pub claude_dir: Option<PathBuf>,
+    /// Codex CLI's sessions directory (default: $CODEX_HOME/sessions, else
+    /// $HOME/.codex/sessions).
+    #[arg(long, value_name = "DIR")]
+    pub codex_dir: Option<PathBuf>,
+}
+
+impl SessionDirArgs {
+    fn dirs(&self) -> SessionDirs {
+        let mut d = SessionDirs::defaults(None);
+        if let Some(c) = &self.claude_dir {
+            d.claude = Some(c.clone());
+        }
+        if let Some(c) = &self.codex_dir {
+            d.codex = Some(c.clone());
+        }
+        d
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct SessionsArgs {
+    #[command(subcommand)]
+    pub command: SessionsCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SessionsCommand {
+    /// List the sessions found, newest first.
+    #[command(
+        after_help = "Examples:\n  baton sessions list\n  baton sessions list --tool codex --cwd .\n  baton sessions list --claude-dir /backup/.claude/projects --json"
+    )]
+    List(SessionsListArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SessionsListArgs {
+    /// Only this tool's sessions.
+    #[arg(long, value_enum, value_name = "TOOL")]
+    pub tool: Option<ToolArg>,
+    /// Only sessions that ran in this directory.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    #[command(flatten)]
+    pub dirs: SessionDirArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct HandoffArgs {
+    /// The session: a log file, or a session id (or a unique prefix) found by `sessions list`.
+    #[arg(long, value_name = "SESSION")]
+    pub from: String,
+    /// The provider to continue on (codex, claude, cursor, copilot).
+    #[arg(long, value_name = "PROVIDER")]
+    pub to: String,
+    /// Policy file, directory, or shipped profile (default, t3code, t3code-legacy, mcode).
+    #[arg(long, default_value = "default", value_name = "P")]
+    pub policy: String,
+    /// What to ask the target to do first.
+    #[arg(long, value_name = "TEXT")]
+    pub message: Option<String>,
+    /// Write the first-turn prompt to DIR/prompt.md instead of printing it.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Show the decision and why it was made.
+    #[arg(long)]
+    pub explain: bool,
+    /// Directory for off-band documents (default: $BATON_HANDOFF_DIR, else <tmp>/baton-<uid>).
+    #[arg(long, value_name = "DIR")]
+    pub handoff_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub dirs: SessionDirArgs,
+}
+
+fn print_warnings(imported: &Imported, file: &str) {
+    for w in imported.report.all_warnings(file) {
+        eprintln!("{w}");
+    }
+}
+
+fn import_one(tool: Tool, path: &Path, opts: &ImportOptions) -> Result<Imported, u8> {
+    let file = path.display().to_string();
+    let imported = import::import_file(tool, path, opts).map_err(|e| {
+        eprintln!("{e}");
+        FAIL
+    })?;
+    print_warnings(&imported, &file);
+    if let Err(e) = crate::state::validate(&imported.state, &file) {
+        eprintln!("{e}");
+        return Err(FAIL);
+    }
+    Ok(imported)
+}
+
+/// A session log as a validated state, warnings printed (for `baton db import --from`).
+pub(crate) fn import_state(tool: Tool, path: &Path) -> Result<crate::state::State, u8> {
+    import_one(tool, path, &ImportOptions::default()).map(|i| i.state)
+}
+
+fn encode(imported: &Imported, json: bool) -> String {
+    if json {
+        serde_json::to_string_pretty(&imported.state).unwrap_or_default() + "\n"
+    } else {
+        crate::state::to_yaml(&imported.state)
+    }
+}
+
+/// `baton import --from TOOL FILE... [--out PATH]`.
+pub(crate) fn import(a: ImportArgs) -> u8 {
+    let tool: Tool = a.from.into();
+    let several = a.files.len() > 1;
+    if several && a.out.as_ref().is_some_and(|o| o.is_file()) {
+        eprintln!(
+            "--out: error: {} is a file, but {} logs were given; give a directory (one <session>.yaml each)",
+            a.out.as_ref().map(|o| o.display().to_string()).unwrap_or_default(),
+            a.files.len()
+        );
+        return USAGE;
+    }
+    let mut code = OK;
+    for file in &a.files {
+        let imported = match import_one(tool, file, &ImportOptions::default()) {
+            Ok(i) => i,
+            Err(c) => {
+                code = c;
+                continue;
+            }
+        };
+        let text = encode(&imported, a.json);
+        let Some(out) = &a.out else {
+            if several {
+                super::out::print_doc_separator();
+            }
+            out!("{text}");
+            continue;
+        };
+        let target = if several || out.is_dir() {
+            if let Err(e) = std::fs::create_dir_all(out) {
+                eprintln!(
+                    "{}: error: cannot create directory: {}",
+                    out.display(),
+                    crate::state::io_reason(&e)
+                );
+                return FAIL;
+            }
+            let ext = if a.json { "json" } else { "yaml" };
+            out.join(format!("{}.{ext}", imported.state.thread.id))
+        } else {
+            out.clone()
+        };
+        if let Err(e) = std::fs::write(&target, text) {
+            eprintln!(
+                "{}: error: cannot write: {}",
+                target.display(),
+                crate::state::io_reason(&e)
+            );
+            return FAIL;
+        }
+        outln!(
+            "imported {} from {} ({} runs) into {}",
+            imported.state.thread.id,
+            file.display(),
+            imported.state.runs.len(),
+            target.display()
+        );
+    }
+    code
+}
+
+/// `baton sessions list`.
+pub(crate) fn sessions(a: SessionsArgs) -> u8 {
+    let SessionsCommand::List(a) = a.command;
+    let dirs = a.dirs.dirs();
+    let (found, warnings) = import::list_sessions(&dirs, a.tool.map(Tool::from), a.cwd.as_deref());
+    for w in &warnings {
+        eprintln!("{w}");
+    }
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&found).unwrap_or_default()
+        );
+        return OK;
+    }
+    if found.is_empty() {
+        outln!("no sessions found");
+        return OK;
+    }
+    for s in &found {
+        let when = humantime::format_rfc3339_seconds(s.modified);
+        outln!(
+            "{:<11}  {}  {}  {:>9}  {}  {}",
+            s.tool.as_str(),
+            s.id,
+            when,
+            human_size(s.size),
+            s.cwd.as_deref().unwrap_or("-"),
+            s.first_prompt.as_deref().unwrap_or("-")
+        );
+    }
+    OK
+}
+
+fn human_size(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KB", "MB", "GB"];
+    let mut v = n;
+    let mut tenths = 0u64;
+    let mut unit = 0usize;
+    while v >= 1024 && unit + 1 < UNITS.len() {
+        tenths = (v % 1024) * 10 / 1024;
+        v /= 1024;
+        unit += 1;
+    }
+    let u = UNITS.get(unit).copied().unwrap_or("B");
+    if unit == 0 {
+        format!("{v} {u}")
+    } else {
+        format!("{v}.{tenths} {u}")
+    }
+}
+
+/// Quote a word for a POSIX shell.
+fn sh(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The command that starts `provider` on the prompt in `prompt` (a file) in `cwd`.
+/// `read_grant` is the document the agent may read without asking.
+pub(crate) fn start_command(
+    provider: &str,
+    cwd: Option<&str>,
+    prompt: &Path,
+    read_grant: Option<&Path>,
+) -> String {
+    let p = sh(&prompt.display().to_string());
+    let cd = cwd.map(|c| format!("cd {} && ", sh(c))).unwrap_or_default();
+    match provider {
+        "codex" => match cwd {
+            Some(c) => format!("codex exec --cd {} - < {p}", sh(c)),
+            None => format!("codex exec - < {p}"),
+        },
+        "claude" => {
+            let allow = read_grant
+                .map(|g| {
+                    // Claude Code's permission rules spell an absolute path with `//`.
+                    let abs = g.display().to_string();
+                    format!(" --allowedTools {}", sh(&format!("Read(/{abs})")))
+                })
+                .unwrap_or_default();
+            format!("{cd}claude -p{allow} < {p}")
+        }
+        "cursor" => format!("{cd}cursor-agent -p \"$(cat {p})\""),
+        "copilot" => format!("{cd}copilot -p \"$(cat {p})\""),
+        other => format!("{cd}{other} \"$(cat {p})\""),
+    }
+}
+
+/// The command that resumes `session` natively in `tool`.
+fn resume_command(tool: Tool, session: &str, cwd: Option<&str>, message: Option<&str>) -> String {
+    let cd = cwd.map(|c| format!("cd {} && ", sh(c))).unwrap_or_default();
+    let msg = message.map(|m| format!(" {}", sh(m))).unwrap_or_default();
+    match tool {
+        Tool::ClaudeCode => format!("{cd}claude --resume {}{msg}", sh(session)),
+        Tool::Codex => format!("{cd}codex resume {}{msg}", sh(session)),
+    }
+}
+
+/// `baton handoff --from SESSION --to PROVIDER`.
+pub(crate) fn handoff(a: HandoffArgs) -> u8 {
+    if !crate::state::KNOWN_PROVIDERS.contains(&a.to.as_str()) {
+        let hint =
+            crate::suggest::did_you_mean(&a.to, crate::state::KNOWN_PROVIDERS.iter().copied())
+                .map(|s| format!("did you mean \"{s}\"? "))
+                .unwrap_or_default();
+        eprintln!(
+            "--to: error: unknown provider \"{}\"; {hint}known providers are {}",
+            a.to,
+            crate::state::KNOWN_PROVIDERS.join(", ")
+        );
+        return USAGE;
+    }
+    let (tool, path) = {
+        let p = PathBuf::from(&a.from);
+        if p.is_file() {
+            match import::detect_tool(&p) {
+                Ok(t) => (t, p),
+                Err(e) => {
+                    eprintln!("{e}");
+                    return FAIL;
+                }
+            }
+        } else {
+            match import::sessions::find_session(&a.dirs.dirs(), &a.from) {
+                Ok(s) => (s.tool, s.path),
+                Err(e) => {
+                    eprintln!("--from: error: {e}");
+                    return FAIL;
+                }
+            }
+        }
+    };
+    let opts = ImportOptions {
+        request_provider: Some(a.to.clone()),
+        request_message: a.message.clone(),
+    };
+    let imported = match import_one(tool, &path, &opts) {
+        Ok(i) => i,
+        Err(c) => return c,
+    };
+    let root = super::handoff_root(a.handoff_dir.clone());
+    let engine = match super::commands::load_engine(&a.policy, None, root.clone()) {
+        Ok(e) => e,
+        Err(c) => return c,
+    };
+    let state = &imported.state;
+    let mut outcome = match engine.run(state, None) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return FAIL;
+        }
+    };
+    if a.explain {
+        out!("{}", crate::explain::render(&outcome.decision, false));
+        outln!();
+    }
+    let cwd = imported.cwd.as_deref();
+    if !outcome.decision.needs_handoff() {
+        let d = &outcome.decision;
+        if d.strategy == crate::policy::Strategy::Unsupported {
+            eprintln!(
+                "error: the policy cannot hand this session to {}: {}",
+                d.target,
+                d.decided_by.because.as_deref().unwrap_or("unsupported")
+            );
+            return FAIL;
+        }
+        outln!(
+            "no handoff needed: {} ({}); resume the session natively:",
+            d.strategy.as_str(),
+            d.decided_by
+                .because
+                .as_deref()
+                .unwrap_or("decided by the policy")
+        );
+        outln!(
+            "  {}",
+            resume_command(tool, &imported.session_id, cwd, a.message.as_deref())
+        );
+        return OK;
+    }
+    let offband = OffbandStore::new(root);
+    let mut grants = MemoryGrantStore::new();
+    let delivered = deliver::deliver(&mut outcome, &offband, &state.thread.id, &mut grants);
+    if let Some(reason) = &delivered.fallback_reason {
+        eprintln!(
+            "warning: off-band delivery failed, so the handoff is delivered inline: {reason}"
+        );
+    }
+    let Some(rendered) = outcome.rendered.as_ref() else {
+        eprintln!("error: the decision needs a handoff but none was rendered");
+        return FAIL;
+    };
+    if let Some(doc) = &delivered.document_path {
+        eprintln!("handoff document (private): {}", doc.display());
+    }
+    let prompt_file: Option<PathBuf> = match &a.out {
+        Some(dir) => {
+            let file = dir.join("prompt.md");
+            let written =
+                std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&file, &rendered.inline));
+            if let Err(e) = written {
+                eprintln!(
+                    "{}: error: cannot write: {}",
+                    file.display(),
+                    crate::state::io_reason(&e)
+                );
+                return FAIL;
+            }
+            outln!("wrote the first-turn prompt to {}", file.display());
+            Some(file)
+        }
+        None => {
+            out!("{}", rendered.inline);
+            if !rendered.inline.ends_with('\n') {
+                outln!();
+            }
+            delivered
+                .document_path
+                .as_ref()
+                .and_then(|d| d.parent())
+                .map(|d| d.join(deliver::stage::INLINE_FILE))
+        }
+    };
+    let grant = delivered.grant.as_ref().map(|g| g.path.as_path());
+    outln!();
+    match prompt_file {
+        Some(file) => {
+            outln!("start {} with:", a.to);
+            outln!("  {}", start_command(&a.to, cwd, &file, grant));
+        }
+        None => {
+            outln!(
+                "start {} with the prompt above (save it as prompt.md, or give --out DIR):",
+                a.to
+            );
+            outln!(
+                "  {}",
+                start_command(&a.to, cwd, Path::new("prompt.md"), grant)
+            );
+        }
+    }
+    OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_quote_paths() {
+        let c = start_command(
+            "claude",
+            Some("/home/me/my app"),
+            Path::new("/tmp/p.md"),
+            Some(Path::new("/tmp/b/h.md")),
+        );
+        assert_eq!(
+            c,
+            "cd '/home/me/my app' && claude -p --allowedTools 'Read(//tmp/b/h.md)' < /tmp/p.md"
+        );
+        assert_eq!(
+            start_command("codex", Some("/r"), Path::new("/tmp/p.md"), None),
+            "codex exec --cd /r - < /tmp/p.md"
+        );
+        assert_eq!(human_size(23_265), "22.7 KB");
+    }
+}

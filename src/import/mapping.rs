@@ -1,0 +1,704 @@
+//! What the adapters share: a builder that turns a stream of tool events into runs and items
+//! (a user prompt starts a run; the last assistant text of a run is its `assistant_message`,
+//! earlier ones `narration`; tool calls are matched with their results by id), and helpers
+//! for patches, line counts and size limits.
+
+use super::{ImportOptions, ImportReport, Imported, Tool, MAX_MESSAGE_CHARS, MAX_OUTPUT_CHARS};
+use crate::state::{
+    FileChangeKind, Item, PlanStep, ProviderThread, ProviderThreadStatus, Request, RequestKind,
+    Run, RunStatus, State, Thread, ToolStatus,
+};
+use std::collections::HashMap;
+
+/// A tool call waiting for its result.
+#[derive(Debug, Clone)]
+pub(crate) enum Pending {
+    /// A shell command (`tool` names the tool for a declined call).
+    Command { tool: String, command: String },
+    /// File edits (one per file); `tool` names the tool for a failed or declined call.
+    Edit {
+        tool: String,
+        changes: Vec<FileEdit>,
+    },
+    /// A question to the user.
+    Question { text: String },
+    /// A plan the user must approve (Claude Code's ExitPlanMode).
+    PlanApproval { text: String },
+    /// A subagent (Claude Code's Task).
+    Subagent {
+        tool: String,
+        agent: String,
+        input: String,
+    },
+    /// A call whose result adds nothing (a plan update: the plan item is already there).
+    Silent,
+    /// Any other tool.
+    Tool { tool: String, input: String },
+}
+
+/// One file an edit touches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileEdit {
+    pub path: String,
+    pub change: FileChangeKind,
+    pub diff_lines: i64,
+    pub diff: Option<String>,
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Ok {
+        output: String,
+        exit_code: Option<i64>,
+    },
+    Failed {
+        output: String,
+        exit_code: Option<i64>,
+    },
+    /// The user declined the call.
+    Declined { output: String },
+}
+
+struct RunAcc {
+    items: Vec<Item>,
+    status: RunStatus,
+    /// Index of the newest assistant text (a `narration` until the run closes).
+    last_text: Option<usize>,
+}
+
+impl RunAcc {
+    fn new() -> Self {
+        RunAcc {
+            items: Vec::new(),
+            status: RunStatus::Completed,
+            last_text: None,
+        }
+    }
+}
+
+/// Builds a thread out of the events an adapter reads.
+pub(crate) struct Builder {
+    pub tool: Tool,
+    pub session_id: Option<String>,
+    pub model: Option<String>,
+    pub cwd: Option<String>,
+    pub title: Option<String>,
+    compact_summary: Option<(String, u32)>,
+    runs: Vec<RunAcc>,
+    /// Items before the first prompt; they open the first run.
+    preamble: Vec<Item>,
+    pending: HashMap<String, (usize, usize, Pending)>,
+    /// Elided texts so far.
+    pub elided: u64,
+}
+
+impl Builder {
+    pub fn new(tool: Tool) -> Self {
+        Builder {
+            tool,
+            session_id: None,
+            model: None,
+            cwd: None,
+            title: None,
+            compact_summary: None,
+            runs: Vec::new(),
+            preamble: Vec::new(),
+            pending: HashMap::new(),
+            elided: 0,
+        }
+    }
+
+    fn push(&mut self, item: Item) -> (usize, usize) {
+        let n = self.runs.len();
+        match self.runs.last_mut() {
+            Some(r) => {
+                r.items.push(item);
+                (n - 1, r.items.len() - 1)
+            }
+            None => {
+                // Before the first prompt: held, and not addressable (no tool calls land here
+                // before a run exists, see `call`).
+                self.preamble.push(item);
+                (usize::MAX, usize::MAX)
+            }
+        }
+    }
+
+    fn ensure_run(&mut self) {
+        if self.runs.is_empty() {
+            let mut r = RunAcc::new();
+            r.items.append(&mut self.preamble);
+            self.runs.push(r);
+        }
+    }
+
+    /// A real user prompt: it starts a run.
+    pub fn user_prompt(&mut self, text: &str) {
+        self.close_run();
+        let mut r = RunAcc::new();
+        r.items.append(&mut self.preamble);
+        self.runs.push(r);
+        let text = self.cap(text, MAX_MESSAGE_CHARS);
+        self.push(Item::UserMessage { id: None, text });
+    }
+
+    /// A message the user typed while the agent was working (queued into the running turn):
+    /// a `user_message` of the current run, which it does not end.
+    pub fn user_message_mid_run(&mut self, text: &str) {
+        self.ensure_run();
+        let text = self.cap(text, MAX_MESSAGE_CHARS);
+        self.push(Item::UserMessage { id: None, text });
+    }
+
+    /// Assistant text: a `narration` now, the run's `assistant_message` if it stays the last.
+    pub fn assistant_text(&mut self, text: &str) {
+        if text.trim().is_empty() {
+            return;
+        }
+        self.ensure_run();
+        let text = self.cap(text, MAX_MESSAGE_CHARS);
+        let (_, i) = self.push(Item::Narration { id: None, text });
+        if let Some(r) = self.runs.last_mut() {
+            r.last_text = Some(i);
+        }
+    }
+
+    pub fn reasoning(&mut self, text: &str) {
+        if text.trim().is_empty() {
+            return;
+        }
+        let text = self.cap(text, MAX_MESSAGE_CHARS);
+        self.push(Item::Reasoning { id: None, text });
+    }
+
+    pub fn protocol(&mut self, text: &str) {
+        let text = one_line(text, 240);
+        self.push(Item::Protocol { id: None, text });
+    }
+
+    pub fn error(&mut self, text: &str) {
+        self.ensure_run();
+        let text = self.cap(text, MAX_OUTPUT_CHARS);
+        self.push(Item::Error { id: None, text });
+    }
+
+    pub fn plan(&mut self, steps: Vec<PlanStep>) {
+        self.ensure_run();
+        self.push(Item::Plan { id: None, steps });
+    }
+
+    /// The current run was interrupted by the user.
+    pub fn interrupted(&mut self) {
+        if let Some(r) = self.runs.last_mut() {
+            r.status = RunStatus::Interrupted;
+        }
+    }
+
+    /// The compaction summary the tool carried over from an earlier context.
+    pub fn compact_summary(&mut self, text: &str) {
+        let through = u32::try_from(self.runs.len()).unwrap_or(u32::MAX);
+        let text = self.cap(text, MAX_MESSAGE_CHARS);
+        self.compact_summary = Some((text, through));
+    }
+
+    /// A tool call: a placeholder item (a running `tool_call`) until its result arrives.
+    pub fn call(&mut self, id: &str, pending: Pending) {
+        self.ensure_run();
+        let item = match &pending {
+            Pending::Question { text } => Item::Question {
+                id: None,
+                text: text.clone(),
+                answered: false,
+            },
+            Pending::PlanApproval { text } => Item::Approval {
+                id: None,
+                text: text.clone(),
+                resolved: false,
+            },
+            Pending::Silent => {
+                if !id.is_empty() {
+                    self.pending
+                        .insert(id.to_string(), (usize::MAX, usize::MAX, Pending::Silent));
+                }
+                return;
+            }
+            other => Item::ToolCall {
+                id: None,
+                tool: pending_tool(other),
+                input: Some(self.cap(&pending_input(other), MAX_OUTPUT_CHARS)),
+                status: Some(ToolStatus::Running),
+                output: None,
+            },
+        };
+        let (r, i) = self.push(item);
+        if !id.is_empty() {
+            self.pending.insert(id.to_string(), (r, i, pending));
+        }
+    }
+
+    /// The tool says whether the waiting edit `id` created or changed its file.
+    pub fn set_edit_change(&mut self, id: &str, change: FileChangeKind) {
+        if let Some((_, _, Pending::Edit { changes, .. })) = self.pending.get_mut(id) {
+            for c in changes {
+                c.change = change;
+            }
+        }
+    }
+
+    /// The result of call `id`. Returns false when no call of that id is waiting.
+    pub fn result(&mut self, id: &str, outcome: Outcome) -> bool {
+        let Some((r, i, pending)) = self.pending.remove(id) else {
+            return false;
+        };
+        let mut extra: Vec<Item> = Vec::new();
+        let replaced: Vec<Item> = match (pending, outcome) {
+            (Pending::Silent, _) => return true,
+            (Pending::Command { command, .. }, Outcome::Ok { output, exit_code })
+            | (Pending::Command { command, .. }, Outcome::Failed { output, exit_code }) => {
+                vec![Item::Command {
+                    id: None,
+                    command,
+                    exit_code,
+                    output: Some(self.cap(&output, MAX_OUTPUT_CHARS)),
+                }]
+            }
+            (Pending::Edit { changes, .. }, Outcome::Ok { .. }) => changes
+                .into_iter()
+                .map(|c| Item::FileChange {
+                    id: None,
+                    path: c.path,
+                    change: Some(c.change),
+                    diff_lines: Some(c.diff_lines),
+                    diff: c.diff.map(|d| self.cap(&d, MAX_OUTPUT_CHARS)),
+                })
+                .collect(),
+            (Pending::Question { text }, Outcome::Ok { output, .. }) => {
+                let text = if output.trim().is_empty() {
+                    text
+                } else {
+                    format!("{text}\nAnswer: {}", one_line(&output, 2000))
+                };
+                vec![Item::Question {
+                    id: None,
+                    text,
+                    answered: true,
+                }]
+            }
+            (Pending::PlanApproval { text }, Outcome::Ok { .. }) => vec![Item::Approval {
+                id: None,
+                text: format!("{text}\n(approved)"),
+                resolved: true,
+            }],
+            (Pending::PlanApproval { text }, Outcome::Declined { .. })
+            | (Pending::PlanApproval { text }, Outcome::Failed { .. }) => vec![Item::Approval {
+                id: None,
+                text: format!("{text}\n(not approved)"),
+                resolved: true,
+            }],
+            (Pending::Question { text }, _) => vec![Item::Question {
+                id: None,
+                text: format!("{text}\n(declined to answer)"),
+                answered: false,
+            }],
+            (Pending::Subagent { tool, agent, input }, Outcome::Ok { output, .. }) => {
+                extra.push(Item::SubagentResult {
+                    id: None,
+                    agent,
+                    text: self.cap(&output, MAX_OUTPUT_CHARS),
+                });
+                vec![Item::ToolCall {
+                    id: None,
+                    tool,
+                    input: Some(self.cap(&input, MAX_OUTPUT_CHARS)),
+                    status: Some(ToolStatus::Completed),
+                    output: None,
+                }]
+            }
+            (p, Outcome::Declined { output }) => {
+                let tool = pending_tool(&p);
+                let input = pending_input(&p);
+                extra.push(Item::Approval {
+                    id: None,
+                    text: format!("Allow {tool}: {}? (declined)", one_line(&input, 200)),
+                    resolved: true,
+                });
+                vec![Item::ToolCall {
+                    id: None,
+                    tool,
+                    input: Some(self.cap(&input, MAX_OUTPUT_CHARS)),
+                    status: Some(ToolStatus::Declined),
+                    output: Some(self.cap(&output, MAX_OUTPUT_CHARS)),
+                }]
+            }
+            (p, Outcome::Failed { output, .. }) => vec![Item::ToolCall {
+                id: None,
+                tool: pending_tool(&p),
+                input: Some(self.cap(&pending_input(&p), MAX_OUTPUT_CHARS)),
+                status: Some(ToolStatus::Failed),
+                output: Some(self.cap(&output, MAX_OUTPUT_CHARS)),
+            }],
+            (p, Outcome::Ok { output, .. }) => vec![Item::ToolCall {
+                id: None,
+                tool: pending_tool(&p),
+                input: Some(self.cap(&pending_input(&p), MAX_OUTPUT_CHARS)),
+                status: Some(ToolStatus::Completed),
+                output: (!output.is_empty()).then(|| self.cap(&output, MAX_OUTPUT_CHARS)),
+            }],
+        };
+        self.replace(r, i, replaced);
+        for item in extra {
+            self.push(item);
+        }
+        true
+    }
+
+    /// Put `items` where the placeholder at (`r`, `i`) is. Several items (an edit touching
+    /// several files) go into the placeholder's place plus new slots right after it; the
+    /// waiting calls of that run are re-pointed.
+    fn replace(&mut self, r: usize, i: usize, items: Vec<Item>) {
+        let Some(run) = self.runs.get_mut(r) else {
+            return;
+        };
+        let mut it = items.into_iter();
+        match (run.items.get_mut(i), it.next()) {
+            (Some(slot), Some(first)) => *slot = first,
+            _ => return,
+        }
+        let rest: Vec<Item> = it.collect();
+        if rest.is_empty() {
+            return;
+        }
+        let n = rest.len();
+        let at = i + 1;
+        run.items.splice(at..at, rest);
+        if let Some(t) = run.last_text.as_mut() {
+            if *t >= at {
+                *t += n;
+            }
+        }
+        for (pr, pi, _) in self.pending.values_mut() {
+            if *pr == r && *pi >= at {
+                *pi += n;
+            }
+        }
+    }
+
+    /// Shorten `text` to `max` characters, keeping its head and tail.
+    pub fn cap(&mut self, text: &str, max: usize) -> String {
+        match elide(text, max) {
+            Some(s) => {
+                self.elided += 1;
+                s
+            }
+            None => text.to_string(),
+        }
+    }
+
+    fn close_run(&mut self) {
+        if let Some(r) = self.runs.last_mut() {
+            if let Some(i) = r.last_text.take() {
+                if let Some(item) = r.items.get_mut(i) {
+                    if let Item::Narration { text, .. } = item {
+                        let text = std::mem::take(text);
+                        *item = Item::AssistantMessage { id: None, text };
+                    }
+                }
+            }
+        }
+    }
+
+    /// The thread state, with the calls still waiting for a result left as they are (a
+    /// command without an exit code, a running tool call) and their run marked interrupted.
+    pub fn finish(mut self, report: &mut ImportReport, opts: &ImportOptions) -> Imported {
+        self.close_run();
+        for (r, i, p) in std::mem::take(&mut self.pending).into_values() {
+            if let Pending::Command { command, .. } = p {
+                if let Some(slot) = self.runs.get_mut(r).and_then(|run| run.items.get_mut(i)) {
+                    *slot = Item::Command {
+                        id: None,
+                        command,
+                        exit_code: None,
+                        output: None,
+                    };
+                }
+            }
+            if let Some(run) = self.runs.get_mut(r) {
+                if run.status == RunStatus::Completed {
+                    run.status = RunStatus::Interrupted;
+                }
+            }
+        }
+        if self.runs.is_empty() && !self.preamble.is_empty() {
+            self.ensure_run();
+        }
+        report.elided += self.elided;
+        let provider = self.tool.provider().to_string();
+        let session_id = self
+            .session_id
+            .clone()
+            .filter(|s| crate::ids::validate_id("thread id", s).is_ok())
+            .unwrap_or_else(|| format!("{}-session", self.tool.as_str()));
+        let runs: Vec<Run> = self
+            .runs
+            .into_iter()
+            .enumerate()
+            .map(|(n, r)| Run {
+                ordinal: u32::try_from(n + 1).unwrap_or(u32::MAX),
+                provider: provider.clone(),
+                provider_thread: Some(session_id.clone()),
+                status: r.status,
+                handoff: None,
+                items: r.items,
+            })
+            .collect();
+        // Without a title in the log, the first prompt names the thread (as the tools' own
+        // session pickers do).
+        let title = self.title.clone().or_else(|| {
+            runs.iter()
+                .flat_map(|r| r.items.iter())
+                .find_map(|i| match i {
+                    Item::UserMessage { text, .. } => Some(one_line(text, 80)),
+                    _ => None,
+                })
+        });
+        let (compact_summary, compact_summary_through) = match self.compact_summary {
+            Some((s, t)) => (Some(s), (t > 0).then_some(t)),
+            None => (None, None),
+        };
+        let state = State {
+            version: 1,
+            thread: Thread {
+                id: session_id.clone(),
+                title,
+                compact_summary,
+                compact_summary_through,
+                parent: None,
+                // The session's working directory is the workspace its file changes are
+                // listed under (by relative path).
+                workspace: self.cwd.clone(),
+            },
+            providers: Default::default(),
+            provider_threads: vec![ProviderThread {
+                id: session_id.clone(),
+                provider: provider.clone(),
+                model: self.model.clone(),
+                runtime_mode: None,
+                status: ProviderThreadStatus::Active,
+                resume_failed: false,
+            }],
+            runs,
+            handoffs: Vec::new(),
+            transfers: Vec::new(),
+            checkpoints: Vec::new(),
+            request: Request {
+                provider: opts.request_provider.clone().unwrap_or(provider),
+                model: None,
+                runtime_mode: None,
+                clean_context: false,
+                message: opts.request_message.clone(),
+                kind: RequestKind::Dispatch,
+                fork_anchor: None,
+            },
+        };
+        Imported {
+            state,
+            report: std::mem::take(report),
+            tool: self.tool,
+            session_id,
+            cwd: self.cwd,
+        }
+    }
+}
+
+fn pending_tool(p: &Pending) -> String {
+    match p {
+        Pending::Command { tool, .. }
+        | Pending::Edit { tool, .. }
+        | Pending::Subagent { tool, .. }
+        | Pending::Tool { tool, .. } => tool.clone(),
+        Pending::Question { .. } => "question".to_string(),
+        Pending::PlanApproval { .. } => "plan approval".to_string(),
+        Pending::Silent => String::new(),
+    }
+}
+
+fn pending_input(p: &Pending) -> String {
+    match p {
+        Pending::Command { command, .. } => command.clone(),
+        Pending::Edit { changes, .. } => changes
+            .iter()
+            .map(|c| c.path.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        Pending::Subagent { input, .. } | Pending::Tool { input, .. } => input.clone(),
+        Pending::Question { text } | Pending::PlanApproval { text } => text.clone(),
+        Pending::Silent => String::new(),
+    }
+}
+
+/// `text` shortened to `max` characters (head and tail kept, the middle replaced by a note),
+/// or `None` when it fits.
+pub(crate) fn elide(text: &str, max: usize) -> Option<String> {
+    // Cheap test first: a string of at most `max` bytes has at most `max` characters.
+    if text.len() <= max {
+        return None;
+    }
+    let total = text.chars().count();
+    if total <= max {
+        return None;
+    }
+    let half = max / 2;
+    let head_end = text.char_indices().nth(half).map_or(text.len(), |(i, _)| i);
+    let tail_start = text
+        .char_indices()
+        .nth(total.saturating_sub(half))
+        .map_or(text.len(), |(i, _)| i);
+    let head = text.get(..head_end).unwrap_or("");
+    let tail = text.get(tail_start..).unwrap_or("");
+    Some(format!(
+        "{head}\n[... {} characters elided by baton import ...]\n{tail}",
+        total.saturating_sub(2 * half)
+    ))
+}
+
+/// The first line of `text`, at most `max` characters.
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let line = text.trim().lines().next().unwrap_or("");
+    let mut out: String = line.chars().take(max).collect();
+    if line.chars().count() > max || text.trim().lines().nth(1).is_some() {
+        out.push_str(" ...");
+    }
+    out
+}
+
+/// Lines of a text, as a diff counts them (a trailing newline ends the last line).
+pub(crate) fn count_lines(text: &str) -> i64 {
+    if text.is_empty() {
+        return 0;
+    }
+    i64::try_from(text.lines().count()).unwrap_or(i64::MAX)
+}
+
+/// A small diff of an edit: the old lines as `-`, the new ones as `+`.
+pub(crate) fn edit_diff(old: &str, new: &str) -> String {
+    let mut out = String::with_capacity(old.len() + new.len() + 16);
+    for l in old.lines() {
+        out.push('-');
+        out.push_str(l);
+        out.push('\n');
+    }
+    for l in new.lines() {
+        out.push('+');
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
+}
+
+/// The files of a Codex `apply_patch` patch (`*** Add File: p`, `*** Update File: p`,
+/// `*** Delete File: p`, `*** Move to: q`), each with its `+`/`-` line count and diff.
+pub(crate) fn parse_patch(patch: &str) -> Vec<FileEdit> {
+    let mut out: Vec<FileEdit> = Vec::new();
+    for line in patch.lines() {
+        let header = [
+            ("*** Add File: ", FileChangeKind::Created),
+            ("*** Update File: ", FileChangeKind::Modified),
+            ("*** Delete File: ", FileChangeKind::Deleted),
+        ]
+        .iter()
+        .find_map(|(p, k)| line.strip_prefix(p).map(|rest| (rest.trim(), *k)));
+        if let Some((path, change)) = header {
+            out.push(FileEdit {
+                path: path.to_string(),
+                change,
+                diff_lines: 0,
+                diff: Some(String::new()),
+            });
+            continue;
+        }
+        let Some(cur) = out.last_mut() else {
+            continue;
+        };
+        if let Some(to) = line.strip_prefix("*** Move to: ") {
+            cur.path = format!("{} -> {}", cur.path, to.trim());
+            cur.change = FileChangeKind::Renamed;
+            continue;
+        }
+        if line.starts_with("*** End Patch") {
+            continue;
+        }
+        if (line.starts_with('+') || line.starts_with('-')) && !line.starts_with("***") {
+            cur.diff_lines += 1;
+        }
+        if let Some(d) = cur.diff.as_mut() {
+            d.push_str(line);
+            d.push('\n');
+        }
+    }
+    out
+}
+
+/// A plan step status from a tool's word for it.
+pub(crate) fn step_status(s: &str) -> crate::state::StepStatus {
+    match s {
+        "completed" | "done" => crate::state::StepStatus::Done,
+        "in_progress" | "in-progress" | "active" => crate::state::StepStatus::InProgress,
+        _ => crate::state::StepStatus::Pending,
+    }
+}
+
+/// The text of a JSON value: a string as is, anything else as compact JSON.
+pub(crate) fn text_of(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// A string field of an object.
+pub(crate) fn str_field<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(|x| x.as_str())
+}
+
+/// Text that is wholly one harness tag (`<system-reminder>...</system-reminder>`,
+/// `<local-command-stdout>...`, `<bash-input>...`): written by Claude Code, not typed.
+pub(crate) fn is_harness_markup(t: &str) -> bool {
+    let Some(rest) = t.strip_prefix('<') else {
+        return false;
+    };
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    !name.is_empty()
+        && rest.get(name.len()..).is_some_and(|r| r.starts_with('>'))
+        && t.trim_end().ends_with('>')
+        && t.contains(&format!("</{name}>"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patch_files_and_counts() {
+        let p = "*** Begin Patch\n*** Add File: a.txt\n+one\n+two\n*** Update File: src/b.rs\n@@\n-old\n+new\n ctx\n*** Delete File: c.txt\n*** End Patch\n";
+        let f = parse_patch(p);
+        assert_eq!(f.len(), 3);
+        assert_eq!((f[0].path.as_str(), f[0].diff_lines), ("a.txt", 2));
+        assert_eq!((f[1].path.as_str(), f[1].diff_lines), ("src/b.rs", 2));
+        assert_eq!(f[2].change, FileChangeKind::Deleted);
+    }
+
+    #[test]
+    fn elide_keeps_head_and_tail() {
+        let s = "a".repeat(100) + &"b".repeat(100);
+        let e = elide(&s, 50).unwrap();
+        assert!(e.starts_with(&"a".repeat(25)));
+        assert!(e.ends_with(&"b".repeat(25)));
+        assert!(e.contains("150 characters elided"));
+        assert!(elide("short", 50).is_none());
+    }
+}
