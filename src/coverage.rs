@@ -124,7 +124,7 @@ impl Coverage {
                     kind,
                     index: *n,
                 };
-                *n += 1;
+                *n = n.saturating_add(1);
                 // Two rules that read alike (`full_new when ...` twice) are told apart by number.
                 let same = this
                     .rules
@@ -134,7 +134,7 @@ impl Coverage {
                     })
                     .count();
                 let label = if same > 0 {
-                    format!("{label} #{}", same + 1)
+                    format!("{label} #{}", same.saturating_add(1))
                 } else {
                     label
                 };
@@ -201,9 +201,9 @@ impl Coverage {
     fn bump(rules: &mut BTreeMap<RuleId, RuleCoverage>, id: &RuleId, matched: bool) {
         if let Some(r) = rules.get_mut(id) {
             if matched {
-                r.true_count += 1;
+                r.true_count = r.true_count.saturating_add(1);
             } else {
-                r.false_count += 1;
+                r.false_count = r.false_count.saturating_add(1);
             }
         }
     }

@@ -81,9 +81,9 @@ impl Cut {
 /// `1234` -> `1,234`.
 pub fn thousands(n: usize) -> String {
     let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    let mut out = String::with_capacity(digits.len().saturating_add(digits.len() / 3));
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+        if i > 0 && digits.len().saturating_sub(i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -125,16 +125,16 @@ fn collapse_prefix(text: &str, limit: usize) -> (String, bool) {
             continue;
         }
         let need = if pending_space { 2 } else { 1 };
-        if count + need > limit {
+        if count.saturating_add(need) > limit {
             return (out, true);
         }
         if pending_space {
             out.push(' ');
-            count += 1;
+            count = count.saturating_add(1);
             pending_space = false;
         }
         out.push(c);
-        count += 1;
+        count = count.saturating_add(1);
     }
     (out, false)
 }
@@ -145,11 +145,11 @@ pub(crate) fn grapheme_end_within(s: &str, chars: usize) -> usize {
     let mut end = 0usize;
     for (i, g) in s.grapheme_indices(true) {
         let n = g.chars().count();
-        if count + n > chars {
+        if count.saturating_add(n) > chars {
             return end;
         }
-        count += n;
-        end = i + g.len();
+        count = count.saturating_add(n);
+        end = i.saturating_add(g.len());
     }
     end
 }
@@ -161,10 +161,10 @@ fn grapheme_start_within(s: &str, chars: usize) -> usize {
     let mut start = s.len();
     for (i, g) in s.grapheme_indices(true).rev() {
         let n = g.chars().count();
-        if count + n > chars {
+        if count.saturating_add(n) > chars {
             return start;
         }
-        count += n;
+        count = count.saturating_add(n);
         start = i;
     }
     start
@@ -198,14 +198,14 @@ fn head_boundary(s: &str, end: usize, room: usize) -> Boundary {
     }
     if window_chars > 0 {
         if let Some(i) = window.rfind('\n') {
-            return (window_start + i, true);
+            return (window_start.saturating_add(i), true);
         }
         if next.is_some_and(char::is_whitespace) {
             return (end, false);
         }
         if let Some((i, _)) = window.char_indices().rev().find(|(_, c)| c.is_whitespace()) {
-            if window_start + i > 0 {
-                return (window_start + i, false);
+            if window_start.saturating_add(i) > 0 {
+                return (window_start.saturating_add(i), false);
             }
         }
     }
@@ -229,13 +229,13 @@ fn tail_boundary(s: &str, start: usize, room: usize) -> Boundary {
     }
     if window_chars > 0 {
         if let Some(i) = window.find('\n') {
-            return (start + i + 1, true);
+            return (start.saturating_add(i).saturating_add(1), true);
         }
         if before.is_some_and(char::is_whitespace) {
             return (start, false);
         }
         if let Some((i, c)) = window.char_indices().find(|(_, c)| c.is_whitespace()) {
-            return (start + i + c.len_utf8(), false);
+            return (start.saturating_add(i).saturating_add(c.len_utf8()), false);
         }
     }
     (start, false)
@@ -287,7 +287,7 @@ pub fn head_tail(text: &str, n: usize) -> String {
         return text.to_string();
     }
     let head_room = n / 2;
-    let tail_room = n - head_room;
+    let tail_room = n.saturating_sub(head_room);
     let end = grapheme_end_within(text, head_room);
     let (hb, hline) = head_boundary(text, end, head_room);
     let start = grapheme_start_within(text, tail_room).max(hb);
@@ -318,7 +318,7 @@ pub fn escape_controls(text: &str) -> String {
         return text.to_string();
     }
     let text = text.replace("\r\n", "\n");
-    let mut out = String::with_capacity(text.len() + 8);
+    let mut out = String::with_capacity(text.len().saturating_add(8));
     for c in text.chars() {
         if c.is_control() && c != '\n' && c != '\t' {
             out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
@@ -354,13 +354,13 @@ pub fn prose(text: &str, first_at_line_start: bool) -> String {
     if !text.contains('\n') && !first_at_line_start {
         return text;
     }
-    let mut out = String::with_capacity(text.len() + 4);
+    let mut out = String::with_capacity(text.len().saturating_add(4));
     for (i, line) in text.split('\n').enumerate() {
         if i > 0 {
             out.push('\n');
         }
         if (i > 0 || first_at_line_start) && structural(line) {
-            let indent = line.len() - line.trim_start_matches([' ', '\t']).len();
+            let indent = line.len().saturating_sub(line.trim_start_matches([' ', '\t']).len());
             out.push_str(line.get(..indent).unwrap_or(""));
             out.push('\\');
             out.push_str(line.get(indent..).unwrap_or(""));
@@ -381,7 +381,7 @@ pub fn longest_backtick_run(text: &str) -> usize {
     let mut longest = 0usize;
     let mut run = 0usize;
     for c in text.chars() {
-        run = if c == '`' { run + 1 } else { 0 };
+        run = if c == '`' { run.saturating_add(1) } else { 0 };
         longest = longest.max(run);
     }
     longest
@@ -390,7 +390,7 @@ pub fn longest_backtick_run(text: &str) -> usize {
 /// Verbatim text in a code fence longer than any backtick run inside it (at least three).
 pub fn fenced(text: &str) -> String {
     let text = escape_controls(text);
-    let fence = "`".repeat((longest_backtick_run(&text) + 1).max(3));
+    let fence = "`".repeat((longest_backtick_run(&text).saturating_add(1)).max(3));
     format!("{fence}\n{}\n{fence}", text.trim_end_matches('\n'))
 }
 
@@ -404,7 +404,7 @@ pub fn code_span(text: &str) -> String {
     match longest_backtick_run(&text) {
         0 => format!("`{text}`"),
         n => {
-            let fence = "`".repeat(n + 1);
+            let fence = "`".repeat(n.saturating_add(1));
             format!("{fence} {text} {fence}")
         }
     }

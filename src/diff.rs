@@ -135,7 +135,7 @@ pub fn diff_corpus(old: &Policy, new: &Policy, corpus: &Path) -> Result<DiffRepo
                 continue;
             }
         };
-        report.states_compared += 1;
+        report.states_compared = report.states_compared.saturating_add(1);
         let mut changed = false;
         for ((field, old_v), (_, new_v)) in fields(&a).into_iter().zip(fields(&b)) {
             if old_v != new_v {
@@ -150,7 +150,7 @@ pub fn diff_corpus(old: &Policy, new: &Policy, corpus: &Path) -> Result<DiffRepo
             }
         }
         if changed {
-            report.states_changed += 1;
+            report.states_changed = report.states_changed.saturating_add(1);
         }
     }
     Ok(report)

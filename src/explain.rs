@@ -149,7 +149,7 @@ pub fn render(d: &Decision, verbose: bool) -> String {
                 n => format!(
                     ", dropped {} and {} more",
                     s.dropped.get(..5).unwrap_or_default().join(", "),
-                    n - 5
+                    n.saturating_sub(5)
                 ),
             };
             lines.push(format!(

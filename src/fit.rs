@@ -280,29 +280,29 @@ fn fit_mode(
                 let (mut lo, mut hi) = (0usize, runs.len());
                 let mut best = None;
                 while lo < hi {
-                    let mid = lo + (hi - lo) / 2;
+                    let mid = lo.saturating_add(hi.saturating_sub(lo) / 2);
                     let mut d = degrade.clone();
-                    d.drop_runs_before = runs.get(mid).map(|r| r + 1);
+                    d.drop_runs_before = runs.get(mid).map(|r| r.saturating_add(1));
                     let (s, r, n) = try_with(&d)?;
                     if n <= limit {
                         best = Some((d, s, r, n));
                         hi = mid;
                     } else {
-                        lo = mid + 1;
+                        lo = mid.saturating_add(1);
                     }
                 }
                 let (d, s, r, n) = match best {
                     Some(b) => b,
                     None => {
                         let mut d = degrade.clone();
-                        d.drop_runs_before = runs.last().map(|r| r + 1);
+                        d.drop_runs_before = runs.last().map(|r| r.saturating_add(1));
                         let (s, r, n) = try_with(&d)?;
                         (d, s, r, n)
                     }
                 };
                 let label = match (runs.first(), d.drop_runs_before) {
-                    (Some(f), Some(b)) if b > *f + 1 => {
-                        format!("drop_oldest_runs (runs {f}-{})", b - 1)
+                    (Some(f), Some(b)) if b > f.saturating_add(1) => {
+                        format!("drop_oldest_runs (runs {f}-{})", b.saturating_sub(1))
                     }
                     (Some(f), Some(_)) => format!("drop_oldest_runs (run {f})"),
                     _ => "drop_oldest_runs".to_string(),

@@ -19,6 +19,29 @@
 //! `cli`). Modules not listed here are internal; the `unstable` feature makes them public
 //! for baton's own tests, with no stability promise.
 #![deny(unsafe_code)]
+// Strict lints for non-test code (as cedar-policy does): no unwrap/expect/panic, no indexing
+// or slicing that can panic, no truncating casts, no unchecked arithmetic. Unit tests
+// (`cfg(test)`) are exempt; integration tests, benches and examples are separate crates these
+// crate-level attributes do not reach.
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::arithmetic_side_effects
+)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::cast_possible_truncation,
+        clippy::arithmetic_side_effects
+    )
+)]
 #![cfg_attr(not(feature = "unstable"), warn(missing_docs))]
 // Without `unstable` the internal modules are private, and helpers only the tests and
 // benchmarks call look unused; clippy runs with every feature on, where nothing is hidden.

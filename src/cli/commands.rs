@@ -63,7 +63,7 @@ pub(crate) fn check(a: CheckArgs) -> u8 {
             Ok(p) => {
                 let bad = a.deny_warnings && !p.warnings.is_empty();
                 if bad {
-                    failed += 1;
+                    failed = failed.saturating_add(1);
                 }
                 if !a.json {
                     for w in &p.warnings {
@@ -83,7 +83,7 @@ pub(crate) fn check(a: CheckArgs) -> u8 {
                 all.push((spec.clone(), p.warnings.clone(), !bad));
             }
             Err(e) => {
-                failed += 1;
+                failed = failed.saturating_add(1);
                 if !a.json {
                     super::report::policy_error(&e);
                     outln!("fail: {spec}");

@@ -258,10 +258,10 @@ fn human_size(n: u64) -> String {
     let mut v = n;
     let mut tenths = 0u64;
     let mut unit = 0usize;
-    while v >= 1024 && unit + 1 < UNITS.len() {
-        tenths = (v % 1024) * 10 / 1024;
+    while v >= 1024 && unit.saturating_add(1) < UNITS.len() {
+        tenths = (v % 1024).saturating_mul(10) / 1024;
         v /= 1024;
-        unit += 1;
+        unit = unit.saturating_add(1);
     }
     let u = UNITS.get(unit).copied().unwrap_or("B");
     if unit == 0 {

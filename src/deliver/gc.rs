@@ -272,33 +272,32 @@ pub fn gc(
 
     if let Some(max) = retention.max_per_thread {
         // Newest first; ties broken by path for determinism.
-        let mut order: Vec<usize> = (0..candidates.len()).collect();
-        order.sort_by(|&a, &b| {
-            let (ca, cb) = (&candidates[a], &candidates[b]);
+        let mut order: Vec<&mut _> = candidates.iter_mut().collect();
+        order.sort_by(|ca, cb| {
             ca.thread
                 .cmp(&cb.thread)
                 .then(cb.mtime.cmp(&ca.mtime))
                 .then(ca.path.cmp(&cb.path))
         });
         let mut seen: Option<(String, usize)> = None;
-        for i in order {
-            if candidates[i].reason.is_some() {
+        for c in order {
+            if c.reason.is_some() {
                 continue;
             }
             let count = match &mut seen {
-                Some((t, n)) if *t == candidates[i].thread => {
-                    *n += 1;
+                Some((t, n)) if *t == c.thread => {
+                    *n = n.saturating_add(1);
                     *n
                 }
                 _ => {
-                    seen = Some((candidates[i].thread.clone(), 1));
+                    seen = Some((c.thread.clone(), 1));
                     1
                 }
             };
             if count > max {
-                candidates[i].reason = Some(format!(
+                c.reason = Some(format!(
                     "beyond the newest {max} handoff(s) of thread {}",
-                    candidates[i].thread
+                    c.thread
                 ));
             }
         }
@@ -306,7 +305,7 @@ pub fn gc(
 
     for c in candidates {
         match c.reason {
-            None => report.kept += 1,
+            None => report.kept = report.kept.saturating_add(1),
             Some(reason) => {
                 if !dry_run {
                     remove_handoff_dir(&c.path)?;

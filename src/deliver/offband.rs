@@ -237,7 +237,7 @@ fn atomic_write(dir: &Path, name: &str, contents: &[u8]) -> Result<(), DeliveryE
         }
         // A symlink or file at the target is replaced by rename(2), never followed.
     }
-    let mut attempt = 0;
+    let mut attempt = 0u32;
     let (tmp, mut file) = loop {
         let tmp = dir.join(temp_name(name));
         match OpenOptions::new()
@@ -249,7 +249,7 @@ fn atomic_write(dir: &Path, name: &str, contents: &[u8]) -> Result<(), DeliveryE
         {
             Ok(f) => break (tmp, f),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
-                attempt += 1;
+                attempt = attempt.saturating_add(1);
             }
             Err(e) => return Err(DeliveryError::from_io(&tmp, e)),
         }

@@ -83,7 +83,7 @@ impl GrantStore for MemoryGrantStore {
             .find(|g| g.path == path && g.uses_left > 0)
         {
             Some(g) => {
-                g.uses_left -= 1;
+                g.uses_left = g.uses_left.saturating_sub(1);
                 Ok(true)
             }
             None => Ok(false),

@@ -143,7 +143,7 @@ async fn read_capped<R: AsyncRead + Unpin>(
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let room = keep.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
+                kept.extend_from_slice(buf.get(..n.min(room)).unwrap_or_default());
                 if n > room {
                     overflow = true;
                     if stop_on_overflow {
@@ -171,14 +171,15 @@ fn kill_process_group(pid: u32) {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return;
     };
-    if pid <= 0 {
+    // Positive, so its negation (the process group) cannot overflow.
+    let Some(group) = pid.checked_neg().filter(|_| pid > 0) else {
         return;
-    }
+    };
     // SAFETY: kill(2) takes plain integers and touches no memory; a negative pid names the
     // process group the child leads (it was spawned with process_group(0)), so this can
     // only signal the summarizer and its descendants.
     unsafe {
-        libc::kill(-pid, libc::SIGKILL);
+        libc::kill(group, libc::SIGKILL);
     }
 }
 

@@ -303,7 +303,7 @@ pub fn evaluate_in<'a>(
             .iter()
             .enumerate()
             .filter(|(_, e)| !**e)
-            .map(|(i, _)| Value::Int(i as i64 + 1))
+            .map(|(i, _)| Value::Int(i64::try_from(i).unwrap_or(i64::MAX).saturating_add(1)))
             .collect();
         let mut values = BTreeMap::new();
         values.insert(
@@ -517,7 +517,7 @@ pub fn evaluate_in<'a>(
     };
     let run = match &cx.record_in {
         Some(r) => r.run,
-        None => state.runs.len() as u32 + 1,
+        None => u32::try_from(state.runs.len()).unwrap_or(u32::MAX).saturating_add(1),
     };
     // Decided on one thread, recorded in another: the reason says which view it was decided
     // on and where it goes, so that it is not read as a reason about the recording thread.
@@ -608,14 +608,14 @@ impl<'p> Rule<'p> {
 /// not taken.
 pub fn next_handoff_id(state: &State) -> String {
     let taken = |id: &str| state.handoffs.iter().any(|h| h.id == id);
-    let first = format!("H{}", state.handoffs.len() + 1);
+    let first = format!("H{}", state.handoffs.len().saturating_add(1));
     if !taken(&first) {
         return first;
     }
     // Unusual ids: look the rest up in a set rather than rescanning per candidate.
     let taken: std::collections::HashSet<&str> =
         state.handoffs.iter().map(|h| h.id.as_str()).collect();
-    (state.handoffs.len() + 2..)
+    (state.handoffs.len().saturating_add(2)..)
         .map(|n| format!("H{n}"))
         .find(|id| !taken.contains(id.as_str()))
         .unwrap_or(first)

@@ -149,8 +149,11 @@ impl<'a> Facts<'a> {
         eligible: Vec<bool>,
         sizer: &'a dyn SummarySizer,
     ) -> Facts<'a> {
-        let eligible_ordinals = (1..=eligible.len() as u32)
-            .filter(|o| eligible[*o as usize - 1])
+        let eligible_ordinals = eligible
+            .iter()
+            .zip(1u32..)
+            .filter(|(e, _)| **e)
+            .map(|(_, o)| o)
             .collect();
         Facts {
             state,
@@ -171,7 +174,7 @@ impl<'a> Facts<'a> {
         ordinal >= 1
             && self
                 .eligible
-                .get(ordinal as usize - 1)
+                .get((ordinal as usize).saturating_sub(1))
                 .copied()
                 .unwrap_or(false)
     }
@@ -226,7 +229,9 @@ impl<'a> Facts<'a> {
                 .as_ref()
                 .and_then(|c| {
                     c.native_runs.iter().rev().copied().find(|o| {
-                        let run = self.state.runs.get(*o as usize - 1);
+                        let run = (*o as usize)
+                            .checked_sub(1)
+                            .and_then(|i| self.state.runs.get(i));
                         run.map(|r| r.handoff.is_none()).unwrap_or(false)
                     })
                 })
@@ -240,7 +245,7 @@ impl<'a> Facts<'a> {
                     .filter(|h| {
                         h.status.is_live()
                             && h.to_provider_thread.as_deref() == Some(pt.id.as_str())
-                            && h.target_run.unwrap_or(h.covered.to + 1) > last_clean
+                            && h.target_run.unwrap_or(h.covered.to.saturating_add(1)) > last_clean
                     })
                     .count() as i64,
             };
@@ -261,7 +266,7 @@ impl<'a> Facts<'a> {
     /// Eligible runs after run `ordinal`.
     fn eligible_after(&self, ordinal: u32) -> &[u32] {
         let from = self.eligible_ordinals.partition_point(|o| *o <= ordinal);
-        &self.eligible_ordinals[from..]
+        self.eligible_ordinals.get(from..).unwrap_or_default()
     }
 
     /// Eligible runs after the target's last seen run.
@@ -346,7 +351,9 @@ impl<'a> Facts<'a> {
                 .as_deref()
                 .map(|m| m.chars().count())
                 .unwrap_or(0) as i64),
-            Fact::RequestRun => Int(s.runs.len() as i64 + 1),
+            Fact::RequestRun => Int(i64::try_from(s.runs.len())
+                .unwrap_or(i64::MAX)
+                .saturating_add(1)),
             Fact::TargetProvider => Str(self.target.clone().into()),
             Fact::TargetHasThread => Bool(pt.is_some()),
             Fact::TargetThreadId => Value::opt_str(pt.map(|p| p.id.as_str())),
@@ -504,7 +511,7 @@ pub fn coverage(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> Cove
             });
             // The highest live run of the range (rolled-back runs never count).
             if h.covered.to > cov.last_seen {
-                let top = (h.covered.from.max(cov.last_seen + 1)..=h.covered.to)
+                let top = (h.covered.from.max(cov.last_seen.saturating_add(1))..=h.covered.to)
                     .rev()
                     .find(|o| live_run(state, *o));
                 cov.last_seen = top.unwrap_or(cov.last_seen);
@@ -602,7 +609,7 @@ fn mark_superseded_and_latest(items: &mut [ItemCtx<'_>]) {
         let n = per_kind.entry(ctx.kind).or_insert(0);
         ctx.recency = *n;
         ctx.latest = *n == 0;
-        *n += 1;
+        *n = n.saturating_add(1);
         ctx.superseded = match ctx.item {
             Some(Item::Command { command, .. }) => {
                 // The same command line, whatever its spacing.

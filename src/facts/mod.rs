@@ -174,6 +174,7 @@ impl Fact {
 
     pub fn def(self) -> &'static FactDef {
         // The macro lists ALL in declaration order, so the discriminant is the index.
+        #[allow(clippy::indexing_slicing)] // ALL has one entry per variant: always in bounds.
         &Fact::ALL[self as usize]
     }
 }

@@ -119,7 +119,7 @@ impl fmt::Display for Value {
                         write!(f, ", ")?;
                     }
                     if i >= 20 {
-                        write!(f, "... {} more", xs.len() - 20)?;
+                        write!(f, "... {} more", xs.len().saturating_sub(20))?;
                         break;
                     }
                     write!(f, "{x}")?;

@@ -60,44 +60,53 @@ pub(super) fn lex(text: &str) -> Vec<Vec<Tok>> {
     for raw in text.split('\n') {
         let chars: Vec<char> = raw.chars().collect();
         let mut toks: Vec<Tok> = Vec::new();
-        let mut i = 0;
-        while i < chars.len() {
-            let c = chars[i];
+        let mut i = 0usize;
+        // Characters `start..end` of the line (clamped to the line).
+        let span = |start: usize, end: usize| -> String {
+            chars
+                .get(start..end.min(chars.len()))
+                .unwrap_or_default()
+                .iter()
+                .collect()
+        };
+        while let Some(&c) = chars.get(i) {
             if c.is_whitespace() {
-                i += 1;
+                i = i.saturating_add(1);
             } else if c == '#' {
-                toks.push(Tok::Comment(chars[i..].iter().collect()));
+                toks.push(Tok::Comment(span(i, chars.len())));
                 break;
             } else if c == '"' {
                 let start = i;
-                i += 1;
-                while i < chars.len() && chars[i] != '"' {
-                    if chars[i] == '\\' {
-                        i += 1;
+                i = i.saturating_add(1);
+                while let Some(&d) = chars.get(i).filter(|&&d| d != '"') {
+                    if d == '\\' {
+                        i = i.saturating_add(1);
                     }
-                    i += 1;
+                    i = i.saturating_add(1);
                 }
-                i = (i + 1).min(chars.len());
-                toks.push(Tok::Str(chars[start..i].iter().collect()));
+                i = i.saturating_add(1).min(chars.len());
+                toks.push(Tok::Str(span(start, i)));
             } else if is_word(c)
                 || (c == '-'
-                    && chars.get(i + 1).is_some_and(|d| d.is_ascii_digit())
+                    && chars
+                        .get(i.saturating_add(1))
+                        .is_some_and(|d| d.is_ascii_digit())
                     && minus_is_sign(toks.last()))
             {
                 let start = i;
-                i += 1;
-                while i < chars.len() && is_word(chars[i]) {
-                    i += 1;
+                i = i.saturating_add(1);
+                while chars.get(i).is_some_and(|&d| is_word(d)) {
+                    i = i.saturating_add(1);
                 }
-                toks.push(Tok::Word(chars[start..i].iter().collect()));
+                toks.push(Tok::Word(span(start, i)));
             } else {
-                let two: String = chars[i..(i + 2).min(chars.len())].iter().collect();
+                let two: String = span(i, i.saturating_add(2));
                 let p = if matches!(two.as_str(), "==" | "!=" | "<=" | ">=") {
                     two
                 } else {
                     c.to_string()
                 };
-                i += p.chars().count();
+                i = i.saturating_add(p.chars().count());
                 toks.push(Tok::Punct(p));
             }
         }

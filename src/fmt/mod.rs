@@ -129,7 +129,9 @@ fn plan(lines: &[Vec<Tok>]) -> Vec<Planned<'_>> {
             blank_pending = true;
             continue;
         }
-        let first = &toks[0];
+        let Some(first) = toks.first() else {
+            continue;
+        };
         let is_comment_line = matches!(first, Tok::Comment(_));
         let closes = word(first) == "}";
         let cont = !is_comment_line
@@ -151,15 +153,15 @@ fn plan(lines: &[Vec<Tok>]) -> Vec<Planned<'_>> {
         for t in toks {
             match word(t) {
                 "{" => {
-                    depth += 1;
+                    depth = depth.saturating_add(1);
                     blocks.push((word(first).to_string(), next_block));
-                    next_block += 1;
+                    next_block = next_block.saturating_add(1);
                 }
                 "}" => {
                     depth = depth.saturating_sub(1);
                     blocks.pop();
                 }
-                "[" | "(" => parens += 1,
+                "[" | "(" => parens = parens.saturating_add(1),
                 "]" | ")" => parens = parens.saturating_sub(1),
                 _ => {}
             }
@@ -193,18 +195,19 @@ fn format_tokens(lines: &[Vec<Tok>]) -> String {
     };
     let mut out: Vec<String> = Vec::new();
     for p in &planned {
-        let first = word(&p.toks[0]);
+        let first = p.toks.first().map(word).unwrap_or("");
         let closing = matches!(first, "because" | "handoff");
+        let base = p.base.saturating_mul(2);
         let indent = match ladder_width(p) {
             // In a ladder, continuation lines line up under `when`/`otherwise`, and the rest
             // of a condition under its first operand.
             Some(w) if p.cont && (closing || matches!(first, "when" | "otherwise")) => {
-                p.base * 2 + w + 1
+                base.saturating_add(w).saturating_add(1)
             }
-            Some(w) if p.cont || p.comment_in_rule => p.base * 2 + w + 6,
-            _ if p.cont && closing => p.base * 2 + 2,
-            _ if p.cont || p.comment_in_rule => p.base * 2 + 4,
-            _ => p.base * 2,
+            Some(w) if p.cont || p.comment_in_rule => base.saturating_add(w).saturating_add(6),
+            _ if p.cont && closing => base.saturating_add(2),
+            _ if p.cont || p.comment_in_rule => base.saturating_add(4),
+            _ => base,
         };
         if p.blank_before {
             out.push(String::new());
@@ -227,7 +230,7 @@ fn format_tokens(lines: &[Vec<Tok>]) -> String {
                 Tok::Comment(c) => line.push_str(c.trim_end()),
             }
             if let Some((idx, w)) = pad {
-                if i == idx && i + 1 < p.toks.len() {
+                if i == idx && i.saturating_add(1) < p.toks.len() {
                     let len = word(t).chars().count();
                     line.push_str(&" ".repeat(w.saturating_sub(len)));
                 }

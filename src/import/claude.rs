@@ -209,13 +209,13 @@ impl ClaudeAdapter {
                     changes: vec![FileEdit {
                         path: s("file_path"),
                         change: FileChangeKind::Modified,
-                        diff_lines: count_lines(&old) + count_lines(&new),
+                        diff_lines: count_lines(&old).saturating_add(count_lines(&new)),
                         diff: Some(edit_diff(&old, &new)),
                     }],
                 }
             }
             "MultiEdit" => {
-                let mut lines = 0;
+                let mut lines = 0i64;
                 let mut diff = String::new();
                 for e in input
                     .get("edits")
@@ -225,7 +225,7 @@ impl ClaudeAdapter {
                 {
                     let old = str_field(e, "old_string").unwrap_or("");
                     let new = str_field(e, "new_string").unwrap_or("");
-                    lines += count_lines(old) + count_lines(new);
+                    lines = lines.saturating_add(count_lines(old).saturating_add(count_lines(new)));
                     diff.push_str(&edit_diff(old, new));
                 }
                 Pending::Edit {
@@ -381,7 +381,7 @@ fn strip_continuation(text: &str) -> &str {
     }
     match t.find("summarized below:") {
         Some(i) => t
-            .get(i + "summarized below:".len()..)
+            .get(i.saturating_add("summarized below:".len())..)
             .unwrap_or(t)
             .trim_start(),
         None => t,
@@ -473,7 +473,7 @@ fn tool_input(input: &Value) -> String {
 }
 
 fn between<'a>(s: &'a str, open: &str, close: &str) -> Option<&'a str> {
-    let start = s.find(open)? + open.len();
+    let start = s.find(open)?.saturating_add(open.len());
     let rest = s.get(start..)?;
     let end = rest.find(close)?;
     rest.get(..end)

@@ -179,7 +179,7 @@ impl CodexAdapter {
                     .and_then(|a| str_field(a, "query"))
                     .unwrap_or("")
                     .to_string();
-                self.synthetic += 1;
+                self.synthetic = self.synthetic.saturating_add(1);
                 let id = format!("baton-web-search-{}", self.synthetic);
                 self.b.call(
                     &id,
@@ -278,7 +278,7 @@ impl CodexAdapter {
     fn event(&mut self, p: &Value, report: &mut ImportReport) {
         let ty = str_field(p, "type").unwrap_or("");
         match ty {
-            t if ECHO_EVENTS.contains(&t) => report.echoes += 1,
+            t if ECHO_EVENTS.contains(&t) => report.echoes = report.echoes.saturating_add(1),
             "turn_aborted" => {
                 let reason = str_field(p, "reason").unwrap_or("");
                 self.b
@@ -482,7 +482,7 @@ fn parse_text_output(text: &str) -> (String, Option<i64>) {
         {
             code = n.trim().parse::<i64>().ok();
         }
-        offset += line.len();
+        offset = offset.saturating_add(line.len());
         if l == "Output:" {
             body_at = Some(offset);
             break;

@@ -114,7 +114,7 @@ impl Builder {
         match self.runs.last_mut() {
             Some(r) => {
                 r.items.push(item);
-                (n - 1, r.items.len() - 1)
+                (n.saturating_sub(1), r.items.len().saturating_sub(1))
             }
             None => {
                 // Before the first prompt: held, and not addressable (no tool calls land here
@@ -370,16 +370,16 @@ impl Builder {
             return;
         }
         let n = rest.len();
-        let at = i + 1;
+        let at = i.saturating_add(1);
         run.items.splice(at..at, rest);
         if let Some(t) = run.last_text.as_mut() {
             if *t >= at {
-                *t += n;
+                *t = t.saturating_add(n);
             }
         }
         for (pr, pi, _) in self.pending.values_mut() {
             if *pr == r && *pi >= at {
-                *pi += n;
+                *pi = pi.saturating_add(n);
             }
         }
     }
@@ -388,7 +388,7 @@ impl Builder {
     pub fn cap(&mut self, text: &str, max: usize) -> String {
         match elide(text, max) {
             Some(s) => {
-                self.elided += 1;
+                self.elided = self.elided.saturating_add(1);
                 s
             }
             None => text.to_string(),
@@ -432,7 +432,7 @@ impl Builder {
         if self.runs.is_empty() && !self.preamble.is_empty() {
             self.ensure_run();
         }
-        report.elided += self.elided;
+        report.elided = report.elided.saturating_add(self.elided);
         let provider = self.tool.provider().to_string();
         let session_id = self
             .session_id
@@ -444,7 +444,7 @@ impl Builder {
             .into_iter()
             .enumerate()
             .map(|(n, r)| Run {
-                ordinal: u32::try_from(n + 1).unwrap_or(u32::MAX),
+                ordinal: u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX),
                 provider: provider.clone(),
                 provider_thread: Some(session_id.clone()),
                 status: r.status,
@@ -558,7 +558,7 @@ pub(crate) fn elide(text: &str, max: usize) -> Option<String> {
     let tail = text.get(tail_start..).unwrap_or("");
     Some(format!(
         "{head}\n[... {} characters elided by baton import ...]\n{tail}",
-        total.saturating_sub(2 * half)
+        total.saturating_sub(half.saturating_mul(2))
     ))
 }
 
@@ -582,7 +582,7 @@ pub(crate) fn count_lines(text: &str) -> i64 {
 
 /// A small diff of an edit: the old lines as `-`, the new ones as `+`.
 pub(crate) fn edit_diff(old: &str, new: &str) -> String {
-    let mut out = String::with_capacity(old.len() + new.len() + 16);
+    let mut out = String::with_capacity(old.len().saturating_add(new.len()).saturating_add(16));
     for l in old.lines() {
         out.push('-');
         out.push_str(l);
@@ -629,7 +629,7 @@ pub(crate) fn parse_patch(patch: &str) -> Vec<FileEdit> {
             continue;
         }
         if (line.starts_with('+') || line.starts_with('-')) && !line.starts_with("***") {
-            cur.diff_lines += 1;
+            cur.diff_lines = cur.diff_lines.saturating_add(1);
         }
         if let Some(d) = cur.diff.as_mut() {
             d.push_str(line);

@@ -138,7 +138,7 @@ pub struct ImportReport {
 impl ImportReport {
     pub(crate) fn count_unknown(&mut self, kind: &str) {
         match self.unknown.iter_mut().find(|(k, _)| k == kind) {
-            Some((_, n)) => *n += 1,
+            Some((_, n)) => *n = n.saturating_add(1),
             None => self.unknown.push((kind.to_string(), 1)),
         }
     }
@@ -235,9 +235,9 @@ pub fn import_reader<R: Read>(
         if n == 0 {
             break;
         }
-        no += 1;
-        report.lines += 1;
-        report.bytes += n as u64;
+        no = no.saturating_add(1);
+        report.lines = report.lines.saturating_add(1);
+        report.bytes = report.bytes.saturating_add(n as u64);
         let complete = buf.last() == Some(&b'\n');
         let Some(value) = parse_line(&buf, no, complete, file, &mut report) else {
             continue;
@@ -320,7 +320,7 @@ fn parse_line(
     match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(v) if v.is_object() => Some(v),
         Ok(_) => {
-            report.malformed += 1;
+            report.malformed = report.malformed.saturating_add(1);
             report.warnings.push(Warning {
                 file: file.to_string(),
                 line: no,
@@ -340,7 +340,7 @@ fn parse_line(
             None
         }
         Err(e) => {
-            report.malformed += 1;
+            report.malformed = report.malformed.saturating_add(1);
             report.warnings.push(Warning {
                 file: file.to_string(),
                 line: no,
@@ -371,7 +371,7 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
     let end = b
         .iter()
         .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(start, |i| i + 1);
+        .map_or(start, |i| i.saturating_add(1));
     b.get(start..end).unwrap_or(&[])
 }
 
@@ -390,7 +390,7 @@ const SNIFF_LINES: u32 = 8;
 
 impl Sniffer {
     fn look(&mut self, v: &serde_json::Value) {
-        self.seen += 1;
+        self.seen = self.seen.saturating_add(1);
         let ty = v.get("type").and_then(|t| t.as_str());
         if let Some(t) = ty {
             if self.types.len() < 6 && !self.types.iter().any(|x| x == t) {
@@ -398,11 +398,11 @@ impl Sniffer {
             }
         }
         if claude::looks_like(v) {
-            self.claude += 1;
+            self.claude = self.claude.saturating_add(1);
         } else if codex::looks_like(v) {
-            self.codex += 1;
+            self.codex = self.codex.saturating_add(1);
         } else if codex::looks_like_legacy(v) {
-            self.codex_legacy += 1;
+            self.codex_legacy = self.codex_legacy.saturating_add(1);
         }
     }
 
@@ -483,7 +483,7 @@ pub fn detect_tool(path: &Path) -> Result<Tool, ImportError> {
     let mut sniff = Sniffer::default();
     let mut buf = Vec::new();
     let mut report = ImportReport::default();
-    let mut no = 0;
+    let mut no = 0u64;
     while sniff.seen < SNIFF_LINES {
         buf.clear();
         match reader.read_until(b'\n', &mut buf) {
@@ -496,7 +496,7 @@ pub fn detect_tool(path: &Path) -> Result<Tool, ImportError> {
                 })
             }
         }
-        no += 1;
+        no = no.saturating_add(1);
         let complete = buf.last() == Some(&b'\n');
         if let Some(v) = parse_line(&buf, no, complete, &name, &mut report) {
             sniff.look(&v);

@@ -201,7 +201,7 @@ fn walk_rollouts(dir: &Path, depth: u32, out: &mut Vec<(Tool, PathBuf)>) {
     }
     for p in read_dir_sorted(dir) {
         if p.is_dir() {
-            walk_rollouts(&p, depth + 1, out);
+            walk_rollouts(&p, depth.saturating_add(1), out);
         } else {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
             if name.starts_with("rollout-") && name.ends_with(".jsonl") {

@@ -154,14 +154,10 @@ impl fmt::Display for Diagnostic {
             "{}:{}:{}: {sev}: {}",
             self.file, self.line, self.col, self.message
         )?;
-        if self.snippet.len() == 2 {
+        if let [source, caret] = self.snippet.as_slice() {
             let num = self.line.to_string();
             let pad = " ".repeat(num.len());
-            write!(
-                f,
-                "\n{pad} |\n{num} | {}\n{pad} | {}",
-                self.snippet[0], self.snippet[1]
-            )?;
+            write!(f, "\n{pad} |\n{num} | {source}\n{pad} | {caret}")?;
         }
         if let Some(h) = &self.help {
             write!(f, "\n  = help: {h}")?;
@@ -173,10 +169,13 @@ impl fmt::Display for Diagnostic {
 /// The source line of `span` and a caret line under the span (limited to that line).
 fn snippet(text: &str, span: Span) -> Vec<String> {
     let start = span.start.min(text.len());
-    let line_start = text[..start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let line_start = text[..start]
+        .rfind('\n')
+        .map(|i| i.saturating_add(1))
+        .unwrap_or(0);
     let line_end = text[start..]
         .find('\n')
-        .map(|i| start + i)
+        .map(|i| start.saturating_add(i))
         .unwrap_or(text.len());
     let line = &text[line_start..line_end];
     let line = line.trim_end_matches('\r');
@@ -193,7 +192,7 @@ fn snippet(text: &str, span: Span) -> Vec<String> {
     let width = if lead_chars >= 200 {
         1
     } else {
-        width.min(200 - lead_chars).max(1)
+        width.min(200usize.saturating_sub(lead_chars)).max(1)
     };
     vec![shown, format!("{caret_lead}{}", "^".repeat(width))]
 }

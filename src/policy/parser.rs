@@ -79,9 +79,9 @@ fn check_nesting(sources: &[Source], index: usize, text: &str) -> Result<(), Pol
             '#' => in_comment = true,
             '"' => in_str = true,
             '(' | '[' => {
-                depth += 1;
+                depth = depth.saturating_add(1);
                 if depth > MAX_NESTING {
-                    let span = span_at(text, index, i, i + 1);
+                    let span = span_at(text, index, i, i.saturating_add(1));
                     return Err(PolicyError::single(
                         Diagnostic::new(
                             sources,
@@ -106,9 +106,12 @@ fn check_nesting(sources: &[Source], index: usize, text: &str) -> Result<(), Pol
 pub fn span_at(text: &str, source: usize, start: usize, end: usize) -> Span {
     let start = start.min(text.len());
     let before = &text[..start];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
-    let col = text[line_start..start].chars().count() + 1;
+    let line = before.matches('\n').count().saturating_add(1);
+    let line_start = before
+        .rfind('\n')
+        .map(|i| i.saturating_add(1))
+        .unwrap_or(0);
+    let col = text[line_start..start].chars().count().saturating_add(1);
     Span {
         source,
         start,
@@ -218,7 +221,7 @@ fn pest_error(
                 format!("unexpected {found}")
             } else {
                 let list = match names.len() {
-                    1 => names[0].clone(),
+                    1 => names.pop().unwrap_or_default(),
                     _ => {
                         let last = names.pop().unwrap_or_default();
                         format!("{} or {last}", names.join(", "))
@@ -229,12 +232,13 @@ fn pest_error(
         }
         pest::error::ErrorVariant::CustomError { message } => message.clone(),
     };
-    let end = pos
-        + text[pos.min(text.len())..]
+    let end = pos.saturating_add(
+        text[pos.min(text.len())..]
             .chars()
             .take_while(|c| !c.is_whitespace())
             .map(|c| c.len_utf8())
-            .sum::<usize>();
+            .sum::<usize>(),
+    );
     Diagnostic::new(
         sources,
         Severity::Error,
@@ -294,10 +298,10 @@ struct LineIndex {
 impl LineIndex {
     fn new(text: &str) -> LineIndex {
         let mut lines = Vec::new();
-        let mut start = 0;
+        let mut start = 0usize;
         for line in text.split_inclusive('\n') {
             lines.push((start, line.is_ascii()));
-            start += line.len();
+            start = start.saturating_add(line.len());
         }
         if text.is_empty() || text.ends_with('\n') {
             // The empty line after a final newline (where EOF is).
@@ -308,18 +312,21 @@ impl LineIndex {
 
     fn span(&self, text: &str, source: usize, start: usize, end: usize) -> Span {
         let start = start.min(text.len());
-        let i = self.lines.partition_point(|(s, _)| *s <= start).max(1) - 1;
-        let (line_start, ascii) = self.lines[i];
+        let i = self
+            .lines
+            .partition_point(|(s, _)| *s <= start)
+            .saturating_sub(1);
+        let (line_start, ascii) = self.lines.get(i).copied().unwrap_or((0, true));
         let col = if ascii {
-            start - line_start + 1
+            start.saturating_sub(line_start).saturating_add(1)
         } else {
-            text[line_start..start].chars().count() + 1
+            text[line_start..start].chars().count().saturating_add(1)
         };
         Span {
             source,
             start,
             end: end.max(start),
-            line: i + 1,
+            line: i.saturating_add(1),
             col,
         }
     }
@@ -782,7 +789,7 @@ impl<'a> Builder<'a> {
                 let mut inner = None;
                 for x in p.kids() {
                     match x.as_rule() {
-                        Rule::not_op => nots += 1,
+                        Rule::not_op => nots = nots.saturating_add(1),
                         _ => inner = Some(self.expr(x)),
                     }
                 }

@@ -248,11 +248,13 @@ impl Loader {
             return Err(self.error_at(from, &name, msg));
         }
         let index = self.sources.len();
-        self.sources.push(Source { name, text });
+        self.sources.push(Source {
+            name: name.clone(),
+            text,
+        });
         self.origins.push(origin.clone());
         let file = parser::parse(&self.sources, index)?;
-        self.stack
-            .push((key.clone(), self.sources[index].name.clone()));
+        self.stack.push((key.clone(), name));
         for ext in &file.extends {
             let target = ext.node.clone();
             let here = Some((index, ext.span));

@@ -59,9 +59,9 @@ pub struct Recall {
 
 impl Recall {
     fn check(&mut self, present: bool, what: impl FnOnce() -> String) {
-        self.expected += 1;
+        self.expected = self.expected.saturating_add(1);
         if present {
-            self.present += 1;
+            self.present = self.present.saturating_add(1);
         } else {
             self.missing.push(what());
         }
@@ -129,8 +129,8 @@ pub struct Ratio {
 
 impl Ratio {
     fn add(&mut self, present: usize, expected: usize) {
-        self.present += present;
-        self.expected += expected;
+        self.present = self.present.saturating_add(present);
+        self.expected = self.expected.saturating_add(expected);
     }
     fn finish(&mut self) {
         self.percent = if self.expected == 0 {
@@ -175,7 +175,7 @@ pub fn report(policy: &Policy, corpus: &str, documents: Vec<DocReport>) -> Quali
     };
     for d in &documents {
         if d.error.is_some() {
-            t.errors += 1;
+            t.errors = t.errors.saturating_add(1);
         }
         let Some(f) = &d.figures else { continue };
         t.changed_files
@@ -187,7 +187,7 @@ pub fn report(policy: &Policy, corpus: &str, documents: Vec<DocReport>) -> Quali
         }
         t.user_instructions
             .add(f.user_instructions.present, f.user_instructions.expected);
-        t.leaks += f.leaks.len();
+        t.leaks = t.leaks.saturating_add(f.leaks.len());
         t.budget_kept.add(usize::from(f.budget.kept), 1);
         t.grapheme_safe
             .add(usize::from(f.broken_graphemes.is_empty()), 1);
@@ -374,7 +374,7 @@ fn latest_user_message(state: &State, items: &[ItemCtx<'_>], read: &str) -> Opti
 pub fn sentinels(text: &str, prefix: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for (at, _) in text.match_indices(prefix) {
-        let tail = text.get(at + prefix.len()..).unwrap_or("");
+        let tail = text.get(at.saturating_add(prefix.len())..).unwrap_or("");
         let n: usize = tail
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
@@ -474,7 +474,7 @@ fn broken_graphemes(state: &State, items: &[ItemCtx<'_>], read: &str) -> Vec<Str
         let mut inside = Vec::new();
         for (start, g) in t.grapheme_indices(true) {
             for (off, _) in g.char_indices().skip(1) {
-                inside.push(start + off);
+                inside.push(start.saturating_add(off));
                 if inside.len() >= POINTS {
                     break;
                 }
@@ -493,7 +493,11 @@ fn broken_graphemes(state: &State, items: &[ItemCtx<'_>], read: &str) -> Vec<Str
             let prev = before.chars().next_back();
             let stops = read
                 .match_indices(head.as_str())
-                .any(|(at, m)| read.get(at + m.len()..).and_then(|r| r.chars().next()) != next);
+                .any(|(at, m)| {
+                    read.get(at.saturating_add(m.len())..)
+                        .and_then(|r| r.chars().next())
+                        != next
+                });
             let starts = read
                 .match_indices(tail.as_str())
                 .any(|(at, _)| read.get(..at).and_then(|r| r.chars().next_back()) != prev);

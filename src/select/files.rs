@@ -30,13 +30,13 @@ pub fn display_path(path: &str, workspace: Option<&str>) -> String {
 
 /// Lines added and removed in a unified diff (`+`/`-` lines, not the `+++`/`---` headers).
 fn added_removed(diff: &str) -> (u64, u64) {
-    let mut added = 0;
-    let mut removed = 0;
+    let mut added = 0u64;
+    let mut removed = 0u64;
     for line in diff.lines() {
         if line.starts_with('+') && !line.starts_with("+++") {
-            added += 1;
+            added = added.saturating_add(1);
         } else if line.starts_with('-') && !line.starts_with("---") {
-            removed += 1;
+            removed = removed.saturating_add(1);
         }
     }
     (added, removed)
@@ -60,7 +60,7 @@ pub(super) fn aggregate(chosen: &mut Vec<Candidate<'_>>, workspace: Option<&str>
         let key = (c.section, display_path(path, workspace));
         let g = *first.entry(key).or_insert_with(|| {
             groups.push(Vec::new());
-            groups.len() - 1
+            groups.len().saturating_sub(1)
         });
         if let Some(members) = groups.get_mut(g) {
             members.push(i);
@@ -127,7 +127,7 @@ fn aggregate_text(chosen: &[Candidate<'_>], members: &[usize], workspace: Option
             if let Some(d) = d {
                 let (a, r) = added_removed(d);
                 let (a0, r0) = diff.unwrap_or((0, 0));
-                diff = Some((a0 + a, r0 + r));
+                diff = Some((a0.saturating_add(a), r0.saturating_add(r)));
             } else if let Some(dl) = dl {
                 diff_lines = Some(diff_lines.unwrap_or(0).saturating_add(*dl));
             }

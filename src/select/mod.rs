@@ -427,7 +427,7 @@ fn select_inner(
                 let len = count_i64(&c.text);
                 if len <= remaining {
                     mark(&mut keep, i);
-                    remaining -= len.saturating_add(count_i64_n(c.sep));
+                    remaining = remaining.saturating_sub(len.saturating_add(count_i64_n(c.sep)));
                     continue;
                 }
                 let split = c
@@ -438,7 +438,7 @@ fn select_inner(
                     .unwrap_or(c.text.len());
                 let (label, body) = c.text.split_at(split);
                 let prefix = format!("{label}... ");
-                let room = remaining - count_i64(&prefix);
+                let room = remaining.saturating_sub(count_i64(&prefix));
                 if room <= 0 {
                     continue;
                 }
@@ -449,18 +449,19 @@ fn select_inner(
                 c.text = format!("{prefix}{tail}");
                 mark(&mut keep, i);
                 mark(&mut truncated, i);
-                remaining -= count_i64(&c.text).saturating_add(count_i64_n(c.sep));
+                remaining = remaining
+                    .saturating_sub(count_i64(&c.text).saturating_add(count_i64_n(c.sep)));
             }
         } else {
             let mut used = 0usize;
             for (i, c) in chosen.iter_mut().enumerate() {
                 let len = c.text.chars().count();
-                if used + len <= budget {
-                    used += len;
+                if used.saturating_add(len) <= budget {
+                    used = used.saturating_add(len);
                     mark(&mut keep, i);
                     continue;
                 }
-                let cut = cut_at_whitespace(&c.text, budget - used);
+                let cut = cut_at_whitespace(&c.text, budget.saturating_sub(used));
                 if !cut.is_empty() {
                     c.text = cut;
                     mark(&mut keep, i);
@@ -496,10 +497,10 @@ fn select_inner(
         .iter()
         .flat_map(|c| std::iter::once(c.ctx.id.clone()).chain(c.merged.iter().cloned()))
         .collect();
-    let mut buckets: Vec<Vec<Entry>> = vec![Vec::new(); order.len() + 1];
-    let mut chars = 0;
+    let mut buckets: Vec<Vec<Entry>> = vec![Vec::new(); order.len().saturating_add(1)];
+    let mut chars = 0usize;
     for (c, truncated) in chosen.into_iter().zip(truncated) {
-        chars += c.text.chars().count();
+        chars = chars.saturating_add(c.text.chars().count());
         if let Some(bucket) = buckets.get_mut(c.section) {
             bucket.push(Entry {
                 id: c.ctx.id,

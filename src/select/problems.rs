@@ -83,7 +83,7 @@ fn tail(output: &str) -> String {
         .map(|l| longest_backtick_run(l))
         .max()
         .unwrap_or(0);
-    let fence = "`".repeat((longest + 1).max(3));
+    let fence = "`".repeat(longest.saturating_add(1).max(3));
     let mut out = String::new();
     if skipped > 0 {
         out.push_str(&format!("({skipped} earlier lines not shown)\n"));

@@ -14,7 +14,7 @@ pub fn cut_at_whitespace(text: &str, room: usize) -> String {
     if room <= 3 {
         return String::new();
     }
-    let limit = room - 3;
+    let limit = room.saturating_sub(3);
     let mut last_boundary = None;
     let mut byte_at_limit = text.len();
     for (n, (i, c)) in text.char_indices().enumerate() {
@@ -61,7 +61,7 @@ pub fn keep_tail(body: &str, room: usize) -> String {
             matches!((before, at), (Some(b), Some(a)) if !b.is_whitespace() && !a.is_whitespace());
         if inside_word {
             if let Some(ws) = body[start..].find(char::is_whitespace) {
-                start += ws;
+                start = start.saturating_add(ws);
             }
         }
     }

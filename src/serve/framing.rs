@@ -90,11 +90,11 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
                 });
             }
             let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
-                Some(i) => (&buf[..=i], true),
+                Some(i) => (buf.get(..=i).unwrap_or(buf), true),
                 None => (buf, false),
             };
             let n = chunk.len();
-            if !over && out.len() + n <= limit {
+            if !over && out.len().saturating_add(n) <= limit {
                 out.extend_from_slice(chunk);
             } else {
                 over = true;
@@ -109,7 +109,7 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
 
     async fn next_line(&mut self) -> std::io::Result<Frame> {
         loop {
-            let Some((line, over)) = self.read_line(self.max + 2).await? else {
+            let Some((line, over)) = self.read_line(self.max.saturating_add(2)).await? else {
                 return Ok(Frame::Eof);
             };
             if over {
@@ -220,7 +220,7 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
             }
             let k = buf.len().min(n);
             self.inner.consume(k);
-            n -= k;
+            n = n.saturating_sub(k);
         }
         Ok(())
     }

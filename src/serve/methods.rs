@@ -143,7 +143,7 @@ pub async fn call(
             Ok(json!({
                 "status": "ok",
                 "version": env!("CARGO_PKG_VERSION"),
-                "uptimeMs": shared.started.elapsed().as_millis() as u64,
+                "uptimeMs": u64::try_from(shared.started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 "inFlight": shared.in_flight().saturating_sub(1),
                 "queuedThreads": shared.queued_threads(),
                 "policy": shared.policies.current().reference(),

@@ -292,7 +292,7 @@ async fn serve_socket(shared: Arc<session::Shared>, path: &Path) -> Result<(), S
                         });
                     }
                     Err(e) => {
-                        failures_since_warning += 1;
+                        failures_since_warning = failures_since_warning.saturating_add(1);
                         let due = warned.is_none_or(|t| t.elapsed() >= ACCEPT_WARN_EVERY);
                         if due {
                             let more = match failures_since_warning {
@@ -309,7 +309,7 @@ async fn serve_socket(shared: Arc<session::Shared>, path: &Path) -> Result<(), S
                             failures_since_warning = 0;
                         }
                         let pause = backoff;
-                        backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                        backoff = backoff.saturating_mul(2).min(ACCEPT_BACKOFF_MAX);
                         tokio::select! {
                             _ = tokio::time::sleep(pause) => {}
                             _ = shared.exit_requested() => break,

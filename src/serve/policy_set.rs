@@ -86,7 +86,7 @@ pub struct PolicyHolder {
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
 }
 
@@ -216,7 +216,8 @@ impl PolicyHolder {
             if cur.policy.sha256 == engine.policy().sha256 && cur.templates == templates {
                 None
             } else {
-                Some(Self::make(engine, templates, cur.generation + 1))
+                Some(Self::make(engine, templates, cur.generation.saturating_add(1))
+)
             }
         });
         if built.is_ok() {

@@ -130,7 +130,8 @@ impl Shared {
                 })),
             );
         }
-        let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        // The counter wraps as `fetch_add` does (after 2^64 queued requests).
+        let seq = self.seq.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
         let mut waits = Vec::new();
         let mut releases = Vec::new();
         {
@@ -230,7 +231,9 @@ impl Shared {
                 });
                 // The error's data is the notification without the message.
                 let data = note.clone();
-                note["message"] = json!(rej.message);
+                if let Some(fields) = note.as_object_mut() {
+                    fields.insert("message".into(), json!(rej.message));
+                }
                 if !rej.repeated {
                     self.notify_all("policy/rejected", note);
                 }

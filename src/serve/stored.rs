@@ -144,7 +144,9 @@ fn dispatched(set: &PolicySet, d: Dispatched) -> Value {
     });
     // A fork's merge-back the run takes beside a handoff of its own (docs/store.md).
     if let Some(m) = d.merge_back {
-        v["mergeBack"] = json!(m);
+        if let Some(fields) = v.as_object_mut() {
+            fields.insert("mergeBack".into(), json!(m));
+        }
     }
     v
 }

@@ -21,7 +21,9 @@ pub fn too_deep(text: &str) -> Option<(usize, usize)> {
     // Inside a block scalar: the indentation of the line that introduced it.
     let mut block_scalar: Option<usize> = None;
     for (li, line) in text.lines().enumerate() {
-        let indent = line.len() - line.trim_start_matches([' ', '\t']).len();
+        let indent = line
+            .len()
+            .saturating_sub(line.trim_start_matches([' ', '\t']).len());
         if let (Some(owner), None) = (block_scalar, quote) {
             if line.trim().is_empty() || indent > owner {
                 continue;
@@ -30,33 +32,39 @@ pub fn too_deep(text: &str) -> Option<(usize, usize)> {
         }
         let chars: Vec<char> = line.chars().collect();
         let mut value_start = true;
-        let mut i = 0;
-        while i < chars.len() {
-            let c = chars[i];
-            let next = chars.get(i + 1).copied();
+        let mut i = 0usize;
+        while let Some(&c) = chars.get(i) {
+            let next = chars.get(i.saturating_add(1)).copied();
             if let Some(q) = quote {
                 match (q, c) {
-                    ('\'', '\'') if next == Some('\'') => i += 1,
-                    ('"', '\\') => i += 1,
+                    ('\'', '\'') if next == Some('\'') => i = i.saturating_add(1),
+                    ('"', '\\') => i = i.saturating_add(1),
                     (q, c) if q == c => quote = None,
                     _ => {}
                 }
-                i += 1;
+                i = i.saturating_add(1);
                 continue;
             }
             let spaced = next.is_none_or(|n| n == ' ' || n == '\t');
             match c {
                 ' ' | '\t' => {}
-                '#' if i == 0 || matches!(chars[i - 1], ' ' | '\t') => break,
+                '#' if i == 0
+                    || matches!(
+                        i.checked_sub(1).and_then(|p| chars.get(p)),
+                        Some(' ' | '\t')
+                    ) =>
+                {
+                    break
+                }
                 '[' | '{' if depth > 0 || value_start => {
-                    depth += 1;
+                    depth = depth.saturating_add(1);
                     if depth > MAX_FLOW_DEPTH {
-                        return Some((li + 1, i + 1));
+                        return Some((li.saturating_add(1), i.saturating_add(1)));
                     }
                     value_start = true;
                 }
                 ']' | '}' if depth > 0 => {
-                    depth -= 1;
+                    depth = depth.saturating_sub(1);
                     value_start = false;
                 }
                 '"' | '\'' if depth > 0 || value_start => quote = Some(c),
@@ -69,7 +77,7 @@ pub fn too_deep(text: &str) -> Option<(usize, usize)> {
                 }
                 _ => value_start = false,
             }
-            i += 1;
+            i = i.saturating_add(1);
         }
     }
     None

@@ -348,7 +348,7 @@ pub fn caps_for(state: &State, provider: &str) -> ResolvedCaps {
 pub fn item_id(item: &Item, ordinal: u32, index: usize) -> String {
     match item.id() {
         Some(id) => id.to_string(),
-        None => format!("r{}.{}", ordinal, index + 1),
+        None => format!("r{}.{}", ordinal, index.saturating_add(1)),
     }
 }
 

@@ -458,16 +458,18 @@ impl Item {
         match self {
             Item::Command {
                 command, output, ..
-            } => c(command) + o(output),
-            Item::FileChange { path, diff, .. } => c(path) + o(diff),
+            } => c(command).saturating_add(o(output)),
+            Item::FileChange { path, diff, .. } => c(path).saturating_add(o(diff)),
             Item::ToolCall {
                 tool,
                 input,
                 output,
                 ..
-            } => c(tool) + o(input) + o(output),
-            Item::Plan { steps, .. } => steps.iter().map(|s| c(&s.text) + 2).sum(),
-            Item::SubagentResult { agent, text, .. } => c(agent) + c(text),
+            } => c(tool).saturating_add(o(input)).saturating_add(o(output)),
+            Item::Plan { steps, .. } => steps.iter().fold(0usize, |n, s| {
+                n.saturating_add(c(&s.text)).saturating_add(2)
+            }),
+            Item::SubagentResult { agent, text, .. } => c(agent).saturating_add(c(text)),
             other => c(other.primary_text()),
         }
     }

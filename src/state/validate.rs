@@ -99,10 +99,10 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
     let transfer_ids: HashSet<&str> = state.transfers.iter().map(|t| t.id.as_str()).collect();
 
     // Runs.
-    let n = state.runs.len() as u32;
+    let n = u32::try_from(state.runs.len()).unwrap_or(u32::MAX);
     let mut item_ids: HashMap<String, String> = HashMap::new();
     for (i, run) in state.runs.iter().enumerate() {
-        let expected = i as u32 + 1;
+        let expected = u32::try_from(i).unwrap_or(u32::MAX).saturating_add(1);
         if run.ordinal != expected {
             p.add(
                 format!("runs[{i}].ordinal"),
@@ -144,7 +144,7 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
                 );
             }
         }
-        if run.status == super::RunStatus::Running && i + 1 != state.runs.len() {
+        if run.status == super::RunStatus::Running && i.saturating_add(1) != state.runs.len() {
             p.add(
                 format!("runs[{i}].status"),
                 "only the last run can be running",
@@ -186,7 +186,7 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
             );
         }
         if let Some(t) = h.target_run {
-            if t == 0 || t > n + 1 {
+            if t == 0 || t > n.saturating_add(1) {
                 p.add(
                     format!("{at}.target_run"),
                     format!("run {t} does not exist (the thread has {n} runs)"),

@@ -254,8 +254,14 @@ impl<'c> Cx<'c> {
             .map_err(|e| self.err(&during, e))?;
         for (i, item) in items.iter().enumerate() {
             let body = self.json("item", item)?;
-            st.execute(params![thread, run, (first + i) as i64, item.kind(), body])
-                .map_err(|e| self.err(&during, e))?;
+            st.execute(params![
+                thread,
+                run,
+                i64::try_from(first.saturating_add(i)).unwrap_or(i64::MAX),
+                item.kind(),
+                body
+            ])
+            .map_err(|e| self.err(&during, e))?;
         }
         Ok(())
     }

@@ -180,7 +180,7 @@ pub fn replay(
             });
             continue;
         };
-        report.checked += 1;
+        report.checked = report.checked.saturating_add(1);
         let differ = |reason: String, logged, replayed| ReplayDifference {
             id: row.id,
             thread: row.thread.clone(),

@@ -185,8 +185,12 @@ pub(crate) fn migrate(conn: &mut Connection, path: &str, busy: Duration) -> Resu
     if found > SCHEMA_VERSION {
         return Err(too_new(found));
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
-        let to = i + 1;
+    for (i, sql) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(usize::try_from(found.max(0)).unwrap_or(usize::MAX))
+    {
+        let to = i.saturating_add(1);
         tx.execute_batch(sql)
             .map_err(|err| e(&format!("migrating the schema to version {to}"), err))?;
         tx.execute_batch(&format!("PRAGMA user_version = {to}"))

@@ -273,7 +273,7 @@ fn parse_unsnipped(text: &str, file: &str) -> Result<TestFile, TestFileError> {
     tf.policy_line = text
         .lines()
         .position(|l| l.starts_with("policy:"))
-        .map(|i| i + 1)
+        .map(|i| i.saturating_add(1))
         .unwrap_or(1);
     let lines = case_lines(text);
     for (i, case) in tf.cases.iter_mut().enumerate() {
@@ -342,7 +342,7 @@ fn case_lines(text: &str) -> Vec<(usize, usize)> {
     let mut item_indent: Option<usize> = None;
     for (i, line) in text.lines().enumerate() {
         let trimmed = line.trim_start();
-        let indent = line.len() - trimmed.len();
+        let indent = line.len().saturating_sub(trimmed.len());
         if indent == 0 && !trimmed.is_empty() && !trimmed.starts_with('#') {
             in_cases = trimmed.starts_with("cases:");
             continue;
@@ -354,7 +354,7 @@ fn case_lines(text: &str) -> Vec<(usize, usize)> {
             let ind = *item_indent.get_or_insert(indent);
             if ind == indent {
                 let _ = rest;
-                out.push((i + 1, indent + 1));
+                out.push((i.saturating_add(1), indent.saturating_add(1)));
             }
         }
     }

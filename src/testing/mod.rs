@@ -154,6 +154,8 @@ impl Checked {
         )
     }
 
+    // An assertion helper for policy unit tests: panicking is how a failed assertion reports.
+    #[allow(clippy::panic)]
     #[track_caller]
     fn fail(&self, field: &str, expected: &str, actual: &str) -> ! {
         panic!(
@@ -171,6 +173,8 @@ impl Checked {
     }
 
     /// Assert every expectation of a test-file `expect:` block given as YAML text.
+    // An assertion helper for policy unit tests: panicking is how a failed assertion reports.
+    #[allow(clippy::panic)]
     #[track_caller]
     pub fn assert_expect_yaml(&self, yaml: &str) -> &Self {
         match serde_yaml::from_str::<file::Expect>(yaml) {

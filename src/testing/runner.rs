@@ -79,7 +79,7 @@ impl RunReport {
         self.results.iter().filter(|r| r.passed()).count()
     }
     pub fn failed(&self) -> usize {
-        self.results.len() - self.passed()
+        self.results.len().saturating_sub(self.passed())
     }
     /// `N passed, N failed`
     pub fn summary_line(&self) -> String {
@@ -94,12 +94,19 @@ impl RunReport {
             "failed": self.failed(),
             "results": self.results.iter().map(|r| {
                 let mut j = serde_json::to_value(r).unwrap_or_default();
-                j["passed"] = serde_json::Value::Bool(r.passed());
+                if let Some(fields) = j.as_object_mut() {
+                    fields.insert("passed".into(), serde_json::Value::Bool(r.passed()));
+                }
                 j
             }).collect::<Vec<_>>(),
         });
         if coverage {
-            v["coverage"] = serde_json::from_str(&self.coverage.to_json()).unwrap_or_default();
+            if let Some(fields) = v.as_object_mut() {
+                fields.insert(
+                    "coverage".into(),
+                    serde_json::from_str(&self.coverage.to_json()).unwrap_or_default(),
+                );
+            }
         }
         serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }

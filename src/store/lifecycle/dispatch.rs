@@ -1,0 +1,344 @@
+//! Dispatch: decide, render and record the next run of a stored thread.
+
+use super::{
+    commit, logged_input, next_id, next_run, next_transfer_id, options, pending_merge_back,
+    pipeline_err, record_handoff, refuse_running, DispatchRequest, Dispatched, NewHandoff,
+};
+use crate::decision::{Decision, ThreadAction};
+use crate::eval::DecisionContext;
+use crate::policy::{Policy, Strategy};
+use crate::select::PolicySizer;
+use crate::state::*;
+use crate::store::io::Cx;
+use crate::store::{fault, Store, StoreError};
+use rusqlite::params;
+
+/// Decide, render and record the next run of a stored thread: the run (status `running`),
+/// the provider thread it resumes or creates, the handoff and its transfer, and a
+/// decision-log row. A thread whose last run is still running is refused. At a fork's first
+/// dispatch its pending fork transfer resolves (`resolved_native` or `resolved_portable`).
+pub fn dispatch(
+    store: &mut Store,
+    policy: &Policy,
+    req: &DispatchRequest,
+) -> Result<Dispatched, StoreError> {
+    let (tx, path, busy) = store.begin("starting a dispatch")?;
+    let cx = Cx::new(&tx, &path, busy);
+    let thread = req.thread.as_str();
+    let partial = !policy_reads_old_items(policy);
+    // Run metadata, provider threads and handoffs in full; items only after `bound`.
+    let mut state = cx.load_items_after(thread, if partial { u32::MAX } else { 0 })?;
+    let mut bound = 0;
+    if partial {
+        bound = items_bound(&state, &req.target);
+        cx.fill_items(thread, bound, &mut state.runs)?;
+    }
+    refuse_running(&state, &path)?;
+    let pending_fork = state.thread.parent.as_ref().and_then(|_| {
+        state.transfers.iter().position(|t| {
+            t.kind == TransferType::Fork
+                && t.status == TransferStatus::Pending
+                && t.target_thread.as_deref() == Some(thread)
+        })
+    });
+    let pending_merge = pending_merge_back(&state, &path, next_run(&state))?;
+    // A merge-back waiting for this run, as its own decision delivered it.
+    let context = DecisionContext {
+        record_in: None,
+        waiting: match &pending_merge {
+            Some((_, hid)) => Some(cx.waiting(thread, hid)?),
+            None => None,
+        },
+    };
+    let anchor = state.request.fork_anchor.take();
+    state.request = Request {
+        provider: req.target.clone(),
+        model: req.model.clone(),
+        runtime_mode: req.runtime_mode.clone(),
+        clean_context: req.clean_context,
+        message: req.message.clone(),
+        kind: if pending_fork.is_some() {
+            RequestKind::Fork
+        } else {
+            RequestKind::Dispatch
+        },
+        fork_anchor: if pending_fork.is_some() { anchor } else { None },
+    };
+    // Decide on the loaded items; when the decision reaches before them (or a fork resolves),
+    // load every item and decide again. Only the final decision is rendered.
+    let (eval, render) = options(&req.target, req.dirs());
+    let err = pipeline_err(&path, thread);
+    let sizer = PolicySizer { policy };
+    let mut evaluated = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
+        .map_err(|e| err(e.into()))?;
+    let reaches_back = |d: &Decision| d.covered_runs.as_ref().is_some_and(|c| c.from <= bound);
+    if bound > 0 && (pending_fork.is_some() || reaches_back(&evaluated.0)) {
+        drop(evaluated);
+        for r in &mut state.runs {
+            r.items.clear();
+        }
+        cx.fill_items(thread, 0, &mut state.runs)?;
+        evaluated = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
+            .map_err(|e| err(e.into()))?;
+    }
+    let (decision, facts) = evaluated;
+    let input = logged_input(&state, &req.target, req.dirs(), &context, &path)?;
+    let mut outcome =
+        crate::pipeline::finish(policy, &state, decision, &facts, &render).map_err(&err)?;
+    fault("dispatch:after_decide");
+    let run = outcome.decision.run;
+    if outcome.decision.strategy == Strategy::Unsupported {
+        cx.log_decision(thread, "dispatch", &outcome.decision, input)?;
+        // Nothing starts: the decision is logged and returned.
+        commit(tx, &path, busy, "committing the dispatch")?;
+        return Ok(Dispatched {
+            decision: outcome.decision,
+            run,
+            provider_thread: None,
+            handoff: None,
+            started: false,
+            merge_back: None,
+        });
+    }
+
+    // A fork's first dispatch: the parent's provider threads copied into the fork belong to
+    // the parent; the fork gets a thread of its own (forked natively or created).
+    if pending_fork.is_some() {
+        cx.exec(
+            "closing the parent's provider threads in the fork",
+            "UPDATE provider_threads SET status = 'closed' WHERE thread = ?1",
+            [thread],
+        )?;
+    }
+    let action = outcome.decision.provider_thread.clone();
+    let provider_thread = match action.action {
+        ThreadAction::Resume => action.id.clone(),
+        ThreadAction::Create | ThreadAction::ForkNative => {
+            let id = new_provider_thread_id(&state, &req.target);
+            // A native fork inherits what the request does not say from the thread it forks.
+            let source = (action.action == ThreadAction::ForkNative)
+                .then(|| {
+                    state
+                        .provider_threads
+                        .iter()
+                        .find(|p| Some(&p.id) == action.id.as_ref())
+                })
+                .flatten();
+            let pt = ProviderThread {
+                id: id.clone(),
+                provider: req.target.clone(),
+                model: req
+                    .model
+                    .clone()
+                    .or_else(|| source.and_then(|p| p.model.clone())),
+                runtime_mode: req
+                    .runtime_mode
+                    .clone()
+                    .or_else(|| source.and_then(|p| p.runtime_mode.clone())),
+                status: ProviderThreadStatus::Active,
+                resume_failed: false,
+            };
+            cx.insert_provider_thread(thread, cx.next_seq("provider_threads", thread)?, &pt)?;
+            state.provider_threads.push(pt);
+            Some(id)
+        }
+        ThreadAction::None => None,
+    };
+
+    // The transfer: the fork's pending one resolves; a provider handoff gets a new one.
+    let native = outcome.decision.strategy == Strategy::NativeFork;
+    let transfer = match pending_fork
+        .and_then(|i| state.transfers.get(i))
+        .map(|t| t.id.clone())
+    {
+        Some(tid) => {
+            cx.exec(
+                "resolving the fork transfer",
+                "UPDATE transfers SET status = ?3, resolution = ?4, handoff = ?5
+                 WHERE thread = ?1 AND id = ?2",
+                params![
+                    thread,
+                    tid,
+                    if native {
+                        "resolved_native"
+                    } else {
+                        "resolved_portable"
+                    },
+                    if native {
+                        "native_fork"
+                    } else {
+                        "portable_context"
+                    },
+                    outcome.decision.handoff_id
+                ],
+            )?;
+            Some(tid)
+        }
+        None if outcome.decision.needs_handoff() => {
+            let tid = next_transfer_id(&state);
+            let t = Transfer {
+                id: tid.clone(),
+                kind: TransferType::ProviderHandoff,
+                status: TransferStatus::ResolvedPortable,
+                source_thread: Some(thread.to_string()),
+                target_thread: Some(thread.to_string()),
+                source_run: outcome.decision.covered_runs.as_ref().map(|c| c.to),
+                resolution: Some("portable_context".into()),
+                handoff: outcome.decision.handoff_id.clone(),
+            };
+            cx.insert_transfer(thread, cx.next_seq("transfers", thread)?, &t)?;
+            Some(tid)
+        }
+        None => None,
+    };
+    let new = NewHandoff {
+        transfer,
+        ..NewHandoff::own(&state, &outcome, run, provider_thread.clone())
+    };
+    let handoff = record_handoff(&cx, &mut outcome, req.handoff_dir.as_ref(), new)?;
+    // A fork's merge-back waiting for this run: the run takes it, as its handoff when it
+    // makes none of its own, else alongside its own.
+    let merge_back = match &pending_merge {
+        Some((tid, hid)) => {
+            cx.exec(
+                "taking the merge-back",
+                "UPDATE transfers SET status = 'resolved_portable', resolution = 'portable_context'
+                 WHERE thread = ?1 AND id = ?2",
+                params![thread, tid],
+            )?;
+            Some(cx.handoff_record(thread, hid)?)
+        }
+        None => None,
+    };
+    let (handoff, merge_back) = match (handoff, merge_back) {
+        // The merge-back is the run's handoff: its first-turn prompt carries the run's own
+        // message after the merge-back's.
+        (None, Some(mut m)) => {
+            if let Some(msg) = req.message.as_deref().filter(|m| !m.trim().is_empty()) {
+                m.inline = with_message(&m.inline, msg);
+            }
+            (Some(m), None)
+        }
+        (h, m) => (h, m),
+    };
+    cx.insert_run(
+        thread,
+        &Run {
+            ordinal: run,
+            provider: req.target.clone(),
+            provider_thread: provider_thread.clone(),
+            status: RunStatus::Running,
+            handoff: handoff.as_ref().map(|h| h.id.clone()),
+            items: Vec::new(),
+        },
+    )?;
+    // Logged after delivery: a fallback to inline is part of the decision.
+    cx.log_decision(thread, "dispatch", &outcome.decision, input)?;
+    let request = cx.json("request", &state.request)?;
+    cx.exec(
+        "recording the request",
+        "UPDATE threads SET request = ?2 WHERE id = ?1",
+        params![thread, request],
+    )?;
+    fault("dispatch:after_handoff");
+    commit(tx, &path, busy, "committing the dispatch")?;
+    fault("dispatch:after_commit");
+    Ok(Dispatched {
+        decision: outcome.decision,
+        run,
+        provider_thread,
+        handoff,
+        started: true,
+        merge_back,
+    })
+}
+
+/// The id of a new provider thread of `provider`: a letter per provider (the provider's own
+/// earlier threads' letter, else the first letter of its name no other provider uses: codex
+/// `C`, then claude `L`) and the next free number: `C1`, `L1`, `C2`, ...
+fn new_provider_thread_id(state: &State, provider: &str) -> String {
+    let prefix_of = |id: &str| -> Option<String> {
+        let letters: String = id.chars().take_while(|c| c.is_ascii_uppercase()).collect();
+        let rest = &id[letters.len()..];
+        (!letters.is_empty() && !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit()))
+            .then_some(letters)
+    };
+    let own = state
+        .provider_threads
+        .iter()
+        .filter(|p| p.provider == provider)
+        .find_map(|p| prefix_of(&p.id));
+    let others: Vec<String> = state
+        .provider_threads
+        .iter()
+        .filter(|p| p.provider != provider)
+        .filter_map(|p| prefix_of(&p.id))
+        .collect();
+    let prefix = own.unwrap_or_else(|| {
+        provider
+            .chars()
+            .filter(|c| c.is_ascii_alphabetic())
+            .map(|c| c.to_ascii_uppercase().to_string())
+            .find(|l| !others.contains(l))
+            .unwrap_or_else(|| provider.to_ascii_uppercase())
+    });
+    let count = state
+        .provider_threads
+        .iter()
+        .filter(|p| prefix_of(&p.id).as_deref() == Some(prefix.as_str()))
+        .count();
+    next_id(&prefix, count, |id| {
+        state.provider_threads.iter().any(|p| p.id == id)
+    })
+}
+
+/// Whether a policy reads facts that depend on the items of runs the target has already
+/// seen (`run.items` in any rule, `summary.full_chars`): then dispatch loads every item.
+fn policy_reads_old_items(policy: &Policy) -> bool {
+    use crate::facts::Fact;
+    use crate::policy::CExpr;
+    fn reads(e: &CExpr) -> bool {
+        match e {
+            CExpr::Fact(f) => matches!(f, Fact::RunItems | Fact::SummaryFullChars),
+            CExpr::List(xs) | CExpr::And(xs) | CExpr::Or(xs) => xs.iter().any(reads),
+            CExpr::Not(x) => reads(x),
+            CExpr::Cmp(a, _, b) => reads(a) || reads(b),
+            CExpr::Sum(xs) => xs.iter().any(|(_, x)| reads(x)),
+            CExpr::Const(_) | CExpr::Let(..) | CExpr::Signal(..) | CExpr::AnyStale => false,
+        }
+    }
+    let opt = |e: &Option<CExpr>| e.as_ref().map(reads).unwrap_or(false);
+    policy
+        .eligible
+        .as_ref()
+        .map(|(_, e)| reads(e))
+        .unwrap_or(false)
+        || policy.stales.iter().any(|s| reads(&s.when))
+        || policy.ladder.iter().any(|r| opt(&r.when))
+        || policy.delivery.rules.iter().any(|r| opt(&r.when))
+        || policy
+            .pregrant
+            .as_ref()
+            .map(|p| p.grants.iter().any(|g| opt(&g.when)))
+            .unwrap_or(false)
+}
+
+/// The run up to which `target`'s provider thread has seen the thread (from run metadata and
+/// handoffs alone): a delta decision needs no item at or before it.
+fn items_bound(state: &State, target: &str) -> u32 {
+    crate::facts::find_target_thread(state, target)
+        .map(|pt| crate::facts::coverage(state, &pt.id, |_| true).last_seen)
+        .unwrap_or(0)
+}
+
+/// A first-turn prompt rendered before its run (a fork's merge-back) with that run's own
+/// `message` after it, where the inline template puts the message: last, after a blank line,
+/// or on the next line when the prompt ends with a label for it (`User message:`).
+fn with_message(prompt: &str, message: &str) -> String {
+    let head = prompt.trim_end();
+    match head {
+        "" => message.to_string(),
+        h if h.ends_with(':') => format!("{h}\n{message}"),
+        h => format!("{h}\n\n{message}"),
+    }
+}

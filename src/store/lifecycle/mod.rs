@@ -1,0 +1,486 @@
+//! Lifecycle operations on stored threads (DESIGN §8). Each is one `BEGIN IMMEDIATE`
+//! transaction that loads the thread inside the transaction, so two callers racing on the
+//! same thread serialize: the second sees everything the first recorded.
+
+mod complete;
+mod dispatch;
+mod fork;
+mod merge_back;
+mod regenerate;
+mod rollback;
+
+use super::grants::SqlGrants;
+use super::io::{Cx, HandoffRow};
+use super::replay::DecisionInput;
+use super::{sql_err, StoreError};
+use crate::decision::Decision;
+use crate::eval::{DecisionContext, EvalOptions};
+use crate::pipeline::Outcome;
+use crate::policy::Policy;
+use crate::render::RenderOptions;
+use crate::select::PolicySizer;
+use crate::state::*;
+use serde::Serialize;
+use std::path::PathBuf;
+
+pub use complete::complete_run;
+pub use dispatch::dispatch;
+pub use fork::fork;
+pub use merge_back::merge_back;
+pub use regenerate::regenerate;
+pub use rollback::rollback;
+
+/// What `dispatch` needs besides the stored thread.
+#[derive(Debug, Clone, Default)]
+pub struct DispatchRequest {
+    pub thread: String,
+    pub target: String,
+    pub message: Option<String>,
+    pub model: Option<String>,
+    pub runtime_mode: Option<String>,
+    pub clean_context: bool,
+    /// Root of the off-band document directory (default: `<tmp>/baton-<uid>`).
+    pub handoff_dir: Option<PathBuf>,
+    pub templates_dir: Option<PathBuf>,
+    /// Compiled templates to render with (an [`crate::Engine`]'s, see
+    /// [`crate::Engine::templates`]); when set, `templates_dir` is not read.
+    pub templates: Option<crate::render::TemplateSet>,
+}
+
+/// Options of the operations that make a handoff without starting a run of their own
+/// (`regenerate`, `merge_back`).
+#[derive(Debug, Clone, Default)]
+pub struct HandoffOptions {
+    pub message: Option<String>,
+    pub handoff_dir: Option<PathBuf>,
+    pub templates_dir: Option<PathBuf>,
+    /// Compiled templates to render with; when set, `templates_dir` is not read.
+    pub templates: Option<crate::render::TemplateSet>,
+}
+
+/// A handoff as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HandoffRecord {
+    pub id: String,
+    /// The off-band document, when delivery is off-band.
+    pub document_path: Option<PathBuf>,
+    /// The first-turn prompt.
+    pub inline: String,
+    pub status: HandoffStatus,
+    pub covered: RunRange,
+    /// The thread whose runs `covered` numbers, when it is not the thread holding the
+    /// handoff: the fork, for a merge-back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub covered_thread: Option<String>,
+    pub strategy: HandoffStrategy,
+    pub transfer: Option<String>,
+    pub supersedes: Option<String>,
+}
+
+/// The outcome of a dispatch (and of `regenerate` / `merge_back`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Dispatched {
+    pub decision: Decision,
+    /// The run started (for `merge_back`: the parent's next run, which the handoff is for).
+    pub run: u32,
+    /// The provider thread the run uses (its new id when one was created); none when the
+    /// decision is `unsupported` and no run was started.
+    pub provider_thread: Option<String>,
+    pub handoff: Option<HandoffRecord>,
+    /// Whether a run was recorded (false for `unsupported`, `regenerate` and `merge_back`).
+    pub started: bool,
+    /// A fork's merge-back this run takes as well as a handoff of its own (`handoff`); when
+    /// the run makes no handoff of its own, the merge-back is `handoff` and this is empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_back: Option<HandoffRecord>,
+}
+
+/// The outcome of `complete_run`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Completed {
+    pub thread: String,
+    pub run: u32,
+    pub status: RunStatus,
+    /// Items appended.
+    pub items: usize,
+    /// The handoff the run consumed (`runs[].handoff`); its transfer is now `consumed`. The
+    /// handoff's own status stays `ready` (DESIGN §3 vocabulary).
+    pub handoff_consumed: Option<String>,
+}
+
+/// A provider thread whose status a rollback changed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderThreadChange {
+    pub id: String,
+    pub provider: String,
+    pub status: ProviderThreadStatus,
+}
+
+/// The outcome of `rollback`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RollbackReport {
+    pub thread: String,
+    pub to: u32,
+    pub runs_rolled_back: Vec<u32>,
+    pub handoffs_superseded: Vec<String>,
+    pub provider_threads: Vec<ProviderThreadChange>,
+    /// The thread's compaction summary was dropped: it covered a rolled-back run (or did not
+    /// say which runs it covers), so it would describe undone work.
+    pub compact_summary_dropped: bool,
+}
+
+/// The outcome of `fork`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ForkReport {
+    pub parent: String,
+    pub child: String,
+    pub at: u32,
+    /// The pending fork transfer (in the child), resolved at the child's first dispatch.
+    pub transfer: String,
+}
+
+fn commit(
+    tx: rusqlite::Transaction<'_>,
+    cx_path: &str,
+    busy: std::time::Duration,
+    during: &str,
+) -> Result<(), StoreError> {
+    tx.commit().map_err(|e| sql_err(cx_path, busy, during, e))
+}
+
+/// `H<n>`-style ids: the smallest free `<prefix><n>` from `count + 1`.
+fn next_id(prefix: &str, count: usize, taken: impl Fn(&str) -> bool) -> String {
+    (count.saturating_add(1)..)
+        .map(|n| format!("{prefix}{n}"))
+        .find(|id| !taken(id))
+        .unwrap_or_else(|| format!("{prefix}{}", count.saturating_add(1)))
+}
+
+fn next_transfer_id(state: &State) -> String {
+    next_id("T", state.transfers.len(), |id| {
+        state.transfers.iter().any(|t| t.id == id)
+    })
+}
+
+/// Provider threads of the runs in `covered`, in order of first appearance.
+fn from_provider_threads(state: &State, covered: &RunRange) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in &state.runs {
+        if r.ordinal < covered.from || r.ordinal > covered.to {
+            continue;
+        }
+        if let Some(pt) = &r.provider_thread {
+            if !out.contains(pt) {
+                out.push(pt.clone());
+            }
+        }
+    }
+    out
+}
+
+fn pipeline_err(path: &str, thread: &str) -> impl Fn(crate::pipeline::PipelineError) -> StoreError {
+    let path = path.to_string();
+    let thread = thread.to_string();
+    move |source| StoreError::Pipeline {
+        path: path.clone(),
+        thread: thread.clone(),
+        source: Box::new(source),
+    }
+}
+
+/// Where the documents of an operation go and which templates render them.
+#[derive(Clone, Copy)]
+struct Dirs<'a> {
+    handoff: Option<&'a PathBuf>,
+    templates: Option<&'a PathBuf>,
+    compiled: Option<&'a crate::render::TemplateSet>,
+}
+
+impl HandoffOptions {
+    fn dirs(&self) -> Dirs<'_> {
+        Dirs {
+            handoff: self.handoff_dir.as_ref(),
+            templates: self.templates_dir.as_ref(),
+            compiled: self.templates.as_ref(),
+        }
+    }
+}
+
+impl DispatchRequest {
+    fn dirs(&self) -> Dirs<'_> {
+        Dirs {
+            handoff: self.handoff_dir.as_ref(),
+            templates: self.templates_dir.as_ref(),
+            compiled: self.templates.as_ref(),
+        }
+    }
+}
+
+/// The pipeline's options for a decision for `target`.
+fn options(target: &str, dirs: Dirs<'_>) -> (EvalOptions, RenderOptions) {
+    let eval = EvalOptions {
+        target: Some(target.to_string()),
+        document_root: dirs.handoff.cloned(),
+    };
+    let render = RenderOptions {
+        templates: dirs.compiled.cloned(),
+        templates_dir: dirs.templates.cloned(),
+        document_root: dirs.handoff.cloned(),
+        ..Default::default()
+    };
+    (eval, render)
+}
+
+/// Decide (and render) for `target` on `state` in `context`. Returns the outcome and what
+/// it was decided from (a [`DecisionInput`] as JSON) for the decision log.
+fn decide(
+    policy: &Policy,
+    state: &State,
+    target: &str,
+    dirs: Dirs<'_>,
+    path: &str,
+    context: &DecisionContext,
+) -> Result<(Outcome, serde_json::Value), StoreError> {
+    let (eval, render) = options(target, dirs);
+    let err = pipeline_err(path, &state.thread.id);
+    let sizer = PolicySizer { policy };
+    let (decision, facts) = crate::eval::evaluate_in(policy, state, &eval, context, &sizer)
+        .map_err(|e| err(e.into()))?;
+    let input = logged_input(state, target, dirs, context, path)?;
+    let outcome = crate::pipeline::finish(policy, state, decision, &facts, &render).map_err(err)?;
+    Ok((outcome, input))
+}
+
+/// What a decision was made from, as JSON for the decision log.
+fn logged_input(
+    state: &State,
+    target: &str,
+    dirs: Dirs<'_>,
+    context: &DecisionContext,
+    path: &str,
+) -> Result<serde_json::Value, StoreError> {
+    let input = DecisionInput::new(state, target, dirs.handoff, context);
+    serde_json::to_value(&input).map_err(|e| StoreError::Corrupt {
+        path: path.to_string(),
+        what: "decision input".into(),
+        why: e.to_string(),
+    })
+}
+
+/// Refuse an operation that needs a handoff when the decision makes none.
+fn require_handoff(
+    outcome: &Outcome,
+    path: &str,
+    thread: &str,
+    why: &str,
+) -> Result<(), StoreError> {
+    if outcome.decision.needs_handoff() {
+        return Ok(());
+    }
+    Err(StoreError::NoHandoff {
+        path: path.to_string(),
+        thread: thread.into(),
+        target: outcome.decision.target.clone(),
+        strategy: outcome.decision.strategy.as_str().into(),
+        why: why.into(),
+    })
+}
+
+/// Refuse an operation on a thread whose last run is still running.
+fn refuse_running(state: &State, path: &str) -> Result<(), StoreError> {
+    match state.runs.last().filter(|r| r.status == RunStatus::Running) {
+        Some(last) => Err(StoreError::RunInProgress {
+            path: path.to_string(),
+            thread: state.thread.id.clone(),
+            run: last.ordinal,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Validate a thread about to be stored.
+pub(super) fn validated(state: &State, path: &str) -> Result<(), StoreError> {
+    crate::state::validate(state, &format!("{path}#{}", state.thread.id)).map_err(|source| {
+        StoreError::InvalidState {
+            path: path.to_string(),
+            thread: state.thread.id.clone(),
+            source: Box::new(source),
+        }
+    })
+}
+
+/// The delivery stage, the single place a rendered handoff is delivered: the off-band
+/// document is written and its pre-grant inserted into `grants` inside the caller's
+/// transaction (a failed write falls back to inline, and the decision says so). Returns the
+/// document's path; either way the handoff is `ready` (the document is in place, or the
+/// prompt carries it inline).
+fn deliver_stage(
+    cx: &Cx<'_>,
+    outcome: &mut Outcome,
+    thread: &str,
+    handoff_dir: Option<&PathBuf>,
+) -> Option<PathBuf> {
+    let offband = crate::deliver::OffbandStore::new(handoff_dir.cloned());
+    let mut grants = SqlGrants {
+        conn: cx.conn,
+        path: cx.path.clone(),
+    };
+    crate::deliver::deliver(outcome, &offband, thread, &mut grants).document_path
+}
+
+/// Where a new handoff row goes and what it links to.
+struct NewHandoff {
+    /// The thread that holds the row (and the document and the grant).
+    thread: String,
+    target_run: Option<u32>,
+    to_provider_thread: Option<String>,
+    transfer: Option<String>,
+    supersedes: Option<String>,
+    /// The thread whose runs `covered` numbers, when it is not `thread` (merge-back).
+    covered_thread: Option<String>,
+    from_provider_threads: Vec<String>,
+    /// The handoff's `summary`, which later handoffs covering the run that consumed it carry
+    /// (a merge-back's content is found in no run of the thread).
+    summary: Option<String>,
+}
+
+impl NewHandoff {
+    /// A handoff of `state` into one of its own runs.
+    fn own(state: &State, outcome: &Outcome, target_run: u32, to: Option<String>) -> NewHandoff {
+        let from = outcome
+            .decision
+            .covered_runs
+            .as_ref()
+            .map(|c| from_provider_threads(state, c))
+            .unwrap_or_default();
+        NewHandoff {
+            thread: state.thread.id.clone(),
+            target_run: Some(target_run),
+            to_provider_thread: to,
+            transfer: None,
+            supersedes: None,
+            covered_thread: None,
+            from_provider_threads: from,
+            summary: None,
+        }
+    }
+}
+
+/// Record the handoff of `outcome` (delivering it first). Returns the record.
+fn record_handoff(
+    cx: &Cx<'_>,
+    outcome: &mut Outcome,
+    handoff_dir: Option<&PathBuf>,
+    new: NewHandoff,
+) -> Result<Option<HandoffRecord>, StoreError> {
+    let (Some(hid), Some(covered), Some(strategy)) = (
+        outcome.decision.handoff_id.clone(),
+        outcome.decision.covered_runs.clone(),
+        outcome.decision.handoff_strategy,
+    ) else {
+        return Ok(None);
+    };
+    if outcome.rendered.is_none() {
+        return Ok(None);
+    }
+    let document_path = deliver_stage(cx, outcome, &new.thread, handoff_dir);
+    let status = HandoffStatus::Ready;
+    let Some(rendered) = outcome.rendered.as_ref() else {
+        return Ok(None);
+    };
+    let handoff = Handoff {
+        id: hid.clone(),
+        transfer: new.transfer.clone(),
+        target_run: new.target_run,
+        from_provider_threads: new.from_provider_threads,
+        to_provider_thread: new.to_provider_thread,
+        covered: covered.clone(),
+        covered_thread: new.covered_thread.clone(),
+        strategy,
+        status,
+        created_by: Some(rendered.provenance.created_by.clone()),
+        summary: new.summary,
+        supersedes: new.supersedes.clone(),
+    };
+    let seq = cx.next_seq("handoffs", &new.thread)?;
+    cx.insert_handoff(
+        &new.thread,
+        seq,
+        &HandoffRow {
+            handoff,
+            document_path: document_path.as_ref().map(|p| p.display().to_string()),
+            document: Some(rendered.document.clone()),
+            inline: Some(rendered.inline.clone()),
+        },
+    )?;
+    Ok(Some(HandoffRecord {
+        id: hid,
+        document_path,
+        inline: rendered.inline.clone(),
+        status,
+        covered,
+        covered_thread: new.covered_thread,
+        strategy,
+        transfer: new.transfer,
+        supersedes: new.supersedes,
+    }))
+}
+
+/// The fork anchor of a fork at `run`: its last assistant message, else its last user message.
+fn fork_anchor(run: &Run) -> Option<ForkAnchor> {
+    let last = |want: &str| {
+        run.items
+            .iter()
+            .rev()
+            .find(|i| i.kind() == want)
+            .map(|i| i.primary_text().to_string())
+    };
+    last("assistant_message")
+        .map(|text| ForkAnchor {
+            role: AnchorRole::Assistant,
+            text,
+        })
+        .or_else(|| {
+            last("user_message").map(|text| ForkAnchor {
+                role: AnchorRole::User,
+                text,
+            })
+        })
+}
+
+/// The ordinal of the thread's next run.
+fn next_run(state: &State) -> u32 {
+    u32::try_from(state.runs.len())
+        .unwrap_or(u32::MAX)
+        .saturating_add(1)
+}
+
+/// The merge-back waiting in `state` for its next run `run`: its transfer and handoff ids.
+fn pending_merge_back(
+    state: &State,
+    path: &str,
+    run: u32,
+) -> Result<Option<(String, String)>, StoreError> {
+    let thread = state.thread.id.as_str();
+    let Some(t) = state.transfers.iter().find(|t| {
+        t.kind == TransferType::MergeBack
+            && t.status == TransferStatus::Pending
+            && t.target_thread.as_deref() == Some(thread)
+    }) else {
+        return Ok(None);
+    };
+    let h = t
+        .handoff
+        .as_deref()
+        .and_then(|hid| state.handoffs.iter().find(|h| h.id == hid))
+        .filter(|h| h.status == HandoffStatus::Ready && h.target_run == Some(run));
+    match h {
+        Some(h) => Ok(Some((t.id.clone(), h.id.clone()))),
+        None => Err(StoreError::BadMergeBack {
+            path: path.to_string(),
+            thread: thread.to_string(),
+            transfer: t.id.clone(),
+            run,
+        }),
+    }
+}
