@@ -111,7 +111,7 @@ fn write_page(cmd: &clap::Command, name: &str, dir: &Path, n: &mut usize) -> std
     let mut buf = Vec::new();
     clap_mangen::Man::new(page).render(&mut buf)?;
     std::fs::write(dir.join(format!("{name}.1")), buf)?;
-    *n += 1;
+    *n = n.saturating_add(1);
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         write_page(sub, &format!("{name}-{}", sub.get_name()), dir, n)?;
     }
