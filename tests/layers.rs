@@ -33,6 +33,7 @@ const LAYERS: &[(&str, &str, u32)] = &[
     ("store", "store", 20),
     // shells
     ("serve", "serve", 30),
+    ("lsp", "lsp", 30),
     ("cli", "cli", 31),
 ];
 

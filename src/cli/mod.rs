@@ -12,6 +12,8 @@ use std::process::ExitCode;
 mod out;
 mod commands;
 mod delivery;
+#[cfg(feature = "lsp")]
+mod lsp;
 mod report;
 mod serve;
 mod store;
@@ -115,6 +117,12 @@ pub enum Command {
     Gc(GcArgs),
     /// The scoped pre-grant: may the child's tool call proceed without a prompt?
     Pregrant(PregrantArgs),
+    /// Run the language server for editors on standard input and output (docs/editor.md).
+    #[cfg(feature = "lsp")]
+    #[command(
+        after_help = "Examples:\n  baton lsp              # started by the editor (examples/vscode)\n  baton lsp --debounce-ms 300\n\nDiagnostics, hover, completion, go to definition, references, formatting and\n\"did you mean\" quick fixes for *.policy files and YAML policy test files."
+    )]
+    Lsp(lsp::LspArgs),
 }
 
 #[derive(Args, Debug)]
@@ -403,6 +411,8 @@ pub fn main() -> ExitCode {
         Command::Diff(a) => tooling::diff(a),
         Command::Fmt(a) => tooling::fmt(a),
         Command::Gc(a) => delivery::gc(a),
+        #[cfg(feature = "lsp")]
+        Command::Lsp(a) => lsp::lsp(a),
         Command::Pregrant(PregrantArgs {
             command: PregrantCommand::Check(a),
         }) => delivery::pregrant_check(a),
