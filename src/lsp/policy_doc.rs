@@ -147,7 +147,18 @@ fn to_lsp(
         .as_deref()
         .and_then(suggestion)
         .filter(|_| here)
-        .map(|(q, s)| if q == '"' { format!("\"{s}\"") } else { s });
+        .map(|(q, s)| {
+            // A string literal's range takes its quotes.
+            let quoted = d
+                .range
+                .and_then(|r| text.get(r.start..r.end))
+                .is_some_and(|t| t.starts_with('"'));
+            if q == '"' && quoted {
+                format!("\"{s}\"")
+            } else {
+                s
+            }
+        });
     Diagnostic {
         range,
         severity: Some(match d.severity {

@@ -52,18 +52,14 @@ pub fn tokens(text: &str) -> Vec<Token> {
             }
             Kind::Comment
         } else if c == '"' {
-            while let Some((_, c)) = it.next() {
+            // To the closing quote, or to the end of the line when there is none.
+            while let Some((_, c)) = it.next_if(|(_, c)| *c != '\n') {
                 match c {
                     '\\' => {
-                        if it.peek().is_some_and(|(_, c)| *c != '\n') {
-                            it.next();
-                        }
+                        it.next_if(|(_, c)| *c != '\n');
                     }
                     '"' => break,
                     _ => {}
-                }
-                if it.peek().is_some_and(|(_, c)| *c == '\n') {
-                    break;
                 }
             }
             Kind::Str
