@@ -113,10 +113,10 @@ fn convert(
 /// shown), else the start of the document.
 fn extends_range(text: &str) -> Range {
     let code = scan::code(&scan::tokens(text));
-    code.windows(2)
-        .find(|w| w[0].text(text) == "extends" && w[1].kind == Kind::Str)
-        .map(|w| range_of(text, w[1].start, w[1].end))
-        .unwrap_or_default()
+    let found = scan::pairs(&code)
+        .find(|(w0, w1)| w0.text(text) == "extends" && w1.kind == Kind::Str)
+        .map(|(_, w1)| range_of(text, w1.start, w1.end));
+    found.unwrap_or_default()
 }
 
 fn to_lsp(
@@ -235,13 +235,11 @@ pub fn hover(
         return section_title(text, word, policy)
             .map(|t| (format!("Section `{word}`: \"{t}\""), range));
     }
-    if prev == "include" || prev == "exclude" {
-        if crate::state::ITEM_KINDS.contains(&word) {
-            return Some((
-                format!("Item kind `{word}` (`item.kind == \"{word}\"`)."),
-                range,
-            ));
-        }
+    if (prev == "include" || prev == "exclude") && crate::state::ITEM_KINDS.contains(&word) {
+        return Some((
+            format!("Item kind `{word}` (`item.kind == \"{word}\"`)."),
+            range,
+        ));
     }
     if prev == "as" {
         if let Some(m) = lookup(catalog::FORMS, word) {
@@ -272,9 +270,9 @@ pub fn hover(
 
 fn section_title(text: &str, name: &str, policy: Option<&Policy>) -> Option<String> {
     let code = scan::code(&scan::tokens(text));
-    for w in code.windows(3) {
-        if w[0].text(text) == "section" && w[1].text(text) == name && w[2].kind == Kind::Str {
-            return Some(w[2].unquoted(text).to_string());
+    for (w0, w1, w2) in scan::triples(&code) {
+        if w0.text(text) == "section" && w1.text(text) == name && w2.kind == Kind::Str {
+            return Some(w2.unquoted(text).to_string());
         }
     }
     if let Some(t) = policy
@@ -313,9 +311,9 @@ fn chain(text: &str, path: Option<&Path>, overlay: &Overlay) -> Vec<(Option<Path
     while let Some((p, t)) = out.get(i).cloned() {
         i += 1;
         let code = scan::code(&scan::tokens(&t));
-        for w in code.windows(2) {
-            if w[0].text(&t) == "extends" && w[1].kind == Kind::Str {
-                if let Some(base) = resolve_extends(p.as_deref(), w[1].unquoted(&t)) {
+        for (w0, w1) in scan::pairs(&code) {
+            if w0.text(&t) == "extends" && w1.kind == Kind::Str {
+                if let Some(base) = resolve_extends(p.as_deref(), w1.unquoted(&t)) {
                     let key = std::fs::canonicalize(&base).unwrap_or(base.clone());
                     if seen.insert(key) && out.len() < 16 {
                         if let Some(bt) = read(&base, overlay) {
@@ -340,20 +338,20 @@ fn find_decl(
 ) -> Option<(Option<PathBuf>, String, Range)> {
     for (p, t) in chain(text, path, overlay) {
         let code = scan::code(&scan::tokens(&t));
-        for w in code.windows(2) {
-            if w[0].text(&t) == keyword && w[1].text(&t) == name && w[1].kind == Kind::Word {
+        for (w0, w1) in scan::pairs(&code) {
+            if w0.text(&t) == keyword && w1.text(&t) == name && w1.kind == Kind::Word {
                 let line_start = t
-                    .get(..w[0].start)
+                    .get(..w0.start)
                     .and_then(|s| s.rfind('\n'))
                     .map(|i| i + 1)
                     .unwrap_or(0);
                 let line_end = t
-                    .get(w[1].end..)
+                    .get(w1.end..)
                     .and_then(|s| s.find('\n'))
-                    .map(|i| w[1].end + i)
+                    .map(|i| w1.end + i)
                     .unwrap_or(t.len());
                 let line = t.get(line_start..line_end).unwrap_or("").trim().to_string();
-                return Some((p, line, range_of(&t, w[1].start, w[1].end)));
+                return Some((p, line, range_of(&t, w1.start, w1.end)));
             }
         }
     }
@@ -629,10 +627,10 @@ pub fn completion(
                 .iter()
                 .map(|(n, t)| (n.to_string(), format!("\"{t}\" (built in)")))
                 .collect();
-            for w in code.windows(3) {
-                if w[0].text(text) == "section" && w[1].kind == Kind::Word {
-                    let n = w[1].text(text).to_string();
-                    let t = format!("\"{}\"", w[2].unquoted(text));
+            for (w0, w1, w2) in scan::triples(&code) {
+                if w0.text(text) == "section" && w1.kind == Kind::Word {
+                    let n = w1.text(text).to_string();
+                    let t = format!("\"{}\"", w2.unquoted(text));
                     match names.iter_mut().find(|(m, _)| *m == n) {
                         Some(e) => e.1 = t,
                         None => names.push((n, t)),
@@ -818,16 +816,16 @@ fn decls(
     let mut out: Vec<(String, String)> = Vec::new();
     for (_, t) in chain(text, path, overlay) {
         let code = scan::code(&scan::tokens(&t));
-        for w in code.windows(2) {
-            if w[0].text(&t) == keyword && w[1].kind == Kind::Word {
-                let n = w[1].text(&t).to_string();
+        for (w0, w1) in scan::pairs(&code) {
+            if w0.text(&t) == keyword && w1.kind == Kind::Word {
+                let n = w1.text(&t).to_string();
                 if !out.iter().any(|(m, _)| *m == n) {
                     let end = t
-                        .get(w[1].end..)
+                        .get(w1.end..)
                         .and_then(|s| s.find('\n'))
-                        .map(|i| w[1].end + i)
+                        .map(|i| w1.end + i)
                         .unwrap_or(t.len());
-                    out.push((n, t.get(w[0].start..end).unwrap_or("").trim().to_string()));
+                    out.push((n, t.get(w0.start..end).unwrap_or("").trim().to_string()));
                 }
             }
         }

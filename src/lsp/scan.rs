@@ -106,6 +106,18 @@ pub fn code(tokens: &[Token]) -> Vec<Token> {
         .collect()
 }
 
+/// Each token with the one after it.
+pub fn pairs(code: &[Token]) -> impl Iterator<Item = (Token, Token)> + '_ {
+    code.iter().copied().zip(code.iter().skip(1).copied())
+}
+
+/// Each token with the two after it.
+pub fn triples(code: &[Token]) -> impl Iterator<Item = (Token, Token, Token)> + '_ {
+    pairs(code)
+        .zip(code.iter().skip(2).copied())
+        .map(|((a, b), c)| (a, b, c))
+}
+
 /// The name of the innermost `{ ... }` block open at token index `upto` (the word before
 /// its `{`: `strategy`, `summary`, `policy`, ...).
 pub fn block_at<'a>(text: &'a str, code: &[Token], upto: usize) -> Option<&'a str> {
