@@ -1,12 +1,12 @@
 //! `baton lsp`: the policy language in the editor, over the Language Server Protocol.
 //!
-//! Public entry points: [`run_stdio`] (what `baton lsp` runs) and [`serve`] (the same server
+//! Public entry points: [`run_stdio`](crate::lsp::run_stdio) (what `baton lsp` runs) and [`serve`](crate::lsp::serve) (the same server
 //! on any [`lsp_server::Connection`], e.g. [`lsp_server::Connection::memory`] in tests).
 //!
 //! The transport is `lsp-server` (rust-analyzer's synchronous scaffold): one thread owns the
 //! open documents and answers every message in order, so there is no locking, and the
 //! in-memory connection tests the real loop. Documents are `*.policy` files and YAML policy
-//! test files. A change schedules a re-check after a quiet time ([`Options::debounce`]);
+//! test files. A change schedules a re-check after a quiet time ([`Options::debounce`](crate::lsp::Options::debounce));
 //! opening a document checks it at once. Every handler runs under a panic guard: a bug shows
 //! as an error response, never as a dead server.
 
