@@ -29,6 +29,7 @@ import {
   type Diagnostic,
   type TextEdit,
 } from "vscode-languageserver-protocol/node";
+import { checkGrammar } from "./grammar";
 
 const here = resolve(__dirname, "../..");
 const bin = resolve(here, process.env.BATON_BIN ?? "../../target/debug/baton");
@@ -42,6 +43,9 @@ strategy {
 `;
 
 async function main(): Promise<void> {
+  await checkGrammar();
+  console.log("ok - the TextMate grammar scopes each kind of token");
+
   const work = mkdtempSync(join(tmpdir(), "baton-vscode-e2e-"));
   const file = join(work, "team.policy");
   writeFileSync(file, POLICY);
