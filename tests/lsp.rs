@@ -437,3 +437,55 @@ fn rapid_changes_are_checked_once_after_the_quiet_time() {
     assert!(versions.is_empty(), "{versions:?}");
     c.stop();
 }
+
+#[test]
+fn test_files_run_against_the_open_policy_buffers() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::env::current_dir().unwrap();
+    let policy = "policy \"team\" {}\nstrategy {\n  full_new otherwise\n}\n";
+    fs::write(dir.path().join("team.policy"), policy).unwrap();
+    let text = format!(
+        "policy: team.policy\ncases:\n  - name: always new\n    state: {}\n    expect:\n      strategy: full_new\n",
+        root.join("examples/seed-switch.yaml").display()
+    );
+    let tu = uri(&dir.path().join("t.yaml"));
+    let pu = uri(&dir.path().join("team.policy"));
+    let mut c = Client::start(10);
+    c.open(&tu, "yaml", &text);
+    assert_eq!(c.diagnostics(&tu, 1), Vec::<Value>::new());
+    // An unsaved edit of the policy: the case now fails, on its line.
+    c.open(
+        &pu,
+        "baton-policy",
+        &policy.replace("full_new otherwise", "no_handoff otherwise"),
+    );
+    let diags = c.diagnostics(&tu, 1);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert!(
+        diags[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("case `always new` fails: strategy: expected full_new, got no_handoff"),
+        "{diags:?}"
+    );
+    assert_eq!(diags[0]["range"]["start"]["line"], 2);
+    c.stop();
+}
+
+#[test]
+fn exit_without_shutdown_is_an_error() {
+    let (server, client) = lsp_server::Connection::memory();
+    let h = std::thread::spawn(move || baton::lsp::serve(&server, Default::default()));
+    let init = lsp_server::Request::new(1.into(), "initialize".into(), json!({"capabilities": {}}));
+    client.sender.send(init.into()).unwrap();
+    let _ = client.receiver.recv().unwrap();
+    let n = lsp_server::Notification::new("initialized".into(), json!({}));
+    client.sender.send(n.into()).unwrap();
+    let n = lsp_server::Notification::new("exit".into(), Value::Null);
+    client.sender.send(n.into()).unwrap();
+    let e = h.join().unwrap().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "lsp: protocol error: `exit` without `shutdown`"
+    );
+}

@@ -153,7 +153,8 @@ pub fn serve(connection: &Connection, options: Options) -> Result<(), LspError> 
             }
             Some(Message::Notification(n)) => {
                 if n.method == "exit" {
-                    return Ok(());
+                    // `exit` before `shutdown`: the client gave up on the server (exit code 1).
+                    return Err(LspError::Protocol("`exit` without `shutdown`".into()));
                 }
                 server.notification(n);
             }
@@ -286,7 +287,7 @@ impl Server {
             }
             DidSaveTextDocument::METHOD => {
                 if let Ok(p) = serde_json::from_value::<DidSaveTextDocumentParams>(n.params) {
-                    // Test files read their policies from the disk: a save changes them.
+                    // States and closed files are read from the disk: a save may change them.
                     self.schedule_dependents(&p.text_document.uri);
                 }
             }
@@ -375,7 +376,7 @@ impl Server {
                 let Some(path) = path else {
                     return;
                 };
-                let c = test_doc::check(&path, &doc.text);
+                let c = test_doc::check(&path, &doc.text, &self.overlay());
                 self.cases.insert(uri.clone(), c.cases);
                 c.diagnostics
             }

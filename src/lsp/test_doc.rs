@@ -6,6 +6,7 @@ use super::text::line_range;
 use crate::testing::file::{TestFile, TestFileError};
 use crate::testing::runner;
 use lsp_types::{Diagnostic, DiagnosticSeverity, NumberOrString};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// One case as last run: where it starts and what the editor says about it.
@@ -64,9 +65,48 @@ fn file_error(text: &str, e: &TestFileError) -> Diagnostic {
     }
 }
 
+/// Load every policy the file names, as `baton test` does, but with the open policy buffers
+/// read instead of their files.
+fn load_policies(
+    tf: &TestFile,
+    overlay: &super::policy_doc::Overlay,
+) -> Result<BTreeMap<String, crate::policy::Policy>, TestFileError> {
+    let dir = tf.path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut specs = vec![(tf.policy.clone(), tf.policy_line)];
+    specs.extend(
+        tf.cases
+            .iter()
+            .filter_map(|c| c.policy.clone().map(|p| (p, c.line))),
+    );
+    let mut out = BTreeMap::new();
+    for (spec, line) in specs {
+        if out.contains_key(&spec) {
+            continue;
+        }
+        let rel = dir.join(&spec);
+        let open = overlay.keys().any(|p| *p == rel);
+        let path = if rel.exists() || open {
+            rel.display().to_string()
+        } else {
+            spec.clone()
+        };
+        let policy = crate::policy::load_overlay(&path, overlay).map_err(|e| {
+            TestFileError::PolicyDoesNotCheck {
+                file: crate::state::display_path(&tf.path),
+                line,
+                spec: spec.clone(),
+                message: e.to_string(),
+            }
+        })?;
+        out.insert(spec, policy);
+    }
+    Ok(out)
+}
+
 /// Validate and run a test file held in memory; `path` is where it lives (states and
-/// policies are relative to it).
-pub fn check(path: &Path, text: &str) -> Checked {
+/// policies are relative to it); open policy buffers in `overlay` are read instead of their
+/// files.
+pub fn check(path: &Path, text: &str, overlay: &super::policy_doc::Overlay) -> Checked {
     let file = crate::state::display_path(path);
     let mut tf: TestFile = match crate::testing::file::parse_str(text, &file) {
         Ok(tf) => tf,
@@ -78,7 +118,7 @@ pub fn check(path: &Path, text: &str) -> Checked {
         }
     };
     tf.path = path.to_path_buf();
-    let policies = match runner::load_policies(&tf) {
+    let policies = match load_policies(&tf, overlay) {
         Ok(p) => p,
         Err(e) => {
             return Checked {
