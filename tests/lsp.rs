@@ -489,3 +489,51 @@ fn exit_without_shutdown_is_an_error() {
         "lsp: protocol error: `exit` without `shutdown`"
     );
 }
+
+#[test]
+fn the_shipped_policies_and_their_tests_open_without_a_diagnostic() {
+    let root = std::env::current_dir().unwrap();
+    let mut c = Client::start(10);
+    for f in [
+        "policies/default.policy",
+        "policies/t3code.policy",
+        "policies/t3code-legacy.policy",
+        "policies/mcode.policy",
+        "policies/tests/default.yaml",
+        "policies/tests/mcode.yaml",
+    ] {
+        let path = root.join(f);
+        let u = uri(&path);
+        let lang = if f.ends_with(".yaml") {
+            "yaml"
+        } else {
+            "baton-policy"
+        };
+        c.open(&u, lang, &fs::read_to_string(&path).unwrap());
+        assert_eq!(c.diagnostics(&u, 1), Vec::<Value>::new(), "{f}");
+    }
+    c.stop();
+}
+
+#[test]
+fn a_client_that_skips_initialized_is_served() {
+    let (server, client) = lsp_server::Connection::memory();
+    let h = std::thread::spawn(move || baton::lsp::serve(&server, Default::default()));
+    let init = lsp_server::Request::new(1.into(), "initialize".into(), json!({"capabilities": {}}));
+    client.sender.send(init.into()).unwrap();
+    let _ = client.receiver.recv().unwrap();
+    let open = lsp_server::Notification::new(
+        "textDocument/didOpen".into(),
+        json!({"textDocument": {"uri": "untitled:x.policy", "languageId": "baton-policy", "version": 1, "text": TYPO}}),
+    );
+    client.sender.send(open.into()).unwrap();
+    match client.receiver.recv().unwrap() {
+        lsp_server::Message::Notification(n) => {
+            assert_eq!(n.method, "textDocument/publishDiagnostics");
+            assert_eq!(n.params["diagnostics"].as_array().unwrap().len(), 1);
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(client);
+    h.join().unwrap().unwrap();
+}

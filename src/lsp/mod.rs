@@ -113,10 +113,13 @@ pub fn serve(connection: &Connection, options: Options) -> Result<(), LspError> 
         name: "baton".into(),
         version: Some(env!("CARGO_PKG_VERSION").into()),
     };
-    connection.initialize_finish(
-        id,
-        serde_json::json!({ "capabilities": caps, "serverInfo": info }),
-    )?;
+    // The response is sent without waiting for `initialized`: a client that skips it (or
+    // sends a document first) is still served.
+    let result = serde_json::json!({ "capabilities": caps, "serverInfo": info });
+    connection
+        .sender
+        .send(Message::Response(Response::new_ok(id, result)))
+        .map_err(|e| LspError::Protocol(e.to_string()))?;
     let mut server = Server {
         docs: BTreeMap::new(),
         diagnostics: HashMap::new(),

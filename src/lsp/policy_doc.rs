@@ -74,7 +74,14 @@ pub fn check(uri: &Url, path: Option<&Path>, text: &str, overlay: &Overlay) -> C
                 set,
                 " (when the directory is composed as one policy set)",
             );
-            for d in extra.diagnostics {
+            // Only errors: a directory of independent profiles (like the shipped `policies/`)
+            // composes with lints that are artefacts of composing them, but a set that does
+            // not load is one `baton explain --policy DIR` would refuse.
+            let errors = extra
+                .diagnostics
+                .into_iter()
+                .filter(|d| d.severity == Some(DiagnosticSeverity::ERROR));
+            for d in errors {
                 let dup = checked
                     .diagnostics
                     .iter()
