@@ -92,6 +92,11 @@ pub use state::{State, StateError};
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+/// The language server behind `baton lsp` (feature `lsp`): diagnostics, hover, completion,
+/// definitions, references, formatting and quick fixes for policies and policy tests.
+#[cfg(feature = "lsp")]
+pub mod lsp;
+
 /// The `baton` command (src/main.rs calls [`cli::main`]); not a library interface.
 #[cfg(feature = "cli")]
 #[doc(hidden)]

@@ -37,6 +37,7 @@ const LAYERS: &[(&str, &str, u32)] = &[
     ("store", "store", 20),
     // shells
     ("serve", "serve", 30),
+    ("lsp", "lsp", 30),
     ("schema", "cli", 31),
     ("cli", "cli", 32),
 ];

@@ -13,6 +13,8 @@ mod out;
 mod commands;
 mod delivery;
 mod import;
+#[cfg(feature = "lsp")]
+mod lsp;
 mod quality;
 mod reference;
 mod replay;
@@ -167,6 +169,12 @@ pub enum Command {
         after_help = "Examples:\n  baton man | man -l -\n  baton man --out /usr/local/share/man/man1"
     )]
     Man(reference::ManArgs),
+    /// Run the language server for editors on standard input and output (docs/editor.md).
+    #[cfg(feature = "lsp")]
+    #[command(
+        after_help = "Examples:\n  baton lsp              # started by the editor (examples/vscode)\n  baton lsp --debounce-ms 300\n\nDiagnostics, hover, completion, go to definition, references, formatting and\n\"did you mean\" quick fixes for *.policy files and YAML policy test files."
+    )]
+    Lsp(lsp::LspArgs),
 }
 
 #[derive(Args, Debug)]
@@ -461,6 +469,8 @@ pub fn main() -> ExitCode {
         Command::Fmt(a) => tooling::fmt(a),
         Command::Quality(a) => quality::quality(a),
         Command::Gc(a) => delivery::gc(a),
+        #[cfg(feature = "lsp")]
+        Command::Lsp(a) => lsp::lsp(a),
         Command::Pregrant(PregrantArgs {
             command: PregrantCommand::Check(a),
         }) => delivery::pregrant_check(a),

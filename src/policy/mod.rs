@@ -26,6 +26,16 @@ pub fn load(spec: &str) -> Result<Policy, PolicyError> {
     check::check(loaded.sources, loaded.files)
 }
 
+/// [`load`] with the texts of some files given in memory (an editor's open buffers), read
+/// instead of the disk; see [`source::load_overlay`].
+pub fn load_overlay(
+    spec: &str,
+    overlay: &BTreeMap<std::path::PathBuf, String>,
+) -> Result<Policy, PolicyError> {
+    let loaded = source::load_overlay(spec, overlay)?;
+    check::check(loaded.sources, loaded.files)
+}
+
 /// Check and compile policy text held in memory; `name` is used in diagnostics.
 pub fn load_text(name: &str, text: &str) -> Result<Policy, PolicyError> {
     let loaded = source::load_text(name, text)?;

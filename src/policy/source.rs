@@ -4,7 +4,7 @@
 use super::ast::PolicyFile;
 use super::diag::{Diagnostic, PolicyError, Source};
 use super::parser;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Policies shipped with baton, embedded in the binary: (profile name, file name, text).
@@ -71,6 +71,15 @@ struct Loader {
     done: HashSet<String>,
     /// (key, name shown to people) of the sources being loaded, outermost first.
     stack: Vec<(String, String)>,
+    /// Texts read instead of the files at these keys (an editor's unsaved buffers).
+    overlay: BTreeMap<String, String>,
+}
+
+/// The key a file is loaded under: its canonical path, else the path as given.
+fn file_key(path: &Path) -> String {
+    std::fs::canonicalize(path)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| path.display().to_string())
 }
 
 /// The policy files of a directory: every regular file named `*.policy`, sorted by path
@@ -126,6 +135,47 @@ pub fn load(spec: &str) -> Result<Loaded, PolicyError> {
     Ok(l.into_loaded())
 }
 
+/// [`load`] with some files' texts given in memory: a file named in `overlay` (the open
+/// buffers of an editor) is read from there instead of the disk, whether it is the spec
+/// itself, a file of the spec's directory or a base it `extends`.
+pub fn load_overlay(spec: &str, overlay: &BTreeMap<PathBuf, String>) -> Result<Loaded, PolicyError> {
+    let path = Path::new(spec);
+    let overlay: BTreeMap<String, String> = overlay
+        .iter()
+        .map(|(p, t)| (file_key(p), t.clone()))
+        .collect();
+    let mut loaded = Loader {
+        overlay,
+        ..Loader::default()
+    };
+    if path.is_dir() {
+        let entries = policy_files(path).map_err(|e| {
+            PolicyError::single(Diagnostic::file_level(
+                spec,
+                format!(
+                    "cannot read policy directory: {}",
+                    crate::state::io_reason(&e)
+                ),
+            ))
+        })?;
+        for e in entries {
+            loaded.load_file(&e, None)?;
+        }
+        if loaded.files.is_empty() {
+            return Err(PolicyError::single(Diagnostic::file_level(
+                spec,
+                "no `*.policy` files in this directory",
+            )));
+        }
+        return Ok(loaded.into_loaded());
+    }
+    if path.is_file() || loaded.overlay.contains_key(&file_key(path)) {
+        loaded.load_file(path, None)?;
+        return Ok(loaded.into_loaded());
+    }
+    load(spec)
+}
+
 /// Load a policy set from text already in memory (tests, the service).
 pub fn load_text(name: &str, text: &str) -> Result<Loaded, PolicyError> {
     let mut l = Loader::default();
@@ -152,11 +202,12 @@ impl Loader {
         from: Option<(usize, super::ast::Span)>,
     ) -> Result<(), PolicyError> {
         let name = path.display().to_string();
-        let key = std::fs::canonicalize(path)
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| name.clone());
+        let key = file_key(path);
         if self.done.contains(&key) {
             return Ok(());
+        }
+        if let Some(text) = self.overlay.get(&key).cloned() {
+            return self.load_keyed(key, name, text, Origin::File(path.to_path_buf()), from);
         }
         if let Ok(meta) = std::fs::metadata(path) {
             if meta.len() > MAX_POLICY_BYTES {
@@ -264,7 +315,7 @@ impl Loader {
             };
             let candidate = base_dir.map(|d| d.join(&target));
             match candidate {
-                Some(c) if c.is_file() => self.load_file(&c, here)?,
+                Some(c) if c.is_file() || self.overlay.contains_key(&file_key(&c)) => self.load_file(&c, here)?,
                 _ => match shipped(&target) {
                     Some((f, t)) => {
                         self.load_text(f.to_string(), t.to_string(), Origin::Shipped, here)?

@@ -1,0 +1,539 @@
+//! `baton lsp` over an in-memory transport: every request the server answers, on policy files
+//! (with `extends`, directory sets and unsaved buffers) and on YAML policy test files.
+
+mod lsp_support;
+
+use lsp_support::{pos, uri, Client};
+use serde_json::{json, Value};
+use std::fs;
+
+const TYPO: &str = "policy \"typo\" {}\n\nstrategy {\n  no_handoff when target.runs_since_lastseen == 0\n  full_new otherwise\n}\n";
+
+fn labels(v: &Value) -> Vec<String> {
+    v["result"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| i["label"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn hover_text(v: &Value) -> String {
+    v["result"]["contents"]["value"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn diagnostics_on_open_carry_range_severity_code_and_help() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.policy");
+    fs::write(&path, TYPO).unwrap();
+    let u = uri(&path);
+    let mut c = Client::start(10);
+    c.open(&u, "baton-policy", TYPO);
+    let diags = c.diagnostics(&u, 1);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    let d = &diags[0];
+    assert_eq!(d["message"], "unknown fact `target.runs_since_lastseen`");
+    assert_eq!(d["severity"], 1);
+    assert_eq!(d["code"], "baton::check::unknown_fact");
+    assert_eq!(d["source"], "baton");
+    assert_eq!(
+        d["range"],
+        json!({"start": {"line": 3, "character": 18}, "end": {"line": 3, "character": 44}})
+    );
+    assert_eq!(
+        d["relatedInformation"][0]["message"],
+        "help: did you mean `target.runs_since_last_seen`?"
+    );
+    c.stop();
+}
+
+#[test]
+fn the_quick_fix_applies_and_the_diagnostics_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.policy");
+    let u = uri(&path);
+    let mut c = Client::start(10);
+    // Never saved: the buffer is all there is.
+    c.open(&u, "baton-policy", TYPO);
+    let diags = c.diagnostics(&u, 1);
+    let r = c.request(
+        "textDocument/codeAction",
+        json!({
+            "textDocument": {"uri": u},
+            "range": diags[0]["range"],
+            "context": {"diagnostics": diags}
+        }),
+    );
+    let action = &r["result"][0];
+    assert_eq!(
+        action["title"],
+        "Replace with `target.runs_since_last_seen`"
+    );
+    assert_eq!(action["kind"], "quickfix");
+    let edit = &action["edit"]["changes"][&u][0];
+    assert_eq!(edit["newText"], "target.runs_since_last_seen");
+    c.change(
+        &u,
+        2,
+        json!([{"range": edit["range"], "text": edit["newText"]}]),
+    );
+    assert_eq!(c.diagnostics(&u, 2), Vec::<Value>::new());
+    c.stop();
+}
+
+#[test]
+fn every_did_you_mean_has_a_quick_fix() {
+    let text = "policy \"t\" {}\neligible when run.status in [\"complete\"]\nstrategy {\n  full_nwe otherwise\n}\nsummary {\n  include user_mesage into goals\n  include error into goals as lin\n  include decision into decisons\n}\n";
+    let mut c = Client::start(10);
+    let u = "untitled:Untitled-1.policy";
+    c.open(u, "baton-policy", text);
+    let diags = c.diagnostics(u, 1);
+    let r = c.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": u}, "range": diags[0]["range"], "context": {"diagnostics": diags}}),
+    );
+    let mut fixes: Vec<String> = r["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            a["edit"]["changes"][u][0]["newText"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    fixes.sort();
+    assert_eq!(
+        fixes,
+        [
+            "\"completed\"",
+            "decisions",
+            "full_new",
+            "line",
+            "user_message"
+        ],
+        "{diags:#?}"
+    );
+    c.stop();
+}
+
+#[test]
+fn hover_explains_facts_lets_sections_strategies_and_extends() {
+    let text = "policy \"h\" { extends \"default\" }\n\nlet limit = 3 + 4\n\nstrategy {\n  no_handoff when target.runs_since_last_seen == 0\n  full_new when target.off_provider_runs > limit\n  delta_existing otherwise\n}\n\nsummary {\n  section risks \"Risks\"\n  include error into risks\n  include decision into decisions\n}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.policy");
+    let u = uri(&path);
+    let mut c = Client::start(10);
+    c.open(&u, "baton-policy", text);
+    c.diagnostics(&u, 1);
+    let (l, ch) = pos(text, "target.runs_since_last_seen", 3);
+    let h = hover_text(&c.at("textDocument/hover", &u, l, ch));
+    assert!(h.contains("**`target.runs_since_last_seen`**: int"), "{h}");
+    assert!(h.contains("Eligible runs after `target.last_seen`."), "{h}");
+    assert!(h.contains("when target.runs_since_last_seen > 0"), "{h}");
+    let (l, ch) = pos(text, "> limit", 3);
+    let h = hover_text(&c.at("textDocument/hover", &u, l, ch));
+    assert!(h.contains("`let limit` = `7`"), "{h}");
+    assert!(h.contains("let limit = 3 + 4"), "{h}");
+    let (l, ch) = pos(text, "into risks", 6);
+    assert_eq!(
+        hover_text(&c.at("textDocument/hover", &u, l, ch)),
+        "Section `risks`: \"Risks\""
+    );
+    let (l, ch) = pos(text, "into decisions", 6);
+    assert!(hover_text(&c.at("textDocument/hover", &u, l, ch)).contains("(built in)"));
+    let (l, ch) = pos(text, "delta_existing", 1);
+    let h = hover_text(&c.at("textDocument/hover", &u, l, ch));
+    assert!(h.starts_with("Strategy `delta_existing`: Resume"), "{h}");
+    let (l, ch) = pos(text, "\"default\"", 2);
+    let h = hover_text(&c.at("textDocument/hover", &u, l, ch));
+    assert!(h.contains("shipped profile `default`"), "{h}");
+    c.stop();
+}
+
+#[test]
+fn completion_offers_what_fits_the_cursor() {
+    let text = "policy \"c\" {}\nlet friends = [\"codex\"]\nstrategy {\n  \n  full_new when target.\n  full_new when request.provider == \"\n  full_new otherwise handoff \n}\nsummary {\n  section risks \"Risks\"\n  include \n  include error into \n  include error into risks as \n}\n";
+    let u = "untitled:c.policy";
+    let mut c = Client::start(10);
+    c.open(u, "baton-policy", text);
+    c.diagnostics(u, 1);
+    let at = |c: &mut Client, needle: &str, skip| {
+        let (l, ch) = pos(text, needle, skip);
+        labels(&c.at("textDocument/completion", u, l, ch))
+    };
+    let facts = at(&mut c, "target.\n", 7);
+    assert!(
+        facts.contains(&"target.has_thread".to_string()),
+        "{facts:?}"
+    );
+    assert!(facts.iter().all(|f| f.starts_with("target.")), "{facts:?}");
+    let providers = at(&mut c, "== \"\n", 4);
+    assert_eq!(providers, ["claude", "codex", "copilot", "cursor"]);
+    let ladder = at(&mut c, "  \n  full_new when target.", 2);
+    assert!(ladder.contains(&"delta_existing".to_string()), "{ladder:?}");
+    assert!(ladder.contains(&"native_fork".to_string()), "{ladder:?}");
+    let handoffs = at(&mut c, "handoff \n", 8);
+    assert!(
+        handoffs.contains(&"checkpoint_summary".to_string()),
+        "{handoffs:?}"
+    );
+    let kinds = at(&mut c, "include \n", 8);
+    assert!(kinds.contains(&"file_change".to_string()), "{kinds:?}");
+    let sections = at(&mut c, "into \n", 5);
+    assert!(sections.contains(&"risks".to_string()), "{sections:?}");
+    assert!(sections.contains(&"goals".to_string()), "{sections:?}");
+    let forms = at(&mut c, "as \n", 3);
+    assert_eq!(forms, ["full", "text", "line", "path_only", "count"]);
+    c.stop();
+}
+
+#[test]
+fn definition_and_references_for_lets_sections_and_extends() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "policy \"base\" { extends \"default\" }\n\nlet limit = 5\n\nstrategy {\n  full_new when target.off_provider_runs > limit\n  delta_existing otherwise\n}\n";
+    let team = "policy \"team\" { extends \"base.policy\" }\n\nlet limit = 9\n\nsummary {\n  section risks \"Risks\"\n  include error into risks\n}\n";
+    let base_path = dir.path().join("base.policy");
+    let team_path = dir.path().join("team.policy");
+    fs::write(&base_path, base).unwrap();
+    fs::write(&team_path, team).unwrap();
+    let (bu, tu) = (uri(&base_path), uri(&team_path));
+    let mut c = Client::start(10);
+    c.open(&tu, "baton-policy", team);
+    c.diagnostics(&tu, 1);
+    // `extends "base.policy"` goes to the file.
+    let (l, ch) = pos(team, "base.policy", 1);
+    let d = c.at("textDocument/definition", &tu, l, ch);
+    assert_eq!(d["result"][0]["uri"], bu.as_str());
+    // References of `extends "base.policy"`: here only.
+    let r = c.at("textDocument/references", &tu, l, ch);
+    assert_eq!(r["result"].as_array().unwrap().len(), 1, "{r}");
+    // The section used in `into risks` is declared two lines up.
+    let (l, ch) = pos(team, "into risks", 6);
+    let d = c.at("textDocument/definition", &tu, l, ch);
+    let (dl, dc) = pos(team, "risks \"Risks\"", 0);
+    assert_eq!(
+        d["result"][0]["range"]["start"],
+        json!({"line": dl, "character": dc})
+    );
+    let r = c.at("textDocument/references", &tu, l, ch);
+    assert_eq!(r["result"].as_array().unwrap().len(), 2, "{r}");
+    // From the base, `limit` goes to its own `let`; its references span both files.
+    c.open(&bu, "baton-policy", base);
+    c.diagnostics(&bu, 1);
+    let (l, ch) = pos(base, "> limit", 3);
+    let d = c.at("textDocument/definition", &bu, l, ch);
+    assert_eq!(d["result"][0]["uri"], bu.as_str());
+    assert_eq!(
+        d["result"][0]["range"]["start"],
+        json!({"line": 2, "character": 4})
+    );
+    let r = c.at("textDocument/references", &bu, l, ch);
+    let mut files: Vec<String> = r["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["uri"].as_str().unwrap().to_string())
+        .collect();
+    files.sort();
+    let mut expected = vec![bu.clone(), bu.clone(), tu.clone()];
+    expected.sort();
+    assert_eq!(files, expected);
+    c.stop();
+}
+
+#[test]
+fn formatting_is_baton_fmt_of_the_whole_document() {
+    let text = "policy \"f\" {}\nstrategy {\nno_handoff when target.runs_since_last_seen==0\n   full_new   otherwise\n}\n";
+    let u = "untitled:f.policy";
+    let mut c = Client::start(10);
+    c.open(u, "baton-policy", text);
+    c.diagnostics(u, 1);
+    let r = c.request(
+        "textDocument/formatting",
+        json!({"textDocument": {"uri": u}, "options": {"tabSize": 2, "insertSpaces": true}}),
+    );
+    let expected = baton::fmt::format_source("f.policy", text).unwrap();
+    assert_eq!(r["result"][0]["newText"], expected.as_str());
+    assert_eq!(
+        r["result"][0]["range"]["start"],
+        json!({"line": 0, "character": 0})
+    );
+    // Text that does not parse: no edits, no error.
+    c.change(u, 2, json!([{"text": "strategy {"}]));
+    c.diagnostics(u, 2);
+    let r = c.request(
+        "textDocument/formatting",
+        json!({"textDocument": {"uri": u}, "options": {"tabSize": 2, "insertSpaces": true}}),
+    );
+    assert_eq!(r["result"], Value::Null);
+    c.stop();
+}
+
+#[test]
+fn open_buffers_win_over_the_disk_and_bases_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "policy \"base\" {}\nlet limit = 5\nstrategy {\n  full_new when thread.runs > limit\n  full_new otherwise\n}\n";
+    let team = "policy \"team\" { extends \"base.policy\" }\nlet limit = 7\n";
+    let base_path = dir.path().join("base.policy");
+    let team_path = dir.path().join("team.policy");
+    fs::write(&base_path, base).unwrap();
+    fs::write(&team_path, team).unwrap();
+    let (bu, tu) = (uri(&base_path), uri(&team_path));
+    let mut c = Client::start(10);
+    c.open(&tu, "baton-policy", team);
+    assert_eq!(c.diagnostics(&tu, 1), Vec::<Value>::new());
+    // An unsaved edit of the base breaks the team file: shown at its `extends`.
+    c.open(
+        &bu,
+        "baton-policy",
+        &base.replace("thread.runs", "thread.rusn"),
+    );
+    let on_team = c.diagnostics(&tu, 1);
+    assert_eq!(on_team.len(), 1, "{on_team:?}");
+    assert!(
+        on_team[0]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("unknown fact `thread.rusn`"),
+        "{on_team:?}"
+    );
+    assert_eq!(
+        on_team[0]["range"]["start"],
+        json!({"line": 0, "character": 24})
+    );
+    // Fixing the base (unsaved still) clears the team file.
+    c.change(&bu, 2, json!([{"text": base}]));
+    c.diagnostics(&bu, 2);
+    assert_eq!(c.diagnostics(&tu, 1), Vec::<Value>::new());
+    c.stop();
+}
+
+#[test]
+fn a_directory_set_is_checked_as_composed() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = "policy \"a\" {}\nlet limit = 3\nstrategy {\n  full_new when thread.runs > limit\n  full_new otherwise\n}\n";
+    let b = "let limit = \"three\"\n";
+    fs::write(dir.path().join("a.policy"), a).unwrap();
+    fs::write(dir.path().join("b.policy"), "let limit = 4\n").unwrap();
+    let au = uri(&dir.path().join("a.policy"));
+    let bu = uri(&dir.path().join("b.policy"));
+    let mut c = Client::start(10);
+    c.open(&au, "baton-policy", a);
+    assert_eq!(c.diagnostics(&au, 1), Vec::<Value>::new());
+    // b's unsaved text makes `limit` a string: a's rule no longer types in the set.
+    c.open(&bu, "baton-policy", b);
+    let on_a = c.diagnostics(&au, 1);
+    assert_eq!(on_a.len(), 1, "{on_a:?}");
+    let m = on_a[0]["message"].as_str().unwrap();
+    assert!(m.contains("needs ints"), "{m}");
+    assert!(
+        m.ends_with("(when the directory is composed as one policy set)"),
+        "{m}"
+    );
+    let (l, ch) = pos(a, "> limit", 2);
+    assert_eq!(
+        on_a[0]["range"]["start"],
+        json!({"line": l, "character": ch})
+    );
+    c.stop();
+}
+
+#[test]
+fn test_files_get_case_diagnostics_and_the_deciding_rule_on_hover() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::env::current_dir().unwrap();
+    let state = root.join("examples/seed-switch.yaml");
+    let text = format!(
+        "policy: default\ncases:\n  - name: switch\n    state: {s}\n    expect:\n      strategy: full_new\n  - name: wrong\n    state: {s}\n    expect:\n      strategy: no_handoff\n",
+        s = state.display()
+    );
+    let path = dir.path().join("t.yaml");
+    let u = uri(&path);
+    let mut c = Client::start(10);
+    c.open(&u, "yaml", &text);
+    let diags = c.diagnostics(&u, 1);
+    let want = baton::testing::run_paths(
+        &[{
+            fs::write(&path, &text).unwrap();
+            path.clone()
+        }],
+        &Default::default(),
+    )
+    .unwrap();
+    let failing: Vec<&str> = want
+        .results
+        .iter()
+        .filter(|r| !r.passed())
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(diags.len(), failing.len(), "{diags:?}");
+    for (d, name) in diags.iter().zip(&failing) {
+        let m = d["message"].as_str().unwrap();
+        assert!(
+            m.starts_with(&format!("case `{name}` fails: strategy: expected")),
+            "{m}"
+        );
+        assert_eq!(d["code"], "baton::test::case_failed");
+    }
+    let h = hover_text(&c.at("textDocument/hover", &u, 8, 6));
+    assert!(h.starts_with("Case `wrong`"), "{h}");
+    assert!(h.contains("```policy\n"), "{h}");
+    assert!(h.contains("at default.policy:"), "{h}");
+    // A broken test file: the message `baton test` gives, on its line.
+    c.change(
+        &u,
+        2,
+        json!([{"text": "policy: default\ncases:\n  - name: x\n    stat: a.yaml\n"}]),
+    );
+    let diags = c.diagnostics(&u, 2);
+    assert_eq!(diags.len(), 1);
+    assert_eq!(diags[0]["range"]["start"]["line"], 3, "{diags:?}");
+    assert!(
+        diags[0]["message"].as_str().unwrap().contains("stat"),
+        "{diags:?}"
+    );
+    c.stop();
+}
+
+#[test]
+fn bad_requests_get_errors_and_the_server_goes_on() {
+    let mut c = Client::start(10);
+    let r = c.request("textDocument/hover", json!({"nonsense": true}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let r = c.request("workspace/symbol", json!({"query": ""}));
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+    // A document never opened: no answer to give, but an answer.
+    let r = c.at("textDocument/hover", "file:///nowhere.policy", 0, 0);
+    assert_eq!(r["result"], Value::Null);
+    c.stop();
+}
+
+#[test]
+fn rapid_changes_are_checked_once_after_the_quiet_time() {
+    let u = "untitled:d.policy";
+    let mut c = Client::start(1500);
+    c.open(u, "baton-policy", TYPO);
+    c.diagnostics(u, 1);
+    for v in 2..=20 {
+        c.change(u, v, json!([{"text": format!("{TYPO}# edit {v}\n")}]));
+    }
+    // Only the last version is checked: nothing arrives for the versions in between.
+    let last = c.diagnostics(u, 20);
+    assert_eq!(last.len(), 1);
+    let versions: Vec<Value> = c
+        .backlog
+        .iter()
+        .filter(|n| n.method == "textDocument/publishDiagnostics")
+        .map(|n| n.params["version"].clone())
+        .collect();
+    assert!(versions.is_empty(), "{versions:?}");
+    c.stop();
+}
+
+#[test]
+fn test_files_run_against_the_open_policy_buffers() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::env::current_dir().unwrap();
+    let policy = "policy \"team\" {}\nstrategy {\n  full_new otherwise\n}\n";
+    fs::write(dir.path().join("team.policy"), policy).unwrap();
+    let text = format!(
+        "policy: team.policy\ncases:\n  - name: always new\n    state: {}\n    expect:\n      strategy: full_new\n",
+        root.join("examples/seed-switch.yaml").display()
+    );
+    let tu = uri(&dir.path().join("t.yaml"));
+    let pu = uri(&dir.path().join("team.policy"));
+    let mut c = Client::start(10);
+    c.open(&tu, "yaml", &text);
+    assert_eq!(c.diagnostics(&tu, 1), Vec::<Value>::new());
+    // An unsaved edit of the policy: the case now fails, on its line.
+    c.open(
+        &pu,
+        "baton-policy",
+        &policy.replace("full_new otherwise", "no_handoff otherwise"),
+    );
+    let diags = c.diagnostics(&tu, 1);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert!(
+        diags[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("case `always new` fails: strategy: expected full_new, got no_handoff"),
+        "{diags:?}"
+    );
+    assert_eq!(diags[0]["range"]["start"]["line"], 2);
+    c.stop();
+}
+
+#[test]
+fn exit_without_shutdown_is_an_error() {
+    let (server, client) = lsp_server::Connection::memory();
+    let h = std::thread::spawn(move || baton::lsp::serve(&server, Default::default()));
+    let init = lsp_server::Request::new(1.into(), "initialize".into(), json!({"capabilities": {}}));
+    client.sender.send(init.into()).unwrap();
+    let _ = client.receiver.recv().unwrap();
+    let n = lsp_server::Notification::new("initialized".into(), json!({}));
+    client.sender.send(n.into()).unwrap();
+    let n = lsp_server::Notification::new("exit".into(), Value::Null);
+    client.sender.send(n.into()).unwrap();
+    let e = h.join().unwrap().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "lsp: protocol error: `exit` without `shutdown`"
+    );
+}
+
+#[test]
+fn the_shipped_policies_and_their_tests_open_without_a_diagnostic() {
+    let root = std::env::current_dir().unwrap();
+    let mut c = Client::start(10);
+    for f in [
+        "policies/default.policy",
+        "policies/t3code.policy",
+        "policies/t3code-legacy.policy",
+        "policies/mcode.policy",
+        "policies/tests/default.yaml",
+        "policies/tests/mcode.yaml",
+    ] {
+        let path = root.join(f);
+        let u = uri(&path);
+        let lang = if f.ends_with(".yaml") {
+            "yaml"
+        } else {
+            "baton-policy"
+        };
+        c.open(&u, lang, &fs::read_to_string(&path).unwrap());
+        assert_eq!(c.diagnostics(&u, 1), Vec::<Value>::new(), "{f}");
+    }
+    c.stop();
+}
+
+#[test]
+fn a_client_that_skips_initialized_is_served() {
+    let (server, client) = lsp_server::Connection::memory();
+    let h = std::thread::spawn(move || baton::lsp::serve(&server, Default::default()));
+    let init = lsp_server::Request::new(1.into(), "initialize".into(), json!({"capabilities": {}}));
+    client.sender.send(init.into()).unwrap();
+    let _ = client.receiver.recv().unwrap();
+    let open = lsp_server::Notification::new(
+        "textDocument/didOpen".into(),
+        json!({"textDocument": {"uri": "untitled:x.policy", "languageId": "baton-policy", "version": 1, "text": TYPO}}),
+    );
+    client.sender.send(open.into()).unwrap();
+    match client.receiver.recv().unwrap() {
+        lsp_server::Message::Notification(n) => {
+            assert_eq!(n.method, "textDocument/publishDiagnostics");
+            assert_eq!(n.params["diagnostics"].as_array().unwrap().len(), 1);
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(client);
+    h.join().unwrap().unwrap();
+}
