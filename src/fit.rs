@@ -276,7 +276,7 @@ fn fit_mode(
             DegradeStep::DropOldestRuns => {
                 // The fewest oldest runs whose items must go (binary search: fewer dropped
                 // runs never make the handoff smaller).
-                let runs: Vec<u32> = decision_runs(facts, decision);
+                let runs: Vec<u32> = crate::select::decision_runs(facts, decision);
                 let (mut lo, mut hi) = (0usize, runs.len());
                 let mut best = None;
                 while lo < hi {
@@ -325,19 +325,6 @@ fn fit_mode(
     let (s, r, n) = try_with(&degrade)?;
     record(&mut attempt, "must_keep_only".into(), s, r, n);
     Ok(attempt)
-}
-
-/// The covered runs of a decision that are eligible, oldest first.
-fn decision_runs(facts: &Facts<'_>, decision: &Decision) -> Vec<u32> {
-    match &decision.covered_runs {
-        Some(r) => facts
-            .eligible_runs()
-            .iter()
-            .copied()
-            .filter(|o| (r.from..=r.to).contains(o))
-            .collect(),
-        None => Vec::new(),
-    }
 }
 
 /// For a full handoff that replaces a delta because `over_budget` held: the size of that

@@ -98,8 +98,12 @@ pub fn policy_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 /// Load a policy set from a spec: a file, a directory, or a shipped profile name.
 pub fn load(spec: &str) -> Result<Loaded, PolicyError> {
+    load_in(spec, Loader::default())
+}
+
+/// [`load`] with `l`, whose overlay (if any) stands in for files on disk.
+fn load_in(spec: &str, mut l: Loader) -> Result<Loaded, PolicyError> {
     let path = Path::new(spec);
-    let mut l = Loader::default();
     if path.is_dir() {
         let entries = policy_files(path).map_err(|e| {
             PolicyError::single(Diagnostic::file_level(
@@ -119,7 +123,7 @@ pub fn load(spec: &str) -> Result<Loaded, PolicyError> {
         for e in entries {
             l.load_file(&e, None)?;
         }
-    } else if path.is_file() {
+    } else if path.is_file() || l.overlay.contains_key(&file_key(path)) {
         l.load_file(path, None)?;
     } else if let Some((file, text)) = shipped(spec) {
         l.load_text(file.to_string(), text.to_string(), Origin::Shipped, None)?;
@@ -139,41 +143,17 @@ pub fn load(spec: &str) -> Result<Loaded, PolicyError> {
 /// buffers of an editor) is read from there instead of the disk, whether it is the spec
 /// itself, a file of the spec's directory or a base it `extends`.
 pub fn load_overlay(spec: &str, overlay: &BTreeMap<PathBuf, String>) -> Result<Loaded, PolicyError> {
-    let path = Path::new(spec);
     let overlay: BTreeMap<String, String> = overlay
         .iter()
         .map(|(p, t)| (file_key(p), t.clone()))
         .collect();
-    let mut loaded = Loader {
-        overlay,
-        ..Loader::default()
-    };
-    if path.is_dir() {
-        let entries = policy_files(path).map_err(|e| {
-            PolicyError::single(Diagnostic::file_level(
-                spec,
-                format!(
-                    "cannot read policy directory: {}",
-                    crate::state::io_reason(&e)
-                ),
-            ))
-        })?;
-        for e in entries {
-            loaded.load_file(&e, None)?;
-        }
-        if loaded.files.is_empty() {
-            return Err(PolicyError::single(Diagnostic::file_level(
-                spec,
-                "no `*.policy` files in this directory",
-            )));
-        }
-        return Ok(loaded.into_loaded());
-    }
-    if path.is_file() || loaded.overlay.contains_key(&file_key(path)) {
-        loaded.load_file(path, None)?;
-        return Ok(loaded.into_loaded());
-    }
-    load(spec)
+    load_in(
+        spec,
+        Loader {
+            overlay,
+            ..Loader::default()
+        },
+    )
 }
 
 /// Load a policy set from text already in memory (tests, the service).

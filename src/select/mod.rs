@@ -616,8 +616,8 @@ pub fn select(policy: &Policy, facts: &Facts<'_>, decision: &Decision) -> Summar
     select_runs(policy, facts, &decision_runs(facts, decision))
 }
 
-/// The covered runs of a decision that are eligible.
-fn decision_runs(facts: &Facts<'_>, decision: &Decision) -> Vec<u32> {
+/// The covered runs of a decision that are eligible, oldest first.
+pub(crate) fn decision_runs(facts: &Facts<'_>, decision: &Decision) -> Vec<u32> {
     match &decision.covered_runs {
         Some(r) => facts
             .eligible_runs()
