@@ -6,16 +6,35 @@ use crate::state::{HandoffStrategy, RunRange};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// How the next run of a thread starts on a target provider, and what context it receives: the
+/// decision contract of DESIGN §4, what `baton explain --json` prints ([`Decision::to_json`]).
+/// A pure function of (policy sha256, state): the same inputs give the same bytes.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Decision {
+    /// The policy that decided (`policy`: its name and the sha256 of its source set).
     pub policy: PolicyRef,
+    /// The target provider the run starts on (`target`), e.g. `"codex"`.
     pub target: String,
+    /// The ladder's choice (`strategy`): `no_handoff`, `delta_existing`, `full_existing`,
+    /// `full_new`, `native_fork` or `unsupported`.
     pub strategy: Strategy,
+    /// The kind of handoff document (`handoff_strategy`), e.g. `delta_since_target_last_seen`;
+    /// `None` (JSON null) when no document is needed: `no_handoff`, `native_fork`, `unsupported`,
+    /// or no eligible run to hand over.
     pub handoff_strategy: Option<HandoffStrategy>,
+    /// Which provider thread the run uses (`provider_thread`: resume, create, fork natively, none).
     pub provider_thread: ProviderThreadAction,
+    /// The run ordinals the handoff covers, inclusive (`covered_runs`, e.g. `{"from": 6, "to": 8}`);
+    /// `None` when there is no handoff.
     pub covered_runs: Option<RunRange>,
+    /// Names of the staleness signals that held, in policy order (`stale`, e.g.
+    /// `["resume_failed"]`); empty when none held.
     pub stale: Vec<String>,
+    /// How the handoff document reaches the agent (`delivery`); `None` when there is no handoff
+    /// (or it cannot be delivered within budget, strategy `unsupported`).
     pub delivery: Option<Delivery>,
+    /// The narrow read permission for the off-band document (`pregrant`); `None` unless delivery
+    /// is off-band and a `pregrant` rule matched.
     pub pregrant: Option<Pregrant>,
     /// Ordinal of the run about to start.
     pub run: u32,
@@ -27,6 +46,7 @@ pub struct Decision {
     /// decision without one, and from `decide` alone). Additive to DESIGN §4.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetReport>,
+    /// Every rule evaluated, in evaluation order, with the values of the facts it read (`trace`).
     pub trace: Vec<TraceEntry>,
 }
 
@@ -48,6 +68,7 @@ pub struct BudgetReport {
     pub replaced_chars: Option<usize>,
     /// Characters of what `scope` measures, before and after degradation.
     pub before: usize,
+    /// Characters after degradation (see `before`).
     pub after: usize,
     /// Characters of the first-turn prompt as sent.
     pub first_turn: usize,
@@ -67,28 +88,40 @@ pub struct BudgetStep {
     /// The step as the policy writes it (`drop narration`, `drop_oldest_runs`, ...) or
     /// `must_keep_only`.
     pub step: String,
+    /// Characters measured before this step.
     pub before: usize,
+    /// Characters measured after this step.
     pub after: usize,
     /// Items this step left out.
     pub dropped: Vec<String>,
 }
 
+/// The policy behind a decision (`policy` in DESIGN §4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct PolicyRef {
+    /// The name in the policy's `policy "NAME" { ... }` block, e.g. `"default"`.
     pub name: String,
+    /// Lowercase hex sha256 of the policy source set: the text of every source in load order,
+    /// bases reached through `extends` included (docs/policy-language.md#the-sha256).
     pub sha256: String,
 }
 
+/// What happens to the target's provider thread (`provider_thread.action`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ThreadAction {
+    /// Resume the target's existing provider thread (`resume`).
     Resume,
+    /// Start a new provider thread (`create`); the id is not known yet.
     Create,
+    /// Fork the source provider thread with the provider's native fork (`fork_native`).
     ForkNative,
+    /// No provider thread is used (`none`): the strategy is `unsupported`.
     None,
 }
 
 impl ThreadAction {
+    /// The snake_case name, as serialized (`"resume"`, `"create"`, `"fork_native"`, `"none"`).
     pub fn as_str(self) -> &'static str {
         match self {
             ThreadAction::Resume => "resume",
@@ -99,13 +132,18 @@ impl ThreadAction {
     }
 }
 
+/// The provider thread the run uses (`provider_thread` in DESIGN §4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ProviderThreadAction {
+    /// What happens to the thread.
     pub action: ThreadAction,
+    /// The provider thread id (`"C1"`): the one resumed or forked from; `None` when one is created
+    /// or none is used.
     pub id: Option<String>,
 }
 
 impl ProviderThreadAction {
+    /// An action on the provider thread `id`.
     pub fn new(action: ThreadAction, id: Option<&str>) -> ProviderThreadAction {
         ProviderThreadAction {
             action,
@@ -114,10 +152,14 @@ impl ProviderThreadAction {
     }
 }
 
+/// How the handoff document is delivered (`delivery.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryMode {
+    /// Written to a private file the agent reads (with the pre-grant); the first turn carries a
+    /// short prompt naming it (`off_band`).
     OffBand,
+    /// Carried in the first turn itself (`inline`).
     Inline,
 }
 
@@ -131,6 +173,7 @@ impl DeliveryMode {
         }
     }
 
+    /// The snake_case name, as serialized (`"off_band"`, `"inline"`).
     pub fn as_str(self) -> &'static str {
         match self {
             DeliveryMode::OffBand => "off_band",
@@ -139,9 +182,14 @@ impl DeliveryMode {
     }
 }
 
+/// How the handoff reaches the agent (`delivery` in DESIGN §4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Delivery {
+    /// Off-band or inline: the first matching `delivery` rule; inline when none matched. The
+    /// budget fitting may move an inline handoff off-band.
     pub mode: DeliveryMode,
+    /// The policy's `inline_limit`: the characters the first-turn prompt of an off-band handoff
+    /// aims to stay within (e.g. `500`).
     pub inline_limit: usize,
     /// The off-band document's stable path (null when inline).
     pub document: Option<String>,
@@ -153,29 +201,46 @@ pub struct Delivery {
     pub inline_note: Option<String>,
 }
 
+/// The scoped pre-grant (`pregrant` in DESIGN §4): one tool may read one canonical path, for a
+/// number of turns and uses, so the agent can read the off-band document without asking.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pregrant {
+    /// The tool granted, as the policy names it, e.g. `"Read"`.
     pub tool: String,
+    /// The off-band document path the grant covers (the same as `delivery.document`).
     pub path: String,
+    /// Turns of the run the grant stays valid for (the policy's `turns`, e.g. `1`).
     pub turns: u32,
+    /// How many times the grant may be used (the policy's `uses`, e.g. `1`).
     pub uses: u32,
 }
 
+/// The ladder rule that decided the strategy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct DecidedBy {
+    /// The rule's label, `strategy <name>` (e.g. `"strategy full_new"`), `"budget unsupported"`
+    /// when the handoff cannot fit its budget, or `"strategy (none matched)"`.
     pub rule: String,
+    /// Where the rule is written, `file:line:col` (e.g. `"default.policy:14:3"`); empty when no
+    /// ladder rule matched. A `budget unsupported` decision points at the policy's summary block.
     pub at: String,
+    /// The rule's `because` text; `None` when it has none. A decision recorded in another thread
+    /// (a merge-back or fork) says here which view it was decided on.
     pub because: Option<String>,
 }
 
+/// Whether a traced rule's condition held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
+    /// The condition held (`matched`).
     Matched,
+    /// The condition did not hold (`not_matched`).
     NotMatched,
 }
 
 impl Outcome {
+    /// `Matched` when `matched` holds, else `NotMatched`.
     pub fn of(matched: bool) -> Outcome {
         if matched {
             Outcome::Matched
@@ -188,14 +253,22 @@ impl Outcome {
 /// One evaluated rule with the values of the facts it read.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TraceEntry {
+    /// The rule's label: `eligible`, `stale <signal>`, `strategy <name>`, `delivery <mode>`,
+    /// `pregrant <tool>`, `budget <scope>`, `degrade <step>`, ...
     pub rule: String,
+    /// Where the rule is written, `file:line:col`; budget and degradation entries point at the
+    /// policy's summary block.
     pub at: String,
+    /// Whether the rule's condition held.
     pub outcome: Outcome,
     /// The facts the rule read, with their values (plain JSON values).
     #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     pub values: BTreeMap<String, Value>,
+    /// The rule as written in the policy, on one line; `None` for budget and degradation
+    /// entries, which are not rules of their own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub when: Option<String>,
+    /// The rule's `because` text, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub because: Option<String>,
 }

@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 /// The format of a state document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// YAML (libyaml through serde_yaml); the default, and standard input's format.
     Yaml,
+    /// JSON (a `.json` file).
     Json,
 }
 
@@ -38,14 +40,18 @@ pub struct StateProblem {
     pub at: String,
     /// 1-based line and column when the parser knows them.
     pub line: Option<usize>,
+    /// 1-based column, with `line`; `None` for problems found after parsing (validation).
     pub column: Option<usize>,
+    /// What is wrong, e.g. `unknown provider thread "C9"`.
     pub message: String,
 }
 
 /// Everything wrong with one state file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct StateError {
+    /// The file as given (`-` for standard input), or the name a caller passed for text.
     pub file: String,
+    /// Every problem found, in document order; never empty.
     pub problems: Vec<StateProblem>,
 }
 
