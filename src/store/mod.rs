@@ -36,142 +36,264 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// run or handoff it refers to.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The database file cannot be created or opened.
     #[error("{path}: error: cannot open database: {reason}")]
-    Open { path: String, reason: String },
+    Open {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
+        path: String,
+        /// Why it cannot be opened.
+        reason: String,
+    },
+    /// The database was written by a newer baton (its schema version is above [`SCHEMA_VERSION`]).
     #[error("{path}: error: database schema version {found} is newer than this baton supports ({supported}); upgrade baton")]
     TooNew {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The schema version found in the file (`PRAGMA user_version`).
         found: i64,
+        /// The schema version this baton writes ([`SCHEMA_VERSION`]).
         supported: i64,
     },
+    /// A write on a database opened with [`Store::open_read_only`], or on a read-only file
+    /// or filesystem.
     #[error("{path}: error: the database is read-only here, so it cannot be written while {during}; check the file's permissions and its filesystem (reading commands such as `baton db export` and `baton explain --thread` still work)")]
-    ReadOnly { path: String, during: String },
+    ReadOnly {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
+        path: String,
+        /// What the store was doing, e.g. `completing the run`.
+        during: String,
+    },
+    /// A read-only open of a database with an older schema, which only a writable open can
+    /// migrate.
     #[error("{path}: error: database schema version {found} is older than this baton's ({supported}), and a read-only open cannot migrate it; run `baton db init --db {path}` where the file is writable to migrate it")]
     NeedsMigration {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The schema version found in the file (`PRAGMA user_version`).
         found: i64,
+        /// The schema version this baton writes ([`SCHEMA_VERSION`]).
         supported: i64,
     },
+    /// Another process held the database lock for longer than the busy timeout.
     #[error("{path}: error: the database is locked by another process (still busy after {waited_ms} ms while {during}); try again when it has finished")]
     Busy {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// What the store was doing, e.g. `completing the run`.
         during: String,
+        /// How long the lock was waited for, in milliseconds.
         waited_ms: u64,
     },
+    /// Any other SQLite error.
     #[error("{path}: error: database error while {during}: {source}")]
     Sqlite {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// What the store was doing, e.g. `completing the run`.
         during: String,
+        /// The SQLite error.
         #[source]
         source: rusqlite::Error,
     },
+    /// A stored row cannot be read back (a bad enum name, bad JSON, ...).
     #[error("{path}: error: stored row is unreadable: {what}: {why}")]
     Corrupt {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// Which row or value, e.g. `handoff H1: strategy`.
         what: String,
+        /// Why it is refused or unreadable.
         why: String,
     },
+    /// No thread with this id in the database.
     #[error("{path}: error: no thread \"{thread}\" in the database; `baton db import` it first")]
-    ThreadNotFound { path: String, thread: String },
+    ThreadNotFound {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
+        path: String,
+        /// The thread id.
+        thread: String,
+    },
+    /// An import of a thread that is already stored, without `replace`.
     #[error("{path}: error: thread \"{thread}\" is already in the database (use --replace to overwrite it)")]
-    ThreadExists { path: String, thread: String },
+    ThreadExists {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
+        path: String,
+        /// The thread id.
+        thread: String,
+    },
+    /// The thread has no run with this ordinal.
     #[error("{path}: error: thread \"{thread}\" has no run {run} (it has {runs} runs)")]
     RunNotFound {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The thread id.
         thread: String,
+        /// The run ordinal.
         run: u32,
+        /// How many runs the thread has.
         runs: u32,
     },
+    /// [`complete_run`] on a run that is not `running`.
     #[error("{path}: error: run {run} of thread \"{thread}\" is {status}, not running; only a running run can be completed")]
     RunNotRunning {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The thread id.
         thread: String,
+        /// The run ordinal.
         run: u32,
+        /// The run's current status.
         status: String,
     },
+    /// [`complete_run`] with a status a run cannot end in (not completed, failed or
+    /// interrupted).
     #[error("{path}: error: run {run} of thread \"{thread}\" cannot end as `{status}`; a run ends as completed, failed or interrupted")]
     BadRunStatus {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The thread id.
         thread: String,
+        /// The run ordinal.
         run: u32,
+        /// The status asked for.
         status: String,
     },
+    /// A dispatch (or another operation that starts a run) while the last run is still running.
     #[error("{path}: error: run {run} of thread \"{thread}\" is still running; complete it (`baton complete --run {run}`) before dispatching again")]
     RunInProgress {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The thread id.
         thread: String,
+        /// The run ordinal.
         run: u32,
     },
+    /// [`fork`] at a run the thread cannot be forked at.
     #[error("{path}: error: cannot fork thread \"{thread}\" at run {run}: {why}")]
     BadForkPoint {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The thread id.
         thread: String,
+        /// The run ordinal.
         run: u32,
+        /// Why it is refused or unreadable.
         why: String,
     },
+    /// [`rollback`] to a run the thread cannot be rolled back to.
     #[error("{path}: error: cannot roll thread \"{thread}\" back to run {to}: {why}")]
     BadRollback {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The thread id.
         thread: String,
+        /// The run asked to roll back to.
         to: u32,
+        /// Why it is refused or unreadable.
         why: String,
     },
+    /// [`merge_back`] on a thread that is not a fork.
     #[error("{path}: error: thread \"{thread}\" is not a fork, so it has nothing to merge back")]
-    NotAFork { path: String, thread: String },
+    NotAFork {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
+        path: String,
+        /// The thread that is not a fork.
+        thread: String,
+    },
+    /// [`merge_back`] of a fork with no runs of its own after the fork point.
     #[error("{path}: error: fork \"{thread}\" has no runs of its own after the fork point (run {at}); nothing to merge back")]
     NothingToMerge {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The fork.
         thread: String,
+        /// The fork point (the parent's run the fork was taken at).
         at: u32,
     },
+    /// [`merge_back`] while another fork's merge-back still waits for the parent's next run.
     #[error("{path}: error: thread \"{thread}\" already has a merge-back from fork \"{fork}\" (handoff {handoff}) waiting for its next run; dispatch it first, then merge this fork back")]
     MergeBackWaiting {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The parent thread.
         thread: String,
+        /// The merge-back handoff that waits.
         handoff: String,
+        /// The fork whose merge-back is waiting.
         fork: String,
     },
+    /// A pending merge-back transfer names no ready handoff for the run it was made for.
     #[error("{path}: error: thread \"{thread}\": merge-back transfer {transfer} is pending, but it names no ready handoff for run {run}; supersede the transfer or merge the fork back again")]
     BadMergeBack {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The thread id.
         thread: String,
+        /// The transfer id.
         transfer: String,
+        /// The run the transfer's handoff was made for.
         run: u32,
     },
+    /// The thread has no handoff with this id.
     #[error("{path}: error: thread \"{thread}\" has no handoff \"{handoff}\"")]
     HandoffNotFound {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The thread id.
         thread: String,
+        /// The handoff id.
         handoff: String,
     },
+    /// [`regenerate`] of a handoff that cannot be made again: already superseded, a merge-back,
+    /// or not the handoff of the thread's running run.
     #[error(
         "{path}: error: cannot regenerate handoff \"{handoff}\" of thread \"{thread}\": {why}"
     )]
     NotRegenerable {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The thread id.
         thread: String,
+        /// The handoff id.
         handoff: String,
+        /// Why it is refused or unreadable.
         why: String,
     },
+    /// Deciding, rendering or delivering failed inside a lifecycle operation; `source` keeps
+    /// its own located error (policy, state, eval, render or delivery).
     #[error("{path}: error: thread \"{thread}\": {source}")]
     Pipeline {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The thread id.
         thread: String,
+        /// The pipeline's own error.
         #[source]
         source: Box<crate::pipeline::PipelineError>,
     },
+    /// An operation that needs a handoff (regenerate, merge-back) got a decision that makes
+    /// none.
     #[error("{path}: error: thread \"{thread}\": the policy's decision for {target} is `{strategy}`, which makes no handoff; {why}")]
     NoHandoff {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The thread id.
         thread: String,
+        /// The target provider of the decision.
         target: String,
+        /// The strategy the policy decided (`no_handoff`, `native_fork`, `unsupported`).
         strategy: String,
+        /// Why it is refused or unreadable.
         why: String,
     },
+    /// The thread would not validate after the operation (or as imported); nothing was written.
     #[error("{path}: error: thread \"{thread}\" would be invalid: {source}")]
     InvalidState {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
+        /// The thread id.
         thread: String,
+        /// Every validation problem, located in the state.
         #[source]
         source: Box<crate::state::StateError>,
     },
