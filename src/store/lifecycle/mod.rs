@@ -33,14 +33,22 @@ pub use rollback::rollback;
 /// What `dispatch` needs besides the stored thread.
 #[derive(Debug, Clone, Default)]
 pub struct DispatchRequest {
+    /// The stored thread's id.
     pub thread: String,
+    /// The provider the run starts on (`request.provider`), e.g. `"codex"`.
     pub target: String,
+    /// The user's message for the run (`request.message`); never cut from the handoff.
     pub message: Option<String>,
+    /// The requested model (`request.model`); `None` when the app does not say.
     pub model: Option<String>,
+    /// The requested runtime mode (`request.runtime_mode`).
     pub runtime_mode: Option<String>,
+    /// The user asked for a clean context (`request.clean_context`, `stale clean_context`).
     pub clean_context: bool,
     /// Root of the off-band document directory (default: `<tmp>/baton-<uid>`).
     pub handoff_dir: Option<PathBuf>,
+    /// A directory of `*.j2` templates overriding the embedded ones; `None`: the embedded
+    /// templates.
     pub templates_dir: Option<PathBuf>,
     /// Compiled templates to render with (an [`crate::Engine`]'s, see
     /// [`crate::Engine::templates`]); when set, `templates_dir` is not read.
@@ -51,8 +59,13 @@ pub struct DispatchRequest {
 /// (`regenerate`, `merge_back`).
 #[derive(Debug, Clone, Default)]
 pub struct HandoffOptions {
+    /// The user's message to carry (`request.message`); when `None`, `regenerate` keeps the
+    /// stored request's message and `merge_back` carries none.
     pub message: Option<String>,
+    /// Root of the off-band document directory (default: `<tmp>/baton-<uid>`).
     pub handoff_dir: Option<PathBuf>,
+    /// A directory of `*.j2` templates overriding the embedded ones; `None`: the embedded
+    /// templates.
     pub templates_dir: Option<PathBuf>,
     /// Compiled templates to render with; when set, `templates_dir` is not read.
     pub templates: Option<crate::render::TemplateSet>,
@@ -61,31 +74,39 @@ pub struct HandoffOptions {
 /// A handoff as recorded.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HandoffRecord {
+    /// The handoff id (`"H3"`).
     pub id: String,
     /// The off-band document, when delivery is off-band.
     pub document_path: Option<PathBuf>,
     /// The first-turn prompt.
     pub inline: String,
+    /// Its status as recorded (`ready` for a new handoff).
     pub status: HandoffStatus,
+    /// The runs it covers.
     pub covered: RunRange,
     /// The thread whose runs `covered` numbers, when it is not the thread holding the
     /// handoff: the fork, for a merge-back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub covered_thread: Option<String>,
+    /// How it was made (the decision's `handoff_strategy`).
     pub strategy: HandoffStrategy,
+    /// The transfer it belongs to (`"T2"`), when there is one.
     pub transfer: Option<String>,
+    /// The handoff it replaced (a regenerated handoff, a repeated merge-back); `None` otherwise.
     pub supersedes: Option<String>,
 }
 
 /// The outcome of a dispatch (and of `regenerate` / `merge_back`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Dispatched {
+    /// The decision, as recorded in the decision log.
     pub decision: Decision,
     /// The run started (for `merge_back`: the parent's next run, which the handoff is for).
     pub run: u32,
     /// The provider thread the run uses (its new id when one was created); none when the
     /// decision is `unsupported` and no run was started.
     pub provider_thread: Option<String>,
+    /// The handoff the run takes; `None` when the decision makes none.
     pub handoff: Option<HandoffRecord>,
     /// Whether a run was recorded (false for `unsupported`, `regenerate` and `merge_back`).
     pub started: bool,
@@ -98,8 +119,11 @@ pub struct Dispatched {
 /// The outcome of `complete_run`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Completed {
+    /// The thread id.
     pub thread: String,
+    /// The completed run's ordinal.
     pub run: u32,
+    /// The status the run ended with (`completed`, `failed` or `interrupted`).
     pub status: RunStatus,
     /// Items appended.
     pub items: usize,
@@ -111,18 +135,26 @@ pub struct Completed {
 /// A provider thread whose status a rollback changed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProviderThreadChange {
+    /// The provider thread id.
     pub id: String,
+    /// Its provider.
     pub provider: String,
+    /// Its new status: `rolled_back` when its provider can roll back, else `divergent`.
     pub status: ProviderThreadStatus,
 }
 
 /// The outcome of `rollback`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RollbackReport {
+    /// The thread id.
     pub thread: String,
+    /// The run rolled back to: it and the runs before it stay.
     pub to: u32,
+    /// Ordinals of the runs now `rolled_back` (the runs after `to`).
     pub runs_rolled_back: Vec<u32>,
+    /// Ids of the handoffs now `superseded` because they covered a rolled-back run.
     pub handoffs_superseded: Vec<String>,
+    /// Provider threads that had seen a rolled-back run, with their new status.
     pub provider_threads: Vec<ProviderThreadChange>,
     /// The thread's compaction summary was dropped: it covered a rolled-back run (or did not
     /// say which runs it covers), so it would describe undone work.
@@ -132,8 +164,11 @@ pub struct RollbackReport {
 /// The outcome of `fork`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ForkReport {
+    /// The thread forked from.
     pub parent: String,
+    /// The new fork thread's id.
     pub child: String,
+    /// The fork point: the parent's run the fork was taken at.
     pub at: u32,
     /// The pending fork transfer (in the child), resolved at the child's first dispatch.
     pub transfer: String,
