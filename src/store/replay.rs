@@ -63,9 +63,13 @@ pub struct DecisionInput {
     /// The state as evaluated (for a dispatch: with its request, and with the items of the
     /// runs the target has already seen left out when the policy does not read them).
     pub state: State,
+    /// The target provider decided for (`"codex"`).
     pub target: String,
     /// The off-band root, canonical, as the decision used it.
     pub document_root: PathBuf,
+    /// What else the decision depended on: the thread that records it, for a merge-back decided
+    /// on the fork's view, and the handoff already waiting for the run (a merge-back) when the
+    /// run takes one; empty (the default) for a plain dispatch.
     #[serde(default)]
     pub context: DecisionContext,
 }
@@ -100,7 +104,9 @@ impl DecisionInput {
 /// Which log rows to replay.
 #[derive(Debug, Clone, Default)]
 pub struct ReplayFilter {
+    /// Only this thread's rows; `None`: every thread.
     pub thread: Option<String>,
+    /// Only rows for this run ordinal; `None`: every run.
     pub run: Option<u32>,
 }
 
@@ -109,16 +115,22 @@ pub struct ReplayFilter {
 pub struct ReplayDifference {
     /// The log row's id.
     pub id: i64,
+    /// The thread the decision was recorded in.
     pub thread: String,
+    /// The run the decision was for.
     pub run: u32,
+    /// The operation that logged it: `dispatch`, `regenerate` or `merge_back`.
     pub operation: String,
+    /// The logged policy's name.
     pub policy: String,
+    /// The logged policy's sha256 (the policy replay looks for).
     pub policy_sha256: String,
     /// Why: the top-level fields that differ, or why it could not be decided again.
     pub reason: String,
     /// The fields as logged and as decided again (only those that differ).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub logged: Option<serde_json::Value>,
+    /// The same fields as decided again; `None` (like `logged`) when it could not be decided again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replayed: Option<serde_json::Value>,
 }
@@ -126,9 +138,13 @@ pub struct ReplayDifference {
 /// A log row that could not be checked because it keeps no input (logged before schema 4).
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplaySkipped {
+    /// The log row's id.
     pub id: i64,
+    /// The thread the decision was recorded in.
     pub thread: String,
+    /// The run the decision was for.
     pub run: u32,
+    /// Why it was skipped.
     pub reason: String,
 }
 
@@ -137,7 +153,9 @@ pub struct ReplaySkipped {
 pub struct ReplayReport {
     /// Rows decided again (the same or not).
     pub checked: usize,
+    /// The rows that did not re-derive; empty when every checked row did.
     pub differences: Vec<ReplayDifference>,
+    /// The rows that keep no input and could not be checked.
     pub skipped: Vec<ReplaySkipped>,
 }
 
