@@ -7,27 +7,53 @@ use std::path::{Path, PathBuf};
 /// A problem with a test file, a state it names, or the policy it names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TestFileError {
+    /// The test file cannot be read.
     #[error("{file}: error: cannot read the test file: {message}")]
-    Read { file: String, message: String },
+    Read {
+        /// The test file, as given.
+        file: String,
+        /// The I/O error.
+        message: String,
+    },
+    /// The test file does not parse or does not validate: an unknown key, a value of the wrong
+    /// type, a case with no state or no expectation, a case name used twice, ...
     #[error("{file}:{line}:{col}: error: {message}{snippet}")]
     Invalid {
+        /// The test file, as given.
         file: String,
+        /// 1-based line.
         line: usize,
+        /// 1-based column.
         col: usize,
+        /// What is wrong.
         message: String,
         /// The line in question with a caret under the column (empty when unknown).
         snippet: String,
     },
+    /// A directory of test files cannot be read.
     #[error("{dir}: error: cannot read the test directory: {message}")]
-    ReadDir { dir: String, message: String },
+    ReadDir {
+        /// The directory, as given.
+        dir: String,
+        /// The I/O error.
+        message: String,
+    },
+    /// A directory given as a test path holds no test file.
     #[error("{dir}: error: no test files (*.yaml, *.yml) in this directory")]
-    NoTestFiles { dir: String },
+    NoTestFiles {
+        /// The directory, as given.
+        dir: String,
+    },
     /// A policy the file names does not load or check; `message` holds its diagnostics.
     #[error("{file}:{line}:1: error: policy `{spec}` does not check:\n{message}")]
     PolicyDoesNotCheck {
+        /// The test file, as given.
         file: String,
+        /// 1-based line of the key naming the policy.
         line: usize,
+        /// The policy as the file names it (`default`, `../team.policy`).
         spec: String,
+        /// The policy's diagnostics.
         message: String,
     },
 }
@@ -76,6 +102,7 @@ pub struct TestFile {
     /// The default target of every case (else `request.provider`).
     #[serde(default)]
     pub target: Option<String>,
+    /// The cases, in file order.
     pub cases: Vec<Case>,
     /// Where the file was read from (set by [`load`]).
     #[serde(skip)]
@@ -89,6 +116,8 @@ pub struct TestFile {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Case {
+    /// The case's name, unique in the file; shown in the report and matched by the runner's
+    /// name filter.
     pub name: String,
     /// A state file, relative to the test file.
     #[serde(default)]
@@ -97,11 +126,13 @@ pub struct Case {
     #[serde(default)]
     #[schemars(with = "Option<crate::state::State>")]
     pub state_inline: Option<serde_yaml::Value>,
+    /// The target provider for this case; `None`: the file's `target`, else `request.provider`.
     #[serde(default)]
     pub target: Option<String>,
     /// Overrides the file's policy for this case.
     #[serde(default)]
     pub policy: Option<String>,
+    /// What the decision and the document must be.
     pub expect: Expect,
     /// 1-based line of the case in its file (set by [`load`]).
     #[serde(skip)]
@@ -116,12 +147,16 @@ pub struct Case {
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
+    /// The expected `strategy` (`full_new`).
     #[serde(default)]
     pub strategy: Option<crate::policy::Strategy>,
+    /// The expected `handoff_strategy`; `Some(None)` (`null` in the file) expects none.
     #[serde(default, deserialize_with = "present")]
     pub handoff_strategy: Option<Option<crate::state::HandoffStrategy>>,
+    /// The expected `provider_thread` (action and/or id).
     #[serde(default)]
     pub provider_thread: Option<ThreadExpect>,
+    /// The expected `covered_runs`; `Some(None)` (`null`) expects no handoff.
     #[serde(default, deserialize_with = "present")]
     pub covered_runs: Option<Option<RangeExpect>>,
     /// The stale signals exactly, in policy order.
@@ -133,13 +168,16 @@ pub struct Expect {
     /// Signals that must not hold.
     #[serde(default)]
     pub stale_not_contains: Option<Vec<String>>,
+    /// The expected `delivery`; `Some(None)` (`null`) expects none.
     #[serde(default, deserialize_with = "present")]
     pub delivery: Option<Option<DeliveryExpect>>,
+    /// The expected `pregrant`; `Some(None)` (`null`) expects none.
     #[serde(default, deserialize_with = "present")]
     pub pregrant: Option<Option<PregrantExpect>>,
     /// The ladder rule that decides: its strategy name (`full_new`) or label (`strategy full_new`).
     #[serde(default)]
     pub decided_by: Option<String>,
+    /// Expectations on the rendered handoff document; `Some(None)` (`null`) expects no document.
     #[serde(default, deserialize_with = "present")]
     pub document: Option<Option<DocumentExpect>>,
 }
@@ -174,38 +212,51 @@ impl Expect {
     }
 }
 
+/// Expectations on `provider_thread`; absent keys are not checked.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ThreadExpect {
+    /// The expected action (`resume`, `create`, `fork_native`, `none`).
     #[serde(default)]
     pub action: Option<crate::decision::ThreadAction>,
+    /// The expected provider thread id; `Some(None)` (`null`) expects none.
     #[serde(default, deserialize_with = "present")]
     pub id: Option<Option<String>>,
 }
 
+/// An expected run range (`{from: 6, to: 8}`), both ends inclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RangeExpect {
+    /// The first run ordinal.
     pub from: u32,
+    /// The last run ordinal.
     pub to: u32,
 }
 
+/// Expectations on `delivery`; absent keys are not checked.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeliveryExpect {
+    /// The expected mode (`off_band`, `inline`).
     #[serde(default)]
     pub mode: Option<crate::decision::DeliveryMode>,
+    /// The expected `inline_limit`, in characters.
     #[serde(default)]
     pub inline_limit: Option<usize>,
 }
 
+/// Expectations on `pregrant`; absent keys are not checked.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PregrantExpect {
+    /// The expected tool (`Read`).
     #[serde(default)]
     pub tool: Option<String>,
+    /// The expected number of turns.
     #[serde(default)]
     pub turns: Option<u32>,
+    /// The expected number of uses.
     #[serde(default)]
     pub uses: Option<u32>,
 }
@@ -214,8 +265,10 @@ pub struct PregrantExpect {
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DocumentExpect {
+    /// Texts the document must contain, each as an exact substring.
     #[serde(default)]
     pub contains: Vec<String>,
+    /// Texts the document must not contain.
     #[serde(default)]
     pub not_contains: Vec<String>,
     /// Sections present, by name (`goals`) or title (`Current state`).

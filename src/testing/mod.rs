@@ -31,6 +31,7 @@ use std::path::Path;
 /// A policy loaded for testing.
 #[derive(Debug, Clone)]
 pub struct PolicyUnderTest {
+    /// The checked policy.
     pub policy: Policy,
 }
 
@@ -45,6 +46,7 @@ impl PolicyUnderTest {
         crate::policy::load(spec).map(Self::from_policy)
     }
 
+    /// Test a policy already loaded.
     pub fn from_policy(policy: Policy) -> PolicyUnderTest {
         PolicyUnderTest { policy }
     }
@@ -106,10 +108,12 @@ pub(crate) fn check(
 /// A decision (and its document) to assert on. Each assertion returns `&Self` to chain.
 #[derive(Debug, Clone)]
 pub struct Checked {
+    /// The decision, the selected summary and the rendered handoff (when there is one).
     pub outcome: Outcome,
 }
 
 impl Checked {
+    /// The decision.
     pub fn decision(&self) -> &Decision {
         &self.outcome.decision
     }
@@ -183,6 +187,7 @@ impl Checked {
         }
     }
 
+    /// Assert the decision's `strategy` (`"full_new"`).
     #[track_caller]
     pub fn assert_strategy(&self, strategy: &str) -> &Self {
         let got = self.outcome.decision.strategy.as_str();
@@ -206,6 +211,7 @@ impl Checked {
         self
     }
 
+    /// Assert `provider_thread`: its action (`"resume"`) and id (`None` expects none).
     #[track_caller]
     pub fn assert_thread(&self, action: &str, id: Option<&str>) -> &Self {
         let pt = &self.outcome.decision.provider_thread;
@@ -217,6 +223,7 @@ impl Checked {
         self
     }
 
+    /// Assert `covered_runs` is `from..=to`.
     #[track_caller]
     pub fn assert_covered_runs(&self, from: u32, to: u32) -> &Self {
         let got = self
@@ -242,6 +249,7 @@ impl Checked {
         self
     }
 
+    /// Assert `delivery.mode` (`"off_band"`, `"inline"`, or `"null"` for no delivery).
     #[track_caller]
     pub fn assert_delivery(&self, mode: &str) -> &Self {
         let got = self
@@ -257,6 +265,7 @@ impl Checked {
         self
     }
 
+    /// Assert the rendered document contains `text` (and that there is a document).
     #[track_caller]
     pub fn assert_document_contains(&self, text: &str) -> &Self {
         match self.document() {

@@ -13,13 +13,16 @@ use std::path::{Path, PathBuf};
 pub struct Mismatch {
     /// `strategy`, `covered_runs`, `document.contains`, ...
     pub field: String,
+    /// The expected value as the report prints it (`full_new`, `6-8`, `null`).
     pub expected: String,
+    /// The decided (or rendered) value, printed the same way.
     pub actual: String,
 }
 
 /// The result of one case.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CaseResult {
+    /// The case's name.
     pub name: String,
     /// `file:line` of the case.
     pub at: String,
@@ -32,6 +35,7 @@ pub struct CaseResult {
 }
 
 impl CaseResult {
+    /// Whether every expectation held and the case ran without error.
     pub fn passed(&self) -> bool {
         self.mismatches.is_empty() && self.error.is_none()
     }
@@ -70,14 +74,18 @@ pub struct RunOptions {
 /// All results of a run, and the coverage it gathered.
 #[derive(Debug, Default)]
 pub struct RunReport {
+    /// One result per case run, in file order (files in the order given or found).
     pub results: Vec<CaseResult>,
+    /// Which policy rules the cases' decisions exercised (printed by `baton test --coverage`).
     pub coverage: Coverage,
 }
 
 impl RunReport {
+    /// How many cases passed.
     pub fn passed(&self) -> usize {
         self.results.iter().filter(|r| r.passed()).count()
     }
+    /// How many cases failed (a mismatch or an error).
     pub fn failed(&self) -> usize {
         self.results.len().saturating_sub(self.passed())
     }
