@@ -41,7 +41,9 @@ pub enum Transport {
 /// How the service runs.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
+    /// Where the service listens.
     pub transport: Transport,
+    /// How messages are framed (Content-Length headers or one per line).
     pub framing: Framing,
     /// Policy file, directory or shipped profile name.
     pub policy: String,
@@ -99,6 +101,7 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// failure in a row up to [`ACCEPT_BACKOFF_MAX`], so a server out of file descriptors waits
 /// for clients to leave instead of spinning.
 pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+/// The longest pause after `accept()` fails (see [`ACCEPT_BACKOFF_MIN`]).
 pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// The accept-failure warning is printed at most once per this interval (with a count of the
@@ -108,20 +111,39 @@ pub const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
 /// Why the service could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The policy set (policy and templates) does not load or check at start.
     #[error("{0}")]
     Policy(#[from] PolicyError),
+    /// The Unix socket cannot be set up (listen, mode 0600, removing a stale socket).
     #[error("{path}: error: {what}: {reason}")]
     Socket {
+        /// The socket path.
         path: PathBuf,
+        /// What failed, e.g. `cannot listen`.
         what: &'static str,
+        /// The underlying error.
         reason: String,
     },
+    /// The policy or template directory cannot be watched for changes.
     #[error("{path}: error: cannot watch for policy changes: {reason}")]
-    Watch { path: PathBuf, reason: String },
+    Watch {
+        /// The (first) watched path.
+        path: PathBuf,
+        /// The underlying error.
+        reason: String,
+    },
+    /// The tokio runtime cannot be built.
     #[error("error: cannot start the async runtime: {0}")]
     Runtime(String),
+    /// An operating-system resource the service needs cannot be set up (the termination
+    /// signal handler).
     #[error("error: I/O on {what}: {reason}")]
-    Io { what: &'static str, reason: String },
+    Io {
+        /// What it is, e.g. `signal handler`.
+        what: &'static str,
+        /// The underlying error.
+        reason: String,
+    },
 }
 
 /// Run the service until `exit`, end of input (stdio) or a termination signal. Blocks.

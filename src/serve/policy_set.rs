@@ -19,6 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// One checked generation of the policy and its templates.
 #[derive(Debug)]
 pub struct PolicySet {
+    /// The checked policy of this generation.
     pub policy: Arc<Policy>,
     /// Templates read from the template directory (name -> text); embedded ones fill the rest.
     pub templates: BTreeMap<String, String>,
