@@ -47,21 +47,30 @@ pub struct Source {
     pub text: String,
 }
 
+/// How bad a diagnostic is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// The policy does not load (`error`).
     Error,
+    /// A lint: the policy loads, but something in it is probably wrong (`warning`).
     Warning,
 }
 
 /// A rendered diagnostic: everything needed to print it, no reference to the sources.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Diagnostic {
+    /// Error or warning.
     pub severity: Severity,
+    /// The source's name (`default.policy`, `policies/team.policy`).
     pub file: String,
+    /// 1-based line (1 for a problem about a whole file).
     pub line: usize,
+    /// 1-based column, in characters.
     pub col: usize,
+    /// What is wrong, e.g. ``unknown fact `target.modle` ``.
     pub message: String,
+    /// How to fix it, e.g. ``did you mean `target.model`?``; `None` when there is no hint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub help: Option<String>,
     /// The stable code of the problem (`baton::check::unknown_fact`, ...).
@@ -78,6 +87,7 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
+    /// A diagnostic at `span` of `sources`, with its snippet, byte range and stable code.
     pub fn new(
         sources: &[Source],
         severity: Severity,
@@ -133,11 +143,13 @@ impl Diagnostic {
         }
     }
 
+    /// Set the help line.
     pub fn with_help(mut self, help: Option<String>) -> Diagnostic {
         self.help = help;
         self
     }
 
+    /// Whether its severity is [`Severity::Error`].
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }
@@ -200,6 +212,7 @@ fn snippet(text: &str, span: Span) -> Vec<String> {
 /// A set of diagnostics from one operation: errors make it fail, warnings ride along.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct PolicyError {
+    /// Every diagnostic, errors first.
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -216,6 +229,7 @@ impl fmt::Display for PolicyError {
 }
 
 impl PolicyError {
+    /// An error of one diagnostic.
     pub fn single(d: Diagnostic) -> PolicyError {
         PolicyError {
             diagnostics: vec![d],

@@ -316,21 +316,34 @@ pub(crate) fn at(sources: &[Source], span: Span) -> String {
 /// A checked, compiled policy set, ready to evaluate.
 #[derive(Debug, Clone)]
 pub struct Policy {
+    /// The name in the `policy "NAME" { ... }` block (`"default"`); the decision's `policy.name`.
     pub name: String,
+    /// The block's `description`, if any.
     pub description: Option<String>,
     /// sha256 of the source set (hex); with the state it reproduces every decision.
     pub sha256: String,
     /// Template the policy asks for (`template "t3code.md.j2"`), if any.
     pub template: Option<String>,
+    /// The `let` constants by name, after `extends` overrides.
     pub lets: BTreeMap<String, Value>,
+    /// The compiled `eligible when` rule; `None`: every run that is not running or rolled back is
+    /// eligible.
     pub eligible: Option<(Span, CExpr)>,
+    /// The compiled `stale` signals, in policy order.
     pub stales: Vec<CStale>,
+    /// The compiled `strategy` ladder, in order (first match wins; it ends in `otherwise`).
     pub ladder: Vec<CLadderRule>,
+    /// The compiled `summary` block; `None` when the policy has none (the shipped `default`
+    /// profile's summary rules apply).
     pub summary: Option<CSummary>,
+    /// The compiled `delivery` block (no rules, so inline, and `inline_limit` 500 when the policy
+    /// has none).
     pub delivery: CDelivery,
+    /// The compiled `pregrant` block; `None`: no pre-grant is ever issued.
     pub pregrant: Option<CPregrant>,
     /// Lint warnings; errors never reach a `Policy`.
     pub warnings: Vec<Diagnostic>,
+    /// Every source in load order (bases reached through `extends` included); spans index it.
     pub sources: Vec<Source>,
 }
 

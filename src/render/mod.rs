@@ -87,8 +87,14 @@ pub struct RenderError {
 /// Everything a handoff consists of.
 #[derive(Debug, Clone, Serialize)]
 pub struct Rendered {
+    /// The handoff document (markdown), rendered from `handoff.md.j2` or the policy's template.
     pub document: String,
+    /// The first-turn prompt (`inline.md.j2`): for off-band delivery a short prompt naming the
+    /// document, for inline delivery the document itself, with the user's message.
     pub inline: String,
+    /// Where the handoff came from, as written to `handoff.json`: the policy, thread and target,
+    /// the strategies, covered runs, delivery, who wrote the summary, the items included and
+    /// omitted, character counts and template names.
     pub provenance: Provenance,
     /// The off-band document's path (none when delivered inline).
     pub document_path: Option<String>,
