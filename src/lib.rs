@@ -54,29 +54,22 @@ macro_rules! internal {
         #[doc(hidden)]
         pub mod $name;
         #[cfg(not(feature = "unstable"))]
-        #[allow(missing_docs)]
         mod $name;
     )*};
 }
 
-// The public API. Every public item of the engine's own modules is documented
-// (`missing_docs`); the field-by-field docs of the older data modules marked
-// `allow(missing_docs)` live in docs/ (state.md, decision contract in DESIGN §4, store.md,
-// service.md, testing-policies.md) and are still to be carried into rustdoc.
-#[allow(missing_docs)]
+// The public API. Every public item is documented (`missing_docs`, an error in CI's
+// `RUSTDOCFLAGS="-D warnings" cargo doc`): what a value means, its unit, when it is empty, and
+// the contract field it maps to (DESIGN §3 state file, §4 decision).
 pub mod decision;
 mod engine;
 mod error;
 mod outcome;
 #[cfg(feature = "serve")]
-#[allow(missing_docs)]
 pub mod serve;
-#[allow(missing_docs)]
 pub mod state;
 #[cfg(feature = "store")]
-#[allow(missing_docs)]
 pub mod store;
-#[allow(missing_docs)]
 pub mod testing;
 
 pub use decision::Decision;
