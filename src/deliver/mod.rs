@@ -4,7 +4,7 @@
 //!   private directory, atomically, at a stable path keyed by thread and handoff id.
 //! * [`pregrant`] issues and checks the scoped pre-grant that lets the child `Read`
 //!   exactly that one document, on exactly one turn, exactly once.
-//! * [`gc`] removes expired off-band handoff directories (only ones baton created), and
+//! * [`gc`](mod@gc) removes expired off-band handoff directories (only ones baton created), and
 //!   what an interrupted write left behind ([`leftovers`]).
 //! * [`stage`] is the pipeline's delivery stage: write the off-band document and issue its
 //!   pre-grant, or fall back to inline delivery and say why ([`deliver`]).

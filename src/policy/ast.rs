@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-/// A location in one policy source: the source's index in the [`crate::policy::Sources`],
+/// A location in one policy source: the source's index among the [`crate::policy::Source`]s,
 /// byte offsets, and the 1-based line and column of the start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Span {

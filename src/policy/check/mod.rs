@@ -1,6 +1,6 @@
 //! The static checker: composes the files of a policy set (`extends`), resolves and types every
-//! name, and compiles the rules to [`CExpr`]s that the evaluator runs. Lints ride along as
-//! warnings. Nothing is evaluated against a state here.
+//! name, and compiles the rules to [`CExpr`](crate::policy::CExpr)s that the evaluator runs.
+//! Lints ride along as warnings. Nothing is evaluated against a state here.
 
 mod compile;
 mod compose;
