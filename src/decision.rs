@@ -30,8 +30,9 @@ pub struct Decision {
     /// Names of the staleness signals that held, in policy order (`stale`, e.g.
     /// `["resume_failed"]`); empty when none held.
     pub stale: Vec<String>,
-    /// How the handoff document reaches the agent (`delivery`); `None` when there is no handoff
-    /// (or it cannot be delivered within budget, strategy `unsupported`).
+    /// How the handoff document reaches the agent (`delivery`); `None` when the run takes no
+    /// handoff (or none fits its budget: strategy `unsupported`). A run with no handoff of its
+    /// own that takes a waiting merge-back carries that handoff's delivery.
     pub delivery: Option<Delivery>,
     /// The narrow read permission for the off-band document (`pregrant`); `None` unless delivery
     /// is off-band and a `pregrant` rule matched.
@@ -209,9 +210,9 @@ pub struct Pregrant {
     pub tool: String,
     /// The off-band document path the grant covers (the same as `delivery.document`).
     pub path: String,
-    /// Turns of the run the grant stays valid for (the policy's `turns`, e.g. `1`).
+    /// How many turns the grant lasts (the policy's `turns`; default `1`).
     pub turns: u32,
-    /// How many times the grant may be used (the policy's `uses`, e.g. `1`).
+    /// How many times the grant may be used (the policy's `uses`; default `1`).
     pub uses: u32,
 }
 
