@@ -130,7 +130,8 @@ pub struct ResolvedCaps {
     pub max_input_chars_per_turn: u64,
 }
 
-/// Where a provider takes the first-turn prompt (`providers.*.handoff_channel`).
+/// Where a provider takes the first-turn prompt (`providers.*.handoff_channel`,
+/// `target.caps.handoff_channel`). baton sends nothing itself: the app puts the prompt there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HandoffChannel {
@@ -140,7 +141,7 @@ pub enum HandoffChannel {
     Developer,
     /// The user's first message (`user`; cursor's, copilot's and an unknown provider's default).
     User,
-    /// A preamble before the user's message (`preamble`).
+    /// A preamble (`preamble`).
     Preamble,
 }
 
@@ -419,7 +420,7 @@ pub enum Item {
         id: Option<String>,
         /// What was asked (`Allow writing .env?`).
         text: String,
-        /// Whether the user answered it (`item.resolved`); false when absent.
+        /// Whether the user decided it (`item.resolved`); false when absent.
         #[serde(default, skip_serializing_if = "is_false")]
         resolved: bool,
     },
