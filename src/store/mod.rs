@@ -102,7 +102,7 @@ pub enum StoreError {
         path: String,
         /// Which row or value, e.g. `handoff H1: strategy`.
         what: String,
-        /// Why it is refused or unreadable.
+        /// Why it cannot be read.
         why: String,
     },
     /// No thread with this id in the database.
@@ -177,7 +177,7 @@ pub enum StoreError {
         thread: String,
         /// The run ordinal.
         run: u32,
-        /// Why it is refused or unreadable.
+        /// Why it is refused.
         why: String,
     },
     /// [`rollback`] to a run the thread cannot be rolled back to.
@@ -189,7 +189,7 @@ pub enum StoreError {
         thread: String,
         /// The run asked to roll back to.
         to: u32,
-        /// Why it is refused or unreadable.
+        /// Why it is refused.
         why: String,
     },
     /// [`merge_back`] on a thread that is not a fork.
@@ -256,11 +256,11 @@ pub enum StoreError {
         thread: String,
         /// The handoff id.
         handoff: String,
-        /// Why it is refused or unreadable.
+        /// Why it is refused.
         why: String,
     },
-    /// Deciding, rendering or delivering failed inside a lifecycle operation; `source` keeps
-    /// its own located error (policy, state, eval, render or delivery).
+    /// Deciding or rendering failed inside a lifecycle operation; `source` keeps its own
+    /// located error (an evaluation or a render error).
     #[error("{path}: error: thread \"{thread}\": {source}")]
     Pipeline {
         /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
@@ -283,7 +283,7 @@ pub enum StoreError {
         target: String,
         /// The strategy the policy decided (`no_handoff`, `native_fork`, `unsupported`).
         strategy: String,
-        /// Why it is refused or unreadable.
+        /// What the operation needed a handoff for (`nothing was merged back`).
         why: String,
     },
     /// The thread would not validate after the operation (or as imported); nothing was written.
