@@ -150,13 +150,13 @@ pub struct Expect {
     /// The expected `strategy` (`full_new`).
     #[serde(default)]
     pub strategy: Option<crate::policy::Strategy>,
-    /// The expected `handoff_strategy`; `Some(None)` (`null` in the file) expects none.
+    /// The expected `handoff_strategy`; `null` expects none (`Some(None)` here).
     #[serde(default, deserialize_with = "present")]
     pub handoff_strategy: Option<Option<crate::state::HandoffStrategy>>,
     /// The expected `provider_thread` (action and/or id).
     #[serde(default)]
     pub provider_thread: Option<ThreadExpect>,
-    /// The expected `covered_runs`; `Some(None)` (`null`) expects no handoff.
+    /// The expected `covered_runs`; `null` expects no handoff (`Some(None)` here).
     #[serde(default, deserialize_with = "present")]
     pub covered_runs: Option<Option<RangeExpect>>,
     /// The stale signals exactly, in policy order.
@@ -168,16 +168,17 @@ pub struct Expect {
     /// Signals that must not hold.
     #[serde(default)]
     pub stale_not_contains: Option<Vec<String>>,
-    /// The expected `delivery`; `Some(None)` (`null`) expects none.
+    /// The expected `delivery`; `null` expects none (`Some(None)` here).
     #[serde(default, deserialize_with = "present")]
     pub delivery: Option<Option<DeliveryExpect>>,
-    /// The expected `pregrant`; `Some(None)` (`null`) expects none.
+    /// The expected `pregrant`; `null` expects none (`Some(None)` here).
     #[serde(default, deserialize_with = "present")]
     pub pregrant: Option<Option<PregrantExpect>>,
     /// The ladder rule that decides: its strategy name (`full_new`) or label (`strategy full_new`).
     #[serde(default)]
     pub decided_by: Option<String>,
-    /// Expectations on the rendered handoff document; `Some(None)` (`null`) expects no document.
+    /// Expectations on the rendered handoff document; `null` expects no
+    /// document (`Some(None)` here).
     #[serde(default, deserialize_with = "present")]
     pub document: Option<Option<DocumentExpect>>,
 }
@@ -219,7 +220,7 @@ pub struct ThreadExpect {
     /// The expected action (`resume`, `create`, `fork_native`, `none`).
     #[serde(default)]
     pub action: Option<crate::decision::ThreadAction>,
-    /// The expected provider thread id; `Some(None)` (`null`) expects none.
+    /// The expected provider thread id; `null` expects none (`Some(None)` here).
     #[serde(default, deserialize_with = "present")]
     pub id: Option<Option<String>>,
 }
