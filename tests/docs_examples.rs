@@ -245,6 +245,7 @@ fn doc_commands_print_and_exit_as_documented() {
     // with what baton prints now, for a reviewed change of output. Elided examples still fail.
     let bless = std::env::var_os("BATON_BLESS_DOCS").is_some();
     let mut blessed: Vec<(PathBuf, usize, usize, Vec<String>)> = Vec::new();
+    pin_session_log_times();
     for file in command_docs() {
         let rel = file
             .strip_prefix(root())
@@ -331,4 +332,29 @@ fn doc_commands_print_and_exit_as_documented() {
         failures.len(),
         failures.join("\n\n")
     );
+}
+
+/// `baton sessions list` prints each log's modification time, which a checkout sets to the
+/// moment of cloning: pin the session fixtures to the time the docs show (2026-12-01T16:12:52Z).
+fn pin_session_log_times() {
+    let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_796_141_572);
+    let dir = root().join("tests/fixtures/import");
+    let mut stack = vec![dir];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)
+            .expect("the import fixtures")
+            .flatten()
+        {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "jsonl") {
+                std::fs::File::options()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|f| f.set_modified(when))
+                    .unwrap_or_else(|e| panic!("cannot pin {}: {e}", path.display()));
+            }
+        }
+    }
 }
