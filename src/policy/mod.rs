@@ -10,6 +10,7 @@ pub mod check;
 pub mod codes;
 pub mod diag;
 pub mod parser;
+pub mod providers;
 pub mod source;
 
 pub use diag::{Diagnostic, PolicyError, Severity, Source};
@@ -329,6 +330,8 @@ pub struct Policy {
     pub summary: Option<CSummary>,
     pub delivery: CDelivery,
     pub pregrant: Option<CPregrant>,
+    /// The provider capabilities the policy sets (`providers { ... }`; empty when none).
+    pub providers: providers::CProviders,
     /// Lint warnings; errors never reach a `Policy`.
     pub warnings: Vec<Diagnostic>,
     pub sources: Vec<Source>,

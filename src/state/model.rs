@@ -105,6 +105,16 @@ pub enum HandoffChannel {
 
 impl HandoffChannel {
     pub const NAMES: &'static [&'static str] = &["system", "developer", "user", "preamble"];
+    /// The channel named `s` (one of [`HandoffChannel::NAMES`]).
+    pub fn parse(s: &str) -> Option<HandoffChannel> {
+        Some(match s {
+            "system" => HandoffChannel::System,
+            "developer" => HandoffChannel::Developer,
+            "user" => HandoffChannel::User,
+            "preamble" => HandoffChannel::Preamble,
+            _ => return None,
+        })
+    }
     pub fn as_str(self) -> &'static str {
         match self {
             HandoffChannel::System => "system",
