@@ -93,7 +93,7 @@ pub fn render(d: &Decision, verbose: bool) -> String {
     // Where the target's capabilities came from, when the policy sets any.
     if let Some(t) = d.trace.iter().find(|t| t.rule.starts_with("providers ")) {
         if let Some(b) = &t.because {
-            labelled(&mut out, "providers", std::iter::once(b.clone()));
+            labelled(&mut out, "providers", b.split("; ").map(str::to_string));
         }
     }
     match &d.delivery {
