@@ -53,7 +53,7 @@ pub(super) fn compile_providers(c: &mut Checker<'_>, merged: &Merged<'_>) -> CPr
     };
     let keys: Vec<&str> = Fact::caps().filter_map(|d| d.cap_key()).collect();
     for p in &merged.providers {
-        name_lints(c, &p.name);
+        name_lints(c, p.name);
         let mut settings = Vec::new();
         for s in &p.settings {
             let Some(def) = Fact::by_cap_key(&s.key.node) else {
