@@ -184,8 +184,14 @@ fn the_budget_a_policy_sets_is_the_one_the_handoff_is_fitted_to() {
     let d = engine
         .decide(&state(STATE), Some("cursor"))
         .expect("decides");
-    let budget = d.budget.expect("a handoff was fitted");
+    let budget = d.budget.clone().expect("a handoff was fitted");
     assert_eq!(budget.first_turn_limit, 3000);
+    // Rendering a decision made earlier fits it to the same budget.
+    let out = engine.render(&state(STATE), &d).expect("renders");
+    let budget = out.decision.budget.expect("a handoff was fitted");
+    assert_eq!(budget.first_turn_limit, 3000);
+    let out = engine.run(&state(STATE), Some("cursor")).expect("runs");
+    assert_eq!(out.decision.budget.map(|b| b.first_turn_limit), Some(3000));
 }
 
 #[test]
