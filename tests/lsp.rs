@@ -575,6 +575,14 @@ fn providers_block_keys_values_and_hover_come_from_the_catalogue() {
     let h = hover_text(&c.at("textDocument/hover", u, l, ch));
     assert!(h.contains("sets **`target.caps.file_read`**: bool"), "{h}");
     assert!(h.contains("`file_read VALUE force`"), "{h}");
+    // A provider the block declares is offered where a provider name is compared.
+    let text2 = "providers { aider { resume true } }\nstrategy {\n  full_new when target.provider == \"\n  full_new otherwise\n}\n";
+    let u2 = "untitled:q.policy";
+    c.open(u2, "baton-policy", text2);
+    c.diagnostics(u2, 1);
+    let (l, ch) = pos(text2, "== \"\n", 4);
+    let names = labels(&c.at("textDocument/completion", u2, l, ch));
+    assert_eq!(names, ["claude", "codex", "copilot", "cursor", "aider"]);
     // Outside a providers entry `file_read` is no key.
     let (l, ch) = pos(text, "providers {", 2);
     let h = hover_text(&c.at("textDocument/hover", u, l, ch));

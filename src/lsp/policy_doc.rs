@@ -986,7 +986,14 @@ fn string_completion(
     let values: Vec<&str> = match def.ty {
         Type::Enum(vs) => vs.to_vec(),
         _ if def.name.ends_with("provider") || def.name == "thread.providers" => {
-            crate::state::KNOWN_PROVIDERS.to_vec()
+            // baton's providers, then those this policy's `providers` block declares.
+            let mut names = crate::state::KNOWN_PROVIDERS.to_vec();
+            for n in scan::provider_names(text, code) {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+            names
         }
         _ => Vec::new(),
     };

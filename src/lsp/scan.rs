@@ -151,6 +151,35 @@ pub fn blocks_at<'a>(text: &'a str, code: &[Token], upto: usize) -> Vec<&'a str>
     stack
 }
 
+/// The provider names a `providers` block of the text declares (`cursor {`, `"gemini-cli" {`
+/// directly inside `providers { ... }`), in order.
+pub fn provider_names<'a>(text: &'a str, code: &[Token]) -> Vec<&'a str> {
+    let mut stack: Vec<&str> = Vec::new();
+    let mut out: Vec<&str> = Vec::new();
+    let mut prev: Option<&Token> = None;
+    for t in code {
+        match t.text(text) {
+            "{" => {
+                let opener = match prev {
+                    Some(p) if p.kind == Kind::Str => p.unquoted(text),
+                    Some(p) => p.text(text),
+                    None => "",
+                };
+                if stack.as_slice() == ["providers"] && !out.contains(&opener) {
+                    out.push(opener);
+                }
+                stack.push(opener);
+            }
+            "}" => {
+                stack.pop();
+            }
+            _ => {}
+        }
+        prev = Some(t);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +203,11 @@ mod tests {
         let code = code(&tokens(t));
         assert_eq!(blocks_at(t, &code, code.len()), ["providers", "gemini-cli"]);
         assert_eq!(blocks_at(t, &code, 3), ["policy"]);
+        let t = "providers {\n  aider { resume true }\n  \"gemini-cli\" {}\n}\nsummary { x {} }";
+        assert_eq!(provider_names(t, &code_of(t)), ["aider", "gemini-cli"]);
+    }
+
+    fn code_of(t: &str) -> Vec<Token> {
+        code(&tokens(t))
     }
 }
