@@ -227,7 +227,8 @@ impl Engine {
         let policy = self.policy();
         let eligible = crate::eval::eligible_runs(policy, state, &decision.target);
         let sizer = PolicySizer { policy };
-        let facts = Facts::new(state, &decision.target, eligible, &sizer);
+        let caps = policy.provider_caps(state, &decision.target).caps;
+        let facts = Facts::new(state, &decision.target, eligible, &sizer).with_caps(caps);
         Ok(crate::pipeline::finish(
             policy,
             state,

@@ -90,6 +90,12 @@ pub fn render(d: &Decision, verbose: bool) -> String {
             }),
         );
     }
+    // Where the target's capabilities came from, when the policy sets any.
+    if let Some(t) = d.trace.iter().find(|t| t.rule.starts_with("providers ")) {
+        if let Some(b) = &t.because {
+            labelled(&mut out, "providers", b.split("; ").map(str::to_string));
+        }
+    }
     match &d.delivery {
         Some(del) => {
             let mut line = format!(
@@ -193,6 +199,11 @@ pub fn render(d: &Decision, verbose: bool) -> String {
             }
             if !t.values.is_empty() {
                 let _ = writeln!(out, "               {}", values(&t.values));
+            }
+            if t.rule.starts_with("providers ") {
+                if let Some(b) = &t.because {
+                    let _ = writeln!(out, "               {b}");
+                }
             }
         }
     } else {

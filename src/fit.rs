@@ -78,7 +78,9 @@ pub fn fit(
     summary: Summary,
     opts: &RenderOptions,
 ) -> Result<Fitted, RenderError> {
-    let caps = crate::state::caps_for(state, &decision.target);
+    // The target's capabilities as the decision saw them (the policy's `providers` block
+    // over the state's).
+    let caps = facts.caps.clone();
     let limits = Limits {
         first_turn: usize::try_from(caps.max_input_chars_per_turn).unwrap_or(usize::MAX),
         document: policy

@@ -71,7 +71,7 @@ fn unknown_target_is_named() {
     ]);
     assert_eq!(
         stderr(&out),
-        "--target: error: unknown provider \"gemini\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in the state\n"
+        "--target: error: unknown provider \"gemini\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in the state or in the policy's `providers` block\n"
     );
 }
 

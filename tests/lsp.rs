@@ -537,3 +537,55 @@ fn a_client_that_skips_initialized_is_served() {
     drop(client);
     h.join().unwrap().unwrap();
 }
+
+#[test]
+fn providers_block_keys_values_and_hover_come_from_the_catalogue() {
+    let text = "policy \"p\" { extends \"default\" }\n\nproviders {\n  \n  cursor {\n    file_read false\n    max_input_chars_per_turn 4000 \n    handoff_channel \n  }\n}\n";
+    let u = "untitled:p.policy";
+    let mut c = Client::start(10);
+    c.open(u, "baton-policy", text);
+    c.diagnostics(u, 1);
+    let at = |c: &mut Client, needle: &str, skip| {
+        let (l, ch) = pos(text, needle, skip);
+        labels(&c.at("textDocument/completion", u, l, ch))
+    };
+    // A provider name at the start of an entry.
+    let names = at(&mut c, "  \n  cursor", 2);
+    assert_eq!(names, ["claude", "codex", "copilot", "cursor"]);
+    // Capability keys: every `target.caps.*` fact of the catalogue, by its last part.
+    let keys = at(&mut c, "    file_read", 4);
+    let expected: Vec<String> = baton::facts::Fact::caps()
+        .filter_map(|d| d.cap_key())
+        .map(str::to_string)
+        .collect();
+    assert_eq!(keys, expected);
+    assert!(keys.contains(&"max_input_chars_per_turn".to_string()));
+    // After a value: `force` first, then the next key.
+    let after = at(&mut c, "4000 \n", 5);
+    assert_eq!(
+        after.first().map(String::as_str),
+        Some("force"),
+        "{after:?}"
+    );
+    // An enum capability's values.
+    let channels = at(&mut c, "handoff_channel \n", 16);
+    assert_eq!(channels, ["system", "developer", "user", "preamble"]);
+    // Hover on a key: the fact it sets and the precedence rule.
+    let (l, ch) = pos(text, "file_read false", 2);
+    let h = hover_text(&c.at("textDocument/hover", u, l, ch));
+    assert!(h.contains("sets **`target.caps.file_read`**: bool"), "{h}");
+    assert!(h.contains("`file_read VALUE force`"), "{h}");
+    // A provider the block declares is offered where a provider name is compared.
+    let text2 = "providers { aider { resume true } }\nstrategy {\n  full_new when target.provider == \"\n  full_new otherwise\n}\n";
+    let u2 = "untitled:q.policy";
+    c.open(u2, "baton-policy", text2);
+    c.diagnostics(u2, 1);
+    let (l, ch) = pos(text2, "== \"\n", 4);
+    let names = labels(&c.at("textDocument/completion", u2, l, ch));
+    assert_eq!(names, ["claude", "codex", "copilot", "cursor", "aider"]);
+    // Outside a providers entry `file_read` is no key.
+    let (l, ch) = pos(text, "providers {", 2);
+    let h = hover_text(&c.at("textDocument/hover", u, l, ch));
+    assert!(h.contains("provider capabilities"), "{h}");
+    c.stop();
+}

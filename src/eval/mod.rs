@@ -5,6 +5,8 @@
 //! ladder (first match wins), coverage, delivery, pre-grant. Deterministic: no clocks, no
 //! randomness, no hash-map iteration order in the output.
 
+mod providers;
+
 use crate::decision::*;
 use crate::facts::{Facts, ItemCtx, RunCtx, SummarySizer, Value};
 use crate::policy::ast::{CmpOp, Span};
@@ -34,7 +36,7 @@ pub enum EvalError {
     },
     #[error("{at}: error: strategy `native_fork` needs a fork whose source provider thread can be forked, but {reason}\n  = help: guard the rule with `fork.native_possible`")]
     NoNativeFork { at: String, reason: String },
-    #[error("--target: error: unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in the state")]
+    #[error("--target: error: unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in the state or in the policy's `providers` block")]
     UnknownTarget(String),
 }
 
@@ -197,7 +199,8 @@ pub fn eligible_runs(policy: &Policy, state: &State, target: &str) -> Vec<bool> 
         Some((_, cond)) => {
             // The checker keeps eligibility-derived and summary facts out of `eligible`, so
             // these facts need neither eligibility nor a sizer. Per-run values are not traced.
-            let facts = Facts::new(state, target, Vec::new(), &RoughSizer);
+            let caps = policy.provider_caps(state, target).caps;
+            let facts = Facts::new(state, target, Vec::new(), &RoughSizer).with_caps(caps);
             state
                 .runs
                 .iter()
@@ -291,10 +294,18 @@ pub fn evaluate_in<'a>(
         .target
         .clone()
         .unwrap_or_else(|| state.request.provider.clone());
-    if crate::state::default_caps(&target).is_none() && !state.providers.contains_key(&target) {
+    if crate::state::default_caps(&target).is_none()
+        && !state.providers.contains_key(&target)
+        && !policy.declares_provider(&target)
+    {
         return Err(EvalError::UnknownTarget(target));
     }
     let mut trace = Vec::new();
+
+    // 0. The target's capabilities: the policy's `providers` block over the state's and
+    // baton's shipped ones; traced (where each came from) when the policy has such a block.
+    let caps = policy.provider_caps(state, &target);
+    trace.extend(providers::trace_entry(policy, &caps));
 
     // 1. Eligible runs.
     let eligible = eligible_runs(policy, state, &target);
@@ -320,7 +331,7 @@ pub fn evaluate_in<'a>(
             because: None,
         });
     }
-    let facts = Facts::new(state, &target, eligible, sizer);
+    let facts = Facts::new(state, &target, eligible, sizer).with_caps(caps.caps);
 
     // 2. Staleness signals: all evaluated, each reported.
     let signals: Vec<bool> = policy

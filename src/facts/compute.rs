@@ -91,6 +91,13 @@ impl ItemCtx<'_> {
                 Bool(*status == Some(crate::state::ToolStatus::Failed))
             }
             (Fact::ItemFailed, _) => Bool(false),
+            (
+                Fact::ItemOutputChars,
+                Some(Item::Command { output, .. } | Item::ToolCall { output, .. }),
+            ) => Int(output
+                .as_deref()
+                .map(|o| i64::try_from(o.chars().count()).unwrap_or(i64::MAX))
+                .unwrap_or(0)),
             (Fact::ItemTool, Some(Item::ToolCall { tool, .. })) => opt(Some(tool)),
             (Fact::ItemPath, Some(Item::FileChange { path, .. })) => opt(Some(path)),
             (Fact::ItemAgent, Some(Item::SubagentResult { agent, .. })) => opt(Some(agent)),
@@ -168,6 +175,13 @@ impl<'a> Facts<'a> {
             full_chars: OnceCell::new(),
             outcome: RefCell::new((None, None)),
         }
+    }
+
+    /// These facts with `caps` as the target's capabilities instead of the state's (a
+    /// policy's `providers` block resolved over them: `Policy::provider_caps`).
+    pub fn with_caps(mut self, caps: ResolvedCaps) -> Facts<'a> {
+        self.caps = caps;
+        self
     }
 
     pub fn is_eligible(&self, ordinal: u32) -> bool {
@@ -366,6 +380,14 @@ impl<'a> Facts<'a> {
                 Some(p) => Bool(p.resume_failed),
                 None => Null,
             },
+            Fact::TargetThreadFirstRun => pt
+                .and_then(|p| {
+                    s.runs
+                        .iter()
+                        .find(|r| r.provider_thread.as_deref() == Some(p.id.as_str()))
+                })
+                .map(|r| Int(i64::from(r.ordinal)))
+                .unwrap_or(Null),
             Fact::TargetLastSeen => Int(self.view().last_seen as i64),
             Fact::TargetRunsSinceLastSeen => Int(self.view().runs_since_last_seen),
             Fact::TargetOffProviderRuns => Int(self.view().off_provider_runs),
@@ -422,6 +444,7 @@ impl<'a> Facts<'a> {
             | Fact::ItemResolved
             | Fact::ItemOpen
             | Fact::ItemIsTest
+            | Fact::ItemOutputChars
             | Fact::ItemAnswered
             | Fact::ItemExitCode
             | Fact::ItemFailed

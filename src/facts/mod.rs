@@ -117,6 +117,7 @@ facts! {
     TargetThreadRuntimeMode => "target.thread.runtime_mode", Type::Str, true, Thread, "Runtime mode of the target provider thread.";
     TargetThreadStatus => "target.thread.status", Type::Enum(PT_STATUSES), true, Thread, "Status of the target provider thread.";
     TargetThreadResumeFailed => "target.thread.resume_failed", Type::Bool, true, Thread, "Whether resuming the target provider thread failed.";
+    TargetThreadFirstRun => "target.thread.first_run", Type::Int, true, Thread, "Ordinal of the first run on the target provider thread, whatever its status (null when there is no thread or no run used it); `request.run - target.thread.first_run` is the thread's age in runs.";
     TargetLastSeen => "target.last_seen", Type::Int, false, Eligibility, "Highest run the target thread covers, natively or through a live handoff (0 when none).";
     TargetRunsSinceLastSeen => "target.runs_since_last_seen", Type::Int, false, Eligibility, "Eligible runs after `target.last_seen`.";
     TargetOffProviderRuns => "target.off_provider_runs", Type::Int, false, Eligibility, "Eligible runs on other providers since the target thread's last native run.";
@@ -150,6 +151,7 @@ facts! {
     ItemLatest => "item.latest", Type::Bool, false, Item, "The item is the newest of its kind in the covered runs.";
     ItemRecency => "item.recency", Type::Int, false, Item, "0 for the newest item of its kind in the covered runs, 1 for the one before, and so on.";
     ItemChars => "item.chars", Type::Int, false, Item, "Characters the item carries (text, output, diff).";
+    ItemOutputChars => "item.output_chars", Type::Int, true, Item, "Characters of a command's or tool call's output (0 when it has none; null for other items).";
     ItemDiffLines => "item.diff_lines", Type::Int, true, Item, "Lines in a file change's diff.";
     ItemResolved => "item.resolved", Type::Bool, true, Item, "Whether a problem item was resolved: an approval decided, a question answered, a failing command or tool call run again successfully (null for items that are no problem).";
     ItemOpen => "item.open", Type::Bool, false, Item, "The item is an open problem: an undecided approval, an unanswered question, or a failing command or tool call that no later run resolved or re-ran.";
@@ -176,6 +178,32 @@ impl Fact {
         // The macro lists ALL in declaration order, so the discriminant is the index.
         #[allow(clippy::indexing_slicing)] // ALL has one entry per variant: always in bounds.
         &Fact::ALL[self as usize]
+    }
+}
+
+/// The prefix of the provider capability facts; a policy's `providers` block sets the facts
+/// under it by their last part (`file_read` sets `target.caps.file_read`).
+pub const CAP_PREFIX: &str = "target.caps.";
+
+impl FactDef {
+    /// The key a `providers` block sets this fact with (`file_read`), for the provider
+    /// capability facts (`target.caps.*`); `None` for every other fact.
+    pub fn cap_key(&self) -> Option<&'static str> {
+        self.name.strip_prefix(CAP_PREFIX)
+    }
+}
+
+impl Fact {
+    /// The provider capability facts, in catalogue order: the keys of a policy's `providers`
+    /// block. The catalogue is the one source of these keys, their types and their docs for
+    /// the checker, the docs and the editor.
+    pub fn caps() -> impl Iterator<Item = &'static FactDef> {
+        Fact::ALL.iter().filter(|d| d.cap_key().is_some())
+    }
+
+    /// The capability fact a `providers` block key names (`file_read`).
+    pub fn by_cap_key(key: &str) -> Option<&'static FactDef> {
+        Fact::caps().find(|d| d.cap_key() == Some(key))
     }
 }
 

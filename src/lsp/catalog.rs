@@ -44,6 +44,8 @@ pub const KEYWORDS: &[(&str, &str)] = &[
     ("summary", "`summary { ... }`: what a handoff summary contains (sections, include/exclude, budget, source)."),
     ("delivery", "`delivery { ... }`: `off_band` or `inline`, first match wins (default `inline`)."),
     ("pregrant", "`pregrant { ... }`: `read handoff.document [when COND]` and `turns N uses N`."),
+    ("providers", "`providers { NAME { KEY VALUE [force] ... } }`: provider capabilities (`target.caps.*`) the policy sets; a state's explicit value wins unless the policy writes `force`."),
+    ("force", "`KEY VALUE force` in a `providers` entry: the policy's value wins over the state's."),
     ("extends", "`extends \"base\"`: compose this file on top of a file (relative to this one) or a shipped profile."),
     ("include", "`include KIND into SECTION [as FORM] [when COND]`: put items of a kind into a section."),
     ("exclude", "`exclude KIND [when COND] [because \"reason\"]`: leave items out."),
@@ -58,6 +60,18 @@ pub const KEYWORDS: &[(&str, &str)] = &[
     ("off_band", "Delivery as a private file the first-turn prompt points to."),
     ("inline", "Delivery in the prompt itself."),
 ];
+
+/// The hover text of a `providers` block key: the capability fact it sets, and the rule.
+pub fn cap_hover(d: &FactDef) -> String {
+    format!(
+        "**`{}`** in a `providers` entry sets **`{}`**: {}\n\n{}\n\nThe state's explicit value wins over the policy's; `{} VALUE force` makes the policy's win.",
+        d.cap_key().unwrap_or(d.name),
+        d.name,
+        type_name(d.ty),
+        d.doc,
+        d.cap_key().unwrap_or(d.name),
+    )
+}
 
 /// The roots of the fact names (`target`, `request`, ...).
 pub fn fact_roots() -> Vec<&'static str> {

@@ -231,6 +231,9 @@ pub fn hover(
     if let Some(d) = Fact::by_name(word) {
         return Some((fact_hover(d), range));
     }
+    if let Some(d) = Fact::by_cap_key(word).filter(|_| in_provider_entry(text, &code, i)) {
+        return Some((catalog::cap_hover(d), range));
+    }
     if let Some(sig) = word.strip_prefix("stale.") {
         let def = find_decl(text, path, overlay, "stale", sig)?;
         return Some((
@@ -675,6 +678,48 @@ pub fn completion(
         }
         _ => {}
     }
+    // Inside a `providers` entry: a capability's values after its key, `force` after a
+    // value.
+    if in_provider_entry(text, &code, idx) {
+        let before = |k: usize| {
+            idx.checked_sub(k)
+                .and_then(|j| code.get(j))
+                .map(|t| t.text(text))
+                .unwrap_or("")
+        };
+        if let Some(d) = Fact::by_cap_key(before(1)) {
+            let values: Vec<String> = match d.ty {
+                Type::Bool => vec!["true".into(), "false".into()],
+                Type::Enum(vs) => vs.iter().map(|v| v.to_string()).collect(),
+                _ => Vec::new(),
+            };
+            for v in values {
+                out.push(item(
+                    &v,
+                    CompletionItemKind::ENUM_MEMBER,
+                    Some(format!("a value of {}", d.name)),
+                    None,
+                    range,
+                ));
+            }
+            return out;
+        }
+        if Fact::by_cap_key(before(2)).is_some() {
+            let doc = lookup(catalog::KEYWORDS, "force").map(str::to_string);
+            out.push(item("force", CompletionItemKind::KEYWORD, None, doc, range));
+        }
+        // The next capability.
+        for d in Fact::caps() {
+            out.push(item(
+                d.cap_key().unwrap_or(d.name),
+                CompletionItemKind::PROPERTY,
+                Some(catalog::type_name(d.ty)),
+                Some(catalog::cap_hover(d)),
+                range,
+            ));
+        }
+        return out;
+    }
     // A dotted name: the facts under its root, or the signals after `stale.`.
     if let Some((root, _)) = prefix.split_once('.') {
         if root == "stale" {
@@ -717,6 +762,22 @@ pub fn completion(
     };
     if rule_start {
         match block {
+            Some("providers") => {
+                for p in crate::state::KNOWN_PROVIDERS {
+                    let caps = crate::state::shipped_caps(p);
+                    out.push(item(
+                        p,
+                        CompletionItemKind::MODULE,
+                        Some("provider".into()),
+                        Some(format!(
+                            "`{p} {{ ... }}`: the capabilities this policy sets for {p} (shipped: {} characters per turn, file_read {})",
+                            caps.max_input_chars_per_turn, caps.file_read
+                        )),
+                        range,
+                    ));
+                }
+                return out;
+            }
             Some("strategy") => {
                 push_table(
                     &mut out,
@@ -765,8 +826,15 @@ pub fn completion(
             Some(_) => {}
             None => {
                 for n in [
-                    "policy", "let", "eligible", "stale", "strategy", "summary", "delivery",
+                    "policy",
+                    "let",
+                    "eligible",
+                    "stale",
+                    "strategy",
+                    "summary",
+                    "delivery",
                     "pregrant",
+                    "providers",
                 ] {
                     let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
                     out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
@@ -811,6 +879,12 @@ pub fn completion(
         out.push(item(n, CompletionItemKind::KEYWORD, None, None, range));
     }
     out
+}
+
+/// Whether token index `idx` is inside one provider's entry of a `providers` block.
+fn in_provider_entry(text: &str, code: &[Token], idx: usize) -> bool {
+    let stack = scan::blocks_at(text, code, idx);
+    stack.len() >= 2 && stack.get(stack.len().saturating_sub(2)) == Some(&"providers")
 }
 
 /// Every `KEYWORD NAME` declaration of the document and its bases: (name, its line).
@@ -912,7 +986,14 @@ fn string_completion(
     let values: Vec<&str> = match def.ty {
         Type::Enum(vs) => vs.to_vec(),
         _ if def.name.ends_with("provider") || def.name == "thread.providers" => {
-            crate::state::KNOWN_PROVIDERS.to_vec()
+            // baton's providers, then those this policy's `providers` block declares.
+            let mut names = crate::state::KNOWN_PROVIDERS.to_vec();
+            for n in scan::provider_names(text, code) {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+            names
         }
         _ => Vec::new(),
     };

@@ -121,20 +121,24 @@ pub fn triples(code: &[Token]) -> impl Iterator<Item = (Token, Token, Token)> + 
 /// The name of the innermost `{ ... }` block open at token index `upto` (the word before
 /// its `{`: `strategy`, `summary`, `policy`, ...).
 pub fn block_at<'a>(text: &'a str, code: &[Token], upto: usize) -> Option<&'a str> {
+    blocks_at(text, code, upto).last().copied()
+}
+
+/// The names of the `{ ... }` blocks open at token index `upto`, outermost first: inside
+/// `providers { cursor { ... } }`, `["providers", "cursor"]`. A block a string opens is the
+/// header (`policy "name" {`) at the top level, else named by the string's content (a quoted
+/// provider name).
+pub fn blocks_at<'a>(text: &'a str, code: &[Token], upto: usize) -> Vec<&'a str> {
     let mut stack: Vec<&str> = Vec::new();
     for (i, t) in code.iter().enumerate().take(upto) {
         match t.text(text) {
             "{" => {
-                let opener = i
-                    .checked_sub(1)
-                    .and_then(|j| code.get(j))
-                    .map(|p| p.text(text))
-                    .unwrap_or("");
-                // `policy "name" {`: the block is the header.
-                let opener = if opener.starts_with('"') {
-                    "policy"
-                } else {
-                    opener
+                let prev = i.checked_sub(1).and_then(|j| code.get(j));
+                let opener = match prev {
+                    Some(p) if p.kind == Kind::Str && stack.is_empty() => "policy",
+                    Some(p) if p.kind == Kind::Str => p.unquoted(text),
+                    Some(p) => p.text(text),
+                    None => "",
                 };
                 stack.push(opener);
             }
@@ -144,7 +148,36 @@ pub fn block_at<'a>(text: &'a str, code: &[Token], upto: usize) -> Option<&'a st
             _ => {}
         }
     }
-    stack.last().copied()
+    stack
+}
+
+/// The provider names a `providers` block of the text declares (`cursor {`, `"gemini-cli" {`
+/// directly inside `providers { ... }`), in order.
+pub fn provider_names<'a>(text: &'a str, code: &[Token]) -> Vec<&'a str> {
+    let mut stack: Vec<&str> = Vec::new();
+    let mut out: Vec<&str> = Vec::new();
+    let mut prev: Option<&Token> = None;
+    for t in code {
+        match t.text(text) {
+            "{" => {
+                let opener = match prev {
+                    Some(p) if p.kind == Kind::Str => p.unquoted(text),
+                    Some(p) => p.text(text),
+                    None => "",
+                };
+                if stack.as_slice() == ["providers"] && !out.contains(&opener) {
+                    out.push(opener);
+                }
+                stack.push(opener);
+            }
+            "}" => {
+                stack.pop();
+            }
+            _ => {}
+        }
+        prev = Some(t);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -162,5 +195,19 @@ mod tests {
         );
         let code = code(&toks);
         assert_eq!(block_at(t, &code, code.len()), Some("strategy"));
+    }
+
+    #[test]
+    fn names_nested_provider_blocks() {
+        let t = "policy \"p\" {}\nproviders {\n  \"gemini-cli\" { resume ";
+        let code = code(&tokens(t));
+        assert_eq!(blocks_at(t, &code, code.len()), ["providers", "gemini-cli"]);
+        assert_eq!(blocks_at(t, &code, 3), ["policy"]);
+        let t = "providers {\n  aider { resume true }\n  \"gemini-cli\" {}\n}\nsummary { x {} }";
+        assert_eq!(provider_names(t, &code_of(t)), ["aider", "gemini-cli"]);
+    }
+
+    fn code_of(t: &str) -> Vec<Token> {
+        code(&tokens(t))
     }
 }

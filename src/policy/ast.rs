@@ -34,6 +34,8 @@ pub struct PolicyFile {
     pub summary: Option<SummaryBlock>,
     pub delivery: Option<DeliveryBlock>,
     pub pregrant: Option<PregrantBlock>,
+    /// `providers { ... }`: provider capabilities the policy sets.
+    pub providers: Option<ProvidersBlock>,
 }
 
 #[derive(Debug, Clone)]
@@ -182,6 +184,47 @@ pub struct GrantRule {
     pub tool: Spanned<String>,
     pub target: Spanned<String>,
     pub when: Option<Expr>,
+}
+
+/// `providers { NAME { KEY VALUE [force] ... } ... }` (docs/policy-language.md#providers).
+#[derive(Debug, Clone)]
+pub struct ProvidersBlock {
+    pub span: Span,
+    /// The provider entries, in source order.
+    pub providers: Vec<ProviderEntry>,
+}
+
+/// `NAME { KEY VALUE [force] ... }`: the capabilities one provider's entry sets.
+#[derive(Debug, Clone)]
+pub struct ProviderEntry {
+    /// The provider's name (a bare word or a quoted string).
+    pub name: Spanned<String>,
+    pub span: Span,
+    /// The settings, in source order.
+    pub settings: Vec<ProviderSetting>,
+}
+
+/// `KEY VALUE [force]`: one capability of a provider entry.
+#[derive(Debug, Clone)]
+pub struct ProviderSetting {
+    /// The capability (`file_read`: the fact `target.caps.file_read`).
+    pub key: Spanned<String>,
+    pub value: Spanned<SettingValue>,
+    /// `force`: the policy's value wins over the state's.
+    pub force: bool,
+    pub span: Span,
+}
+
+/// A provider setting's value as written; the checker types it against the capability.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SettingValue {
+    Bool(bool),
+    Int(i64),
+    /// A bare word (`user`).
+    Word(String),
+    /// A quoted string (`"user"`).
+    Str(String),
+    Null,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -27,6 +27,7 @@ const CODES: &[(&str, &str)] = &[
     ("unknown form", "baton::check::unknown_form"),
     ("unknown item kind", "baton::check::unknown_item_kind"),
     ("unknown grant", "baton::check::unknown_grant"),
+    ("unknown provider capability", "baton::check::unknown_capability"),
     ("unknown ", "baton::check::unknown_name"),
     ("cannot be read", "baton::check::out_of_scope"),
     ("is available", "baton::check::out_of_scope"),
@@ -46,6 +47,10 @@ const CODES: &[(&str, &str)] = &[
     ("needs a list", "baton::check::type_mismatch"),
     ("cannot look for", "baton::check::type_mismatch"),
     ("lists hold", "baton::check::type_mismatch"),
+    ("takes `true` or `false`", "baton::check::type_mismatch"),
+    ("takes a number of characters", "baton::check::type_mismatch"),
+    ("takes one of", "baton::check::type_mismatch"),
+    ("cannot be null", "baton::check::type_mismatch"),
     ("a list holds", "baton::check::type_mismatch"),
     ("must be at least", "baton::check::out_of_range"),
     ("must be at most", "baton::check::out_of_range"),
@@ -57,12 +62,15 @@ const CODES: &[(&str, &str)] = &[
     ("weakens the permission model", "baton::check::grant_too_wide"),
     ("hidden reasoning", "baton::check::reasoning_included"),
     ("is declared twice", "baton::check::duplicate_section"),
+    ("is set twice for", "baton::check::duplicate_setting"),
+    ("has a second entry in this `providers` block", "baton::check::duplicate_setting"),
     ("summarizer command is empty", "baton::check::empty_command"),
     ("asks for template", "baton::check::unknown_template"),
     // Lints.
     ("unreachable", "baton::lint::unreachable_rule"),
     ("unused `let", "baton::lint::unused_let"),
     ("cannot change any decision", "baton::lint::unused_signal"),
+    ("declares a new provider", "baton::lint::provider_typo"),
 ];
 
 /// The code of a diagnostic with this message.

@@ -10,6 +10,7 @@ pub mod check;
 pub mod codes;
 pub mod diag;
 pub mod parser;
+pub mod providers;
 pub mod source;
 
 pub use diag::{Diagnostic, PolicyError, Severity, Source};
@@ -341,6 +342,8 @@ pub struct Policy {
     pub delivery: CDelivery,
     /// The compiled `pregrant` block; `None`: no pre-grant is ever issued.
     pub pregrant: Option<CPregrant>,
+    /// The provider capabilities the policy sets (`providers { ... }`; empty when none).
+    pub providers: providers::CProviders,
     /// Lint warnings; errors never reach a `Policy`.
     pub warnings: Vec<Diagnostic>,
     /// Every source in load order (bases reached through `extends` included); spans index it.

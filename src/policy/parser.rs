@@ -154,6 +154,11 @@ fn rule_name(r: &Rule) -> String {
         Rule::summary_block => "`summary`".into(),
         Rule::delivery_block => "`delivery`".into(),
         Rule::pregrant_block => "`pregrant`".into(),
+        Rule::providers_block => "`providers`".into(),
+        Rule::provider_entry => "a provider (`cursor { ... }`)".into(),
+        Rule::provider_setting => "a capability (`file_read false`)".into(),
+        Rule::provider_value => "a value (`true`, `false`, a number or a word)".into(),
+        Rule::kw_force => "`force`".into(),
         Rule::ladder_rule => "a strategy rule".into(),
         Rule::include_rule => "`include`".into(),
         Rule::exclude_rule => "`exclude`".into(),
@@ -463,8 +468,65 @@ impl<'a> Builder<'a> {
                 let pregrant = self.pregrant(p, span);
                 self.once(&mut file.pregrant, pregrant, "pregrant", span);
             }
+            Rule::providers_block => {
+                let providers = self.providers(p, span);
+                self.once(&mut file.providers, providers, "providers", span);
+            }
             _ => {}
         }
+    }
+
+    /// `providers { NAME { KEY VALUE [force] ... } ... }`.
+    fn providers(&mut self, p: Pair<'_, Rule>, span: Span) -> ProvidersBlock {
+        let mut block = ProvidersBlock {
+            span,
+            providers: Vec::new(),
+        };
+        for e in p.kids() {
+            let espan = self.span(&e);
+            let mut it = e.kids();
+            let Some(n) = it.next() else { continue };
+            let name = match n.as_rule() {
+                Rule::string => self.spanned_string(n),
+                _ => self.spanned_str(n),
+            };
+            let mut settings = Vec::new();
+            for s in it {
+                let sspan = self.span(&s);
+                let mut parts = s.kids();
+                let (Some(k), Some(v)) = (parts.next(), parts.next()) else {
+                    continue;
+                };
+                let key = self.spanned_str(k);
+                let vspan = self.span(&v);
+                let node = match v.kids().next() {
+                    Some(x) => match x.as_rule() {
+                        Rule::boolean => SettingValue::Bool(x.as_str() == "true"),
+                        Rule::int => SettingValue::Int(self.int(x)),
+                        Rule::string => SettingValue::Str(self.string(x)),
+                        Rule::null => SettingValue::Null,
+                        _ => SettingValue::Word(x.as_str().to_string()),
+                    },
+                    None => SettingValue::Null,
+                };
+                let force = parts.any(|x| x.as_rule() == Rule::kw_force);
+                settings.push(ProviderSetting {
+                    key,
+                    value: Spanned {
+                        node,
+                        span: vspan,
+                    },
+                    force,
+                    span: sspan,
+                });
+            }
+            block.providers.push(ProviderEntry {
+                name,
+                span: espan,
+                settings,
+            });
+        }
+        block
     }
 
     fn header(&mut self, p: Pair<'_, Rule>, span: Span, file: &mut PolicyFile) {

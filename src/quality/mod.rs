@@ -289,7 +289,10 @@ fn measure_one(policy: &Policy, state: &State, name: &str, target: &str) -> DocR
         .map(|r| r.ordinal)
         .collect();
     let items = item_contexts(state, &runs);
-    let limit = crate::state::caps_for(state, target).max_input_chars_per_turn;
+    let limit = policy
+        .provider_caps(state, target)
+        .caps
+        .max_input_chars_per_turn;
     let first_turn_chars = rendered.inline.chars().count();
     doc.figures = Some(Figures {
         changed_files: changed_files(state, &items, &read),

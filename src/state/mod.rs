@@ -319,11 +319,10 @@ pub fn default_caps(provider: &str) -> Option<ResolvedCaps> {
     })
 }
 
-/// Capabilities of `provider` in `state`: the state's `providers:` entry over the defaults.
-/// A provider that is neither known nor declared gets the most conservative capabilities
-/// (validation rejects such a provider, so this only matters for library users).
-pub fn caps_for(state: &State, provider: &str) -> ResolvedCaps {
-    let base = default_caps(provider).unwrap_or(ResolvedCaps {
+/// What baton ships for `provider`: [`default_caps`] for a known provider, else the most
+/// conservative capabilities (the last row of docs/facts.md's table).
+pub fn shipped_caps(provider: &str) -> ResolvedCaps {
+    default_caps(provider).unwrap_or(ResolvedCaps {
         resume: false,
         native_fork: false,
         rollback: false,
@@ -332,7 +331,14 @@ pub fn caps_for(state: &State, provider: &str) -> ResolvedCaps {
         file_read: false,
         summarize: false,
         max_input_chars_per_turn: 16_000,
-    });
+    })
+}
+
+/// Capabilities of `provider` in `state`: the state's `providers:` entry over the defaults.
+/// A provider that is neither known nor declared gets the most conservative capabilities
+/// (validation rejects such a provider, so this only matters for library users).
+pub fn caps_for(state: &State, provider: &str) -> ResolvedCaps {
+    let base = shipped_caps(provider);
     match state.providers.get(provider) {
         None => base,
         Some(o) => ResolvedCaps {

@@ -148,6 +148,16 @@ pub enum HandoffChannel {
 impl HandoffChannel {
     /// Every channel name, as serialized.
     pub const NAMES: &'static [&'static str] = &["system", "developer", "user", "preamble"];
+    /// The channel named `s` (one of [`HandoffChannel::NAMES`]).
+    pub fn parse(s: &str) -> Option<HandoffChannel> {
+        Some(match s {
+            "system" => HandoffChannel::System,
+            "developer" => HandoffChannel::Developer,
+            "user" => HandoffChannel::User,
+            "preamble" => HandoffChannel::Preamble,
+            _ => return None,
+        })
+    }
     /// The snake_case name, as serialized.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -16,6 +16,59 @@ pub(super) struct Merged<'a> {
     pub(super) summary: Option<&'a SummaryBlock>,
     pub(super) delivery: Option<&'a DeliveryBlock>,
     pub(super) pregrant: Option<&'a PregrantBlock>,
+    /// The `providers` entries merged per provider and per key, providers in order of first
+    /// appearance (see [`merge_providers`]).
+    pub(super) providers: Vec<MergedProvider<'a>>,
+    /// The last `providers` block of the set (where a trace points when the block does not
+    /// name the target).
+    pub(super) providers_span: Option<Span>,
+}
+
+/// One provider's settings across the files of a set: a later file's key replaces an
+/// earlier file's value (and its `force`) in place; other keys are kept.
+pub(super) struct MergedProvider<'a> {
+    pub(super) name: &'a Spanned<String>,
+    /// Every entry that names the provider, in load order (the last one is where traces
+    /// point).
+    pub(super) entries: Vec<&'a ProviderEntry>,
+    pub(super) settings: Vec<&'a ProviderSetting>,
+}
+
+impl Merged<'_> {
+    /// The provider names the composed policy declares in its `providers` blocks, in order of
+    /// first appearance. A provider named there counts as declared: a policy may target it
+    /// and read its capabilities, and checks for unknown provider names accept it.
+    // The entry point for checks of provider names (`target.provider == "claud"`): none
+    // reads it in this module yet.
+    #[allow(dead_code)]
+    pub(super) fn declared_providers(&self) -> Vec<&str> {
+        self.providers.iter().map(|p| p.name.node.as_str()).collect()
+    }
+}
+
+/// Merge `providers` blocks along `extends`: per provider, then per key (the rule `let`s
+/// follow), because each capability is an independent named value, unlike the rules of a
+/// ladder whose order is their meaning.
+fn merge_providers<'a>(merged: &mut Vec<MergedProvider<'a>>, block: &'a ProvidersBlock) {
+    for entry in &block.providers {
+        match merged.iter_mut().find(|p| p.name.node == entry.name.node) {
+            Some(p) => {
+                // Within one file a second entry is an error the checker reports; keep its
+                // settings so that each is still checked.
+                p.entries.push(entry);
+                override_by_name(&mut p.settings, &entry.settings, |s| &s.key);
+            }
+            None => {
+                let mut settings = Vec::new();
+                override_by_name(&mut settings, &entry.settings, |s| &s.key);
+                merged.push(MergedProvider {
+                    name: &entry.name,
+                    entries: vec![entry],
+                    settings,
+                });
+            }
+        }
+    }
 }
 
 /// Add `items` of a later file to `merged`: one with the name of an item from an earlier file
@@ -62,6 +115,8 @@ pub(super) fn merge(files: &[PolicyFile]) -> Merged<'_> {
         summary: None,
         delivery: None,
         pregrant: None,
+        providers: Vec::new(),
+        providers_span: None,
     };
     for f in files {
         if f.name.is_some() {
@@ -89,6 +144,10 @@ pub(super) fn merge(files: &[PolicyFile]) -> Merged<'_> {
         }
         if f.pregrant.is_some() {
             m.pregrant = f.pregrant.as_ref();
+        }
+        if let Some(p) = &f.providers {
+            merge_providers(&mut m.providers, p);
+            m.providers_span = Some(p.span);
         }
     }
     m

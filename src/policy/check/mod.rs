@@ -5,6 +5,7 @@
 mod compile;
 mod compose;
 mod lint;
+mod providers;
 mod resolve;
 mod typecheck;
 
@@ -197,6 +198,7 @@ pub fn check(
 
     // Duplicate names within one file.
     for f in &files {
+        providers::no_duplicates(&mut c, f);
         c.no_duplicates(f.lets.iter().map(|l| &l.name), |n| format!("`let {n}`"));
         c.no_duplicates(f.stales.iter().map(|s| &s.name), |n| {
             format!("staleness signal `{n}`")
@@ -398,6 +400,9 @@ pub fn check(
         }
     });
 
+    // Provider capabilities.
+    let providers = providers::compile_providers(&mut c, &merged);
+
     // Lints.
     lint::unused(&mut c, &merged);
 
@@ -432,6 +437,7 @@ pub fn check(
         summary,
         delivery,
         pregrant,
+        providers,
         warnings: diags,
         sources,
     })
