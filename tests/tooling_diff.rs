@@ -260,3 +260,44 @@ fn coverage_rows_show_file_and_line() {
     let rule = &v["coverage"]["files"][0]["rules"][0];
     assert!(rule["line"].as_u64().unwrap() > 0, "{rule}");
 }
+
+/// Covered runs that change while the ladder rule stays are credited to the `eligible` rule.
+#[test]
+fn diff_credits_covered_runs_to_the_eligible_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus");
+    std::fs::create_dir(&corpus).unwrap();
+    let state = std::fs::read_to_string("examples/seed-switch.yaml")
+        .unwrap()
+        .replace(
+            "  - ordinal: 8\n    provider: claude\n",
+            "  - ordinal: 8\n    provider: claude\n    status: interrupted\n",
+        );
+    std::fs::write(corpus.join("switch.yaml"), state).unwrap();
+    let policy = dir.path().join("done-only.policy");
+    std::fs::write(
+        &policy,
+        "policy \"done-only\" {\n  extends \"default\"\n}\n\neligible when run.status == \"completed\"\n",
+    )
+    .unwrap();
+    let o = baton(&[
+        "diff",
+        "--from",
+        "default",
+        "--to",
+        policy.to_str().unwrap(),
+        "--corpus",
+        corpus.to_str().unwrap(),
+        "--target",
+        "codex",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(&format!(
+            "  covered_runs: 6-8 -> 6-7 (now decided by eligible at {}:5:1)\n",
+            policy.display()
+        )),
+        "{out}"
+    );
+}

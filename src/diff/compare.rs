@@ -355,7 +355,18 @@ fn pregrant_cause(old: &Decision, new: &Decision, policy: &Policy) -> Cause {
     }
 }
 
-fn budget_cause(new: &Decision) -> Cause {
+fn budget_cause(old: &Decision, new: &Decision, policy: &Policy) -> Cause {
+    let scope = |d: &Decision| d.budget.as_ref().map(|b| b.scope.clone());
+    let delivered = |d: &Decision| d.delivery.as_ref().map(|x| x.mode);
+    if scope(old).is_some()
+        && scope(new).is_some()
+        && scope(old) != scope(new)
+        && delivered(old) != delivered(new)
+        && !moved_off_band(new)
+    {
+        // What is measured follows delivery: the rule that moved it decided this.
+        return delivery_cause(old, new, policy);
+    }
     match (&new.budget, budget_entry(new)) {
         (Some(_), Some(t)) => Cause::of(t, Effect::Decides),
         _ => decided_by(new),
@@ -385,7 +396,7 @@ pub fn compare(old: &Decision, new: &Decision, policy: &Policy) -> Vec<Change> {
             "stale" => stale_causes(old, new),
             "delivery" => vec![delivery_cause(old, new, policy)],
             "pregrant" => vec![pregrant_cause(old, new, policy)],
-            "budget" => vec![budget_cause(new)],
+            "budget" => vec![budget_cause(old, new, policy)],
             _ => vec![ladder_cause(field, old, new)],
         };
         out.push(Change {
