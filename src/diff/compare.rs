@@ -176,6 +176,19 @@ fn budget_outcome(d: &Decision) -> Option<serde_json::Value> {
     })
 }
 
+/// What delivery decided: the mode, the inline limit, the document and a fallback. The
+/// inline note is shown, not compared: it counts characters of the prompt.
+fn delivery_outcome(d: &Decision) -> Option<serde_json::Value> {
+    d.delivery.as_ref().map(|x| {
+        serde_json::json!({
+            "mode": x.mode.as_str(),
+            "inline_limit": x.inline_limit,
+            "document": x.document,
+            "fallback_reason": x.fallback_reason,
+        })
+    })
+}
+
 /// The compared fields: (name, JSON value, printed value; the budget's is made by
 /// [`budget_text`], which needs both decisions).
 fn fields(d: &Decision) -> Vec<(&'static str, serde_json::Value, String)> {
@@ -379,10 +392,10 @@ pub fn compare(old: &Decision, new: &Decision, policy: &Policy) -> Vec<Change> {
     for ((field, old_v, old_text), (_, new_v, new_text)) in
         fields(old).into_iter().zip(fields(new))
     {
-        let same = if field == "budget" {
-            budget_outcome(old) == budget_outcome(new)
-        } else {
-            old_v == new_v
+        let same = match field {
+            "budget" => budget_outcome(old) == budget_outcome(new),
+            "delivery" => delivery_outcome(old) == delivery_outcome(new),
+            _ => old_v == new_v,
         };
         if same {
             continue;
