@@ -384,7 +384,7 @@ fn diff_reports_flipped_decisions() {
             "{corpus}/ladder-full-existing.yaml -> codex:\n  \
              strategy: full_existing -> full_new {at}\n  \
              provider_thread: resume C1 -> create {at}\n  \
-             stale: [] -> [too_many_chained_handoffs] (stale too_many_chained_handoffs at {to}:12:1 now holds)\n  \
+             stale: [] -> [too_many_chained_handoffs] (stale too_many_chained_handoffs at {to}:12:1 now holds: max_chained_handoffs = 2, target.chained_handoffs = 2)\n  \
              budget: document 670 of 60,000 (kept) -> document 665 of 100,000 (kept) {budget}\n\
              {corpus}/seed-switch.yaml -> codex:\n  \
              budget: document 960 of 60,000 (kept) -> document 960 of 100,000 (kept) {budget}\n\

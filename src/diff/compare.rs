@@ -2,8 +2,10 @@
 //! to the rule of the new policy that decided it, read from the decision trace.
 
 use crate::decision::{Decision, DeliveryMode, Outcome, TraceEntry};
+use crate::facts::Value;
 use crate::policy::Policy;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// One decision field that changed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -36,6 +38,10 @@ pub struct Cause {
     pub at: String,
     /// What the rule did.
     pub effect: Effect,
+    /// For a staleness signal that flipped, the values it read (thresholds included), as
+    /// the trace records them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub values: BTreeMap<String, Value>,
 }
 
 /// How a rule brought a change about.
@@ -59,19 +65,48 @@ pub enum Effect {
 
 impl Cause {
     fn of(t: &TraceEntry, effect: Effect) -> Cause {
+        let flipped = matches!(effect, Effect::Holds | Effect::NoLongerHolds);
         Cause {
             rule: t.rule.clone(),
             at: t.at.clone(),
             effect,
+            values: if flipped {
+                t.values.clone()
+            } else {
+                BTreeMap::new()
+            },
+        }
+    }
+
+    /// A cause without values.
+    fn plain(rule: &str, at: String, effect: Effect) -> Cause {
+        Cause {
+            rule: rule.to_string(),
+            at,
+            effect,
+            values: BTreeMap::new(),
         }
     }
 
     /// The cause as `baton diff` prints it.
     pub fn text(&self) -> String {
+        let values = self
+            .values
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let read = if values.is_empty() {
+            String::new()
+        } else {
+            format!(": {values}")
+        };
         match self.effect {
             Effect::Decides => format!("now decided by {} at {}", self.rule, self.at),
-            Effect::Holds => format!("{} at {} now holds", self.rule, self.at),
-            Effect::NoLongerHolds => format!("{} at {} no longer holds", self.rule, self.at),
+            Effect::Holds => format!("{} at {} now holds{read}", self.rule, self.at),
+            Effect::NoLongerHolds => {
+                format!("{} at {} no longer holds{read}", self.rule, self.at)
+            }
             Effect::Removed => format!("{} at {} is gone", self.rule, self.at),
             Effect::NoneMatched => format!("no {} rule matched", self.rule),
             Effect::Setting => format!("now set by {} at {}", self.rule, self.at),
@@ -255,11 +290,7 @@ fn budget_entry(d: &Decision) -> Option<&TraceEntry> {
 }
 
 fn decided_by(d: &Decision) -> Cause {
-    Cause {
-        rule: d.decided_by.rule.clone(),
-        at: d.decided_by.at.clone(),
-        effect: Effect::Decides,
-    }
+    Cause::plain(&d.decided_by.rule, d.decided_by.at.clone(), Effect::Decides)
 }
 
 /// The budget moved an inline handoff off-band (`fit`), choosing delivery and pre-grant.
@@ -319,19 +350,12 @@ fn delivery_cause(old: &Decision, new: &Decision, policy: &Policy) -> Cause {
         .as_ref()
         .is_some_and(|o| o.mode == got.mode && o.inline_limit != got.inline_limit);
     if only_limit {
-        return Cause {
-            rule: "delivery inline_limit".into(),
-            at: policy.delivery.span.map(|s| policy.at(s)).unwrap_or_default(),
-            effect: Effect::Setting,
-        };
+        let at = policy.delivery.span.map(|s| policy.at(s)).unwrap_or_default();
+        return Cause::plain("delivery inline_limit", at, Effect::Setting);
     }
     match matched(new, "delivery ") {
         Some(t) => Cause::of(t, Effect::Decides),
-        None => Cause {
-            rule: "delivery".into(),
-            at: String::new(),
-            effect: Effect::NoneMatched,
-        },
+        None => Cause::plain("delivery", String::new(), Effect::NoneMatched),
     }
 }
 
@@ -351,20 +375,12 @@ fn pregrant_cause(old: &Decision, new: &Decision, policy: &Policy) -> Cause {
     }
     if let (Some(a), Some(b), Some(p)) = (&old.pregrant, &new.pregrant, &policy.pregrant) {
         if a.tool == b.tool {
-            return Cause {
-                rule: "pregrant turns uses".into(),
-                at: policy.at(p.span),
-                effect: Effect::Setting,
-            };
+            return Cause::plain("pregrant turns uses", policy.at(p.span), Effect::Setting);
         }
     }
     match matched(new, "pregrant ") {
         Some(t) => Cause::of(t, Effect::Decides),
-        None => Cause {
-            rule: "pregrant".into(),
-            at: String::new(),
-            effect: Effect::NoneMatched,
-        },
+        None => Cause::plain("pregrant", String::new(), Effect::NoneMatched),
     }
 }
 
