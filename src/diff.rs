@@ -5,7 +5,8 @@
 //! Public entry point: [`diff_corpus`]. Both versions decide through an [`Engine`] as
 //! `baton explain` does (decide, select and fit), so the `budget` is compared too. Compared
 //! fields: strategy, handoff_strategy, provider_thread, covered_runs, stale, delivery,
-//! pregrant and budget ([`compare`]).
+//! pregrant and budget ([`compare`]); the budget by its outcome (scope, limits, kept, steps,
+//! reasons), not by its sizes, which move with any change of the text.
 
 pub mod compare;
 
