@@ -28,11 +28,14 @@ fn bench(c: &mut Criterion) {
         b.iter(|| baton::fmt::format_source("default.policy", black_box(&text)).unwrap())
     });
 
-    let old = baton::policy::load("default").unwrap();
-    let new = baton::policy::load("mcode").unwrap();
+    let old = baton::Engine::new("default").unwrap();
+    let new = baton::Engine::new("mcode").unwrap();
+    let opts = baton::diff::DiffOptions::default();
     let corpus = root().join("examples");
     c.bench_function("diff/default_vs_mcode_examples", |b| {
-        b.iter(|| baton::diff::diff_corpus(black_box(&old), black_box(&new), &corpus).unwrap())
+        b.iter(|| {
+            baton::diff::diff_corpus(black_box(&old), black_box(&new), &corpus, &opts).unwrap()
+        })
     });
 }
 

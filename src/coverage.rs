@@ -48,6 +48,9 @@ pub struct RuleCoverage {
     pub id: RuleId,
     /// `stale model_changed`, `strategy full_new`, `include file_change into files`, ...
     pub label: String,
+    /// The rule's line in its file (where it was first seen; shown, never part of its
+    /// identity).
+    pub line: usize,
     /// Whether the rule has a condition (it can be false).
     pub conditional: bool,
     #[serde(rename = "true")]
@@ -142,6 +145,7 @@ impl Coverage {
                 this.rules.entry(id.clone()).or_insert(RuleCoverage {
                     id: id.clone(),
                     label,
+                    line: span.line,
                     conditional,
                     true_count: 0,
                     false_count: 0,
@@ -285,11 +289,13 @@ impl Coverage {
             for r in &f.rules {
                 let mark = if r.covered() { " " } else { "!" };
                 out.push_str(&format!(
-                    "  {mark} {:<width$}  {:>5} true {:>5} false  {}\n",
+                    "  {mark} {:<width$}  {:>5} true {:>5} false  {:<10}  {}:{}\n",
                     r.label,
                     r.true_count,
                     r.false_count,
                     r.status(),
+                    f.file,
+                    r.line,
                 ));
             }
         }

@@ -1,65 +1,185 @@
-//! Policy diff over a corpus: decide every state with two policy versions and report each
-//! decision field that changes.
+//! Policy diff over a corpus: decide every state with two policy versions, for every provider
+//! it involves (or every known provider, or one), and report each decision field that
+//! changes, credited to the rule that decides it now.
 //!
-//! Public entry point: [`diff_corpus`]. Each state is decided for its own `request.provider`.
-//! Compared fields: strategy, handoff_strategy, provider_thread, covered_runs, stale,
-//! delivery (mode), pregrant (tool).
+//! Public entry point: [`diff_corpus`]. Both versions decide through an [`Engine`] as
+//! `baton explain` does (decide, select and fit), so the `budget` is compared too. Compared
+//! fields: strategy, handoff_strategy, provider_thread, covered_runs, stale, delivery,
+//! pregrant and budget ([`compare`]); the budget by its outcome (scope, limits, kept, steps,
+//! reasons), not by its sizes, which move with any change of the text.
 
-use crate::decision::Decision;
-use crate::eval::EvalOptions;
-use crate::policy::Policy;
-use crate::testing::runner::{files_in, list, opt_str, run_range, thread};
+pub mod compare;
+
+pub use compare::{Cause, Change, Effect};
+
+use crate::engine::Engine;
+use crate::state::State;
+use crate::testing::runner::files_in;
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Why a corpus could not be compared.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DiffError {
+    /// The corpus directory cannot be read.
     #[error("{0}: error: the corpus is not a readable directory: {1}")]
     Corpus(String, String),
+    /// The corpus directory holds no state file.
     #[error("{0}: error: the corpus has no state files (*.yaml, *.yml, *.json)")]
     Empty(String),
+    /// `--target NAME` names a provider that is neither known nor declared by any state.
+    #[error("--target: error: unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in a state of the corpus")]
+    UnknownTarget(String),
 }
 
-/// One decision field that changed for one state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Change {
+/// The providers each state is decided for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Targets {
+    /// Every provider the state involves: `request.provider`, the providers of its runs and
+    /// provider threads, and those it declares under `providers:` (in name order).
+    #[default]
+    State,
+    /// The four known providers and those the state declares (`--target all`).
+    All,
+    /// One provider (`--target NAME`); a state that neither knows nor declares it is not
+    /// decided for it.
+    One(String),
+}
+
+impl Targets {
+    /// `all` is [`Targets::All`]; any other name is [`Targets::One`].
+    pub fn parse(s: &str) -> Targets {
+        if s == "all" {
+            Targets::All
+        } else {
+            Targets::One(s.to_string())
+        }
+    }
+
+    /// The providers `state` is decided for.
+    pub fn of(&self, state: &State) -> Vec<String> {
+        let known = |p: &str| {
+            crate::state::KNOWN_PROVIDERS.contains(&p) || state.providers.contains_key(p)
+        };
+        match self {
+            Targets::State => {
+                let mut set: BTreeSet<&str> = BTreeSet::new();
+                set.insert(state.request.provider.as_str());
+                set.extend(state.runs.iter().map(|r| r.provider.as_str()));
+                set.extend(state.provider_threads.iter().map(|p| p.provider.as_str()));
+                set.extend(state.providers.keys().map(String::as_str));
+                set.into_iter()
+                    .filter(|p| known(p))
+                    .map(str::to_string)
+                    .collect()
+            }
+            Targets::All => {
+                let mut v: Vec<String> = crate::state::KNOWN_PROVIDERS
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect();
+                for p in state.providers.keys() {
+                    if !v.contains(p) {
+                        v.push(p.clone());
+                    }
+                }
+                v
+            }
+            Targets::One(p) if known(p) => vec![p.clone()],
+            Targets::One(_) => Vec::new(),
+        }
+    }
+}
+
+/// Options of a corpus diff.
+#[derive(Debug, Clone, Default)]
+pub struct DiffOptions {
+    /// The providers each state is decided for.
+    pub targets: Targets,
+}
+
+/// One (state, target) whose decision changed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DecisionDiff {
+    /// The state file, as given.
     pub state: String,
-    pub field: String,
-    pub old: String,
-    pub new: String,
-    /// The rule that decides under the new policy, `rule at file:line:col`.
-    pub decided_by: String,
+    /// The provider decided for.
+    pub target: String,
+    /// The run about to start.
+    pub run: u32,
+    /// Every field that changed, in decision order.
+    pub changes: Vec<Change>,
 }
 
-/// A state neither policy version could decide the same way (a state or evaluation error).
+/// A state, or a (state, target), that could not be compared: a state that does not load, or
+/// a decision one of the versions cannot make.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StateProblem {
+    /// The state file, as given.
     pub state: String,
+    /// The provider, or `None` when the state itself did not load.
+    pub target: Option<String>,
+    /// The old policy's error (or the state's own).
     pub old: Option<String>,
+    /// The new policy's error.
     pub new: Option<String>,
 }
 
 /// The whole report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct DiffReport {
-    pub changes: Vec<Change>,
-    /// States with at least one change.
-    pub states_changed: usize,
+    /// Decisions (state, target) made by both versions and compared.
+    pub decisions_compared: usize,
+    /// Decisions with at least one changed field.
+    pub decisions_changed: usize,
+    /// Changed fields over all decisions.
+    pub fields_changed: usize,
+    /// States with at least one compared decision.
     pub states_compared: usize,
-    /// States that failed to load or to decide with one of the versions.
+    /// States with at least one changed decision.
+    pub states_changed: usize,
+    /// The changed decisions, in corpus then target order.
+    pub decisions: Vec<DecisionDiff>,
+    /// What could not be compared.
     pub problems: Vec<StateProblem>,
 }
 
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 impl DiffReport {
-    /// `N decisions changed in M states (K states compared)`
+    /// `N of M decisions changed (K fields) in S of T states`, and `; P skipped` when
+    /// something could not be compared.
     pub fn summary_line(&self) -> String {
-        format!(
-            "{} decisions changed in {} states ({} states compared)",
-            self.changes.len(),
+        let mut line = format!(
+            "{} of {} changed ({}) in {} of {}",
+            self.decisions_changed,
+            plural(self.decisions_compared, "decision", "decisions"),
+            plural(self.fields_changed, "field", "fields"),
             self.states_changed,
-            self.states_compared
-        )
+            plural(self.states_compared, "state", "states"),
+        );
+        if !self.problems.is_empty() {
+            line.push_str(&format!("; {} skipped", self.problems.len()));
+        }
+        line
+    }
+
+    /// The human report: per changed decision a `STATE -> TARGET:` line and one line per
+    /// field, then [`DiffReport::summary_line`].
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for d in &self.decisions {
+            out.push_str(&format!("{} -> {}:\n", d.state, d.target));
+            for c in &d.changes {
+                out.push_str(&format!("  {}\n", c.text()));
+            }
+        }
+        out.push_str(&self.summary_line());
+        out.push('\n');
+        out
     }
 }
 
@@ -74,41 +194,70 @@ pub fn corpus_files(dir: &Path) -> Result<Vec<PathBuf>, DiffError> {
     Ok(files)
 }
 
-/// The compared fields of a decision, as (field, printed value), printed as test failures
-/// print them.
-fn fields(d: &Decision) -> Vec<(&'static str, String)> {
-    let pt = &d.provider_thread;
-    vec![
-        ("strategy", d.strategy.as_str().to_string()),
-        (
-            "handoff_strategy",
-            opt_str(d.handoff_strategy.map(|h| h.as_str())),
-        ),
-        (
-            "provider_thread",
-            thread(pt.action.as_str(), pt.id.as_deref()),
-        ),
-        (
-            "covered_runs",
-            run_range(d.covered_runs.as_ref().map(|r| (r.from, r.to))),
-        ),
-        ("stale", list(&d.stale)),
-        (
-            "delivery",
-            opt_str(d.delivery.as_ref().map(|x| x.mode.as_str())),
-        ),
-        (
-            "pregrant",
-            opt_str(d.pregrant.as_ref().map(|p| p.tool.as_str())),
-        ),
-    ]
+/// Decide `state` (shown as `name`) with both engines for every target of `opts` and add
+/// what changed to `report`.
+pub fn diff_state(
+    old: &Engine,
+    new: &Engine,
+    state: &State,
+    name: &str,
+    opts: &DiffOptions,
+    report: &mut DiffReport,
+) {
+    let mut compared = false;
+    let mut changed = false;
+    for target in opts.targets.of(state) {
+        let a = old.decide(state, Some(&target));
+        let b = new.decide(state, Some(&target));
+        let (a, b) = match (a, b) {
+            (Ok(a), Ok(b)) => (a, b),
+            (a, b) => {
+                report.problems.push(StateProblem {
+                    state: name.to_string(),
+                    target: Some(target),
+                    old: a.err().map(|e| e.to_string()),
+                    new: b.err().map(|e| e.to_string()),
+                });
+                continue;
+            }
+        };
+        compared = true;
+        report.decisions_compared = report.decisions_compared.saturating_add(1);
+        let changes = compare::compare(&a, &b, new.policy());
+        if changes.is_empty() {
+            continue;
+        }
+        changed = true;
+        report.decisions_changed = report.decisions_changed.saturating_add(1);
+        report.fields_changed = report.fields_changed.saturating_add(changes.len());
+        report.decisions.push(DecisionDiff {
+            state: name.to_string(),
+            target,
+            run: b.run,
+            changes,
+        });
+    }
+    if compared {
+        report.states_compared = report.states_compared.saturating_add(1);
+    }
+    if changed {
+        report.states_changed = report.states_changed.saturating_add(1);
+    }
 }
 
 /// Decide every state of `corpus` with `old` and `new` and report what changes.
-pub fn diff_corpus(old: &Policy, new: &Policy, corpus: &Path) -> Result<DiffReport, DiffError> {
+pub fn diff_corpus(
+    old: &Engine,
+    new: &Engine,
+    corpus: &Path,
+    opts: &DiffOptions,
+) -> Result<DiffReport, DiffError> {
     let files = corpus_files(corpus)?;
     let mut report = DiffReport::default();
-    let opts = EvalOptions::default();
+    let mut target_known = match &opts.targets {
+        Targets::One(p) => crate::state::KNOWN_PROVIDERS.contains(&p.as_str()),
+        _ => true,
+    };
     for f in &files {
         let name = crate::state::display_path(f);
         let state = match crate::state::load_file(f) {
@@ -116,42 +265,18 @@ pub fn diff_corpus(old: &Policy, new: &Policy, corpus: &Path) -> Result<DiffRepo
             Err(e) => {
                 report.problems.push(StateProblem {
                     state: name,
+                    target: None,
                     old: Some(e.to_string()),
                     new: None,
                 });
                 continue;
             }
         };
-        let a = crate::pipeline::decide(old, &state, &opts);
-        let b = crate::pipeline::decide(new, &state, &opts);
-        let (a, b) = match (a, b) {
-            (Ok(a), Ok(b)) => (a, b),
-            (a, b) => {
-                report.problems.push(StateProblem {
-                    state: name,
-                    old: a.err().map(|e| e.to_string()),
-                    new: b.err().map(|e| e.to_string()),
-                });
-                continue;
-            }
-        };
-        report.states_compared = report.states_compared.saturating_add(1);
-        let mut changed = false;
-        for ((field, old_v), (_, new_v)) in fields(&a).into_iter().zip(fields(&b)) {
-            if old_v != new_v {
-                changed = true;
-                report.changes.push(Change {
-                    state: name.clone(),
-                    field: field.to_string(),
-                    old: old_v,
-                    new: new_v,
-                    decided_by: format!("{} at {}", b.decided_by.rule, b.decided_by.at),
-                });
-            }
-        }
-        if changed {
-            report.states_changed = report.states_changed.saturating_add(1);
-        }
+        target_known = target_known || !opts.targets.of(&state).is_empty();
+        diff_state(old, new, &state, &name, opts, &mut report);
     }
-    Ok(report)
+    match &opts.targets {
+        Targets::One(p) if !target_known => Err(DiffError::UnknownTarget(p.clone())),
+        _ => Ok(report),
+    }
 }

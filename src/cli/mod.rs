@@ -107,12 +107,12 @@ pub enum Command {
     Replay(replay::ReplayArgs),
     /// Run policy unit tests from YAML files; the last line is `N passed, N failed`.
     #[command(
-        after_help = "Examples:\n  baton test                              # policies/tests/\n  baton test policies/tests/default.yaml --filter stale\n  baton test --coverage --min-coverage 100 policies/tests/\n\nExit 1 when a case fails, a test file is invalid, or coverage is below --min-coverage."
+        after_help = "Examples:\n  baton test                              # policies/tests/\n  baton test policies/tests/default.yaml --filter stale\n  baton test --coverage --min-coverage 100 policies/tests/\n  baton test --policy candidate.policy policies/tests/   # the suite against a candidate\n\nExit 1 when a case fails, a test file is invalid, or coverage is below --min-coverage."
     )]
     Test(TestArgs),
     /// Decide every state of a corpus with two policy versions and report what changes.
     #[command(
-        after_help = "Examples:\n  baton diff --from default --to policies/team.policy --corpus examples/\n  baton diff --from old/ --to new/ --corpus states/ --fail-on-change --json\n\nEach state is decided for its request.provider. Exit 0 unless --fail-on-change is given\nand a decision changed (exit 1)."
+        after_help = "Examples:\n  baton diff --from default --to policies/team.policy --corpus examples/\n  baton diff --from old/ --to new/ --corpus states/ --fail-on-change --json\n  baton diff --from default --to policies/ --corpus states/ --target cursor\n\nEach state is decided for every provider it involves (--target all: every known\nprovider; --target NAME: one), as `baton explain` decides. Each changed field names the\nrule that decides it now. Exit 0 unless --fail-on-change is given and a decision changed\n(exit 1)."
     )]
     Diff(DiffArgs),
     /// Measure handoff quality over a corpus of states, for every target provider.
@@ -198,6 +198,10 @@ pub struct DiffArgs {
     /// Directory of state files (*.yaml, *.yml, *.json).
     #[arg(long, value_name = "DIR")]
     pub corpus: PathBuf,
+    /// Decide for this provider, or `all` (the four known ones and those a state declares).
+    /// Default: every provider each state involves.
+    #[arg(long, value_name = "PROVIDER")]
+    pub target: Option<String>,
     /// Exit 1 when any decision changes.
     #[arg(long)]
     pub fail_on_change: bool,
@@ -208,8 +212,13 @@ pub struct DiffArgs {
 
 #[derive(Args, Debug)]
 pub struct TestArgs {
-    /// Test files or directories (every *.yaml in them). Default: policies/tests.
+    /// Test files or directories (every *.yaml in them). Default: policies/tests (with
+    /// --policy FILE: the test files in tests/ beside it, else beside it, else policies/tests).
     pub paths: Vec<PathBuf>,
+    /// Run every case against this policy (file, directory or shipped profile) instead of
+    /// the one its test file names.
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Option<String>,
     /// Run only the cases whose name contains this text.
     #[arg(long, value_name = "TEXT")]
     pub filter: Option<String>,

@@ -111,8 +111,9 @@ pub(crate) fn init(a: InitArgs) -> u8 {
             if a.dir != Path::new(".") {
                 outln!("  cd {d}");
             }
-            outln!("  baton test policies/tests/                    # both cases pass");
+            outln!("  baton test                                    # both cases pass");
             outln!("  baton explain --state states/switch.yaml --policy policies/team.policy");
+            outln!("  baton diff --from default --to policies/team.policy --corpus states/ --target all");
             outln!("  sh ci/baton.sh                                # what CI runs");
             OK
         }

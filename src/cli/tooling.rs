@@ -13,7 +13,13 @@ pub(crate) fn test(a: TestArgs) -> u8 {
         }
     }
     let paths: Vec<PathBuf> = if a.paths.is_empty() {
-        vec![PathBuf::from("policies/tests")]
+        match crate::testing::default_paths(a.policy.as_deref()) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("{e}");
+                return FAIL;
+            }
+        }
     } else {
         a.paths.clone()
     };
@@ -23,8 +29,15 @@ pub(crate) fn test(a: TestArgs) -> u8 {
             return FAIL;
         }
     }
+    let candidate = match a.policy.as_deref().map(super::commands::load_policy) {
+        Some(Ok(p)) => Some(std::sync::Arc::new(p)),
+        Some(Err(code)) => return code,
+        None => None,
+    };
     let opts = crate::testing::RunOptions {
         filter: a.filter.clone(),
+        policy: candidate,
+        ..Default::default()
     };
     let report = match crate::testing::run_paths(&paths, &opts) {
         Ok(r) => r,
@@ -76,12 +89,19 @@ pub(crate) fn test(a: TestArgs) -> u8 {
 
 pub(crate) fn diff(a: DiffArgs) -> u8 {
     let (Ok(old), Ok(new)) = (
-        super::commands::load_policy(&a.from),
-        super::commands::load_policy(&a.to),
+        super::commands::load_engine(&a.from, None, None),
+        super::commands::load_engine(&a.to, None, None),
     ) else {
         return FAIL;
     };
-    let report = match crate::diff::diff_corpus(&old, &new, &a.corpus) {
+    let opts = crate::diff::DiffOptions {
+        targets: a
+            .target
+            .as_deref()
+            .map(crate::diff::Targets::parse)
+            .unwrap_or_default(),
+    };
+    let report = match crate::diff::diff_corpus(&old, &new, &a.corpus, &opts) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{e}");
@@ -92,10 +112,13 @@ pub(crate) fn diff(a: DiffArgs) -> u8 {
         for e in [&p.old, &p.new].into_iter().flatten() {
             eprintln!("{e}");
         }
-        eprintln!(
-            "{}: warning: skipped, the state could not be decided",
-            p.state
-        );
+        match &p.target {
+            Some(t) => eprintln!(
+                "{} -> {t}: warning: skipped, a policy cannot decide it",
+                p.state
+            ),
+            None => eprintln!("{}: warning: skipped, the state does not load", p.state),
+        }
     }
     if a.json {
         outln!(
@@ -104,19 +127,9 @@ pub(crate) fn diff(a: DiffArgs) -> u8 {
                 .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
         );
     } else {
-        for c in &report.changes {
-            outln!(
-                "{}: {}: {} -> {} (now decided by {})",
-                c.state,
-                c.field,
-                c.old,
-                c.new,
-                c.decided_by
-            );
-        }
-        outln!("{}", report.summary_line());
+        out!("{}", report.text());
     }
-    if a.fail_on_change && !report.changes.is_empty() {
+    if a.fail_on_change && report.decisions_changed > 0 {
         FAIL
     } else {
         OK

@@ -6,7 +6,6 @@ use super::text::line_range;
 use crate::testing::file::{TestFile, TestFileError};
 use crate::testing::runner;
 use lsp_types::{Diagnostic, DiagnosticSeverity, NumberOrString};
-use std::collections::BTreeMap;
 use std::path::Path;
 
 /// One case as last run: where it starts and what the editor says about it.
@@ -30,7 +29,7 @@ pub struct Checked {
 
 /// Whether a YAML text is a policy test file (a top-level `policy:` and `cases:`).
 pub fn is_test_file(text: &str) -> bool {
-    text.lines().any(|l| l.starts_with("policy:")) && text.lines().any(|l| l.starts_with("cases:"))
+    crate::testing::file::is_test_file(text)
 }
 
 fn diag(text: &str, line: usize, col: usize, code: &str, message: String) -> Diagnostic {
@@ -65,44 +64,6 @@ fn file_error(text: &str, e: &TestFileError) -> Diagnostic {
     }
 }
 
-/// Load every policy the file names, as `baton test` does, but with the open policy buffers
-/// read instead of their files.
-fn load_policies(
-    tf: &TestFile,
-    overlay: &super::policy_doc::Overlay,
-) -> Result<BTreeMap<String, crate::policy::Policy>, TestFileError> {
-    let dir = tf.path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let mut specs = vec![(tf.policy.clone(), tf.policy_line)];
-    specs.extend(
-        tf.cases
-            .iter()
-            .filter_map(|c| c.policy.clone().map(|p| (p, c.line))),
-    );
-    let mut out = BTreeMap::new();
-    for (spec, line) in specs {
-        if out.contains_key(&spec) {
-            continue;
-        }
-        let rel = dir.join(&spec);
-        let open = overlay.keys().any(|p| *p == rel);
-        let path = if rel.exists() || open {
-            rel.display().to_string()
-        } else {
-            spec.clone()
-        };
-        let policy = crate::policy::load_overlay(&path, overlay).map_err(|e| {
-            TestFileError::PolicyDoesNotCheck {
-                file: crate::state::display_path(&tf.path),
-                line,
-                spec: spec.clone(),
-                message: e.to_string(),
-            }
-        })?;
-        out.insert(spec, policy);
-    }
-    Ok(out)
-}
-
 /// Validate and run a test file held in memory; `path` is where it lives (states and
 /// policies are relative to it); open policy buffers in `overlay` are read instead of their
 /// files.
@@ -118,7 +79,12 @@ pub fn check(path: &Path, text: &str, overlay: &super::policy_doc::Overlay) -> C
         }
     };
     tf.path = path.to_path_buf();
-    let policies = match load_policies(&tf, overlay) {
+    // The runner's own loading, with the open policy buffers read instead of their files.
+    let opts = runner::RunOptions {
+        overlay: overlay.clone(),
+        ..runner::RunOptions::default()
+    };
+    let policies = match runner::load_policies(&tf, &opts) {
         Ok(p) => p,
         Err(e) => {
             return Checked {
@@ -129,44 +95,37 @@ pub fn check(path: &Path, text: &str, overlay: &super::policy_doc::Overlay) -> C
     };
     let mut out = Checked::default();
     for case in &tf.cases {
-        let spec = case.policy.as_ref().unwrap_or(&tf.policy);
-        let Some(policy) = policies.get(spec) else {
+        let Some(policy) = policies.for_case(&tf, case) else {
             continue;
         };
+        let run = runner::run_case(&tf, case, policy);
         let mut info = CaseInfo {
             line: case.line,
             name: case.name.clone(),
             decided: None,
-            problems: Vec::new(),
+            problems: run.result.error.iter().cloned().collect(),
         };
-        let target = case.target.clone().or_else(|| tf.target.clone());
-        let decided = runner::case_state(&tf, case).and_then(|state| {
-            crate::testing::check(policy, &state, target.as_deref())
-                .map(|(c, _)| c)
-                .map_err(|e| e.to_string())
-        });
-        match decided {
-            Ok(checked) => {
-                let d = checked.decision();
-                let rule_text = policy
-                    .ladder
-                    .iter()
-                    .find(|r| policy.at(r.span) == d.decided_by.at)
-                    .map(|r| policy.text(r.span));
-                info.decided = Some(match rule_text {
-                    Some(t) => format!(
-                        "```policy\n{t}\n```\nat {}\n\n{}",
-                        d.decided_by.at,
-                        checked.deciding_rule()
-                    ),
-                    None => checked.deciding_rule(),
-                });
-                info.problems = runner::check_expect(&checked, &case.expect)
-                    .iter()
-                    .map(|m| format!("{}: expected {}, got {}", m.field, m.expected, m.actual))
-                    .collect();
-            }
-            Err(e) => info.problems.push(e),
+        info.problems.extend(
+            run.result
+                .mismatches
+                .iter()
+                .map(|m| format!("{}: expected {}, got {}", m.field, m.expected, m.actual)),
+        );
+        if let Some(checked) = &run.checked {
+            let d = checked.decision();
+            let rule_text = policy
+                .ladder
+                .iter()
+                .find(|r| policy.at(r.span) == d.decided_by.at)
+                .map(|r| policy.text(r.span));
+            info.decided = Some(match rule_text {
+                Some(t) => format!(
+                    "```policy\n{t}\n```\nat {}\n\n{}",
+                    d.decided_by.at,
+                    checked.deciding_rule()
+                ),
+                None => checked.deciding_rule(),
+            });
         }
         if !info.problems.is_empty() {
             let mut d = diag(

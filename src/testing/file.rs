@@ -56,6 +56,10 @@ pub enum TestFileError {
         /// The policy's diagnostics.
         message: String,
     },
+    /// `baton test` without paths found no test files where it looks by default
+    /// ([`crate::testing::default_paths`]); `looked` lists those places.
+    #[error("error: no test files given, and none found in {looked}\n  = help: name test files or directories (`baton test PATH...`); `baton init DIR` writes a policy with its tests in DIR/policies/tests")]
+    NoDefaultTests { looked: String },
 }
 
 impl TestFileError {
@@ -413,4 +417,9 @@ fn case_lines(text: &str) -> Vec<(usize, usize)> {
         }
     }
     out
+}
+
+/// Whether a YAML text looks like a policy test file: a top-level `policy:` and `cases:`.
+pub fn is_test_file(text: &str) -> bool {
+    text.lines().any(|l| l.starts_with("policy:")) && text.lines().any(|l| l.starts_with("cases:"))
 }

@@ -14,9 +14,11 @@
 //! Every `assert_*` panics with expected vs actual and the rule that decided, with its values.
 
 pub mod file;
+pub mod paths;
 pub mod runner;
 
 pub use file::{load as load_test_file, parse_str as parse_test_file, TestFile, TestFileError};
+pub use paths::default_paths;
 pub use runner::{run_paths, CaseResult, Mismatch, RunOptions, RunReport};
 
 use crate::decision::Decision;

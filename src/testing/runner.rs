@@ -7,6 +7,7 @@ use crate::policy::Policy;
 use crate::state::State;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One expectation that did not hold.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -69,6 +70,13 @@ impl CaseResult {
 pub struct RunOptions {
     /// Run only the cases whose name contains this text.
     pub filter: Option<String>,
+    /// A candidate policy every case runs against instead of the one its test file (or the
+    /// case) names (`baton test --policy`); the named policies are then not loaded.
+    pub policy: Option<Arc<Policy>>,
+    /// Policy texts read instead of their files when loading the policies the test files
+    /// name (an editor's open buffers): the spec itself, a file of its directory or a base
+    /// it `extends`.
+    pub overlay: BTreeMap<PathBuf, String>,
 }
 
 /// All results of a run, and the coverage it gathered.
@@ -124,11 +132,11 @@ fn base_dir(tf: &TestFile) -> PathBuf {
     tf.path.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
-/// The policy a spec names: a path relative to the test file when one exists there, else a
-/// shipped profile name or a path as given.
-fn policy_spec(tf: &TestFile, spec: &str) -> String {
+/// The policy a spec names: a path relative to the test file when one exists there (on disk
+/// or in `overlay`), else a shipped profile name or a path as given.
+fn policy_spec(tf: &TestFile, spec: &str, overlay: &BTreeMap<PathBuf, String>) -> String {
     let rel = base_dir(tf).join(spec);
-    if rel.exists() {
+    if rel.exists() || overlay.contains_key(&rel) {
         rel.display().to_string()
     } else {
         spec.to_string()
@@ -157,10 +165,34 @@ pub fn case_state(tf: &TestFile, case: &Case) -> Result<State, String> {
     crate::state::parse_str(&text, crate::state::Format::Yaml, &name).map_err(|e| e.to_string())
 }
 
+/// The policies the cases of one test file run against.
+#[derive(Debug, Clone)]
+pub struct CasePolicies {
+    candidate: Option<Arc<Policy>>,
+    named: BTreeMap<String, Policy>,
+}
+
+impl CasePolicies {
+    /// The policy `case` runs against: the candidate, else the case's own `policy:`, else
+    /// the file's.
+    pub fn for_case(&self, tf: &TestFile, case: &Case) -> Option<&Policy> {
+        if let Some(p) = &self.candidate {
+            return Some(p);
+        }
+        self.named.get(case.policy.as_ref().unwrap_or(&tf.policy))
+    }
+}
+
 /// Load every policy the file names, before any case runs: a policy that does not check is an
-/// error for the whole file.
-pub fn load_policies(tf: &TestFile) -> Result<BTreeMap<String, Policy>, TestFileError> {
-    let mut out = BTreeMap::new();
+/// error for the whole file. With a candidate policy (`opts.policy`) nothing is loaded.
+pub fn load_policies(tf: &TestFile, opts: &RunOptions) -> Result<CasePolicies, TestFileError> {
+    let mut named = BTreeMap::new();
+    if let Some(p) = &opts.policy {
+        return Ok(CasePolicies {
+            candidate: Some(p.clone()),
+            named,
+        });
+    }
     let mut specs = vec![(tf.policy.clone(), tf.policy_line)];
     specs.extend(
         tf.cases
@@ -168,10 +200,11 @@ pub fn load_policies(tf: &TestFile) -> Result<BTreeMap<String, Policy>, TestFile
             .filter_map(|c| c.policy.clone().map(|p| (p, c.line))),
     );
     for (spec, line) in specs {
-        if out.contains_key(&spec) {
+        if named.contains_key(&spec) {
             continue;
         }
-        let policy = crate::policy::load(&policy_spec(tf, &spec)).map_err(|e| {
+        let path = policy_spec(tf, &spec, &opts.overlay);
+        let policy = crate::policy::load_overlay(&path, &opts.overlay).map_err(|e| {
             TestFileError::PolicyDoesNotCheck {
                 file: crate::state::display_path(&tf.path),
                 line,
@@ -179,9 +212,59 @@ pub fn load_policies(tf: &TestFile) -> Result<BTreeMap<String, Policy>, TestFile
                 message: e.to_string(),
             }
         })?;
-        out.insert(spec, policy);
+        named.insert(spec, policy);
     }
-    Ok(out)
+    Ok(CasePolicies {
+        candidate: None,
+        named,
+    })
+}
+
+/// One case run: its result, and the decision it checked with the summary rule evaluations
+/// behind it (for coverage) when one was made.
+#[derive(Debug, Clone)]
+pub struct CaseRun {
+    /// What `baton test` reports.
+    pub result: CaseResult,
+    /// The decision and document, when the state loaded and the policy decided.
+    pub checked: Option<Checked>,
+    /// The summary rule evaluations of the decision (for coverage).
+    pub hits: Vec<crate::select::RuleHit>,
+}
+
+/// Run one case of `tf` against `policy`: load its state, decide (and render), check its
+/// expectations.
+pub fn run_case(tf: &TestFile, case: &Case, policy: &Policy) -> CaseRun {
+    let file = crate::state::display_path(&tf.path);
+    let mut run = CaseRun {
+        result: CaseResult {
+            name: case.name.clone(),
+            at: format!("{file}:{}", case.line),
+            mismatches: Vec::new(),
+            decided_by: None,
+            error: None,
+        },
+        checked: None,
+        hits: Vec::new(),
+    };
+    let state = match case_state(tf, case) {
+        Ok(s) => s,
+        Err(e) => {
+            run.result.error = Some(e);
+            return run;
+        }
+    };
+    let target = case.target.clone().or_else(|| tf.target.clone());
+    match super::check(policy, &state, target.as_deref()) {
+        Ok((checked, hits)) => {
+            run.result.mismatches = check_expect(&checked, &case.expect);
+            run.result.decided_by = Some(checked.deciding_rule());
+            run.checked = Some(checked);
+            run.hits = hits;
+        }
+        Err(e) => run.result.error = Some(e.to_string()),
+    }
+    run
 }
 
 /// Run the cases of one loaded test file, adding to `report`.
@@ -190,47 +273,24 @@ pub fn run_file(
     opts: &RunOptions,
     report: &mut RunReport,
 ) -> Result<(), TestFileError> {
-    let policies = load_policies(tf)?;
-    let file = crate::state::display_path(&tf.path);
+    let policies = load_policies(tf, opts)?;
     for case in &tf.cases {
         if let Some(f) = &opts.filter {
             if !case.name.contains(f.as_str()) {
                 continue;
             }
         }
-        let spec = case.policy.as_ref().unwrap_or(&tf.policy);
-        let Some(policy) = policies.get(spec) else {
+        let Some(policy) = policies.for_case(tf, case) else {
             continue;
         };
         report.coverage.register(policy);
-        let at = format!("{file}:{}", case.line);
-        let mut result = CaseResult {
-            name: case.name.clone(),
-            at,
-            mismatches: Vec::new(),
-            decided_by: None,
-            error: None,
-        };
-        let state = match case_state(tf, case) {
-            Ok(s) => s,
-            Err(e) => {
-                result.error = Some(e);
-                report.results.push(result);
-                continue;
-            }
-        };
-        let target = case.target.clone().or_else(|| tf.target.clone());
-        match super::check(policy, &state, target.as_deref()) {
-            Ok((checked, hits)) => {
-                report
-                    .coverage
-                    .record(policy, &checked.outcome.decision, &hits);
-                result.mismatches = check_expect(&checked, &case.expect);
-                result.decided_by = Some(checked.deciding_rule());
-            }
-            Err(e) => result.error = Some(e.to_string()),
+        let run = run_case(tf, case, policy);
+        if let Some(checked) = &run.checked {
+            report
+                .coverage
+                .record(policy, &checked.outcome.decision, &run.hits);
         }
-        report.results.push(result);
+        report.results.push(run.result);
     }
     Ok(())
 }
@@ -296,10 +356,11 @@ pub(crate) fn list(v: &[String]) -> String {
     format!("[{}]", v.join(", "))
 }
 
-/// `from..to`, or `null`.
+/// `from-to` (`from` for one run), or `null`: ranges as `baton explain` prints them.
 pub(crate) fn run_range(r: Option<(u32, u32)>) -> String {
     match r {
-        Some((f, t)) => format!("{f}..{t}"),
+        Some((f, t)) if f == t => f.to_string(),
+        Some((f, t)) => format!("{f}-{t}"),
         None => "null".into(),
     }
 }
