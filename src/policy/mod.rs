@@ -10,6 +10,7 @@ pub mod check;
 pub mod codes;
 pub mod diag;
 pub mod parser;
+mod recover;
 pub mod source;
 
 pub use diag::{Diagnostic, PolicyError, Severity, Source};

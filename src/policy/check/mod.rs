@@ -133,6 +133,21 @@ impl<'a> Checker<'a> {
             .push(Diagnostic::new(self.sources, Severity::Error, span, msg).with_help(help));
     }
 
+    /// An error with secondary labels (`(span, what it shows)`).
+    fn err_labelled(
+        &mut self,
+        span: Span,
+        msg: impl Into<String>,
+        help: Option<String>,
+        labels: Vec<(Span, String)>,
+    ) {
+        let mut d = Diagnostic::new(self.sources, Severity::Error, span, msg).with_help(help);
+        for (s, m) in labels {
+            d = d.with_label(self.sources, s, m);
+        }
+        self.diags.push(d);
+    }
+
     fn warn(&mut self, span: Span, msg: impl Into<String>, help: Option<String>) {
         self.diags
             .push(Diagnostic::new(self.sources, Severity::Warning, span, msg).with_help(help));
