@@ -69,7 +69,7 @@ const CODES: &[(&str, &str)] = &[
     ("asks for template", "baton::check::unknown_template"),
     ("cannot read files", "baton::check::offband_without_file_read"),
     ("may have no thread to resume", "baton::check::resume_without_thread"),
-    ("may not be a native fork", "baton::check::fork_without_source"),
+    ("may have no thread to fork", "baton::check::fork_without_source"),
     // Lints.
     ("unreachable", "baton::lint::unreachable_rule"),
     ("unused `let", "baton::lint::unused_let"),

@@ -180,6 +180,7 @@ fn rule_name(r: &Rule) -> String {
         Rule::description => "`description`".into(),
         Rule::extends => "`extends`".into(),
         Rule::template_decl => "`template`".into(),
+        Rule::known_providers => "`known_providers`".into(),
         Rule::form => "`as`".into(),
         Rule::handoff_as => "`handoff`".into(),
         Rule::list => "a list".into(),
@@ -203,6 +204,7 @@ fn rule_words(r: &Rule) -> &'static [&'static str] {
         Rule::description => &["description"],
         Rule::extends => &["extends"],
         Rule::template_decl => &["template"],
+        Rule::known_providers => &["known_providers"],
         Rule::when_clause | Rule::kw_when => &["when"],
         Rule::otherwise => &["otherwise"],
         Rule::because | Rule::kw_because => &["because"],
@@ -528,6 +530,12 @@ impl<'a> Builder<'a> {
                 Rule::description => file.description = self.entry_string(e).map(|s| s.node),
                 Rule::extends => file.extends.extend(self.entry_string(e)),
                 Rule::template_decl => file.template = self.entry_string(e),
+                Rule::known_providers => {
+                    for s in e.kids() {
+                        let name = self.spanned_string(s);
+                        file.known_providers.push(name);
+                    }
+                }
                 _ => {}
             }
         }

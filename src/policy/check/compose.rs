@@ -9,6 +9,8 @@ pub(super) struct Merged<'a> {
     pub(super) name: Option<&'a Spanned<String>>,
     pub(super) description: Option<&'a String>,
     pub(super) template: Option<&'a Spanned<String>>,
+    /// Every file's `known_providers`, bases first (they add up).
+    pub(super) known_providers: Vec<&'a Spanned<String>>,
     pub(super) lets: Vec<&'a Let>,
     pub(super) eligible: Option<&'a Condition>,
     pub(super) stales: Vec<&'a StaleRule>,
@@ -55,6 +57,7 @@ pub(super) fn merge(files: &[PolicyFile]) -> Merged<'_> {
         name: None,
         description: None,
         template: None,
+        known_providers: Vec::new(),
         lets: Vec::new(),
         eligible: None,
         stales: Vec::new(),
@@ -73,6 +76,7 @@ pub(super) fn merge(files: &[PolicyFile]) -> Merged<'_> {
         if f.template.is_some() {
             m.template = f.template.as_ref();
         }
+        m.known_providers.extend(f.known_providers.iter());
         override_by_name(&mut m.lets, &f.lets, |l| &l.name);
         if f.eligible.is_some() {
             m.eligible = f.eligible.as_ref();

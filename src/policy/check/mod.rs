@@ -6,6 +6,7 @@ mod compile;
 mod compose;
 mod lint;
 mod resolve;
+mod traps;
 mod typecheck;
 
 use super::ast::*;
@@ -414,6 +415,7 @@ pub fn check(
     });
 
     // Lints.
+    traps::check(&mut c, &merged);
     lint::unused(&mut c, &merged);
 
     let errors = c.diags.iter().any(|d| d.is_error());
