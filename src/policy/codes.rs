@@ -6,6 +6,8 @@
 
 /// (message fragment, code); the first row whose fragment the message contains wins.
 const CODES: &[(&str, &str)] = &[
+    // Before "cannot read": a provider that cannot read files.
+    ("cannot read files", "baton::check::offband_without_file_read"),
     // Loading sources.
     ("no policy file, directory or shipped profile", "baton::source::not_found"),
     ("cannot find base policy", "baton::source::unknown_base"),
@@ -67,7 +69,6 @@ const CODES: &[(&str, &str)] = &[
     ("is declared twice", "baton::check::duplicate_section"),
     ("summarizer command is empty", "baton::check::empty_command"),
     ("asks for template", "baton::check::unknown_template"),
-    ("cannot read files", "baton::check::offband_without_file_read"),
     ("may have no thread to resume", "baton::check::resume_without_thread"),
     ("may have no thread to fork", "baton::check::fork_without_source"),
     // Lints.

@@ -46,22 +46,24 @@ pub(super) fn diagnose(
     let typo = typo_at(text, &failure).map(|t| new(t.start, t.end, t.message, Some(t.help)));
     let mut out = Vec::new();
     match balance(text) {
-        Some(b) if b.at <= failure.pos || typo.is_none() => {
+        Some(b) => {
             let mut d = new(b.at, b.end, b.message, Some(b.help));
-            if typo.is_none() && failure.pos > b.at {
-                // The parser's complaint is a consequence: show where it gave up.
-                let stop = span_at(text, index, failure.pos, failure.end);
-                d = d.with_label(
-                    sources,
-                    stop,
-                    format!("the parser stopped here: {}", failure.message),
-                );
-            } else if typo.is_none() {
-                out.push(new(failure.pos, failure.end, failure.message.clone(), None));
+            if typo.is_none() {
+                if failure.pos > b.at {
+                    // The parser's complaint is a consequence: show where it gave up.
+                    let stop = span_at(text, index, failure.pos, failure.end);
+                    d = d.with_label(
+                        sources,
+                        stop,
+                        format!("the parser stopped here: {}", failure.message),
+                    );
+                } else if failure.pos < b.at {
+                    out.push(new(failure.pos, failure.end, failure.message.clone(), None));
+                }
             }
             out.push(d);
         }
-        _ => {
+        None => {
             if typo.is_none() {
                 out.push(new(failure.pos, failure.end, failure.message.clone(), None));
             }

@@ -415,7 +415,10 @@ pub fn check(
     });
 
     // Lints.
-    traps::check(&mut c, &merged);
+    // The traps only of a policy that checks: on top of errors they would be noise.
+    if !c.diags.iter().any(|d| d.is_error()) {
+        traps::check(&mut c, &merged);
+    }
     lint::unused(&mut c, &merged);
 
     let errors = c.diags.iter().any(|d| d.is_error());

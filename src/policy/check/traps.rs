@@ -146,7 +146,7 @@ fn warn_unknown(c: &mut Checker<'_>, known: &[String], name: &str, span: Span) {
     };
     c.warn(
         span,
-        format!("unknown provider \"{name}\": no known provider has this name, so the comparison never holds for one"),
+        format!("unknown provider \"{name}\": no shipped or declared provider has this name"),
         Some(help),
     );
 }
@@ -290,6 +290,7 @@ fn offband_without_file_read(c: &mut Checker<'_>, merged: &Merged<'_>) {
     let Some(d) = merged.delivery else {
         return;
     };
+    let known = known(merged);
     let mut above: Vec<Option<&Expr>> = Vec::new();
     for r in &d.rules {
         if above.iter().any(|w| w.map(Expr::is_literal_true).unwrap_or(true)) {
@@ -299,19 +300,23 @@ fn offband_without_file_read(c: &mut Checker<'_>, merged: &Merged<'_>) {
         if r.off_band && !guarded(merged, &above, when, Guard::FileRead) {
             match when.and_then(provider_set) {
                 Some(set) => {
+                    // Shipped caps say whether a provider reads files; a provider baton does
+                    // not ship (declared in `known_providers`) cannot unless a state says so.
+                    // Unknown names have their own warning.
                     let blind: Vec<String> = set
                         .iter()
-                        .filter(|p| default_caps(p).is_some_and(|caps| !caps.file_read))
-                        .cloned()
+                        .filter(|p| known.contains(p))
+                        .filter(|p| !default_caps(p).is_some_and(|caps| caps.file_read))
+                        .map(|p| format!("`{p}`"))
                         .collect();
                     if !blind.is_empty() {
                         c.warn(
                             r.span,
                             format!(
-                                "this rule delivers off-band to {}, which cannot read files: its agent never sees the document",
+                                "this rule delivers off-band to {}, which cannot read files: its agent would never see the document",
                                 blind.join(", ")
                             ),
-                            Some("deliver inline to it, or add `and target.caps.file_read` to the condition".into()),
+                            Some("a provider baton does not ship reads files only when a state's `providers:` entry sets `file_read: true`: add `and target.caps.file_read` to the condition, or deliver inline to it".into()),
                         );
                     }
                 }
