@@ -45,6 +45,7 @@ pub const KEYWORDS: &[(&str, &str)] = &[
     ("delivery", "`delivery { ... }`: `off_band` or `inline`, first match wins (default `inline`)."),
     ("pregrant", "`pregrant { ... }`: `read handoff.document [when COND]` and `turns N uses N`."),
     ("extends", "`extends \"base\"`: compose this file on top of a file (relative to this one) or a shipped profile."),
+    ("known_providers", "`known_providers [\"acme\"]`: providers beyond the shipped ones that the rules name (no \"unknown provider\" warning for them)."),
     ("include", "`include KIND into SECTION [as FORM] [when COND]`: put items of a kind into a section."),
     ("exclude", "`exclude KIND [when COND] [because \"reason\"]`: leave items out."),
     ("section", "`section NAME \"Title\"`: declare a section or retitle a built-in one."),

@@ -792,7 +792,7 @@ pub fn completion(
                 return out;
             }
             Some("policy") => {
-                for n in ["description", "extends", "template"] {
+                for n in ["description", "extends", "template", "known_providers"] {
                     let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
                     out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
                 }
