@@ -246,6 +246,15 @@ fn pest_failure(text: &str, e: pest::error::Error<Rule>) -> super::recover::Fail
         }
         pest::error::ErrorVariant::CustomError { .. } => Vec::new(),
     };
+    let expects_operator = match &e.variant {
+        pest::error::ErrorVariant::ParsingError { positives, .. } => positives.iter().any(|r| {
+            matches!(
+                r,
+                Rule::cmp_tail | Rule::cmp_op | Rule::kw_and | Rule::kw_or | Rule::add_op
+            )
+        }),
+        pest::error::ErrorVariant::CustomError { .. } => false,
+    };
     let pos = match e.location {
         pest::error::InputLocation::Pos(p) => p,
         pest::error::InputLocation::Span((s, _)) => s,
@@ -295,6 +304,7 @@ fn pest_failure(text: &str, e: pest::error::Error<Rule>) -> super::recover::Fail
         pos,
         end,
         expected_words,
+        expects_operator,
         message,
     }
 }

@@ -20,6 +20,9 @@ pub(super) struct Failure {
     pub(super) pos: usize,
     pub(super) end: usize,
     pub(super) expected_words: Vec<&'static str>,
+    /// Whether an operator could come here (a comparison, `and`, `or`): only then is a lone
+    /// `=` a comparison gone wrong.
+    pub(super) expects_operator: bool,
     pub(super) message: String,
 }
 
@@ -119,7 +122,7 @@ fn typo_at(text: &str, f: &Failure) -> Option<Found> {
             help: format!("did you mean `{fix}`?"),
         });
     }
-    if rest.starts_with('=') && !rest.starts_with("==") {
+    if f.expects_operator && rest.starts_with('=') && !rest.starts_with("==") {
         let before = text.get(..at).and_then(|b| b.chars().last());
         if !matches!(before, Some('=' | '!' | '<' | '>')) {
             return Some(Found {
