@@ -105,10 +105,11 @@ const F: &str = "tests/fixtures/policies";
 )]
 #[case::syntax_error(
     "syntax-error.policy",
-    "syntax-error.policy:4:47: error: expected a quoted string, found `\"no`
+    "syntax-error.policy:4:47: error: this string opened at 4:47 is never closed
   |
 4 |   full_new when not target.has_thread because \"no thread
-  |                                               ^^^"
+  |                                               ^
+  = help: end it with `\"` on the same line: strings cannot span lines"
 )]
 #[case::extends_missing_file(
     "extends-missing.policy",

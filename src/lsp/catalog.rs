@@ -47,6 +47,7 @@ pub const KEYWORDS: &[(&str, &str)] = &[
     ("providers", "`providers { NAME { KEY VALUE [force] ... } }`: provider capabilities (`target.caps.*`) the policy sets; a state's explicit value wins unless the policy writes `force`."),
     ("force", "`KEY VALUE force` in a `providers` entry: the policy's value wins over the state's."),
     ("extends", "`extends \"base\"`: compose this file on top of a file (relative to this one) or a shipped profile."),
+    ("known_providers", "`known_providers [\"acme\"]`: providers beyond the shipped ones that the rules name (no \"unknown provider\" warning for them)."),
     ("include", "`include KIND into SECTION [as FORM] [when COND]`: put items of a kind into a section."),
     ("exclude", "`exclude KIND [when COND] [because \"reason\"]`: leave items out."),
     ("section", "`section NAME \"Title\"`: declare a section or retitle a built-in one."),

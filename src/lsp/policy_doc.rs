@@ -175,12 +175,7 @@ fn to_lsp(
         code: Some(NumberOrString::String(d.code.to_string())),
         source: Some("baton".into()),
         message,
-        related_information: d.help.as_ref().map(|h| {
-            vec![DiagnosticRelatedInformation {
-                location: Location::new(uri.clone(), range),
-                message: format!("help: {h}"),
-            }]
-        }),
+        related_information: related(uri, path, text, d, range),
         data: match (&d.help, fix) {
             (Some(h), Some(f)) => Some(serde_json::json!({ "help": h, "fix": f })),
             (Some(h), None) => Some(serde_json::json!({ "help": h })),
@@ -188,6 +183,47 @@ fn to_lsp(
         },
         ..Diagnostic::default()
     }
+}
+
+/// The related information of a diagnostic: its help, and each secondary label (where a
+/// `let` was defined, where an unclosed `{` opened) at its own location.
+fn related(
+    uri: &Url,
+    path: Option<&Path>,
+    text: &str,
+    d: &policy::Diagnostic,
+    range: Range,
+) -> Option<Vec<DiagnosticRelatedInformation>> {
+    let mut out = Vec::new();
+    if let Some(h) = &d.help {
+        out.push(DiagnosticRelatedInformation {
+            location: Location::new(uri.clone(), range),
+            message: format!("help: {h}"),
+        });
+    }
+    for l in &d.labels {
+        let here = match path {
+            Some(p) => same_file(Path::new(&l.file), p),
+            None => l.file == d.file,
+        };
+        let location = if here {
+            Location::new(uri.clone(), range_of(text, l.range.start, l.range.end))
+        } else {
+            let Some(other) = std::fs::canonicalize(&l.file)
+                .ok()
+                .and_then(|p| Url::from_file_path(p).ok())
+            else {
+                continue;
+            };
+            let other_text = std::fs::read_to_string(&l.file).unwrap_or_default();
+            Location::new(other, range_of(&other_text, l.range.start, l.range.end))
+        };
+        out.push(DiagnosticRelatedInformation {
+            location,
+            message: l.message.clone(),
+        });
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// Hover text (markdown) and the range it is about.
@@ -817,7 +853,7 @@ pub fn completion(
                 return out;
             }
             Some("policy") => {
-                for n in ["description", "extends", "template"] {
+                for n in ["description", "extends", "template", "known_providers"] {
                     let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
                     out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
                 }

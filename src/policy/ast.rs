@@ -27,6 +27,8 @@ pub struct PolicyFile {
     pub description: Option<String>,
     pub extends: Vec<Spanned<String>>,
     pub template: Option<Spanned<String>>,
+    /// The header's `known_providers [...]`: providers the policy names beyond the shipped ones.
+    pub known_providers: Vec<Spanned<String>>,
     pub lets: Vec<Let>,
     pub eligible: Option<Condition>,
     pub stales: Vec<StaleRule>,

@@ -6,6 +6,8 @@
 
 /// (message fragment, code); the first row whose fragment the message contains wins.
 const CODES: &[(&str, &str)] = &[
+    // Before "cannot read": a provider that cannot read files.
+    ("cannot read files", "baton::check::offband_without_file_read"),
     // Loading sources.
     ("no policy file, directory or shipped profile", "baton::source::not_found"),
     ("cannot find base policy", "baton::source::unknown_base"),
@@ -16,6 +18,13 @@ const CODES: &[(&str, &str)] = &[
     ("nested deeper than", "baton::parse::too_deep"),
     ("is out of range", "baton::parse::number_out_of_range"),
     ("has at most one", "baton::parse::duplicate_block"),
+    ("is never closed", "baton::parse::unclosed"),
+    ("closes nothing", "baton::parse::unclosed"),
+    ("is not an operator", "baton::parse::foreign_operator"),
+    ("only defines a `let`", "baton::parse::foreign_operator"),
+    ("strings use double quotes", "baton::parse::single_quotes"),
+    ("numbers take no unit", "baton::parse::number_unit"),
+    ("unknown keyword", "baton::parse::unknown_keyword"),
     ("expected ", "baton::parse::syntax"),
     ("unexpected ", "baton::parse::syntax"),
     // Names.
@@ -28,6 +37,7 @@ const CODES: &[(&str, &str)] = &[
     ("unknown item kind", "baton::check::unknown_item_kind"),
     ("unknown grant", "baton::check::unknown_grant"),
     ("unknown provider capability", "baton::check::unknown_capability"),
+    ("unknown provider", "baton::check::unknown_provider"),
     ("unknown ", "baton::check::unknown_name"),
     ("cannot be read", "baton::check::out_of_scope"),
     ("is available", "baton::check::out_of_scope"),
@@ -66,6 +76,8 @@ const CODES: &[(&str, &str)] = &[
     ("has a second entry in this `providers` block", "baton::check::duplicate_setting"),
     ("summarizer command is empty", "baton::check::empty_command"),
     ("asks for template", "baton::check::unknown_template"),
+    ("may have no thread to resume", "baton::check::resume_without_thread"),
+    ("may have no thread to fork", "baton::check::fork_without_source"),
     // Lints.
     ("unreachable", "baton::lint::unreachable_rule"),
     ("unused `let", "baton::lint::unused_let"),

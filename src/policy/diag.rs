@@ -84,6 +84,26 @@ pub struct Diagnostic {
     /// The source text, for graphical rendering.
     #[serde(skip)]
     pub source: Option<SourceText>,
+    /// Secondary locations the problem involves (where a `let` was defined, where an
+    /// unclosed `{` opened, ...), each with what it shows.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<Label>,
+}
+
+/// A secondary location of a [`Diagnostic`]: file, line, column, byte range and what it shows
+/// ("`limit` is defined here").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Label {
+    /// The file the location is in.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub col: usize,
+    /// The byte range in that file.
+    pub range: ByteRange,
+    /// What the location shows.
+    pub message: String,
 }
 
 impl Diagnostic {
@@ -123,6 +143,7 @@ impl Diagnostic {
             range,
             snippet,
             source,
+            labels: Vec::new(),
         }
     }
 
@@ -140,12 +161,32 @@ impl Diagnostic {
             range: None,
             snippet: Vec::new(),
             source: None,
+            labels: Vec::new(),
         }
     }
 
     /// Set the help line.
     pub fn with_help(mut self, help: Option<String>) -> Diagnostic {
         self.help = help;
+        self
+    }
+
+    /// Add a secondary location (`span` in `sources`) with what it shows; a span outside
+    /// `sources` is left out.
+    pub fn with_label(mut self, sources: &[Source], span: Span, message: impl Into<String>) -> Diagnostic {
+        if let Some(src) = sources.get(span.source) {
+            let start = span.start.min(src.text.len());
+            self.labels.push(Label {
+                file: src.name.clone(),
+                line: span.line.max(1),
+                col: span.col.max(1),
+                range: ByteRange {
+                    start,
+                    end: span.end.clamp(start, src.text.len()),
+                },
+                message: message.into(),
+            });
+        }
         self
     }
 
@@ -170,6 +211,9 @@ impl fmt::Display for Diagnostic {
             let num = self.line.to_string();
             let pad = " ".repeat(num.len());
             write!(f, "\n{pad} |\n{num} | {source}\n{pad} | {caret}")?;
+        }
+        for l in &self.labels {
+            write!(f, "\n  = note: {}:{}:{}: {}", l.file, l.line, l.col, l.message)?;
         }
         if let Some(h) = &self.help {
             write!(f, "\n  = help: {h}")?;
@@ -270,7 +314,18 @@ impl miette::Diagnostic for Diagnostic {
             None,
             (range.start, range.end.saturating_sub(range.start)),
         );
-        Some(Box::new(std::iter::once(label)))
+        // Secondary labels in the same file; miette draws one source per report.
+        let secondary = self
+            .labels
+            .iter()
+            .filter(|l| l.file == self.file)
+            .map(|l| {
+                miette::LabeledSpan::new_with_span(
+                    Some(l.message.clone()),
+                    (l.range.start, l.range.end.saturating_sub(l.range.start)),
+                )
+            });
+        Some(Box::new(std::iter::once(label).chain(secondary)))
     }
 }
 

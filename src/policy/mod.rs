@@ -11,6 +11,7 @@ pub mod codes;
 pub mod diag;
 pub mod parser;
 pub mod providers;
+mod recover;
 pub mod source;
 
 pub use diag::{Diagnostic, PolicyError, Severity, Source};

@@ -26,8 +26,9 @@ pub fn parse(sources: &[Source], index: usize) -> Result<PolicyFile, PolicyError
         }
     };
     check_nesting(sources, index, text)?;
-    let mut pairs = PolicyParser::parse(Rule::file, text)
-        .map_err(|e| PolicyError::single(pest_error(sources, index, text, e)))?;
+    let mut pairs = PolicyParser::parse(Rule::file, text).map_err(|e| PolicyError {
+        diagnostics: super::recover::diagnose(sources, index, text, pest_failure(text, e)),
+    })?;
     let mut b = Builder {
         sources,
         index,
@@ -184,6 +185,7 @@ fn rule_name(r: &Rule) -> String {
         Rule::description => "`description`".into(),
         Rule::extends => "`extends`".into(),
         Rule::template_decl => "`template`".into(),
+        Rule::known_providers => "`known_providers`".into(),
         Rule::form => "`as`".into(),
         Rule::handoff_as => "`handoff`".into(),
         Rule::list => "a list".into(),
@@ -193,12 +195,71 @@ fn rule_name(r: &Rule) -> String {
     }
 }
 
-fn pest_error(
-    sources: &[Source],
-    index: usize,
-    text: &str,
-    e: pest::error::Error<Rule>,
-) -> Diagnostic {
+/// The keywords a rule starts with, for "did you mean" on a misspelt keyword.
+fn rule_words(r: &Rule) -> &'static [&'static str] {
+    match r {
+        Rule::header => &["policy"],
+        Rule::let_decl => &["let"],
+        Rule::eligible_decl | Rule::kw_eligible => &["eligible"],
+        Rule::stale_decl | Rule::kw_stale => &["stale"],
+        Rule::strategy_block => &["strategy"],
+        Rule::summary_block => &["summary"],
+        Rule::delivery_block => &["delivery"],
+        Rule::pregrant_block => &["pregrant"],
+        Rule::description => &["description"],
+        Rule::extends => &["extends"],
+        Rule::template_decl => &["template"],
+        Rule::known_providers => &["known_providers"],
+        Rule::when_clause | Rule::kw_when => &["when"],
+        Rule::otherwise => &["otherwise"],
+        Rule::because | Rule::kw_because => &["because"],
+        Rule::handoff_as => &["handoff"],
+        Rule::delivery_rule | Rule::delivery_mode => &["off_band", "inline"],
+        Rule::inline_limit => &["inline_limit"],
+        Rule::text_rule | Rule::text_cut => &["text"],
+        Rule::section_decl => &["section"],
+        Rule::include_rule => &["include"],
+        Rule::exclude_rule => &["exclude"],
+        Rule::budget_rule => &["budget"],
+        Rule::document_budget => &["document"],
+        Rule::degrade_rule => &["degrade"],
+        Rule::source_rule => &["source"],
+        Rule::source_deterministic | Rule::source_command => &["deterministic", "command"],
+        Rule::grant_limits => &["turns"],
+        Rule::form => &["as"],
+        Rule::cut_form => &["whole", "head", "tail", "head_tail", "compact"],
+        Rule::cut_for | Rule::kw_for => &["for"],
+        Rule::cut_in | Rule::kw_in | Rule::in_op => &["in"],
+        Rule::cut_strict => &["strict"],
+        Rule::degrade_oldest => &["drop_oldest_runs"],
+        Rule::degrade_drop | Rule::kw_drop => &["drop"],
+        Rule::degrade_tail | Rule::kw_tail => &["tail"],
+        Rule::degrade_paths | Rule::kw_paths => &["paths"],
+        Rule::degrade_shorten | Rule::kw_shorten => &["shorten"],
+        Rule::budget_order => &["newest_first", "oldest_first"],
+        Rule::kw_and => &["and"],
+        Rule::kw_or => &["or"],
+        Rule::kw_not | Rule::not_op => &["not"],
+        _ => &[],
+    }
+}
+
+fn pest_failure(text: &str, e: pest::error::Error<Rule>) -> super::recover::Failure {
+    let expected_words = match &e.variant {
+        pest::error::ErrorVariant::ParsingError { positives, .. } => {
+            positives.iter().flat_map(rule_words).copied().collect()
+        }
+        pest::error::ErrorVariant::CustomError { .. } => Vec::new(),
+    };
+    let expects_operator = match &e.variant {
+        pest::error::ErrorVariant::ParsingError { positives, .. } => positives.iter().any(|r| {
+            matches!(
+                r,
+                Rule::cmp_tail | Rule::cmp_op | Rule::kw_and | Rule::kw_or | Rule::add_op
+            )
+        }),
+        pest::error::ErrorVariant::CustomError { .. } => false,
+    };
     let pos = match e.location {
         pest::error::InputLocation::Pos(p) => p,
         pest::error::InputLocation::Span((s, _)) => s,
@@ -244,12 +305,13 @@ fn pest_error(
             .map(|c| c.len_utf8())
             .sum::<usize>(),
     );
-    Diagnostic::new(
-        sources,
-        Severity::Error,
-        span_at(text, index, pos, end),
+    super::recover::Failure {
+        pos,
+        end,
+        expected_words,
+        expects_operator,
         message,
-    )
+    }
 }
 
 /// Children of a pair without keyword tokens.
@@ -540,6 +602,12 @@ impl<'a> Builder<'a> {
                 Rule::description => file.description = self.entry_string(e).map(|s| s.node),
                 Rule::extends => file.extends.extend(self.entry_string(e)),
                 Rule::template_decl => file.template = self.entry_string(e),
+                Rule::known_providers => {
+                    for s in e.kids() {
+                        let name = self.spanned_string(s);
+                        file.known_providers.push(name);
+                    }
+                }
                 _ => {}
             }
         }

@@ -9,6 +9,8 @@ pub(super) struct Merged<'a> {
     pub(super) name: Option<&'a Spanned<String>>,
     pub(super) description: Option<&'a String>,
     pub(super) template: Option<&'a Spanned<String>>,
+    /// Every file's `known_providers`, bases first (they add up).
+    pub(super) known_providers: Vec<&'a Spanned<String>>,
     pub(super) lets: Vec<&'a Let>,
     pub(super) eligible: Option<&'a Condition>,
     pub(super) stales: Vec<&'a StaleRule>,
@@ -38,11 +40,22 @@ impl Merged<'_> {
     /// The provider names the composed policy declares in its `providers` blocks, in order of
     /// first appearance. A provider named there counts as declared: a policy may target it
     /// and read its capabilities, and checks for unknown provider names accept it.
-    // The entry point for checks of provider names (`target.provider == "claud"`): none
-    // reads it in this module yet.
-    #[allow(dead_code)]
     pub(super) fn declared_providers(&self) -> Vec<&str> {
         self.providers.iter().map(|p| p.name.node.as_str()).collect()
+    }
+
+    /// The `file_read` value the composed `providers` block sets for `provider` (the last
+    /// setting along `extends` wins), if it sets one.
+    pub(super) fn declared_file_read(&self, provider: &str) -> Option<bool> {
+        let p = self.providers.iter().find(|p| p.name.node == provider)?;
+        p.settings
+            .iter()
+            .rev()
+            .find(|s| s.key.node == "file_read")
+            .and_then(|s| match s.value.node {
+                crate::policy::ast::SettingValue::Bool(b) => Some(b),
+                _ => None,
+            })
     }
 }
 
@@ -108,6 +121,7 @@ pub(super) fn merge(files: &[PolicyFile]) -> Merged<'_> {
         name: None,
         description: None,
         template: None,
+        known_providers: Vec::new(),
         lets: Vec::new(),
         eligible: None,
         stales: Vec::new(),
@@ -128,6 +142,7 @@ pub(super) fn merge(files: &[PolicyFile]) -> Merged<'_> {
         if f.template.is_some() {
             m.template = f.template.as_ref();
         }
+        m.known_providers.extend(f.known_providers.iter());
         override_by_name(&mut m.lets, &f.lets, |l| &l.name);
         if f.eligible.is_some() {
             m.eligible = f.eligible.as_ref();

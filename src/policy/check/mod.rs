@@ -7,6 +7,7 @@ mod compose;
 mod lint;
 mod providers;
 mod resolve;
+mod traps;
 mod typecheck;
 
 use super::ast::*;
@@ -132,6 +133,21 @@ impl<'a> Checker<'a> {
     fn err(&mut self, span: Span, msg: impl Into<String>, help: Option<String>) {
         self.diags
             .push(Diagnostic::new(self.sources, Severity::Error, span, msg).with_help(help));
+    }
+
+    /// An error with secondary labels (`(span, what it shows)`).
+    fn err_labelled(
+        &mut self,
+        span: Span,
+        msg: impl Into<String>,
+        help: Option<String>,
+        labels: Vec<(Span, String)>,
+    ) {
+        let mut d = Diagnostic::new(self.sources, Severity::Error, span, msg).with_help(help);
+        for (s, m) in labels {
+            d = d.with_label(self.sources, s, m);
+        }
+        self.diags.push(d);
     }
 
     fn warn(&mut self, span: Span, msg: impl Into<String>, help: Option<String>) {
@@ -404,6 +420,10 @@ pub fn check(
     let providers = providers::compile_providers(&mut c, &merged);
 
     // Lints.
+    // The traps only of a policy that checks: on top of errors they would be noise.
+    if !c.diags.iter().any(|d| d.is_error()) {
+        traps::check(&mut c, &merged);
+    }
     lint::unused(&mut c, &merged);
 
     let errors = c.diags.iter().any(|d| d.is_error());

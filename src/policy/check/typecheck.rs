@@ -118,10 +118,13 @@ impl<'a> Checker<'a> {
                     match self.expr(x, ctx) {
                         Some((c, t)) if t.ty == Type::Int => out.push((*neg, c)),
                         Some((_, t)) => {
-                            self.err(
+                            let labels = self.defined_at(&[x]);
+                            let help = self.quoted_number_help(&[(x, t.ty)], true);
+                            self.err_labelled(
                                 x.span(),
                                 format!("`+` and `-` need ints, but this is {}", t.ty.name()),
-                                None,
+                                help,
+                                labels,
                             );
                             ok = false;
                         }
@@ -146,10 +149,13 @@ impl<'a> Checker<'a> {
                 match op {
                     CmpOp::Eq | CmpOp::Ne => {
                         if !comparable(ta.ty, tb.ty) {
-                            self.err(
+                            let labels = self.defined_at(&[a, b]);
+                            let help = self.quoted_number_help(&[(a, ta.ty), (b, tb.ty)], false);
+                            self.err_labelled(
                                 *span,
                                 format!("cannot compare {} with {}", ta.ty.name(), tb.ty.name()),
-                                None,
+                                help,
+                                labels,
                             );
                             return None;
                         }
@@ -169,7 +175,9 @@ impl<'a> Checker<'a> {
                     CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => {
                         for (x, t) in [(a, ta), (b, tb)] {
                             if t.ty != Type::Int {
-                                self.err(
+                                let labels = self.defined_at(&[x]);
+                                let help = self.quoted_number_help(&[(x, t.ty)], true);
+                                self.err_labelled(
                                     x.span(),
                                     format!(
                                         "`{}` needs ints, but `{}` is {}",
@@ -177,7 +185,8 @@ impl<'a> Checker<'a> {
                                         show(x),
                                         t.ty.name()
                                     ),
-                                    None,
+                                    help,
+                                    labels,
                                 );
                                 return None;
                             }
@@ -185,7 +194,8 @@ impl<'a> Checker<'a> {
                     }
                     CmpOp::In | CmpOp::NotIn => {
                         let Some(elem) = tb.ty.element() else {
-                            self.err(
+                            let labels = self.defined_at(&[b]);
+                            self.err_labelled(
                                 b.span(),
                                 format!(
                                     "`{}` needs a list on its right, but this is {}",
@@ -193,14 +203,17 @@ impl<'a> Checker<'a> {
                                     tb.ty.name()
                                 ),
                                 Some("write a list: `x in [\"a\", \"b\"]`".into()),
+                                labels,
                             );
                             return None;
                         };
                         if elem != Type::Null && !comparable(ta.ty, elem) {
-                            self.err(
+                            let labels = self.defined_at(&[a, b]);
+                            self.err_labelled(
                                 *span,
                                 format!("cannot look for {} in a {}", ta.ty.name(), tb.ty.name()),
                                 None,
+                                labels,
                             );
                             return None;
                         }
@@ -215,13 +228,18 @@ impl<'a> Checker<'a> {
                             for v in vs {
                                 if let Value::Str(s) = v {
                                     if !values.contains(&s.as_ref()) {
-                                        self.err(
+                                        let labels = self
+                                            .let_string(name, s)
+                                            .map(|sp| vec![(sp, format!("`{name}` is defined here"))])
+                                            .unwrap_or_default();
+                                        self.err_labelled(
                                             b.span(),
                                             format!(
                                                 "`{name}` holds \"{s}\", which `{}` never is",
                                                 show(a)
                                             ),
                                             Some(format!("values: {}", values.join(", "))),
+                                            labels,
                                         );
                                     }
                                 }
@@ -262,7 +280,8 @@ impl<'a> Checker<'a> {
         if t.ty == Type::Bool {
             Some(())
         } else {
-            self.err(
+            let labels = self.defined_at(&[x]);
+            self.err_labelled(
                 x.span(),
                 format!("{what} needs a bool, but `{}` is {}", show(x), t.ty.name()),
                 match t.ty {
@@ -272,6 +291,7 @@ impl<'a> Checker<'a> {
                     }
                     _ => None,
                 },
+                labels,
             );
             None
         }
@@ -280,7 +300,8 @@ impl<'a> Checker<'a> {
     pub(super) fn condition(&mut self, e: &Expr, ctx: Ctx) -> Option<CExpr> {
         let (c, t) = self.expr(e, ctx)?;
         if t.ty != Type::Bool {
-            self.err(
+            let labels = self.defined_at(&[e]);
+            self.err_labelled(
                 e.span(),
                 format!(
                     "a `when` condition must be a bool, but `{}` is {}",
@@ -288,6 +309,7 @@ impl<'a> Checker<'a> {
                     t.ty.name()
                 ),
                 None,
+                labels,
             );
             return None;
         }
@@ -296,6 +318,72 @@ impl<'a> Checker<'a> {
 
     /// Check an optional `when`: `Ok(None)` for an unconditional rule, `Err` when it does
     /// not check (the diagnostic is already recorded).
+    /// A secondary label at the definition of every operand that is a `let`: a type error
+    /// at a use points to where the value was written too.
+    pub(super) fn defined_at(&self, operands: &[&Expr]) -> Vec<(Span, String)> {
+        let mut out = Vec::new();
+        for x in operands {
+            if let Expr::Path(p, _) = x {
+                if let (Some(def), Some((_, ty, _))) = (self.let_defs.get(p.as_str()), self.lets.get(p)) {
+                    out.push((
+                        def.value.span(),
+                        format!("`{p}` is defined here, as {}", ty.name()),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// The span of string `s` in the list value of `let name`, if it is written there.
+    pub(super) fn let_string(&self, name: &str, s: &str) -> Option<Span> {
+        let def = self.let_defs.get(name)?;
+        match &def.value {
+            Expr::List(xs, _) => xs.iter().find_map(|x| match x {
+                Expr::Str(v, sp) if v == s => Some(*sp),
+                _ => None,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Help for a number written in quotes where an int is needed: the literal itself, or
+    /// the `let` that holds it. `(operand, its type)`; only string operands are looked at.
+    /// `at_literal`: the diagnostic's span is the operand itself, so "did you mean" (which
+    /// editors offer as a replacement of that span) is right.
+    pub(super) fn quoted_number_help(
+        &self,
+        operands: &[(&Expr, Type)],
+        at_literal: bool,
+    ) -> Option<String> {
+        for (x, ty) in operands {
+            if !matches!(ty, Type::Str) {
+                continue;
+            }
+            match x {
+                Expr::Str(s, _) if s.trim().parse::<i64>().is_ok() => {
+                    let n = s.trim();
+                    return Some(if at_literal {
+                        format!("did you mean `{n}`? a number in quotes is a string")
+                    } else {
+                        format!("write `{n}` without quotes: a number in quotes is a string")
+                    });
+                }
+                Expr::Path(p, _) => {
+                    if let Some(Expr::Str(s, _)) = self.let_defs.get(p.as_str()).map(|d| &d.value) {
+                        if let Ok(n) = s.trim().parse::<i64>() {
+                            return Some(format!(
+                                "`{p}` holds the string \"{s}\": remove the quotes where it is defined: `let {p} = {n}`"
+                            ));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
     pub(super) fn optional_condition(&mut self, when: Option<&Expr>, ctx: Ctx) -> Result<Option<CExpr>, ()> {
         match when {
             None => Ok(None),
