@@ -68,7 +68,7 @@ fn described(schema: schemars::Schema, description: &str) -> Value {
 fn service() -> Value {
     use crate::serve::params::{
         CompleteParams, DecideParams, DispatchParams, Empty, ForkParams, ImportParams,
-        MergeBackParams, PregrantParams, RollbackParams, ThreadParams,
+        MergeBackParams, PregrantParams, RegenerateParams, RollbackParams, ThreadParams,
     };
     let mut gen = SchemaGenerator::default();
     let methods: Vec<(&str, schemars::Schema)> = vec![
@@ -76,6 +76,7 @@ fn service() -> Value {
         ("render", gen.subschema_for::<DecideParams>()),
         ("dispatch", gen.subschema_for::<DispatchParams>()),
         ("mergeBack", gen.subschema_for::<MergeBackParams>()),
+        ("regenerate", gen.subschema_for::<RegenerateParams>()),
         ("completeRun", gen.subschema_for::<CompleteParams>()),
         ("rollback", gen.subschema_for::<RollbackParams>()),
         ("fork", gen.subschema_for::<ForkParams>()),

@@ -20,7 +20,7 @@ pub(crate) mod params {
     pub(crate) use super::methods::{DecideParams, Empty};
     pub(crate) use super::stored::{
         CompleteParams, DispatchParams, ForkParams, ImportParams, MergeBackParams, PregrantParams,
-        RollbackParams, ThreadParams,
+        RegenerateParams, RollbackParams, ThreadParams,
     };
 }
 

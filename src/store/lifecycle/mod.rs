@@ -59,7 +59,7 @@ pub struct HandoffOptions {
 }
 
 /// A handoff as recorded.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct HandoffRecord {
     pub id: String,
     /// The off-band document, when delivery is off-band.
@@ -96,7 +96,7 @@ pub struct Dispatched {
 }
 
 /// The outcome of `complete_run`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Completed {
     pub thread: String,
     pub run: u32,
@@ -109,7 +109,7 @@ pub struct Completed {
 }
 
 /// A provider thread whose status a rollback changed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ProviderThreadChange {
     pub id: String,
     pub provider: String,
@@ -117,7 +117,7 @@ pub struct ProviderThreadChange {
 }
 
 /// The outcome of `rollback`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RollbackReport {
     pub thread: String,
     pub to: u32,
@@ -130,7 +130,7 @@ pub struct RollbackReport {
 }
 
 /// The outcome of `fork`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ForkReport {
     pub parent: String,
     pub child: String,
