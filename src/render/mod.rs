@@ -85,10 +85,12 @@ pub struct RenderError {
 }
 
 /// Everything a handoff consists of.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Rendered {
     pub document: String,
     pub inline: String,
+    /// The `handoff.json` object.
+    #[schemars(with = "std::collections::BTreeMap<String, serde_json::Value>")]
     pub provenance: Provenance,
     /// The off-band document's path (none when delivered inline).
     pub document_path: Option<String>,

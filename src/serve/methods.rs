@@ -331,11 +331,12 @@ fn explain(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
         .engine
         .decide(&state, opts.target.as_deref())
         .map_err(|e| engine_error(&e))?;
-    let explanation = crate::explain::render(&d, p.verbose);
-    Ok(crate::store::report::to_value(
-        &json!({"policy": set.reference(), "decision": d, "explanation": explanation}),
-        p.trace,
-    ))
+    let report = crate::store::report::ExplainReport {
+        policy: d.policy.clone(),
+        explanation: crate::explain::render(&d, p.verbose),
+        decision: d,
+    };
+    Ok(crate::store::report::to_value(&report, p.trace))
 }
 
 fn render(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {

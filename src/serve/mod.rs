@@ -22,6 +22,14 @@ pub(crate) mod params {
         CompleteParams, DispatchParams, ForkParams, ImportParams, MergeBackParams, PregrantParams,
         RegenerateParams, RollbackParams, ThreadParams,
     };
+
+    /// The deprecated camelCase names the params still accept (serde aliases), each with its
+    /// snake_case name (docs/service.md).
+    pub(crate) const DEPRECATED_ALIASES: &[(&str, &str)] = &[
+        ("stateText", "state_text"),
+        ("runtimeMode", "runtime_mode"),
+        ("cleanContext", "clean_context"),
+    ];
 }
 
 use crate::policy::PolicyError;

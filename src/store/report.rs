@@ -65,7 +65,7 @@ pub struct ImportReport {
 
 /// The result of the service's `render` (and `baton render --json`): the policy, the decision
 /// and the rendered handoff (null when the decision needs none).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RenderReport {
     /// The policy set that decided (the decision's own `policy`).
     pub policy: crate::decision::PolicyRef,
@@ -85,6 +85,18 @@ impl RenderReport {
             handoff: outcome.rendered,
         }
     }
+}
+
+/// The result of the service's `explain`: the policy, the decision (what `baton explain
+/// --json` prints) and the human explanation.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ExplainReport {
+    /// The policy set that decided (the decision's own `policy`).
+    pub policy: crate::decision::PolicyRef,
+    /// The decision, as `baton explain --json` prints it.
+    pub decision: Decision,
+    /// What `baton explain` prints (with `verbose`, `baton explain --verbose`).
+    pub explanation: String,
 }
 
 /// `value` as JSON; without `trace`, every decision's `trace` (about 8 KB) is left out: the
