@@ -77,8 +77,10 @@ pub struct HandoffRecord {
     pub supersedes: Option<String>,
 }
 
-/// The outcome of a dispatch (and of `regenerate` / `merge_back`).
+/// The outcome of a dispatch (and of `regenerate` / `merge_back`). It serializes as
+/// [`super::DispatchReport`], the one JSON shape of `baton dispatch --json` and the service.
 #[derive(Debug, Clone, Serialize)]
+#[serde(into = "super::report::DispatchReport")]
 pub struct Dispatched {
     pub decision: Decision,
     /// The run started (for `merge_back`: the parent's next run, which the handoff is for).
