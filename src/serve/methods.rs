@@ -62,7 +62,7 @@ pub fn may_name_threads(method: &str, params: &Value) -> bool {
             .any(|k| params.get(k).is_some())
 }
 
-/// Whether finding a request's threads takes real work (parsing a `stateText`, asking the
+/// Whether finding a request's threads takes real work (parsing a `state_text`, asking the
 /// store for a fork's parent): then it runs on the blocking pool, never on a connection's
 /// read loop.
 pub fn keys_need_work(method: &str, params: &Value) -> bool {
