@@ -266,7 +266,7 @@ fn main() {
     );
     let health = call_in_order(&mut setup, "health", json!({}));
     assert_eq!(
-        health["result"]["queuedThreads"], 0,
+        health["result"]["queued_threads"], 0,
         "per-thread queue entries left: {health}"
     );
     println!("  per-thread queue entries left after the run: 0");

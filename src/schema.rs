@@ -19,13 +19,14 @@ pub fn schema(name: &str) -> Option<Value> {
 to start (docs/state.md).",
             ),
         ),
-        "decision" => (
-            "baton decision",
-            root_serialized::<crate::decision::Decision>(
+        "decision" => ("baton decision", {
+            let mut d = root_serialized::<crate::decision::Decision>(
                 "What `baton explain --json` prints and the service's `explain` returns as \
 `decision` (docs/cli.md).",
-            ),
-        ),
+            );
+            trace_optional(&mut d);
+            d
+        }),
         "test-file" => (
             "baton policy test file",
             root::<crate::testing::file::TestFile>(
@@ -68,7 +69,7 @@ fn described(schema: schemars::Schema, description: &str) -> Value {
 fn service() -> Value {
     use crate::serve::params::{
         CompleteParams, DecideParams, DispatchParams, Empty, ForkParams, ImportParams,
-        MergeBackParams, PregrantParams, RollbackParams, ThreadParams,
+        MergeBackParams, PregrantParams, RegenerateParams, RollbackParams, ThreadParams,
     };
     let mut gen = SchemaGenerator::default();
     let methods: Vec<(&str, schemars::Schema)> = vec![
@@ -76,6 +77,7 @@ fn service() -> Value {
         ("render", gen.subschema_for::<DecideParams>()),
         ("dispatch", gen.subschema_for::<DispatchParams>()),
         ("mergeBack", gen.subschema_for::<MergeBackParams>()),
+        ("regenerate", gen.subschema_for::<RegenerateParams>()),
         ("completeRun", gen.subschema_for::<CompleteParams>()),
         ("rollback", gen.subschema_for::<RollbackParams>()),
         ("fork", gen.subschema_for::<ForkParams>()),
@@ -105,14 +107,92 @@ fn service() -> Value {
             })
         })
         .collect();
-    let defs: Map<String, Value> = gen.take_definitions(true);
+    let mut defs: Map<String, Value> = gen.take_definitions(true);
+    deprecated_aliases(&mut defs);
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "description": "A JSON-RPC 2.0 request to `baton serve`, one alternative per method with \
-    the schema of its params (docs/service.md).",
+    the schema of its params (docs/service.md). `results` gives the schema of each method's \
+    result, which is also what the matching `baton ... --json` command prints.",
         "oneOf": one_of,
         "$defs": defs,
+        "results": results(),
     })
+}
+
+/// The deprecated camelCase params (serde aliases) as properties of the params that take
+/// them, marked `deprecated`, so that a request of an older client still validates.
+fn deprecated_aliases(defs: &mut Map<String, Value>) {
+    use crate::serve::params::DEPRECATED_ALIASES;
+    for def in defs.values_mut() {
+        let Some(props) = def.get_mut("properties").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        for (alias, name) in DEPRECATED_ALIASES {
+            if let Some(mut p) = props.get(*name).cloned() {
+                if let Some(o) = p.as_object_mut() {
+                    o.insert("deprecated".into(), json!(true));
+                    o.insert(
+                        "description".into(),
+                        json!(format!("Deprecated alias of `{name}`.")),
+                    );
+                }
+                props.insert((*alias).to_string(), p);
+            }
+        }
+    }
+}
+
+/// The result of every method that has one, keyed by method name, with their own `$defs`
+/// (under `results`, so they cannot clash with the params' definitions: a result's schema says
+/// what baton writes, the params' what it reads).
+fn results() -> Value {
+    use crate::deliver::Verdict;
+    use crate::store::report::{DispatchReport, ExplainReport, ImportReport, RenderReport};
+    use crate::store::{Completed, ForkReport, RollbackReport};
+    let mut settings = SchemaSettings::draft2020_12().for_serialize();
+    settings.definitions_path = "/results/$defs".into();
+    let mut gen = SchemaGenerator::new(settings);
+    let mut methods = Map::new();
+    let mut add = |name: &str, s: schemars::Schema| {
+        methods.insert(name.to_string(), s.to_value());
+    };
+    add("explain", gen.subschema_for::<ExplainReport>());
+    add("render", gen.subschema_for::<RenderReport>());
+    add("dispatch", gen.subschema_for::<DispatchReport>());
+    add("mergeBack", gen.subschema_for::<DispatchReport>());
+    add("regenerate", gen.subschema_for::<DispatchReport>());
+    add("completeRun", gen.subschema_for::<Completed>());
+    add("rollback", gen.subschema_for::<RollbackReport>());
+    add("fork", gen.subschema_for::<ForkReport>());
+    add("pregrant/check", gen.subschema_for::<Verdict>());
+    add("thread/import", gen.subschema_for::<ImportReport>());
+    let mut defs: Map<String, Value> = gen.take_definitions(true);
+    for def in defs.values_mut() {
+        trace_optional(def);
+    }
+    json!({ "methods": methods, "$defs": defs })
+}
+
+/// A decision's `trace` is left out on request (`trace: false`, `--no-trace`): not required.
+fn trace_optional(schema: &mut Value) {
+    let is_decision = schema
+        .pointer("/properties/decided_by")
+        .is_some_and(|_| schema.pointer("/properties/trace").is_some());
+    if !is_decision {
+        return;
+    }
+    if let Some(req) = schema.get_mut("required").and_then(Value::as_array_mut) {
+        req.retain(|k| k != "trace");
+    }
+    if let Some(t) = schema.pointer_mut("/properties/trace") {
+        if let Some(o) = t.as_object_mut() {
+            o.insert(
+                "description".into(),
+                json!("Every rule evaluated, in order; left out when the request asked for no trace (`trace: false`, `--no-trace`)."),
+            );
+        }
+    }
 }
 
 /// The method names the service schema covers, in its order.

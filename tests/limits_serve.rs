@@ -1,5 +1,5 @@
 //! Limits of `baton serve` (docs/limits.md), each found by issue 15's attack: a hot-reloaded
-//! policy that used to abort the server, a bad edit announced in a loop, `stateText` parsed on
+//! policy that used to abort the server, a bad edit announced in a loop, `state_text` parsed on
 //! the read loop, YAML alias bombs, a client that sends without reading, `accept()` failing
 //! when descriptors run out, and too many clients. Waits are for explicit signals (a response,
 //! a notification, a blocked write) with a timeout, never sleeps.
@@ -172,7 +172,7 @@ fn a_bad_edit_is_announced_once() {
     assert_eq!(s.stop(), 0);
 }
 
-/// A deeply nested `stateText` is not parsed on the connection's read loop: the request
+/// A deeply nested `state_text` is not parsed on the connection's read loop: the request
 /// behind it is answered, and the nested one gets the nesting limit's error. (200,000 levels
 /// used to stall the connection for minutes, quadratically.)
 #[test]
@@ -185,7 +185,7 @@ fn a_nested_state_text_never_stalls_the_connection() {
         "[".repeat(n),
         "]".repeat(n)
     );
-    let deep = s.tx.start("explain", json!({"stateText": text}));
+    let deep = s.tx.start("explain", json!({"state_text": text}));
     let health = s.tx.start("health", json!({}));
     let h = s.response_to(health);
     assert_eq!(h["result"]["status"], "ok", "{h}");
@@ -193,12 +193,12 @@ fn a_nested_state_text_never_stalls_the_connection() {
     assert_eq!(r["error"]["code"], -32002, "{r}");
     assert_eq!(
         r["error"]["message"],
-        "params.stateText:3:1007: error: flow collections nested deeper than 1000 levels; a state file needs a few"
+        "params.state_text:3:1007: error: flow collections nested deeper than 1000 levels; a state file needs a few"
     );
     assert_eq!(s.stop(), 0);
 }
 
-/// A `stateText` whose YAML aliases expand past the limit is refused with the limit's message.
+/// A `state_text` whose YAML aliases expand past the limit is refused with the limit's message.
 #[test]
 fn a_state_text_alias_bomb_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -211,13 +211,13 @@ fn a_state_text_alias_bomb_is_refused() {
         text.push_str("      - {kind: assistant_message, text: *big}\n");
     }
     text.push_str("request: {provider: claude}\n");
-    let r = s.call("explain", json!({"stateText": text}));
+    let r = s.call("explain", json!({"state_text": text}));
     assert_eq!(r["error"]["code"], -32002, "{r}");
     let limit = text.len() * 8 + 16 * 1024 * 1024;
     assert_eq!(
         r["error"]["message"],
         format!(
-            "params.stateText:9:36: error: YAML aliases expand this document past the alias expansion limit of {limit} bytes (8 times its {} bytes plus 16 MiB); write the repeated values out instead of aliasing them",
+            "params.state_text:9:36: error: YAML aliases expand this document past the alias expansion limit of {limit} bytes (8 times its {} bytes plus 16 MiB); write the repeated values out instead of aliasing them",
             text.len()
         )
     );

@@ -766,3 +766,91 @@ fn the_typescript_client_calls_methods_and_params_of_the_service_schema() {
     assert!(calls >= 8, "only {calls} calls found");
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
+
+/// The fields of `export interface NAME [extends BASE] { ... }`, with the base's fields first.
+fn ts_interface_fields(src: &str, name: &str) -> BTreeMap<String, TsField> {
+    let head = format!("export interface {name} ");
+    let start = src
+        .find(&head)
+        .unwrap_or_else(|| panic!("no interface {name}"))
+        + head.len();
+    let brace = src[start..].find('{').unwrap() + start;
+    let mut fields = BTreeMap::new();
+    if let Some(base) = src[start..brace].trim().strip_prefix("extends ") {
+        fields.extend(ts_interface_fields(src, base.trim()));
+    }
+    let end = src[brace..].find("\n}").expect("a closing brace") + brace;
+    fields.extend(ts_fields(&src[brace + 1..end]));
+    fields
+}
+
+/// Each result type of the TypeScript client agrees with the schema of that method's result
+/// (`baton schema service`, `results`), which is also what the matching `baton ... --json`
+/// command prints.
+#[test]
+fn the_typescript_result_types_match_the_service_results_schema() {
+    let src = std::fs::read_to_string(root().join("examples/node-client/src/baton.ts")).unwrap();
+    let s = schema("service");
+    let results = &s["results"];
+    let defs = results["$defs"].clone();
+    // `$ref`s in the results point into `#/results/$defs/`; `resolve` reads the last segment.
+    let mut diffs = Vec::new();
+    for (ts, method) in [
+        ("Explained", "explain"),
+        ("Rendered", "render"),
+        ("Dispatched", "dispatch"),
+        ("Dispatched", "mergeBack"),
+        ("Dispatched", "regenerate"),
+        ("Completed", "completeRun"),
+        ("RollbackReport", "rollback"),
+        ("ForkReport", "fork"),
+        ("Verdict", "pregrant/check"),
+        ("Imported", "thread/import"),
+    ] {
+        let schema = &results["methods"][method];
+        assert!(schema.is_object(), "no result schema for {method}");
+        diffs.extend(compare(
+            &format!("{ts} ({method})"),
+            schema,
+            &defs,
+            &ts_interface_fields(&src, ts),
+        ));
+    }
+    diffs.extend(compare(
+        "HandoffRecord",
+        &defs["HandoffRecord"],
+        &defs,
+        &ts_fields(ts_interface(&src, "HandoffRecord")),
+    ));
+    assert!(
+        diffs.is_empty(),
+        "examples/node-client/src/baton.ts disagrees with the results of `baton schema service`:\n{}",
+        diffs.join("\n")
+    );
+}
+
+/// The params are snake_case; the old camelCase names are accepted (and marked deprecated in
+/// the schema); `trace` is a param of every method that returns a decision.
+#[test]
+fn the_service_schema_takes_snake_case_params_and_the_deprecated_camel_case_aliases() {
+    let v = validator("service");
+    let text = "version: 1\nthread: {id: t}\nrequest: {provider: codex}\n";
+    for r in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "explain", "params": {"state_text": text, "trace": false}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "explain", "params": {"stateText": text}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "dispatch", "params": {"thread": "t", "target": "codex", "runtime_mode": "x", "clean_context": true, "trace": false}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "dispatch", "params": {"thread": "t", "target": "codex", "runtimeMode": "x", "cleanContext": true}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "mergeBack", "params": {"thread": "t", "trace": false}}),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "regenerate", "params": {"thread": "t", "handoff": "H1", "trace": false}}),
+        json!({"jsonrpc": "2.0", "id": 7, "method": "render", "params": {"state_text": text, "trace": false}}),
+    ] {
+        assert!(v.is_valid(&r), "{r}: {:?}", errors(&v, &r));
+    }
+    let s = schema("service");
+    let decide = &s["$defs"]["DecideParams"]["properties"];
+    assert_eq!(decide["stateText"]["deprecated"], json!(true), "{decide}");
+    assert!(decide["state_text"].get("deprecated").is_none());
+    // The decision schema: the trace may be left out.
+    let d = schema("decision");
+    assert!(!d["required"].as_array().unwrap().contains(&json!("trace")));
+}

@@ -83,7 +83,7 @@ fn every_form_naming_a_thread_queues_on_it(#[case] form: &str) {
         "the {form} request waits for the slow render of th_q; th_other does not"
     );
     assert_eq!(
-        s.client.result("health", json!({}))["queuedThreads"],
+        s.client.result("health", json!({}))["queued_threads"],
         0,
         "no queue entry is left behind"
     );
@@ -354,7 +354,7 @@ fn rejected_reload_keeps_the_last_good_set() {
     let st = s.client.result("policy/status", json!({}));
     assert_eq!(st["sha256"], good);
     assert_eq!(
-        st["lastRejection"]["diagnostics"],
+        st["last_rejection"]["diagnostics"],
         r["error"]["data"]["diagnostics"]
     );
     // Fixing the file and reloading swaps in the new set.

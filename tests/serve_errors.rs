@@ -50,7 +50,7 @@ fn lsp(body: &str) -> Vec<u8> {
 #[case::wrong_param_type(lsp("{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"explain\", \"params\": {\"target\": 5}}"), -32602, "invalid params for `explain`: target: invalid type: integer `5`, expected a string")]
 #[case::no_state(lsp("{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"render\", \"params\": {}}"), -32602, "give the thread's state as `state`")]
 #[case::bad_state(lsp("{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"explain\", \"params\": {\"state\": {\"version\": 1, \"thread\": {\"id\": \"t\"}, \"request\": {\"provider\": \"codex\"}, \"runz\": []}}}"), -32002, "params.state")]
-#[case::bad_state_text(lsp("{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"explain\", \"params\": {\"stateText\": \"thread: [1]\\n\"}}"), -32002, "params.stateText:1:9: error: thread: invalid type: sequence, expected struct Thread")]
+#[case::bad_state_text(lsp("{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"explain\", \"params\": {\"state_text\": \"thread: [1]\\n\"}}"), -32002, "params.state_text:1:9: error: thread: invalid type: sequence, expected struct Thread")]
 #[case::unknown_target(lsp("{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"explain\", \"params\": {\"state\": {\"version\": 1, \"thread\": {\"id\": \"t\"}, \"request\": {\"provider\": \"codex\"}}, \"target\": \"gemini\"}}"), -32602, "unknown provider \"gemini\"")]
 #[case::params_for_health(lsp("{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"health\", \"params\": {\"verbose\": true}}"), -32602, "invalid params for `health`: verbose: unknown field `verbose`")]
 fn content_length_errors(#[case] raw: Vec<u8>, #[case] code: i64, #[case] message: &str) {

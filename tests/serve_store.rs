@@ -47,8 +47,8 @@ fn seed_000_run_by_run_over_the_socket() {
         "codex", "codex", "codex", "codex", "codex", "claude", "claude", "claude",
     ]) {
         let d = c.result("dispatch", json!({"thread": "th_1", "target": target}));
-        assert_eq!(d["run"], n);
-        assert_eq!(d["decision"]["policy"]["sha256"], sha);
+        assert_eq!(d["recorded"]["run"], n);
+        assert_eq!(d["run"], n, "the decision's run is the run started");
         assert_eq!(d["policy"]["sha256"], sha);
         let done = c.result(
             "completeRun",
@@ -57,22 +57,22 @@ fn seed_000_run_by_run_over_the_socket() {
         assert_eq!(done["status"], "completed");
         decisions.push(d);
     }
-    let codex = decisions[0]["providerThread"].clone();
-    let r6 = &decisions[5]["decision"];
+    let codex = decisions[0]["recorded"]["provider_thread"].clone();
+    let r6 = &decisions[5];
     assert_eq!(r6["strategy"], "full_new");
     assert_eq!(r6["provider_thread"]["action"], "create");
     assert_eq!(r6["covered_runs"], json!({"from": 1, "to": 5}));
     let d9 = c.result("dispatch", json!({"thread": "th_1", "target": "codex"}));
-    assert_eq!(d9["decision"]["strategy"], "delta_existing");
+    assert_eq!(d9["strategy"], "delta_existing");
     assert_eq!(
-        d9["decision"]["provider_thread"],
+        d9["provider_thread"],
         json!({"action": "resume", "id": codex})
     );
-    assert_eq!(d9["decision"]["covered_runs"], json!({"from": 6, "to": 8}));
-    assert_eq!(d9["handoff"]["id"], d9["decision"]["handoff_id"]);
+    assert_eq!(d9["covered_runs"], json!({"from": 6, "to": 8}));
+    assert_eq!(d9["handoff"]["id"], d9["handoff_id"]);
 
     // The child reads its document once.
-    let path = d9["decision"]["pregrant"]["path"].clone();
+    let path = d9["pregrant"]["path"].clone();
     let v = c.result(
         "pregrant/check",
         json!({"thread": "th_1", "run": 9, "tool": "Read", "args": {"file_path": path}}),
@@ -101,10 +101,10 @@ fn seed_000_run_by_run_over_the_socket() {
     let d = c.result("dispatch", json!({"thread": "th_1f", "target": "claude"}));
     c.result(
         "completeRun",
-        json!({"thread": "th_1f", "run": d["run"], "items": items(6)}),
+        json!({"thread": "th_1f", "run": d["recorded"]["run"], "items": items(6)}),
     );
     let m = c.result("mergeBack", json!({"thread": "th_1f"}));
-    assert_eq!(m["decision"]["handoff_strategy"], "fork_delta_summary");
+    assert_eq!(m["handoff_strategy"], "fork_delta_summary");
     assert_eq!(m["policy"]["sha256"], sha);
     let rb = c.result("rollback", json!({"thread": "th_1", "to": 7}));
     assert_eq!(rb["runs_rolled_back"], json!([8, 9]));
@@ -359,6 +359,6 @@ fn merge_back_is_ordered_before_a_later_dispatch_of_the_parent() {
     let handoff = &parent["result"]["handoff"];
     assert_eq!(handoff["id"], merged["result"]["handoff"]["id"], "{parent}");
     assert_eq!(handoff["strategy"], "fork_delta_summary");
-    assert_eq!(parent["result"]["run"], 2);
+    assert_eq!(parent["result"]["recorded"]["run"], 2);
     stop_socket(child, &mut c);
 }

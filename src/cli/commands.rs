@@ -144,7 +144,10 @@ pub(crate) fn explain(a: ExplainArgs) -> u8 {
     };
     match engine.decide(&state, a.decide.target.as_deref()) {
         Ok(d) => {
-            if a.json {
+            if a.json && a.no_trace {
+                let v = crate::store::report::to_value(&d, false);
+                outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            } else if a.json {
                 outln!("{}", d.to_json());
             } else if a.verbose {
                 out!("{}", engine.explain_verbose(&d));
@@ -179,6 +182,16 @@ pub(crate) fn render(a: RenderArgs) -> u8 {
                 p.fallback_detail.as_deref().unwrap_or("no detail")
             );
         }
+    }
+    if a.json {
+        let report = crate::store::report::RenderReport::new(outcome);
+        let text = if a.no_trace {
+            serde_json::to_string_pretty(&crate::store::report::to_value(&report, false))
+        } else {
+            serde_json::to_string_pretty(&report)
+        };
+        outln!("{}", text.unwrap_or_default());
+        return OK;
     }
     if a.deliver && outcome.rendered.is_some() {
         return super::delivery::render_deliver(

@@ -367,6 +367,13 @@ pub struct RenderArgs {
     /// back to inline, with a warning, if that fails) and print the first-turn prompt.
     #[arg(long, conflicts_with = "out")]
     pub deliver: bool,
+    /// Print the policy, the decision and the rendered handoff as JSON (the service's `render`
+    /// result) instead of the document.
+    #[arg(long, conflicts_with_all = ["out", "deliver"])]
+    pub json: bool,
+    /// With --json: leave the decision's trace (every rule evaluated, about 8 KB) out.
+    #[arg(long, requires = "json")]
+    pub no_trace: bool,
 }
 
 #[derive(Args, Debug)]
@@ -419,6 +426,9 @@ pub struct ExplainArgs {
     /// Print the decision as JSON (its fields are stable; `baton schema decision` describes them).
     #[arg(long)]
     pub json: bool,
+    /// With --json: leave the decision's trace (every rule evaluated, about 8 KB) out.
+    #[arg(long, requires = "json")]
+    pub no_trace: bool,
     /// Append every rule evaluated, with the values it read.
     #[arg(long)]
     pub verbose: bool,

@@ -59,11 +59,20 @@ pub struct DbArgs {
 #[derive(Subcommand, Debug)]
 pub enum DbCommand {
     /// Create the database (or migrate it to this baton's schema).
-    Init(DbPath),
+    Init(InitArgs),
     /// Import state files, or with --from coding-tool session logs, one thread each.
     Import(ImportArgs),
     /// Print a stored thread as a state file (YAML, or JSON with --json).
     Export(ExportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    #[command(flatten)]
+    pub db: DbPath,
+    /// Print `{"db", "schema_version"}` as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -80,6 +89,10 @@ pub struct ImportArgs {
     /// Replace a stored thread of the same id instead of refusing.
     #[arg(long)]
     pub replace: bool,
+    /// Print a JSON array with one `{"thread", "runs"}` per thread imported (the service's
+    /// `thread/import` result).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -135,9 +148,8 @@ pub struct DispatchArgs {
     #[command(flatten)]
     pub handoff: HandoffArgs,
     /// Print the decision (as `explain --json` does) plus `handoff` and `recorded` as JSON.
-    /// Print the result as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: JsonArgs,
 }
 
 #[derive(Args, Debug)]
@@ -156,6 +168,9 @@ pub struct CompleteArgs {
     /// How the run ended: completed, failed or interrupted.
     #[arg(long, default_value = "completed", value_name = "S")]
     pub status: String,
+    /// Print the result as JSON (the service's `completeRun` result).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -203,9 +218,8 @@ pub struct MergeBackArgs {
     pub message: Option<String>,
     #[command(flatten)]
     pub handoff: HandoffArgs,
-    /// Print the result as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: JsonArgs,
 }
 
 #[derive(Args, Debug)]
@@ -223,9 +237,8 @@ pub struct RegenerateArgs {
     pub message: Option<String>,
     #[command(flatten)]
     pub handoff_args: HandoffArgs,
-    /// Print the result as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: JsonArgs,
 }
 
 fn open(db: &Path) -> Result<Store, u8> {
@@ -267,13 +280,17 @@ pub(crate) fn load_state(src: &StateSource) -> Result<State, u8> {
 
 pub(crate) fn db(a: DbArgs) -> u8 {
     match a.command {
-        DbCommand::Init(p) => {
-            let path = p.resolve();
+        DbCommand::Init(a) => {
+            let path = a.db.resolve();
             let store = match open(&path) {
                 Ok(s) => s,
                 Err(c) => return c,
             };
             match store.schema_version() {
+                Ok(v) if a.json => {
+                    json_out(&serde_json::json!({"db": path, "schema_version": v}));
+                    OK
+                }
                 Ok(v) => {
                     print(&format!("{}: schema version {v}", path.display()));
                     OK
@@ -287,6 +304,7 @@ pub(crate) fn db(a: DbArgs) -> u8 {
                 Err(c) => return c,
             };
             let mut code = OK;
+            let mut imported = Vec::new();
             for file in &a.states {
                 let loaded = match a.from {
                     Some(tool) => super::import::import_state(tool.into(), file),
@@ -303,6 +321,10 @@ pub(crate) fn db(a: DbArgs) -> u8 {
                     }
                 };
                 match store.import_with(&state, a.replace) {
+                    Ok(()) if a.json => imported.push(store::ImportReport {
+                        thread: state.thread.id.clone(),
+                        runs: state.runs.len(),
+                    }),
                     Ok(()) => print(&format!(
                         "imported {} from {} ({} runs)",
                         state.thread.id,
@@ -311,6 +333,9 @@ pub(crate) fn db(a: DbArgs) -> u8 {
                     )),
                     Err(e) => code = fail(e),
                 }
+            }
+            if a.json {
+                json_out(&imported);
             }
             code
         }
@@ -335,46 +360,31 @@ pub(crate) fn db(a: DbArgs) -> u8 {
     }
 }
 
-/// The JSON of a dispatch: the decision (DESIGN §4) plus `handoff` and `recorded`.
-#[derive(serde::Serialize)]
-struct DispatchedJson<'a> {
-    #[serde(flatten)]
-    decision: &'a crate::decision::Decision,
-    handoff: &'a Option<store::HandoffRecord>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    merge_back: &'a Option<store::HandoffRecord>,
-    recorded: Recorded<'a>,
+/// `--json` and `--no-trace` of the commands that print a result.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct JsonArgs {
+    /// Print the result as JSON (the same object the service returns, docs/service.md).
+    #[arg(long)]
+    pub json: bool,
+    /// With --json: leave the decision's trace (every rule evaluated, about 8 KB) out.
+    #[arg(long, requires = "json")]
+    pub no_trace: bool,
 }
 
-#[derive(serde::Serialize)]
-struct Recorded<'a> {
-    run: u32,
-    provider_thread: &'a Option<String>,
-    started: bool,
-}
-
-fn dispatched_json(d: &Dispatched) -> DispatchedJson<'_> {
-    DispatchedJson {
-        decision: &d.decision,
-        handoff: &d.handoff,
-        merge_back: &d.merge_back,
-        recorded: Recorded {
-            run: d.run,
-            provider_thread: &d.provider_thread,
-            started: d.started,
-        },
-    }
-}
-
-fn print_dispatched(d: &Dispatched, json: bool, what: &str) {
+fn print_dispatched(d: &Dispatched, out: JsonArgs, what: &str) {
     let delivery = d.decision.delivery.as_ref();
     if let Some(reason) = delivery.and_then(|x| x.fallback_reason.as_ref()) {
         eprintln!(
             "warning: off-band delivery failed, so the handoff is delivered inline: {reason}"
         );
     }
-    if json {
-        json_out(&dispatched_json(d));
+    if out.json {
+        let report = store::DispatchReport::from(d.clone());
+        if out.no_trace {
+            json_out(&store::report::to_value(&report, false));
+        } else {
+            json_out(&report);
+        }
         return;
     }
     let dec = &d.decision;
@@ -472,7 +482,7 @@ pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
     };
     match store::dispatch(&mut store, engine.policy(), &req) {
         Ok(d) => {
-            print_dispatched(&d, a.json, "started");
+            print_dispatched(&d, a.out, "started");
             if d.started {
                 OK
             } else {
@@ -536,6 +546,10 @@ pub(crate) fn complete(a: CompleteArgs) -> u8 {
         Err(c) => return c,
     };
     match store::complete_run(&mut store, &a.thread, a.run, items, status) {
+        Ok(c) if a.json => {
+            json_out(&c);
+            OK
+        }
         Ok(c) => {
             print(&format!(
                 "run {} of {}: {} ({} item{}){}",
@@ -626,7 +640,7 @@ fn handoff_command(
     h: &HandoffArgs,
     db: &DbPath,
     message: Option<String>,
-    json: bool,
+    out: JsonArgs,
     what: &str,
     op: impl FnOnce(
         &mut Store,
@@ -650,7 +664,7 @@ fn handoff_command(
     };
     match op(&mut store, engine.policy(), &opts) {
         Ok(d) => {
-            print_dispatched(&d, json, what);
+            print_dispatched(&d, out, what);
             OK
         }
         Err(e) => fail(e),
@@ -662,7 +676,7 @@ pub(crate) fn merge_back(a: MergeBackArgs) -> u8 {
         &a.handoff,
         &a.db,
         a.message.clone(),
-        a.json,
+        a.out,
         "merge-back for parent",
         |store, policy, opts| store::merge_back(store, policy, &a.thread, opts),
     )
@@ -673,7 +687,7 @@ pub(crate) fn regenerate(a: RegenerateArgs) -> u8 {
         &a.handoff_args,
         &a.db,
         a.message.clone(),
-        a.json,
+        a.out,
         "regenerated for",
         |store, policy, opts| store::regenerate(store, policy, &a.thread, &a.handoff, opts),
     )

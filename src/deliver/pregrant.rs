@@ -179,7 +179,7 @@ pub struct CheckRequest {
 }
 
 /// The answer to a [`CheckRequest`]; serialises as `{"allow":..,"reason":..}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verdict {
     /// Whether the call may proceed without prompting.
     pub allow: bool,

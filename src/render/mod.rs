@@ -85,7 +85,7 @@ pub struct RenderError {
 }
 
 /// Everything a handoff consists of.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Rendered {
     /// The handoff document (markdown), rendered from `handoff.md.j2` or the policy's template.
     pub document: String,
@@ -95,6 +95,7 @@ pub struct Rendered {
     /// Where the handoff came from, as written to `handoff.json`: the policy, thread and target,
     /// the strategies, covered runs, delivery, who wrote the summary, the items included and
     /// omitted, character counts and template names.
+    #[schemars(with = "std::collections::BTreeMap<String, serde_json::Value>")]
     pub provenance: Provenance,
     /// The off-band document's path (none when delivered inline).
     pub document_path: Option<String>,

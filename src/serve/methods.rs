@@ -31,6 +31,7 @@ pub const NAMES: &[&str] = &[
     "rollback",
     "fork",
     "mergeBack",
+    "regenerate",
     "pregrant/check",
     "thread/import",
     "thread/export",
@@ -47,8 +48,8 @@ pub fn lookup(method: &str) -> Option<Spec> {
         "explain" | "render" | "thread/export" | "policy/status" | "health" => {
             Some(Spec { mutates: false })
         }
-        "dispatch" | "completeRun" | "rollback" | "fork" | "mergeBack" | "pregrant/check"
-        | "thread/import" | "policy/reload" => Some(Spec { mutates: true }),
+        "dispatch" | "completeRun" | "rollback" | "fork" | "mergeBack" | "regenerate"
+        | "pregrant/check" | "thread/import" | "policy/reload" => Some(Spec { mutates: true }),
         _ => None,
     }
 }
@@ -56,23 +57,31 @@ pub fn lookup(method: &str) -> Option<Spec> {
 /// Whether a request's params can name a thread (so that it must take queue places).
 pub fn may_name_threads(method: &str, params: &Value) -> bool {
     method == "mergeBack"
-        || ["thread", "child", "state", "stateText"]
+        || ["thread", "child", "state", "state_text", "stateText"]
             .iter()
             .any(|k| params.get(k).is_some())
 }
 
-/// Whether finding a request's threads takes real work (parsing a `stateText`, asking the
+/// Whether finding a request's threads takes real work (parsing a `state_text`, asking the
 /// store for a fork's parent): then it runs on the blocking pool, never on a connection's
 /// read loop.
 pub fn keys_need_work(method: &str, params: &Value) -> bool {
-    method == "mergeBack" || params.get("stateText").is_some()
+    method == "mergeBack" || state_text(params).is_some()
+}
+
+/// The `state_text` param (or its deprecated alias `stateText`).
+fn state_text(params: &Value) -> Option<&str> {
+    params
+        .get("state_text")
+        .or_else(|| params.get("stateText"))
+        .and_then(Value::as_str)
 }
 
 /// The threads a request names, for per-thread ordering, in every form the methods accept:
 /// `params.thread`, `params.child` (the fork to create), the inline `state`'s `thread.id`, or
-/// the `thread.id` inside `stateText`; for a `mergeBack`, also the fork's parent. Read before
+/// the `thread.id` inside `state_text`; for a `mergeBack`, also the fork's parent. Read before
 /// the request takes its place in those threads' queues, in the connection's arrival order.
-/// Blocking when [`keys_need_work`]. A `stateText` that does not parse (or is past the state
+/// Blocking when [`keys_need_work`]. A `state_text` that does not parse (or is past the state
 /// limits) names no thread here; the method itself then reports the error.
 pub fn thread_keys(shared: &Shared, method: &str, params: &Value) -> Vec<String> {
     let mut keys: Vec<String> = ["/thread", "/child", "/state/thread/id"]
@@ -80,7 +89,7 @@ pub fn thread_keys(shared: &Shared, method: &str, params: &Value) -> Vec<String>
         .filter_map(|p| params.pointer(p).and_then(Value::as_str))
         .map(str::to_string)
         .collect();
-    if let Some(text) = params.get("stateText").and_then(Value::as_str) {
+    if let Some(text) = state_text(params) {
         keys.extend(crate::state::thread_id_in_text(text));
     }
     if method == "mergeBack" {
@@ -122,6 +131,9 @@ pub async fn call(
         "completeRun" => pool!(|cx, p| stored::complete(cx.stores(), p)),
         "rollback" => pool!(|cx, p| stored::rollback(cx.stores(), p)),
         "fork" => pool!(|cx, p| stored::fork(cx.stores(), p)),
+        "regenerate" => {
+            pool!(|cx, p| stored::regenerate(cx.stores(), &cx.set, cx.handoff_dir(), p))
+        }
         "pregrant/check" => pool!(|cx, p| stored::pregrant_check(cx.stores(), p)),
         "thread/import" => pool!(|cx, p: stored::ImportParams| {
             let state = inline_state(p.state.as_ref(), p.state_text.as_deref())?;
@@ -143,9 +155,9 @@ pub async fn call(
             Ok(json!({
                 "status": "ok",
                 "version": env!("CARGO_PKG_VERSION"),
-                "uptimeMs": u64::try_from(shared.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                "inFlight": shared.in_flight().saturating_sub(1),
-                "queuedThreads": shared.queued_threads(),
+                "uptime_ms": u64::try_from(shared.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                "in_flight": shared.in_flight().saturating_sub(1),
+                "queued_threads": shared.queued_threads(),
                 "policy": shared.policies.current().reference(),
                 "methods": NAMES,
             }))
@@ -222,19 +234,28 @@ pub(crate) struct Empty {}
 
 /// Params of `explain` and `render`.
 #[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub(crate) struct DecideParams {
     /// A thread in the store.
     thread: Option<String>,
     /// The state document (docs/state.md) as a JSON object.
     state: Option<Value>,
-    /// The state document as text (YAML or JSON, e.g. a state file's contents).
+    /// The state document as text (YAML or JSON, e.g. a state file's contents); `stateText`
+    /// is a deprecated alias.
+    #[serde(alias = "stateText")]
     state_text: Option<String>,
     /// Decide for this provider instead of the state's `request.provider`.
     target: Option<String>,
     /// Append every rule evaluated to the explanation.
     #[serde(default)]
     verbose: bool,
+    /// Include the decision's trace (default true); false leaves it out.
+    #[serde(default = "yes")]
+    trace: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn state_error(e: &StateError) -> RpcError {
@@ -254,33 +275,33 @@ fn eval_error(e: &EvalError) -> RpcError {
     RpcError::new(code, e.to_string())
 }
 
-/// The state of a deciding request: the stored `thread`, or the inline `state` / `stateText`.
+/// The state of a deciding request: the stored `thread`, or the inline `state` / `state_text`.
 fn state_of(p: &DecideParams, stores: &StorePool) -> Result<State, RpcError> {
     match (&p.thread, p.state.is_some() || p.state_text.is_some()) {
         (Some(t), false) => stored::load(stores, t),
         (Some(_), true) => Err(RpcError::invalid_params(
-            "give either a stored `thread` or an inline `state`/`stateText`, not both",
+            "give either a stored `thread` or an inline `state`/`state_text`, not both",
         )),
         (None, _) => inline_state(p.state.as_ref(), p.state_text.as_deref()),
     }
 }
 
-/// An inline state: `state` (a JSON object) or `stateText` (YAML or JSON text).
+/// An inline state: `state` (a JSON object) or `state_text` (YAML or JSON text).
 fn inline_state(state: Option<&Value>, text: Option<&str>) -> Result<State, RpcError> {
     let v = match (state, text) {
         (Some(v), None) => v,
         (None, Some(text)) => {
-            return crate::state::parse_str(text, Format::Yaml, "params.stateText")
+            return crate::state::parse_str(text, Format::Yaml, "params.state_text")
                 .map_err(|e| state_error(&e))
         }
         (Some(_), Some(_)) => {
             return Err(RpcError::invalid_params(
-                "give the state once: `state` (an object) or `stateText` (YAML/JSON text), not both",
+                "give the state once: `state` (an object) or `state_text` (YAML/JSON text), not both",
             ))
         }
         (None, None) => {
             return Err(RpcError::invalid_params(
-                "give the thread's state as `state` (a state document object) or `stateText` (its YAML/JSON text), or a stored `thread`",
+                "give the thread's state as `state` (a state document object) or `state_text` (its YAML/JSON text), or a stored `thread`",
             ))
         }
     };
@@ -310,11 +331,12 @@ fn explain(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
         .engine
         .decide(&state, opts.target.as_deref())
         .map_err(|e| engine_error(&e))?;
-    Ok(json!({
-        "policy": set.reference(),
-        "decision": d,
-        "explanation": crate::explain::render(&d, p.verbose),
-    }))
+    let report = crate::store::report::ExplainReport {
+        policy: d.policy.clone(),
+        explanation: crate::explain::render(&d, p.verbose),
+        decision: d,
+    };
+    Ok(crate::store::report::to_value(&report, p.trace))
 }
 
 fn render(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
@@ -324,17 +346,10 @@ fn render(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
         .engine
         .run(&state, opts.target.as_deref())
         .map_err(|e| engine_error(&e))?;
-    Ok(json!({
-        "policy": set.reference(),
-        "decision": outcome.decision,
-        "handoff": outcome.rendered.map(|r| json!({
-            "document": r.document,
-            "inline": r.inline,
-            "documentPath": r.document_path,
-            "inlineNote": r.inline_note,
-            "provenance": r.provenance,
-        })),
-    }))
+    Ok(crate::store::report::to_value(
+        &crate::store::report::RenderReport::new(outcome),
+        p.trace,
+    ))
 }
 
 /// The JSON-RPC error of an engine failure: decision errors as [`eval_error`], template

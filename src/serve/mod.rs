@@ -20,8 +20,16 @@ pub(crate) mod params {
     pub(crate) use super::methods::{DecideParams, Empty};
     pub(crate) use super::stored::{
         CompleteParams, DispatchParams, ForkParams, ImportParams, MergeBackParams, PregrantParams,
-        RollbackParams, ThreadParams,
+        RegenerateParams, RollbackParams, ThreadParams,
     };
+
+    /// The deprecated camelCase names the params still accept (serde aliases), each with its
+    /// snake_case name (docs/service.md).
+    pub(crate) const DEPRECATED_ALIASES: &[(&str, &str)] = &[
+        ("stateText", "state_text"),
+        ("runtimeMode", "runtime_mode"),
+        ("cleanContext", "clean_context"),
+    ];
 }
 
 use crate::policy::PolicyError;

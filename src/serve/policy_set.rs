@@ -50,7 +50,6 @@ impl PolicySet {
 
 /// The last reload that was refused.
 #[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Rejection {
     pub at_ms: u64,
     pub message: String,
@@ -280,12 +279,12 @@ impl PolicyHolder {
             "name": cur.policy.name,
             "sha256": cur.policy.sha256,
             "spec": self.spec,
-            "templatesDir": self.templates_dir,
+            "templates_dir": self.templates_dir,
             "files": cur.files(),
             "generation": cur.generation,
-            "loadedAtMs": cur.loaded_at_ms,
+            "loaded_at_ms": cur.loaded_at_ms,
             "warnings": cur.policy.warnings,
-            "lastRejection": rejection,
+            "last_rejection": rejection,
         })
     }
 

@@ -97,9 +97,12 @@ pub fn load(pool: &StorePool, thread: &str) -> Result<State, RpcError> {
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct ImportParams {
+    /// The state document (docs/state.md) as a JSON object.
     pub state: Option<Value>,
+    /// The state document as text (YAML or JSON); `stateText` is a deprecated alias.
+    #[serde(alias = "stateText")]
     pub state_text: Option<String>,
     #[serde(default)]
     pub replace: bool,
@@ -107,11 +110,14 @@ pub struct ImportParams {
 
 pub fn import(pool: &StorePool, state: State, replace: bool) -> Result<Value, RpcError> {
     pool.write_op(|s| s.import_with(&state, replace))?;
-    Ok(json!({"thread": state.thread.id, "runs": state.runs.len()}))
+    Ok(json!(store::ImportReport {
+        thread: state.thread.id,
+        runs: state.runs.len(),
+    }))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct ThreadParams {
     pub thread: String,
 }
@@ -122,33 +128,31 @@ pub fn export(pool: &StorePool, p: ThreadParams) -> Result<Value, RpcError> {
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct DispatchParams {
     pub thread: String,
     pub target: String,
     pub message: Option<String>,
     pub model: Option<String>,
+    /// `runtimeMode` is a deprecated alias.
+    #[serde(alias = "runtimeMode")]
     pub runtime_mode: Option<String>,
-    #[serde(default)]
+    /// `cleanContext` is a deprecated alias.
+    #[serde(default, alias = "cleanContext")]
     pub clean_context: bool,
+    /// Include the decision's trace (default true); false leaves it out.
+    #[serde(default = "yes")]
+    pub trace: bool,
 }
 
-fn dispatched(set: &PolicySet, d: Dispatched) -> Value {
-    let mut v = json!({
-        "policy": set.reference(),
-        "decision": d.decision,
-        "run": d.run,
-        "providerThread": d.provider_thread,
-        "started": d.started,
-        "handoff": d.handoff,
-    });
-    // A fork's merge-back the run takes beside a handoff of its own (docs/store.md).
-    if let Some(m) = d.merge_back {
-        if let Some(fields) = v.as_object_mut() {
-            fields.insert("mergeBack".into(), json!(m));
-        }
-    }
-    v
+fn yes() -> bool {
+    true
+}
+
+/// The result of a dispatch, merge-back or regenerate: the same JSON `baton dispatch --json`
+/// prints (the decision's `policy` is the set that made it).
+fn dispatched(d: Dispatched, trace: bool) -> Value {
+    store::report::to_value(&store::DispatchReport::from(d), trace)
 }
 
 pub fn dispatch(
@@ -169,11 +173,11 @@ pub fn dispatch(
         templates: Some(set.engine.templates().clone()),
     };
     pool.write_op(|s| store::dispatch(s, &set.policy, &req))
-        .map(|d| dispatched(set, d))
+        .map(|d| dispatched(d, p.trace))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct CompleteParams {
     pub thread: String,
     pub run: u32,
@@ -193,7 +197,7 @@ pub fn complete(pool: &StorePool, p: CompleteParams) -> Result<Value, RpcError> 
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct RollbackParams {
     pub thread: String,
     pub to: u32,
@@ -205,7 +209,7 @@ pub fn rollback(pool: &StorePool, p: RollbackParams) -> Result<Value, RpcError> 
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct ForkParams {
     pub thread: String,
     pub at: u32,
@@ -218,11 +222,14 @@ pub fn fork(pool: &StorePool, p: ForkParams) -> Result<Value, RpcError> {
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct MergeBackParams {
     /// The fork (child) thread.
     pub thread: String,
     pub message: Option<String>,
+    /// Include the decision's trace (default true); false leaves it out.
+    #[serde(default = "yes")]
+    pub trace: bool,
 }
 
 pub fn merge_back(
@@ -238,11 +245,40 @@ pub fn merge_back(
         templates: Some(set.engine.templates().clone()),
     };
     pool.write_op(|s| store::merge_back(s, &set.policy, &p.thread, &opts))
-        .map(|d| dispatched(set, d))
+        .map(|d| dispatched(d, p.trace))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
+pub struct RegenerateParams {
+    pub thread: String,
+    /// The handoff to supersede (the running run's).
+    pub handoff: String,
+    /// Replace the user's message.
+    pub message: Option<String>,
+    /// Include the decision's trace (default true); false leaves it out.
+    #[serde(default = "yes")]
+    pub trace: bool,
+}
+
+pub fn regenerate(
+    pool: &StorePool,
+    set: &PolicySet,
+    handoff_dir: Option<PathBuf>,
+    p: RegenerateParams,
+) -> Result<Value, RpcError> {
+    let opts = store::HandoffOptions {
+        message: p.message,
+        handoff_dir,
+        templates_dir: None,
+        templates: Some(set.engine.templates().clone()),
+    };
+    pool.write_op(|s| store::regenerate(s, &set.policy, &p.thread, &p.handoff, &opts))
+        .map(|d| dispatched(d, p.trace))
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PregrantParams {
     pub thread: String,
     /// The turn (run) the tool call happens on.

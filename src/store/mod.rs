@@ -11,6 +11,7 @@ mod grants;
 mod io;
 pub mod lifecycle;
 pub mod replay;
+pub mod report;
 mod schema;
 
 use crate::deliver::HandoffLiveness;
@@ -26,6 +27,7 @@ pub use lifecycle::{
 pub use replay::{
     replay, DecisionInput, ReplayDifference, ReplayFilter, ReplayReport, ReplaySkipped,
 };
+pub use report::{DispatchReport, ImportReport, Recorded};
 pub use schema::SCHEMA_VERSION;
 
 /// How long a busy database is retried before [`StoreError::Busy`] (overridden by

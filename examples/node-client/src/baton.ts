@@ -2,9 +2,10 @@
 // (docs/service.md) and a small client over vscode-jsonrpc. Copy this file into an app, or
 // use it as the reference for the wire format.
 //
-// Naming: the service's own fields are camelCase (LSP style); objects that come from the
-// library keep the snake_case JSON that `baton ... --json` prints (the decision,
-// handoff records, rollback and fork reports).
+// Naming: every param and result field is snake_case, as in the decision contract, and each
+// result is exactly what the matching `baton ... --json` command prints (docs/service.md).
+// tests/schema.rs checks these types against `baton schema decision` and the `results` of
+// `baton schema service`. The method names stay as they were (`completeRun`, `mergeBack`).
 import { spawn, type ChildProcess } from "node:child_process";
 import * as rpc from "vscode-jsonrpc/node.js";
 
@@ -70,7 +71,8 @@ export interface Decision {
     kept: boolean;
     reasons?: string[];
   };
-  trace: unknown[];
+  /** Every rule evaluated. Left out when the request says `trace: false` (about 8 KB saved). */
+  trace?: unknown[];
 }
 
 /** A recorded handoff (store). */
@@ -80,18 +82,19 @@ export interface HandoffRecord {
   inline: string;
   status: "pending" | "ready" | "failed" | "superseded";
   covered: RunRange;
+  /** Only for a fork's merge-back: the fork whose runs `covered` counts. */
+  covered_thread?: string;
   strategy: HandoffStrategy;
   transfer: string | null;
   supersedes: string | null;
 }
 
-export interface Dispatched {
-  policy: PolicyRef;
-  decision: Decision;
-  run: number;
-  providerThread: string | null;
-  started: boolean;
+/** The result of `dispatch` / `mergeBack` / `regenerate` (what `baton dispatch --json` prints): the decision plus what was recorded. */
+export interface Dispatched extends Decision {
   handoff: HandoffRecord | null;
+  /** A fork's merge-back the run takes beside a handoff of its own. */
+  merge_back?: HandoffRecord;
+  recorded: { run: number; provider_thread: string | null; started: boolean };
 }
 
 export interface Explained {
@@ -100,16 +103,41 @@ export interface Explained {
   explanation: string;
 }
 
+/** The result of `render` (what `baton render --json` prints). */
 export interface Rendered {
   policy: PolicyRef;
   decision: Decision;
   handoff: {
     document: string;
     inline: string;
-    documentPath: string | null;
-    inlineNote: string | null;
     provenance: Record<string, unknown>;
+    document_path: string | null;
+    inline_note: string | null;
   } | null;
+}
+
+/** The result of `rollback` (what `baton rollback --json` prints). */
+export interface RollbackReport {
+  thread: string;
+  to: number;
+  runs_rolled_back: number[];
+  handoffs_superseded: string[];
+  provider_threads: { id: string; provider: string; status: "active" | "divergent" | "rolled_back" | "closed" }[];
+  compact_summary_dropped: boolean;
+}
+
+/** The result of `fork` (what `baton fork --json` prints). */
+export interface ForkReport {
+  parent: string;
+  child: string;
+  at: number;
+  transfer: string;
+}
+
+/** The result of `thread/import` (one element of `baton db import --json`). */
+export interface Imported {
+  thread: string;
+  runs: number;
 }
 
 export interface Completed {
@@ -138,20 +166,20 @@ export interface PolicyStatus {
   name: string;
   sha256: string;
   spec: string;
-  templatesDir: string | null;
+  templates_dir: string | null;
   files: string[];
   generation: number;
-  loadedAtMs: number;
+  loaded_at_ms: number;
   warnings: Diagnostic[];
-  lastRejection: { atMs: number; message: string; diagnostics: Diagnostic[] } | null;
+  last_rejection: { at_ms: number; message: string; diagnostics: Diagnostic[] } | null;
 }
 
 export interface Health {
   status: "ok";
   version: string;
-  uptimeMs: number;
-  inFlight: number;
-  queuedThreads: number;
+  uptime_ms: number;
+  in_flight: number;
+  queued_threads: number;
   policy: PolicyRef;
   methods: string[];
 }
@@ -159,7 +187,7 @@ export interface Health {
 /** A thread's state: a state document (DESIGN §3), or its YAML/JSON text, or a stored id. */
 export type StateSource =
   | { state: Record<string, unknown> }
-  | { stateText: string }
+  | { state_text: string }
   | { thread: string };
 
 export interface Item {
@@ -215,20 +243,35 @@ export class Baton {
   policyStatus(): Promise<PolicyStatus> {
     return this.req("policy/status");
   }
-  explain(src: StateSource & { target?: string; verbose?: boolean }): Promise<Explained> {
+  explain(src: StateSource & { target?: string; verbose?: boolean; trace?: boolean }): Promise<Explained> {
     return this.req("explain", src);
   }
-  render(src: StateSource & { target?: string }): Promise<Rendered> {
+  render(src: StateSource & { target?: string; trace?: boolean }): Promise<Rendered> {
     return this.req("render", src);
   }
-  importThread(p: { state: Record<string, unknown>; replace?: boolean }): Promise<{ thread: string; runs: number }> {
+  importThread(p: { state: Record<string, unknown>; replace?: boolean }): Promise<Imported> {
     return this.req("thread/import", p);
   }
-  dispatch(p: { thread: string; target: string; message?: string }): Promise<Dispatched> {
+  exportThread(p: { thread: string }): Promise<{ state: Record<string, unknown> }> {
+    return this.req("thread/export", p);
+  }
+  dispatch(p: { thread: string; target: string; message?: string; model?: string; runtime_mode?: string; clean_context?: boolean; trace?: boolean }): Promise<Dispatched> {
     return this.req("dispatch", p);
   }
   completeRun(p: { thread: string; run: number; items: Item[]; status?: Completed["status"] }): Promise<Completed> {
     return this.req("completeRun", p);
+  }
+  rollback(p: { thread: string; to: number }): Promise<RollbackReport> {
+    return this.req("rollback", p);
+  }
+  fork(p: { thread: string; at: number; child?: string }): Promise<ForkReport> {
+    return this.req("fork", p);
+  }
+  mergeBack(p: { thread: string; message?: string; trace?: boolean }): Promise<Dispatched> {
+    return this.req("mergeBack", p);
+  }
+  regenerate(p: { thread: string; handoff: string; message?: string; trace?: boolean }): Promise<Dispatched> {
+    return this.req("regenerate", p);
   }
   pregrantCheck(
     p: { thread: string; run: number; tool: string } & ({ path: string } | { args: Record<string, unknown> }),

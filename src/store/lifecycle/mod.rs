@@ -72,7 +72,7 @@ pub struct HandoffOptions {
 }
 
 /// A handoff as recorded.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct HandoffRecord {
     /// The handoff id (`"H3"`).
     pub id: String,
@@ -96,8 +96,10 @@ pub struct HandoffRecord {
     pub supersedes: Option<String>,
 }
 
-/// The outcome of a dispatch (and of `regenerate` / `merge_back`).
+/// The outcome of a dispatch (and of `regenerate` / `merge_back`). It serializes as
+/// [`super::DispatchReport`], the one JSON shape of `baton dispatch --json` and the service.
 #[derive(Debug, Clone, Serialize)]
+#[serde(into = "super::report::DispatchReport")]
 pub struct Dispatched {
     /// The decision, as recorded in the decision log.
     pub decision: Decision,
@@ -117,7 +119,7 @@ pub struct Dispatched {
 }
 
 /// The outcome of `complete_run`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Completed {
     /// The thread id.
     pub thread: String,
@@ -133,7 +135,7 @@ pub struct Completed {
 }
 
 /// A provider thread whose status a rollback changed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ProviderThreadChange {
     /// The provider thread id.
     pub id: String,
@@ -144,7 +146,7 @@ pub struct ProviderThreadChange {
 }
 
 /// The outcome of `rollback`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RollbackReport {
     /// The thread id.
     pub thread: String,
@@ -162,7 +164,7 @@ pub struct RollbackReport {
 }
 
 /// The outcome of `fork`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ForkReport {
     /// The thread forked from.
     pub parent: String,
