@@ -25,9 +25,11 @@ pub(crate) fn load_policy(spec: &str) -> Result<Policy, u8> {
     }
 }
 
-pub(crate) fn load_state(src: &StateSource) -> Result<State, u8> {
+/// The state of a deciding command: `--state FILE`, or `--thread ID` from the database
+/// (`command` names the command in the error for a database that does not exist).
+pub(crate) fn load_state(src: &StateSource, command: &str) -> Result<State, u8> {
     let Some(path) = &src.state else {
-        return super::store::load_state(src);
+        return super::store::load_state(src, command);
     };
     crate::state::load_file(path).map_err(|e| {
         eprintln!("{e}");
@@ -131,14 +133,14 @@ pub(crate) fn load_engine(
 }
 
 /// The engine and the state of a deciding command.
-fn inputs(a: &DecideArgs, templates: Option<&Path>) -> Result<(Engine, State), u8> {
+fn inputs(a: &DecideArgs, templates: Option<&Path>, command: &str) -> Result<(Engine, State), u8> {
     let engine = load_engine(&a.policy, templates, a.handoff_dir.clone())?;
-    let state = load_state(&a.source)?;
+    let state = load_state(&a.source, command)?;
     Ok((engine, state))
 }
 
 pub(crate) fn explain(a: ExplainArgs) -> u8 {
-    let (engine, state) = match inputs(&a.decide, None) {
+    let (engine, state) = match inputs(&a.decide, None, "baton explain") {
         Ok(x) => x,
         Err(c) => return c,
     };
@@ -161,7 +163,7 @@ pub(crate) fn explain(a: ExplainArgs) -> u8 {
 }
 
 pub(crate) fn render(a: RenderArgs) -> u8 {
-    let (engine, state) = match inputs(&a.decide, a.templates.as_deref()) {
+    let (engine, state) = match inputs(&a.decide, a.templates.as_deref(), "baton render") {
         Ok(x) => x,
         Err(c) => return c,
     };

@@ -120,7 +120,7 @@ pub async fn call(
         "dispatch" => pool!(|cx, p| stored::dispatch(cx.stores(), &cx.set, cx.handoff_dir(), p)),
         "mergeBack" => pool!(|cx, p| stored::merge_back(cx.stores(), &cx.set, cx.handoff_dir(), p)),
         "completeRun" => pool!(|cx, p| stored::complete(cx.stores(), p)),
-        "rollback" => pool!(|cx, p| stored::rollback(cx.stores(), p)),
+        "rollback" => pool!(|cx, p| stored::rollback(cx.stores(), &cx.set, cx.handoff_dir(), p)),
         "fork" => pool!(|cx, p| stored::fork(cx.stores(), p)),
         "pregrant/check" => pool!(|cx, p| stored::pregrant_check(cx.stores(), p)),
         "thread/import" => pool!(|cx, p: stored::ImportParams| {
@@ -289,8 +289,15 @@ fn inline_state(state: Option<&Value>, text: Option<&str>) -> Result<State, RpcE
             "`state` must be a state document object (docs/state.md)",
         ));
     }
-    crate::state::parse_str(&v.to_string(), Format::Json, "params.state")
-        .map_err(|e| state_error(&e))
+    // The object has no text the client wrote: a line and column in baton's own
+    // serialization of it would point nowhere, so only the path (`at`) locates a problem.
+    crate::state::parse_str(&v.to_string(), Format::Json, "params.state").map_err(|mut e| {
+        for p in &mut e.problems {
+            p.line = None;
+            p.column = None;
+        }
+        state_error(&e)
+    })
 }
 
 /// The state and evaluation options of a deciding request.

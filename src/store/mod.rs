@@ -8,6 +8,7 @@
 //! with what it was decided from ([`DecisionInput`]); [`replay()`] decides the log again.
 
 mod grants;
+pub mod hint;
 mod io;
 pub mod lifecycle;
 pub mod replay;
@@ -20,8 +21,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use lifecycle::{
-    complete_run, dispatch, fork, merge_back, regenerate, rollback, Completed, DispatchRequest,
-    Dispatched, ForkReport, HandoffOptions, HandoffRecord, ProviderThreadChange, RollbackReport,
+    advise_rollback, complete_run, dispatch, fork, merge_back, regenerate, rollback, AppAction,
+    Completed, DispatchRequest, Dispatched, ForkPoint, ForkReport, HandoffOptions, HandoffRecord,
+    NextRun, ProviderThreadChange, RollbackReport,
 };
 pub use replay::{
     replay, DecisionInput, ReplayDifference, ReplayFilter, ReplayReport, ReplaySkipped,
@@ -71,9 +73,9 @@ pub enum StoreError {
         what: String,
         why: String,
     },
-    #[error("{path}: error: no thread \"{thread}\" in the database; `baton db import` it first")]
+    #[error("{path}: error: no thread \"{thread}\" in the database; import it first: `baton db import --db {db} STATE_FILE`", db = hint::sh(.path))]
     ThreadNotFound { path: String, thread: String },
-    #[error("{path}: error: thread \"{thread}\" is already in the database (use --replace to overwrite it)")]
+    #[error("{path}: error: thread \"{thread}\" is already in the database; to overwrite it: `baton db import --db {db} --replace STATE_FILE`", db = hint::sh(.path))]
     ThreadExists { path: String, thread: String },
     #[error("{path}: error: thread \"{thread}\" has no run {run} (it has {runs} runs)")]
     RunNotFound {
@@ -96,7 +98,7 @@ pub enum StoreError {
         run: u32,
         status: String,
     },
-    #[error("{path}: error: run {run} of thread \"{thread}\" is still running; complete it (`baton complete --run {run}`) before dispatching again")]
+    #[error("{path}: error: run {run} of thread \"{thread}\" is still running; complete it before dispatching again: `baton complete --db {db} --thread {th} --run {run} --items ITEMS_FILE`", db = hint::sh(.path), th = hint::sh(.thread))]
     RunInProgress {
         path: String,
         thread: String,
@@ -124,7 +126,7 @@ pub enum StoreError {
         thread: String,
         at: u32,
     },
-    #[error("{path}: error: thread \"{thread}\" already has a merge-back from fork \"{fork}\" (handoff {handoff}) waiting for its next run; dispatch it first, then merge this fork back")]
+    #[error("{path}: error: thread \"{thread}\" already has a merge-back from fork \"{fork}\" (handoff {handoff}) waiting for its next run; dispatch it first (`baton dispatch --db {db} --thread {th} --target PROVIDER`), then merge this fork back", db = hint::sh(.path), th = hint::sh(.thread))]
     MergeBackWaiting {
         path: String,
         thread: String,
