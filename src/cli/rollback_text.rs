@@ -72,7 +72,7 @@ pub(crate) fn advice(p: &ProviderThreadChange) -> String {
         ),
         AppAction::Discard => format!("discard it, do not resume it ({undone})"),
         AppAction::Keep => format!(
-            "keep it: the policy resumes it as it is, though {undone} and its provider still holds them"
+            "keep it as it is: the policy resumes it, though the provider thread still holds what was undone ({undone})"
         ),
     };
     match &p.next_run {
