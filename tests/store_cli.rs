@@ -569,9 +569,12 @@ fn a_merge_back_from_a_second_fork_waits_for_the_first() {
         )
     );
     let err = db.fails(&["merge-back", "--thread", "f2"], 1);
-    assert!(
-        err.contains("error: thread \"th_1\" already has a merge-back from fork \"f1\" (handoff H2) waiting for its next run; dispatch it first, then merge this fork back"),
-        "{err}"
+    assert_eq!(
+        err,
+        format!(
+            "{db}: error: thread \"th_1\" already has a merge-back from fork \"f1\" (handoff H2) waiting for its next run; dispatch it first (`baton dispatch --db {db} --thread th_1 --target PROVIDER`), then merge this fork back\n",
+            db = db.db.display()
+        )
     );
 }
 

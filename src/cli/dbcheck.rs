@@ -1,13 +1,17 @@
 //! Reading commands never create a database. A `--db` that names no file is an error that
-//! names the path, says that the command only reads, and suggests the database the user most
-//! likely meant: a SQLite file beside it with a similar name, or the only one there.
+//! names the path and suggests the database the user most likely meant: a SQLite file beside
+//! it (named `*.db`, `*.sqlite`, `*.sqlite3` or `*.db3`) with a similar name, or the only one
+//! there.
 
 use super::commands::FAIL;
 use crate::store::hint::sh;
 use std::path::{Path, PathBuf};
 
 /// How many directory entries are looked at for a suggestion.
-const MAX_ENTRIES: usize = 1000;
+const MAX_ENTRIES: usize = 100_000;
+
+/// The names a database file is given; only such files are opened to check their header.
+const DB_EXTENSIONS: &[&str] = &["db", "sqlite", "sqlite3", "db3"];
 
 /// Ok when `db` is a file; else print the error for the reading command `command` (as the
 /// user would type it, `baton db export`) and give exit 1.
@@ -51,6 +55,12 @@ fn suggestion(db: &Path) -> Option<PathBuf> {
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| {
+            Path::new(n)
+                .extension()
+                .and_then(|x| x.to_str())
+                .is_some_and(|x| DB_EXTENSIONS.contains(&x))
+        })
         .filter(|n| is_sqlite(&dir.join(n)))
         .collect();
     found.sort();
