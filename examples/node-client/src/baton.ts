@@ -85,6 +85,17 @@ export interface HandoffRecord {
   supersedes: string | null;
 }
 
+/** Where a native fork forks the parent's provider thread (docs/store.md#dispatch). */
+export interface ForkPoint {
+  parent_thread: string;
+  /** The parent's provider thread to fork with the provider's own fork API. */
+  provider_thread: string;
+  /** The fork point: the parent's run the fork was made at. */
+  run: number;
+  /** Fork after this turn of that provider thread (how many of its turns the fork keeps). */
+  turn: number;
+}
+
 export interface Dispatched {
   policy: PolicyRef;
   decision: Decision;
@@ -92,6 +103,38 @@ export interface Dispatched {
   providerThread: string | null;
   started: boolean;
   handoff: HandoffRecord | null;
+  /** Set for a fork's first run that forks natively (`provider_thread.action` is `fork_native`). */
+  fork_point: ForkPoint | null;
+}
+
+/** A provider thread a rollback changed and what the app must do with it (docs/store.md#rollback). */
+export interface ProviderThreadChange {
+  id: string;
+  provider: string;
+  status: "rolled_back" | "divergent";
+  /** The rolled-back runs this provider thread ran: its turns that were undone. */
+  runs_undone: number[];
+  /** Its turns that stay: roll the provider thread back to this many turns. */
+  turns_kept: number;
+  /** roll_back: use the provider's rollback (keep `turns_kept` turns) and resume it. keep: it is resumed as it is. discard: it is never resumed again. */
+  app_action: "roll_back" | "keep" | "discard";
+  /** The next run on this provider as the serving policy decides it now. */
+  next_run: {
+    run: number;
+    strategy: Strategy;
+    provider_thread: Decision["provider_thread"];
+    stale: string[];
+    because: string | null;
+  } | null;
+}
+
+export interface RolledBack {
+  thread: string;
+  to: number;
+  runs_rolled_back: number[];
+  handoffs_superseded: string[];
+  provider_threads: ProviderThreadChange[];
+  compact_summary_dropped: boolean;
 }
 
 export interface Explained {
@@ -229,6 +272,9 @@ export class Baton {
   }
   completeRun(p: { thread: string; run: number; items: Item[]; status?: Completed["status"] }): Promise<Completed> {
     return this.req("completeRun", p);
+  }
+  rollback(p: { thread: string; to: number }): Promise<RolledBack> {
+    return this.req("rollback", p);
   }
   pregrantCheck(
     p: { thread: string; run: number; tool: string } & ({ path: string } | { args: Record<string, unknown> }),
