@@ -31,7 +31,9 @@ fn rollback_advice_and_fork_point_over_the_service() {
         "completeRun",
         json!({"thread": "th_1", "run": 9, "items": [{"kind": "assistant_message", "text": "Done."}]}),
     );
-    let r = s.client.result("rollback", json!({"thread": "th_1", "to": 7}));
+    let r = s
+        .client
+        .result("rollback", json!({"thread": "th_1", "to": 7}));
     assert_eq!(
         r["provider_threads"],
         json!([
