@@ -193,7 +193,7 @@ fn a_missing_database_is_an_error_not_a_new_one() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim_end(),
         format!(
-            "{}: error: no baton database here; create one with `baton db init --db {}` or pass --db",
+            "{}: error: no baton database here, and baton pregrant check never creates one; give the database with --db FILE, or create one with `baton db init --db {}`",
             db.display(),
             db.display()
         )

@@ -431,7 +431,7 @@ fn baton_replay_refuses_a_missing_database() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&o.stderr),
-        "/nonexistent/b.db: error: no baton database here; pass the one to replay with --db\n"
+        "/nonexistent/b.db: error: no baton database here, and baton replay never creates one; give the database with --db FILE, or create one with `baton db init --db /nonexistent/b.db`\n"
     );
 }
 

@@ -97,7 +97,56 @@ fn state_errors_carry_the_problems_as_data() {
         .as_str()
         .unwrap()
         .contains("params.state: error: runs[2].provider_thread"));
+    // An object has no text the client wrote: the path locates the problem, no line/column.
+    assert_eq!(problems[0]["line"], Value::Null, "{r}");
+    assert_eq!(problems[0]["column"], Value::Null, "{r}");
     assert_eq!(s.stop(), 0);
+}
+
+/// A `stateText` that parses but fails validation: each problem carries the line and column
+/// of the node its path names, in the message and in `data.problems`.
+#[test]
+fn semantic_state_errors_in_state_text_carry_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = stdio(dir.path(), &[]);
+    let text = "version: 1\nthread: {id: t}\nprovider_threads:\n  - {id: C1, provider: codex}\nruns:\n  - ordinal: 2\n    provider: codex\n    provider_thread: C1\nrequest: {provider: codex}\n";
+    let r = s.client.call("explain", json!({"stateText": text}));
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    assert_eq!(
+        r["error"]["message"],
+        "params.state_text:6:14: error: runs[0].ordinal: expected ordinal 1, found 2: ordinals run 1, 2, 3, ... with no gaps, in order"
+    );
+    assert_eq!(
+        r["error"]["data"]["problems"],
+        json!([{"at": "runs[0].ordinal", "line": 6, "column": 14,
+                "message": "expected ordinal 1, found 2: ordinals run 1, 2, 3, ... with no gaps, in order"}])
+    );
+    assert_eq!(s.stop(), 0);
+}
+
+/// Reading methods never create the database: a stored thread asked of a service whose
+/// `--db` names no file is a store error naming the path, and no file appears.
+#[test]
+fn reading_methods_never_create_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("typo.db");
+    let db_arg = db.to_str().unwrap();
+    let mut s = stdio(dir.path(), &["--db", db_arg]);
+    for (method, params) in [
+        ("explain", json!({"thread": "th_1"})),
+        ("render", json!({"thread": "th_1"})),
+        ("thread/export", json!({"thread": "th_1"})),
+    ] {
+        let r = s.client.call(method, params);
+        assert_eq!(r["error"]["code"], -32004, "{method}: {r}");
+        assert_eq!(
+            r["error"]["message"],
+            format!("{db_arg}: error: no baton database here (reading methods never create one; the first method that writes, such as `thread/import`, does); check the service's --db"),
+            "{method}"
+        );
+    }
+    assert_eq!(s.stop(), 0);
+    assert!(!db.exists(), "a reading method created {}", db.display());
 }
 
 #[test]

@@ -23,31 +23,43 @@ fn explain(state: &Path) -> Output {
 )]
 #[case::thread_id_that_climbs_out_of_the_document_root(
     "thread-id-path.yaml",
-    ": error: thread.id: must not contain `..`: the thread id becomes a directory name for its handoff documents"
+    ":2:14: error: thread.id: must not contain `..`: the thread id becomes a directory name for its handoff documents"
 )]
 #[case::duplicate_provider_thread(
     "duplicate-provider-thread.yaml",
-    ": error: provider_threads[1].id: duplicate provider thread id \"C1\""
+    ":5:10: error: provider_threads[1].id: duplicate provider thread id \"C1\""
 )]
 #[case::duplicate_handoff(
     "duplicate-handoff.yaml",
-    ": error: handoffs[1].id: duplicate handoff id \"H1\""
+    ":11:10: error: handoffs[1].id: duplicate handoff id \"H1\""
 )]
 #[case::duplicate_item(
     "duplicate-item.yaml",
-    ": error: runs[1].items[0].id: duplicate item id \"i1\" (also at runs[0].items[0])"
+    ":11:14: error: runs[1].items[0].id: duplicate item id \"i1\" (also at runs[0].items[0])"
 )]
 #[case::non_contiguous_ordinals(
     "non-contiguous-ordinals.yaml",
-    ": error: runs[2].ordinal: expected ordinal 3, found 4: ordinals run 1, 2, 3, ... with no gaps, in order"
+    ":6:15: error: runs[2].ordinal: expected ordinal 3, found 4: ordinals run 1, 2, 3, ... with no gaps, in order"
 )]
 #[case::unknown_provider_thread(
     "unknown-provider-thread.yaml",
-    ": error: runs[3].provider_thread: unknown provider thread \"X9\"; declare it under `provider_threads:`"
+    ":9:52: error: runs[3].provider_thread: unknown provider thread \"X9\"; declare it under `provider_threads:`"
 )]
 #[case::handoff_covers_missing_runs(
     "handoff-covers-missing-runs.yaml",
-    ": error: handoffs[0].covered: covers runs 1-7 but the thread has 2 runs"
+    ":9:47: error: handoffs[0].covered: covers runs 1-7 but the thread has 2 runs"
+)]
+#[case::json_duplicate_provider_thread(
+    "duplicate-provider-thread.json",
+    ":6:12: error: provider_threads[1].id: duplicate provider thread id \"C1\""
+)]
+#[case::problem_reached_through_an_alias(
+    "aliased-provider-thread.yaml",
+    ":5:5: error: provider_threads[1].id: duplicate provider thread id \"C1\""
+)]
+#[case::default_item_id_points_at_the_item(
+    "default-item-id-clash.yaml",
+    ":15:9: error: runs[1].items[0].id: duplicate item id \"r2.1\" (also at runs[0].items[0])"
 )]
 #[case::unknown_item_kind(
     "unknown-item-kind.yaml",
@@ -55,7 +67,7 @@ fn explain(state: &Path) -> Output {
 )]
 #[case::unknown_provider(
     "unknown-provider.yaml",
-    ": error: request.provider: unknown provider \"cladue\"; did you mean \"claude\"? known providers are claude, codex, copilot, cursor; declare others under `providers:`"
+    ":5:21: error: request.provider: unknown provider \"cladue\"; did you mean \"claude\"? known providers are claude, codex, copilot, cursor; declare others under `providers:`"
 )]
 #[case::truncated_yaml(
     "truncated.yaml",
@@ -103,8 +115,8 @@ fn every_problem_is_reported_not_just_the_first() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         format!(
-            "{p}: error: runs[0].ordinal: expected ordinal 1, found 2: ordinals run 1, 2, 3, ... with no gaps, in order\n\
-             {p}: error: runs[0].provider_thread: unknown provider thread \"X9\"; declare it under `provider_threads:`\n"
+            "{p}:4:15: error: runs[0].ordinal: expected ordinal 1, found 2: ordinals run 1, 2, 3, ... with no gaps, in order\n\
+             {p}:4:52: error: runs[0].provider_thread: unknown provider thread \"X9\"; declare it under `provider_threads:`\n"
         )
     );
     assert_eq!(out.status.code(), Some(1));
@@ -238,4 +250,35 @@ fn fifty_megabyte_state_decides() {
         stdout.starts_with(&format!("run {} on codex: ", ordinal + 1)),
         "{stdout}"
     );
+}
+
+/// `explain --json` prints an invalid state's problems on standard output too, each with its
+/// state path, line and column (the `problems` of the service's `-32002` error data).
+#[test]
+fn json_output_carries_the_problems_with_positions() {
+    let path = "tests/fixtures/state/non-contiguous-ordinals.yaml";
+    let out = common::baton_cmd()
+        .args(["explain", "--json", "--state", path])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let message = format!(
+        "{path}:6:15: error: runs[2].ordinal: expected ordinal 3, found 4: ordinals run 1, 2, 3, ... with no gaps, in order"
+    );
+    assert_eq!(
+        v,
+        serde_json::json!({"error": {
+            "kind": "state",
+            "file": path,
+            "message": message,
+            "problems": [{
+                "at": "runs[2].ordinal",
+                "line": 6,
+                "column": 15,
+                "message": "expected ordinal 3, found 4: ordinals run 1, 2, 3, ... with no gaps, in order"
+            }]
+        }})
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), format!("{message}\n"));
 }

@@ -569,9 +569,12 @@ fn a_merge_back_from_a_second_fork_waits_for_the_first() {
         )
     );
     let err = db.fails(&["merge-back", "--thread", "f2"], 1);
-    assert!(
-        err.contains("error: thread \"th_1\" already has a merge-back from fork \"f1\" (handoff H2) waiting for its next run; dispatch it first, then merge this fork back"),
-        "{err}"
+    assert_eq!(
+        err,
+        format!(
+            "{db}: error: thread \"th_1\" already has a merge-back from fork \"f1\" (handoff H2) waiting for its next run; dispatch it first (`baton dispatch --db {db} --thread th_1 --target PROVIDER`), then merge this fork back\n",
+            db = db.db.display()
+        )
     );
 }
 
@@ -652,14 +655,15 @@ fn forking_from_a_running_run_is_refused() {
     assert_eq!(
         err,
         format!(
-            "{}: error: cannot fork thread \"th_1\" at run 9: the run is still running; complete it first\n",
+            "{}: error: cannot fork thread \"th_1\" at run 9: the run is still running; complete it first: `baton complete --db {} --thread th_1 --run 9 --items ITEMS_FILE`\n",
+            db.db.display(),
             db.db.display()
         )
     );
 }
 
 #[rstest::rstest]
-#[case::export_unknown(&["db", "export", "--thread", "nope"], 1, "error: no thread \"nope\" in the database; `baton db import` it first")]
+#[case::export_unknown(&["db", "export", "--thread", "nope"], 1, "error: no thread \"nope\" in the database; import it first: `baton db import --db ")]
 #[case::dispatch_unknown(&["dispatch", "--thread", "nope", "--target", "codex"], 1, "no thread \"nope\"")]
 #[case::dispatch_unknown_target(&["dispatch", "--thread", "th_1", "--target", "gemini"], 1, "unknown provider \"gemini\"")]
 #[case::complete_not_running(&["complete", "--thread", "th_1", "--run", "3", "--items", "tests/fixtures/db/items.yaml"], 1, "run 3 of thread \"th_1\" is completed, not running; only a running run can be completed")]
@@ -675,7 +679,7 @@ fn forking_from_a_running_run_is_refused() {
 #[case::merge_back_not_fork(&["merge-back", "--thread", "th_1"], 1, "thread \"th_1\" is not a fork, so it has nothing to merge back")]
 #[case::regenerate_unknown(&["regenerate", "--thread", "th_1", "--handoff", "H7"], 1, "thread \"th_1\" has no handoff \"H7\"")]
 #[case::regenerate_consumed(&["regenerate", "--thread", "th_1", "--handoff", "H1"], 1, "cannot regenerate handoff \"H1\" of thread \"th_1\": run 6 is not a running run that consumes it")]
-#[case::import_twice(&["db", "import", "examples/seed-switch.yaml"], 1, "thread \"th_1\" is already in the database (use --replace to overwrite it)")]
+#[case::import_twice(&["db", "import", "examples/seed-switch.yaml"], 1, "thread \"th_1\" is already in the database; to overwrite it: `baton db import --db ")]
 #[case::import_invalid(&["db", "import", "tests/fixtures/state/duplicate-item.yaml"], 1, "duplicate-item.yaml")]
 #[case::explain_both_sources(&["explain", "--state", "examples/seed-switch.yaml", "--thread", "th_1"], 2, "cannot be used with")]
 #[case::import_nothing(&["db", "import"], 2, "required")]
@@ -764,12 +768,33 @@ fn an_unsupported_target_starts_no_run_but_logs_the_decision() {
         "legacybot",
     ]);
     assert_eq!(o.status.code(), Some(1));
-    assert_eq!(
-        String::from_utf8_lossy(&o.stderr),
-        "error: no run started: legacybot cannot take this thread (`unsupported`); dispatch to another provider\n"
+    // One message, no "started run" line before it; the command it suggests can be pasted.
+    let message = format!(
+        "error: no run started: the policy decided `unsupported` for run 3 on legacybot (the provider cannot take handoff context, default.policy:36:3); nothing was recorded but the decision log. Dispatch to another provider: `baton dispatch --db {} --thread th_unsupported --target PROVIDER`\n",
+        db.db.display()
     );
+    assert_eq!(String::from_utf8_lossy(&o.stderr), message);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
     assert_eq!(db.export("th_unsupported").runs.len(), 2);
     assert_eq!(count(&db, "decision_log"), 1);
+    // With --json: the result (nothing started) on stdout, the same one message, exit 1.
+    let o = db.run(&[
+        "dispatch",
+        "--thread",
+        "th_unsupported",
+        "--target",
+        "legacybot",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&o.stderr), message);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["strategy"], "unsupported");
+    assert_eq!(v["handoff"], serde_json::Value::Null);
+    assert_eq!(v["fork_point"], serde_json::Value::Null);
+    assert_eq!(v["recorded"]["started"], false);
+    assert_eq!(v["recorded"]["provider_thread"], serde_json::Value::Null);
+    assert_eq!(db.export("th_unsupported").runs.len(), 2);
 }
 
 #[test]

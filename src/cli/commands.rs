@@ -25,14 +25,35 @@ pub(crate) fn load_policy(spec: &str) -> Result<Policy, u8> {
     }
 }
 
-pub(crate) fn load_state(src: &StateSource) -> Result<State, u8> {
+/// The state of a deciding command: `--state FILE`, or `--thread ID` from the database
+/// (`command` names the command in the error for a database that does not exist). With
+/// `json`, an invalid state is also printed on standard output as JSON (`state_error_json`).
+pub(crate) fn load_state(src: &StateSource, command: &str, json: bool) -> Result<State, u8> {
     let Some(path) = &src.state else {
-        return super::store::load_state(src);
+        return super::store::load_state(src, command);
     };
     crate::state::load_file(path).map_err(|e| {
         eprintln!("{e}");
+        if json {
+            outln!("{}", state_error_json(&e));
+        }
         FAIL
     })
+}
+
+/// An invalid state as `--json` prints it: `{"error": {"kind": "state", "file", "message",
+/// "problems": [{"at", "line", "column", "message"}]}}`, the `problems` the service's
+/// `-32002` error carries in its `data`.
+pub(crate) fn state_error_json(e: &crate::state::StateError) -> String {
+    let v = serde_json::json!({
+        "error": {
+            "kind": "state",
+            "file": e.file,
+            "message": e.to_string(),
+            "problems": e.problems,
+        }
+    });
+    serde_json::to_string_pretty(&v).unwrap_or_default()
 }
 
 /// The policy files `check` looks at for one argument: each `*.policy` of a directory, or the
@@ -131,14 +152,19 @@ pub(crate) fn load_engine(
 }
 
 /// The engine and the state of a deciding command.
-fn inputs(a: &DecideArgs, templates: Option<&Path>) -> Result<(Engine, State), u8> {
+fn inputs(
+    a: &DecideArgs,
+    templates: Option<&Path>,
+    command: &str,
+    json: bool,
+) -> Result<(Engine, State), u8> {
     let engine = load_engine(&a.policy, templates, a.handoff_dir.clone())?;
-    let state = load_state(&a.source)?;
+    let state = load_state(&a.source, command, json)?;
     Ok((engine, state))
 }
 
 pub(crate) fn explain(a: ExplainArgs) -> u8 {
-    let (engine, state) = match inputs(&a.decide, None) {
+    let (engine, state) = match inputs(&a.decide, None, "baton explain", a.json) {
         Ok(x) => x,
         Err(c) => return c,
     };
@@ -164,7 +190,7 @@ pub(crate) fn explain(a: ExplainArgs) -> u8 {
 }
 
 pub(crate) fn render(a: RenderArgs) -> u8 {
-    let (engine, state) = match inputs(&a.decide, a.templates.as_deref()) {
+    let (engine, state) = match inputs(&a.decide, a.templates.as_deref(), "baton render", false) {
         Ok(x) => x,
         Err(c) => return c,
     };

@@ -115,7 +115,7 @@ pub(crate) fn gc(a: GcArgs) -> u8 {
         );
         None
     } else {
-        match open_existing(&db) {
+        match open_existing(&db, "baton gc") {
             Ok(s) => Some(s),
             Err(code) => return code,
         }
@@ -147,15 +147,8 @@ pub(crate) fn gc(a: GcArgs) -> u8 {
 
 /// Open an existing database; never create one (a fresh, empty database would deny every
 /// grant and make every handoff look deleted).
-fn open_existing(db: &Path) -> Result<Store, u8> {
-    if !db.is_file() {
-        eprintln!(
-            "{}: error: no baton database here; create one with `baton db init --db {}` or pass --db",
-            db.display(),
-            db.display()
-        );
-        return Err(FAIL);
-    }
+fn open_existing(db: &Path, command: &str) -> Result<Store, u8> {
+    super::dbcheck::require_existing(db, command)?;
     Store::open_with_busy_timeout(db, super::store::busy_timeout()).map_err(|e| {
         eprintln!("{e}");
         FAIL
@@ -179,7 +172,7 @@ pub(crate) fn pregrant_check(a: PregrantCheckArgs) -> u8 {
         }
     };
     let (db, _) = db_path(a.db.as_deref());
-    let mut store = match open_existing(&db) {
+    let mut store = match open_existing(&db, "baton pregrant check") {
         Ok(s) => s,
         Err(code) => return code,
     };

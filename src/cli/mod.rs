@@ -11,6 +11,7 @@ use std::process::ExitCode;
 #[macro_use]
 mod out;
 mod commands;
+mod dbcheck;
 mod delivery;
 mod import;
 #[cfg(feature = "lsp")]
@@ -19,6 +20,7 @@ mod quality;
 mod reference;
 mod replay;
 mod report;
+mod rollback_text;
 mod scaffold;
 mod serve;
 mod store;

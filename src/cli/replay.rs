@@ -59,12 +59,8 @@ fn policies_in(dir: &Path) -> Result<Vec<Policy>, String> {
 
 pub(crate) fn replay(a: ReplayArgs) -> u8 {
     let db = db_path(a.db.as_deref()).0;
-    if !db.is_file() {
-        eprintln!(
-            "{}: error: no baton database here; pass the one to replay with --db",
-            db.display()
-        );
-        return FAIL;
+    if let Err(c) = super::dbcheck::require_existing(&db, "baton replay") {
+        return c;
     }
     let store = match Store::open(&db) {
         Ok(s) => s,

@@ -183,6 +183,10 @@ pub struct RollbackArgs {
     /// Keep runs 1..N; later runs are rolled back.
     #[arg(long, value_name = "N")]
     pub to: u32,
+    /// The policy that decides the next run on each provider, to say what the app does with
+    /// each provider thread (file, directory, or shipped profile).
+    #[arg(long, default_value = "default", value_name = "PATH")]
+    pub policy: String,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -267,14 +271,16 @@ fn json_out<T: serde::Serialize>(v: &T) {
 }
 
 /// `explain`/`render` with `--thread ID [--db FILE]`.
-pub(crate) fn load_state(src: &StateSource) -> Result<State, u8> {
+pub(crate) fn load_state(src: &StateSource, command: &str) -> Result<State, u8> {
     let Some(thread) = &src.thread else {
         eprintln!(
             "error: give a state with --state FILE, or a stored thread with --db FILE --thread ID"
         );
         return Err(USAGE);
     };
-    let store = open_read_only(&db_path(src.db.as_deref()).0)?;
+    let db = db_path(src.db.as_deref()).0;
+    super::dbcheck::require_existing(&db, command)?;
+    let store = open_read_only(&db)?;
     store.load(thread).map_err(fail)
 }
 
@@ -340,7 +346,11 @@ pub(crate) fn db(a: DbArgs) -> u8 {
             code
         }
         DbCommand::Export(a) => {
-            let store = match open_read_only(&a.db.resolve()) {
+            let db = a.db.resolve();
+            if let Err(c) = super::dbcheck::require_existing(&db, "baton db export") {
+                return c;
+            }
+            let store = match open_read_only(&db) {
                 Ok(s) => s,
                 Err(c) => return c,
             };
@@ -423,6 +433,17 @@ fn print_dispatched(d: &Dispatched, out: JsonArgs, what: &str) {
             )),
             None => print("  provider thread: none"),
         }
+        if let Some(f) = &d.fork_point {
+            print(&format!(
+                "  fork point: fork {} thread {} after its turn {} (run {} of {}); the new thread is {}",
+                dec.target,
+                f.provider_thread,
+                f.turn,
+                f.run,
+                f.parent_thread,
+                d.provider_thread.as_deref().unwrap_or("-")
+            ));
+        }
     }
     match &d.handoff {
         Some(h) => print_handoff("handoff", h),
@@ -481,20 +502,42 @@ pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
         templates: Some(engine.templates().clone()),
     };
     match store::dispatch(&mut store, engine.policy(), &req) {
-        Ok(d) => {
+        Ok(d) if d.started => {
             print_dispatched(&d, a.out, "started");
-            if d.started {
-                OK
-            } else {
-                eprintln!(
-                    "error: no run started: {} cannot take this thread (`unsupported`); dispatch to another provider",
-                    a.target
-                );
-                FAIL
+            OK
+        }
+        Ok(d) => {
+            // `unsupported`: nothing started. One message (and with --json the result, whose
+            // `started` is false); no "started run" line.
+            if a.out.json {
+                let report = store::DispatchReport::from(d.clone());
+                json_out(&store::report::to_value(&report, !a.out.no_trace));
             }
+            eprintln!("{}", not_started(&d, &a.db.resolve(), &a.thread));
+            FAIL
         }
         Err(e) => fail(e),
     }
+}
+
+/// The one message of a dispatch the policy decided `unsupported`: nothing was started, why,
+/// and the command that dispatches to another provider.
+fn not_started(d: &Dispatched, db: &Path, thread: &str) -> String {
+    use crate::store::hint::sh;
+    let dec = &d.decision;
+    format!(
+        "error: no run started: the policy decided `{}` for run {} on {} ({}, {}); nothing was recorded but the decision log. Dispatch to another provider: `baton dispatch --db {} --thread {} --target PROVIDER`",
+        dec.strategy.as_str(),
+        d.run,
+        dec.target,
+        dec.decided_by
+            .because
+            .as_deref()
+            .unwrap_or(dec.decided_by.rule.as_str()),
+        dec.decided_by.at,
+        sh(&db.display().to_string()),
+        sh(thread)
+    )
 }
 
 fn read_items(path: &Path) -> Result<Vec<Item>, u8> {
@@ -569,11 +612,22 @@ pub(crate) fn complete(a: CompleteArgs) -> u8 {
 }
 
 pub(crate) fn rollback(a: RollbackArgs) -> u8 {
+    let policy = match super::commands::load_policy(&a.policy) {
+        Ok(p) => p,
+        Err(c) => return c,
+    };
     let mut store = match open(&a.db.resolve()) {
         Ok(s) => s,
         Err(c) => return c,
     };
-    match store::rollback(&mut store, &a.thread, a.to) {
+    let rolled = store::rollback(&mut store, &a.thread, a.to).map(|mut r| {
+        // The rollback is committed; advice that cannot be given is a warning, not a failure.
+        if let Err(e) = store::advise_rollback(&store, &policy, &mut r, super::handoff_root(None)) {
+            eprintln!("warning: cannot decide the next runs after the rollback: {e}");
+        }
+        r
+    });
+    match rolled {
         Ok(r) if a.json => {
             json_out(&r);
             OK
@@ -606,6 +660,9 @@ pub(crate) fn rollback(a: RollbackArgs) -> u8 {
             ));
             if r.compact_summary_dropped {
                 print("  compaction summary: dropped (it covered a rolled-back run)");
+            }
+            for p in &r.provider_threads {
+                print(&format!("  {}", super::rollback_text::advice(p)));
             }
             OK
         }

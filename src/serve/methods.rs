@@ -129,7 +129,7 @@ pub async fn call(
         "dispatch" => pool!(|cx, p| stored::dispatch(cx.stores(), &cx.set, cx.handoff_dir(), p)),
         "mergeBack" => pool!(|cx, p| stored::merge_back(cx.stores(), &cx.set, cx.handoff_dir(), p)),
         "completeRun" => pool!(|cx, p| stored::complete(cx.stores(), p)),
-        "rollback" => pool!(|cx, p| stored::rollback(cx.stores(), p)),
+        "rollback" => pool!(|cx, p| stored::rollback(cx.stores(), &cx.set, cx.handoff_dir(), p)),
         "fork" => pool!(|cx, p| stored::fork(cx.stores(), p)),
         "regenerate" => {
             pool!(|cx, p| stored::regenerate(cx.stores(), &cx.set, cx.handoff_dir(), p))
@@ -310,8 +310,15 @@ fn inline_state(state: Option<&Value>, text: Option<&str>) -> Result<State, RpcE
             "`state` must be a state document object (docs/state.md)",
         ));
     }
-    crate::state::parse_str(&v.to_string(), Format::Json, "params.state")
-        .map_err(|e| state_error(&e))
+    // The object has no text the client wrote: a line and column in baton's own
+    // serialization of it would point nowhere, so only the path (`at`) locates a problem.
+    crate::state::parse_str(&v.to_string(), Format::Json, "params.state").map_err(|mut e| {
+        for p in &mut e.problems {
+            p.line = None;
+            p.column = None;
+        }
+        state_error(&e)
+    })
 }
 
 /// The state and evaluation options of a deciding request.

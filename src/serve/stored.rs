@@ -55,6 +55,24 @@ impl StorePool {
         self.write(|s| f(s).map_err(|e| store_error(&e)))
     }
 
+    /// Like [`StorePool::with`], for an operation that only reads: a database that does not
+    /// exist yet is an error (`-32004`) naming it, never created.
+    pub fn read<T>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, RpcError>,
+    ) -> Result<T, RpcError> {
+        if !self.db.is_file() {
+            return Err(RpcError::new(
+                code::STORE_ERROR,
+                format!(
+                    "{}: error: no baton database here (reading methods never create one; the first method that writes, such as `thread/import`, does); check the service's --db",
+                    self.db.display()
+                ),
+            ));
+        }
+        self.with(f)
+    }
+
     /// Run `f` with a connection. Blocking: call from a blocking task.
     pub fn with<T>(
         &self,
@@ -91,9 +109,10 @@ pub fn store_error(e: &StoreError) -> RpcError {
     RpcError::new(code, e.to_string())
 }
 
-/// A stored thread as a state.
+/// A stored thread as a state. Reading never creates the database: a `--db` that names no
+/// file is a store error naming it.
 pub fn load(pool: &StorePool, thread: &str) -> Result<State, RpcError> {
-    pool.with(|s| s.load(thread).map_err(|e| store_error(&e)))
+    pool.read(|s| s.load(thread).map_err(|e| store_error(&e)))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -203,9 +222,20 @@ pub struct RollbackParams {
     pub to: u32,
 }
 
-pub fn rollback(pool: &StorePool, p: RollbackParams) -> Result<Value, RpcError> {
-    pool.write_op(|s| store::rollback(s, &p.thread, p.to))
-        .map(|r| json!(r))
+/// Roll back, then say what the app does with each provider thread (the serving policy decides
+/// the next run on each provider; see [`store::advise_rollback`]). The rollback is committed
+/// whatever the advice: advice that cannot be given leaves `next_run` null.
+pub fn rollback(
+    pool: &StorePool,
+    set: &PolicySet,
+    handoff_dir: Option<PathBuf>,
+    p: RollbackParams,
+) -> Result<Value, RpcError> {
+    let mut r = pool.write_op(|s| store::rollback(s, &p.thread, p.to))?;
+    let _ = pool.with(|s| {
+        store::advise_rollback(s, &set.policy, &mut r, handoff_dir).map_err(|e| store_error(&e))
+    });
+    Ok(json!(r))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]

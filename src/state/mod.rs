@@ -6,6 +6,7 @@
 mod aliases;
 mod api;
 mod depth;
+mod locate;
 mod model;
 mod validate;
 
@@ -33,8 +34,9 @@ impl Format {
     }
 }
 
-/// One problem with a state file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One problem with a state file. As JSON (`explain --json`, the service's error data):
+/// `{at, line, column, message}`, with null line and column when unknown.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct StateProblem {
     /// Where in the document: `runs[3].provider_thread`, or empty for the whole document.
     pub at: String,
@@ -177,14 +179,30 @@ pub(crate) fn io_reason(e: &std::io::Error) -> String {
 pub fn parse_str(text: &str, format: Format, file: &str) -> Result<State, StateError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let state = deserialize(text, format, file)?;
-    let problems = validate::validate(&state);
+    let mut problems = validate::validate(&state);
     if problems.is_empty() {
         Ok(state)
     } else {
+        locate_problems(text, &mut problems);
         Err(StateError {
             file: file.to_string(),
             problems,
         })
+    }
+}
+
+/// Give each validation problem the line and column of the node its path names (or of the
+/// deepest ancestor the text holds), read again from the text (`locate.rs`).
+fn locate_problems(text: &str, problems: &mut [StateProblem]) {
+    let paths: Vec<&str> = problems.iter().map(|p| p.at.as_str()).collect();
+    let found = locate::locate(text, &paths);
+    for (p, at) in problems.iter_mut().zip(found) {
+        if p.line.is_none() {
+            if let Some((line, column)) = at {
+                p.line = Some(line);
+                p.column = Some(column);
+            }
+        }
     }
 }
 

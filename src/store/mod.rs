@@ -8,6 +8,7 @@
 //! with what it was decided from ([`DecisionInput`]); [`replay()`] decides the log again.
 
 mod grants;
+pub mod hint;
 mod io;
 pub mod lifecycle;
 pub mod replay;
@@ -21,8 +22,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use lifecycle::{
-    complete_run, dispatch, fork, merge_back, regenerate, rollback, Completed, DispatchRequest,
-    Dispatched, ForkReport, HandoffOptions, HandoffRecord, ProviderThreadChange, RollbackReport,
+    advise_rollback, complete_run, dispatch, fork, merge_back, regenerate, rollback, AppAction,
+    Completed, DispatchRequest, Dispatched, ForkPoint, ForkReport, HandoffOptions, HandoffRecord,
+    NextRun, ProviderThreadChange, RollbackReport,
 };
 pub use replay::{
     replay, DecisionInput, ReplayDifference, ReplayFilter, ReplayReport, ReplaySkipped,
@@ -108,7 +110,7 @@ pub enum StoreError {
         why: String,
     },
     /// No thread with this id in the database.
-    #[error("{path}: error: no thread \"{thread}\" in the database; `baton db import` it first")]
+    #[error("{path}: error: no thread \"{thread}\" in the database; import it first: `baton db import --db {db} STATE_FILE`", db = hint::sh(.path))]
     ThreadNotFound {
         /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
@@ -116,7 +118,7 @@ pub enum StoreError {
         thread: String,
     },
     /// An import of a thread that is already stored, without `replace`.
-    #[error("{path}: error: thread \"{thread}\" is already in the database (use --replace to overwrite it)")]
+    #[error("{path}: error: thread \"{thread}\" is already in the database; to overwrite it: `baton db import --db {db} --replace STATE_FILE`", db = hint::sh(.path))]
     ThreadExists {
         /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
@@ -161,7 +163,7 @@ pub enum StoreError {
         status: String,
     },
     /// A dispatch (or another operation that starts a run) while the last run is still running.
-    #[error("{path}: error: run {run} of thread \"{thread}\" is still running; complete it (`baton complete --run {run}`) before dispatching again")]
+    #[error("{path}: error: run {run} of thread \"{thread}\" is still running; complete it before dispatching again: `baton complete --db {db} --thread {th} --run {run} --items ITEMS_FILE`", db = hint::sh(.path), th = hint::sh(.thread))]
     RunInProgress {
         /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
@@ -213,7 +215,7 @@ pub enum StoreError {
         at: u32,
     },
     /// [`merge_back`] while another fork's merge-back still waits for the parent's next run.
-    #[error("{path}: error: thread \"{thread}\" already has a merge-back from fork \"{fork}\" (handoff {handoff}) waiting for its next run; dispatch it first, then merge this fork back")]
+    #[error("{path}: error: thread \"{thread}\" already has a merge-back from fork \"{fork}\" (handoff {handoff}) waiting for its next run; dispatch it first (`baton dispatch --db {db} --thread {th} --target PROVIDER`), then merge this fork back", db = hint::sh(.path), th = hint::sh(.thread))]
     MergeBackWaiting {
         /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,

@@ -24,6 +24,9 @@ pub struct DispatchReport {
     /// A fork's merge-back the run takes beside a handoff of its own (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merge_back: Option<HandoffRecord>,
+    /// With a native fork (`provider_thread.action` is `fork_native`), where the app forks
+    /// the parent's provider thread; null otherwise.
+    pub fork_point: Option<super::lifecycle::ForkPoint>,
     /// What the store recorded.
     pub recorded: Recorded,
 }
@@ -45,6 +48,7 @@ impl From<Dispatched> for DispatchReport {
             decision: d.decision,
             handoff: d.handoff,
             merge_back: d.merge_back,
+            fork_point: d.fork_point,
             recorded: Recorded {
                 run: d.run,
                 provider_thread: d.provider_thread,

@@ -89,12 +89,46 @@ export interface HandoffRecord {
   supersedes: string | null;
 }
 
+/** Where a native fork forks the parent's provider thread (docs/store.md#dispatch). */
+export interface ForkPoint {
+  parent_thread: string;
+  /** The parent's provider thread to fork with the provider's own fork API. */
+  provider_thread: string;
+  /** The fork point: the parent's run the fork was made at. */
+  run: number;
+  /** Fork after this turn of that provider thread (how many of its turns the fork keeps). */
+  turn: number;
+}
+
 /** The result of `dispatch` / `mergeBack` / `regenerate` (what `baton dispatch --json` prints): the decision plus what was recorded. */
 export interface Dispatched extends Decision {
   handoff: HandoffRecord | null;
   /** A fork's merge-back the run takes beside a handoff of its own. */
   merge_back?: HandoffRecord;
+  /** Set for a fork's first run that forks natively (`provider_thread.action` is `fork_native`). */
+  fork_point: ForkPoint | null;
   recorded: { run: number; provider_thread: string | null; started: boolean };
+}
+
+/** A provider thread a rollback changed and what the app must do with it (docs/store.md#rollback). */
+export interface ProviderThreadChange {
+  id: string;
+  provider: string;
+  status: "rolled_back" | "divergent";
+  /** The rolled-back runs this provider thread ran: its turns that were undone. */
+  runs_undone: number[];
+  /** Its turns that stay: roll the provider thread back to this many turns. */
+  turns_kept: number;
+  /** roll_back: use the provider's rollback (keep `turns_kept` turns) and resume it. keep: it is resumed as it is. discard: it is never resumed again. */
+  app_action: "roll_back" | "keep" | "discard";
+  /** The next run on this provider as the serving policy decides it now. */
+  next_run: {
+    run: number;
+    strategy: Strategy;
+    provider_thread: Decision["provider_thread"];
+    stale: string[];
+    because: string | null;
+  } | null;
 }
 
 export interface Explained {
@@ -122,7 +156,7 @@ export interface RollbackReport {
   to: number;
   runs_rolled_back: number[];
   handoffs_superseded: string[];
-  provider_threads: { id: string; provider: string; status: "active" | "divergent" | "rolled_back" | "closed" }[];
+  provider_threads: ProviderThreadChange[];
   compact_summary_dropped: boolean;
 }
 

@@ -2,7 +2,8 @@
 
 use super::{
     commit, logged_input, next_id, next_run, next_transfer_id, options, pending_merge_back,
-    pipeline_err, record_handoff, refuse_running, DispatchRequest, Dispatched, NewHandoff,
+    pipeline_err, record_handoff, refuse_running, DispatchRequest, Dispatched, ForkPoint,
+    NewHandoff,
 };
 use crate::decision::{Decision, ThreadAction};
 use crate::eval::DecisionContext;
@@ -98,6 +99,7 @@ pub fn dispatch(
             handoff: None,
             started: false,
             merge_back: None,
+            fork_point: None,
         });
     }
 
@@ -243,6 +245,7 @@ pub fn dispatch(
     fault("dispatch:after_handoff");
     commit(tx, &path, busy, "committing the dispatch")?;
     fault("dispatch:after_commit");
+    let fork_point = fork_point(&state, &outcome.decision);
     Ok(Dispatched {
         decision: outcome.decision,
         run,
@@ -250,6 +253,33 @@ pub fn dispatch(
         handoff,
         started: true,
         merge_back,
+        fork_point,
+    })
+}
+
+/// Where a native fork forks: the parent's provider thread the decision names, the fork
+/// point, and how many of that provider thread's turns (its live runs up to the fork point,
+/// which the fork's state holds as the parent's) come with it.
+fn fork_point(state: &State, decision: &Decision) -> Option<ForkPoint> {
+    if decision.provider_thread.action != ThreadAction::ForkNative {
+        return None;
+    }
+    let parent = state.thread.parent.as_ref()?;
+    let source = decision.provider_thread.id.clone()?;
+    let turns = state
+        .runs
+        .iter()
+        .filter(|r| {
+            r.ordinal <= parent.run
+                && r.status != RunStatus::RolledBack
+                && r.provider_thread.as_deref() == Some(source.as_str())
+        })
+        .count();
+    Some(ForkPoint {
+        parent_thread: parent.thread.clone(),
+        provider_thread: source,
+        run: parent.run,
+        turn: u32::try_from(turns).unwrap_or(u32::MAX),
     })
 }
 

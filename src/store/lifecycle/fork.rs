@@ -28,7 +28,11 @@ pub fn fork(
     };
     match source.status {
         RunStatus::Running => {
-            return Err(refuse("the run is still running; complete it first".into()))
+            return Err(refuse(format!(
+                "the run is still running; complete it first: `baton complete --db {} --thread {} --run {at} --items ITEMS_FILE`",
+                crate::store::hint::sh(&path),
+                crate::store::hint::sh(thread)
+            )))
         }
         RunStatus::RolledBack => return Err(refuse("the run was rolled back".into())),
         _ => {}

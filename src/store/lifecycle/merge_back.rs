@@ -173,5 +173,6 @@ pub fn merge_back(
         handoff: record,
         started: false,
         merge_back: None,
+        fork_point: None,
     })
 }

@@ -8,6 +8,7 @@ mod fork;
 mod merge_back;
 mod regenerate;
 mod rollback;
+mod rollback_advice;
 
 use super::grants::SqlGrants;
 use super::io::{Cx, HandoffRow};
@@ -29,6 +30,7 @@ pub use fork::fork;
 pub use merge_back::merge_back;
 pub use regenerate::regenerate;
 pub use rollback::rollback;
+pub use rollback_advice::advise_rollback;
 
 /// What `dispatch` needs besides the stored thread.
 #[derive(Debug, Clone, Default)]
@@ -116,6 +118,24 @@ pub struct Dispatched {
     /// the run makes no handoff of its own, the merge-back is `handoff` and this is empty.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merge_back: Option<HandoffRecord>,
+    /// For a fork's first run that forks natively (`provider_thread.action` `fork_native`):
+    /// where the app calls the provider's fork API. Null otherwise.
+    pub fork_point: Option<ForkPoint>,
+}
+
+/// Where a native fork forks the parent's provider thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ForkPoint {
+    /// The parent thread the fork was made from.
+    pub parent_thread: String,
+    /// The parent's provider thread to fork (the decision's `provider_thread.id`).
+    pub provider_thread: String,
+    /// The parent's run the fork was made at: the fork keeps runs 1 to `run`.
+    pub run: u32,
+    /// The provider thread's turn to fork at: how many of its turns (its live runs up to
+    /// `run`) the fork keeps. Fork after this turn; the provider thread's later turns are not
+    /// the fork's.
+    pub turn: u32,
 }
 
 /// The outcome of `complete_run`.
@@ -134,15 +154,68 @@ pub struct Completed {
     pub handoff_consumed: Option<String>,
 }
 
-/// A provider thread whose status a rollback changed.
+/// A provider thread whose status a rollback changed, and what the app must do with it.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ProviderThreadChange {
     /// The provider thread id.
     pub id: String,
     /// Its provider.
     pub provider: String,
-    /// Its new status: `rolled_back` when its provider can roll back, else `divergent`.
+    /// `rolled_back` when the provider can roll back (`caps.rollback`), else `divergent`.
     pub status: ProviderThreadStatus,
+    /// The rolled-back runs this provider thread ran: its turns that were undone.
+    pub runs_undone: Vec<u32>,
+    /// How many of its turns stay (its live runs up to the rollback point): to roll the
+    /// provider thread back, keep this many turns.
+    pub turns_kept: u32,
+    /// What the app does with the provider thread (see [`AppAction`]).
+    pub app_action: AppAction,
+    /// What the next run on this provider does, as the policy decides it on the rolled-back
+    /// thread (a `baton dispatch` with no model, runtime mode or clean-context request). Null
+    /// when the rollback was made without a policy (the library's [`rollback`]; see
+    /// [`advise_rollback`]).
+    pub next_run: Option<NextRun>,
+}
+
+/// What the app must do with a provider thread after a rollback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AppAction {
+    /// Roll the provider thread back with the provider's own rollback, keeping `turns_kept`
+    /// turns: the next run on the provider resumes it.
+    RollBack,
+    /// Stop using the provider thread: it holds undone turns, and the next run on the
+    /// provider does not resume it (it starts a new thread).
+    Discard,
+    /// The policy resumes it as it is, undone turns included (a policy without a
+    /// `diverged` signal): nothing to do, but its provider still remembers the undone turns.
+    Keep,
+}
+
+impl AppAction {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppAction::RollBack => "roll_back",
+            AppAction::Discard => "discard",
+            AppAction::Keep => "keep",
+        }
+    }
+}
+
+/// The next run on a provider, as decided right after a rollback.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct NextRun {
+    /// The run's ordinal.
+    pub run: u32,
+    /// The strategy the policy decides for it.
+    pub strategy: crate::policy::Strategy,
+    /// The provider thread it resumes, creates or forks.
+    pub provider_thread: crate::decision::ProviderThreadAction,
+    /// The staleness signals that held.
+    pub stale: Vec<String>,
+    /// The deciding rule's reason.
+    pub because: Option<String>,
 }
 
 /// The outcome of `rollback`.

@@ -40,7 +40,9 @@ pub fn regenerate(
     }
     if let Some(fork) = old.covered_thread.as_deref().filter(|f| *f != thread) {
         return Err(refuse(format!(
-            "it is a merge-back from fork \"{fork}\"; merge the fork back again instead"
+            "it is a merge-back from fork \"{fork}\"; merge the fork back again instead: `baton merge-back --db {} --thread {}`",
+            crate::store::hint::sh(&path),
+            crate::store::hint::sh(fork)
         )));
     }
     let Some(t) = old.target_run else {
@@ -121,5 +123,6 @@ pub fn regenerate(
         handoff: record,
         started: false,
         merge_back: None,
+        fork_point: None,
     })
 }

@@ -63,10 +63,28 @@ pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackRepo
             } else {
                 ProviderThreadStatus::Divergent
             };
+            let own = |r: &&Run| r.provider_thread.as_deref() == Some(pt.id.as_str());
+            let live = |r: &&Run| r.status != RunStatus::RolledBack;
             changes.push(ProviderThreadChange {
                 id: pt.id.clone(),
                 provider: pt.provider.clone(),
                 status,
+                runs_undone: state
+                    .runs
+                    .iter()
+                    .filter(|r| runs.contains(&r.ordinal) && own(r))
+                    .map(|r| r.ordinal)
+                    .collect(),
+                turns_kept: u32::try_from(
+                    state
+                        .runs
+                        .iter()
+                        .filter(|r| r.ordinal <= to && own(r) && live(r))
+                        .count(),
+                )
+                .unwrap_or(u32::MAX),
+                app_action: super::rollback_advice::default_action(status),
+                next_run: None,
             });
         }
     }
