@@ -249,17 +249,20 @@ impl<'c> Cx<'c> {
         let mut st = self
             .conn
             .prepare_cached(
-                "INSERT INTO items (thread, run, idx, kind, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO items (thread, run, idx, kind, body, item_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
             .map_err(|e| self.err(&during, e))?;
         for (i, item) in items.iter().enumerate() {
             let body = self.json("item", item)?;
+            let idx = first.saturating_add(i);
             st.execute(params![
                 thread,
                 run,
-                i64::try_from(first.saturating_add(i)).unwrap_or(i64::MAX),
+                i64::try_from(idx).unwrap_or(i64::MAX),
                 item.kind(),
-                body
+                body,
+                crate::state::item_id(item, run, idx)
             ])
             .map_err(|e| self.err(&during, e))?;
         }
