@@ -599,3 +599,53 @@ fn a_version_5_database_gets_item_ids_so_complete_checks_them_without_loading_th
         .unwrap();
     assert_eq!(id, "a2");
 }
+
+#[test]
+fn the_log_keeps_a_trace_text_once_and_gives_the_full_decision_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    let mut store = Store::open(&dir.path().join("b.db")).unwrap();
+    let input = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
+    store.import(&input).unwrap();
+    let policy = policy::load("default").unwrap();
+    let d = store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs)).unwrap();
+    let (id, row): (i64, String) = store
+        .connection()
+        .query_row("SELECT id, decision FROM decision_log", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    // The row holds outcomes and values; the rule text is kept once, apart.
+    let when = d.decision.trace[0].when.clone().unwrap();
+    assert!(!row.contains(&when), "{row}");
+    assert_eq!(
+        store.logged_decision(id).unwrap(),
+        serde_json::to_value(&d.decision).unwrap()
+    );
+    let texts = |store: &Store| -> i64 {
+        store
+            .connection()
+            .query_row("SELECT COUNT(*) FROM decision_rules", [], |r| r.get(0))
+            .unwrap()
+    };
+    store::complete_run(&mut store, "th_1", 9, Vec::new(), RunStatus::Completed).unwrap();
+    store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs)).unwrap();
+    let two = texts(&store);
+    store::complete_run(&mut store, "th_1", 10, Vec::new(), RunStatus::Completed).unwrap();
+    store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs)).unwrap();
+    assert_eq!(
+        texts(&store),
+        two,
+        "two decisions evaluating the same rules share one text"
+    );
+    // A missing trace text is an unreadable row, not a wrong decision.
+    store
+        .connection()
+        .execute("DELETE FROM decision_rules", [])
+        .unwrap();
+    let err = store.logged_decision(id).unwrap_err().to_string();
+    assert!(
+        err.ends_with(&format!("decision-log row {id}: its trace text is missing")),
+        "{err}"
+    );
+}

@@ -803,7 +803,17 @@ impl<'c> Cx<'c> {
         decision: &crate::decision::Decision,
         input: serde_json::Value,
     ) -> Result<(), StoreError> {
-        let json = self.json("decision", decision)?;
+        let value =
+            serde_json::to_value(decision).map_err(|e| self.corrupt("decision".into(), e))?;
+        let split = super::trace_log::split(value);
+        if let Some((sha, body)) = &split.rules {
+            self.exec(
+                "recording the decision's trace text",
+                "INSERT OR IGNORE INTO decision_rules (sha, body) VALUES (?1, ?2)",
+                params![sha, body],
+            )?;
+        }
+        let json = split.decision.to_string();
         let input = self.chunked(input)?;
         self.exec(
             "recording the decision",

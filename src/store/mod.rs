@@ -12,6 +12,7 @@ mod io;
 pub mod lifecycle;
 pub mod replay;
 mod schema;
+mod trace_log;
 
 use crate::deliver::HandoffLiveness;
 use crate::state::State;

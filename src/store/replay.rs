@@ -57,6 +57,46 @@ fn unchunked(store: &Store, input: &str) -> Result<DecisionInput, String> {
     serde_json::from_value(v).map_err(|e| e.to_string())
 }
 
+/// A logged decision (the `decision` column) with its full trace put back (see
+/// `store::trace_log`).
+fn expanded(store: &Store, logged: &str) -> Result<serde_json::Value, String> {
+    let v: serde_json::Value = serde_json::from_str(logged).map_err(|e| e.to_string())?;
+    let rules: Option<String> = match super::trace_log::rules_sha(&v) {
+        Some(sha) => store
+            .connection()
+            .query_row(
+                "SELECT body FROM decision_rules WHERE sha = ?1",
+                [sha],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| e.to_string())?,
+        None => None,
+    };
+    super::trace_log::expand(v, rules.as_deref())
+}
+
+impl Store {
+    /// The decision of decision-log row `id`, as `explain --json` printed it when it was
+    /// made: the log keeps a trace's text once per policy, and this puts it back.
+    pub fn logged_decision(&self, id: i64) -> Result<serde_json::Value, StoreError> {
+        let during = "reading the decision log";
+        let logged: String = self
+            .connection()
+            .query_row(
+                "SELECT decision FROM decision_log WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(during, e))?;
+        expanded(self, &logged).map_err(|why| StoreError::Corrupt {
+            path: self.name(),
+            what: format!("decision-log row {id}"),
+            why,
+        })
+    }
+}
+
 /// What a decision was made from, as the decision log keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecisionInput {
@@ -214,7 +254,7 @@ pub fn replay(
                 continue;
             }
         };
-        let logged: serde_json::Value = match serde_json::from_str(&row.decision) {
+        let logged = match expanded(store, &row.decision) {
             Ok(v) => v,
             Err(e) => {
                 report.differences.push(differ(
