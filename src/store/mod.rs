@@ -8,6 +8,7 @@
 //! with what it was decided from ([`DecisionInput`]); [`replay()`] decides the log again.
 
 mod grants;
+mod input_log;
 mod io;
 pub mod lifecycle;
 pub mod replay;
