@@ -290,6 +290,12 @@ fn plan(store: &Store, sql: &str) -> String {
 #[case::grants_of_a_turn(
     "SELECT uses_left FROM grants WHERE thread = 't' AND run = 3 AND path = '/x'"
 )]
+#[case::an_item_id_in_a_thread(
+    "SELECT run, idx FROM items WHERE thread = 't' AND item_id = 'i1' ORDER BY run DESC, idx DESC LIMIT 1"
+)]
+#[case::the_thread_s_latest_logged_input(
+    "SELECT id, input FROM decision_log WHERE thread = 't' AND input IS NOT NULL ORDER BY run DESC, id DESC LIMIT 1"
+)]
 fn lookups_use_an_index_not_a_scan(#[case] sql: &str) {
     let store = Store::open_in_memory().unwrap();
     let p = plan(&store, sql);
