@@ -352,10 +352,7 @@ pub(crate) type Frozen = (Vec<(String, String)>, Vec<(i64, String)>);
 /// Before `thread`'s rows are replaced (an import with `replace`): every logged input naming
 /// its stored items keeps a copy of them instead, in `decision_chunks`. Returns the chunks to
 /// store and the rows to rewrite (id, new input).
-pub(crate) fn freeze(
-    conn: &Connection,
-    thread: &str,
-) -> Result<Frozen, String> {
+pub(crate) fn freeze(conn: &Connection, thread: &str) -> Result<Frozen, String> {
     let mut st = conn
         .prepare(
             "SELECT id, input FROM decision_log
