@@ -1,6 +1,7 @@
-//! Store benchmarks: import of a long thread, full load, and dispatch (load from SQLite +
-//! decide + render + deliver + record) on threads of 1,000 and 10,000 runs with the same
-//! covered delta.
+//! Store benchmarks: import of a long thread, full load, dispatch (load from SQLite + decide +
+//! render + deliver + record) and `complete_run` on threads of 100, 1,000 and 10,000 runs with
+//! the same covered delta. At the end it prints the ratios of the 10,000-run and 1,000-run
+//! figures to the 100-run ones (from criterion's estimates in `target/criterion`).
 //!
 //! The threads have 10 items per run. Providers alternate in blocks of five runs (codex on
 //! C1, claude on L1); every switch consumes a handoff into the thread being entered. The
@@ -235,7 +236,7 @@ fn bench(c: &mut Criterion) {
             BatchSize::PerIteration,
         )
     });
-    for n in [1_000u32, 10_000] {
+    for n in [100u32, 1_000, 10_000] {
         let db = prepared(dir.path(), n);
         let store = Store::open(&db).expect("opens");
         g.bench_with_input(BenchmarkId::new("load_full", n), &n, |b, _| {
@@ -293,6 +294,37 @@ fn bench(c: &mut Criterion) {
             target: "claude".into(),
             ..req
         };
+        // Complete the run a dispatch to claude started: the items appended, the status set.
+        let started = dir.path().join(format!("started-{n}.db"));
+        std::fs::copy(&db, &started).expect("copies");
+        let mut s = Store::open(&started).expect("opens");
+        store::dispatch(
+            &mut s,
+            &policy,
+            &DispatchRequest {
+                target: "claude".into(),
+                ..req.clone()
+            },
+        )
+        .expect("dispatches");
+        drop(s);
+        g.bench_with_input(BenchmarkId::new("complete_run", n), &n, |b, _| {
+            b.iter_batched(
+                || fresh_copy(dir.path(), &started, &mut k),
+                |mut c| {
+                    store::complete_run(
+                        &mut c.store,
+                        "th_bench",
+                        n + 1,
+                        items(n + 1),
+                        RunStatus::Completed,
+                    )
+                    .expect("completes");
+                    c
+                },
+                BatchSize::PerIteration,
+            )
+        });
         g.bench_with_input(BenchmarkId::new("dispatch_no_handoff", n), &n, |b, _| {
             b.iter_batched(
                 || fresh_copy(dir.path(), &db, &mut k),
@@ -306,6 +338,37 @@ fn bench(c: &mut Criterion) {
         });
     }
     g.finish();
+    ratios();
+}
+
+/// The 1,000- and 10,000-run medians of each size-dependent benchmark against its 100-run
+/// median, from criterion's estimates of this run.
+fn ratios() {
+    let median = |name: &str, n: u32| -> Option<f64> {
+        let path = format!("target/criterion/store/{name}/{n}/new/estimates.json");
+        let text = std::fs::read_to_string(path).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        v.get("median")?.get("point_estimate")?.as_f64()
+    };
+    for name in [
+        "complete_run",
+        "dispatch_no_handoff",
+        "dispatch",
+        "load_metadata",
+        "load_full",
+    ] {
+        let (Some(a), Some(b), Some(c)) =
+            (median(name, 100), median(name, 1_000), median(name, 10_000))
+        else {
+            continue;
+        };
+        println!(
+            "ratio {name}: 100 runs {:.3} ms, 1,000 runs {:.2}x, 10,000 runs {:.2}x",
+            a / 1e6,
+            b / a,
+            c / a
+        );
+    }
 }
 
 criterion_group!(benches, bench);

@@ -568,3 +568,34 @@ fn the_decision_log_grows_with_the_delta_not_the_history() {
         report.differences[0]
     );
 }
+
+/// A dispatch's logged input names the items of the thread's finished runs instead of copying
+/// them; replacing the thread (an import with `replace`) makes the log keep a copy first, so
+/// every logged decision still replays.
+#[test]
+fn a_replaced_thread_s_logged_decisions_still_replay() {
+    let mut db = Db::with(long_thread(40));
+    let p = policy::load("default").unwrap();
+    for (i, target) in ["codex", "claude", "codex"].into_iter().enumerate() {
+        db.dispatch(&p, "big", target);
+        db.complete("big", 41 + i as u32, "done", RunStatus::Completed);
+    }
+    let named: i64 = db
+        .store
+        .connection()
+        .query_row(
+            "SELECT COUNT(*) FROM decision_log WHERE instr(input, '\"stored_items\"') > 0",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(named, 3);
+    db.store.import_with(&long_thread(3), true).unwrap();
+    db.dispatch(&p, "big", "claude");
+    let report = store::replay(&db.store, &store::ReplayFilter::default(), &[]).unwrap();
+    assert_eq!(
+        (report.checked, report.differences.len()),
+        (4, 0),
+        "{report:?}"
+    );
+}

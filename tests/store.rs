@@ -248,7 +248,7 @@ fn a_database_from_a_newer_baton_is_refused() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: error: database schema version 7 is newer than this baton supports (5); upgrade baton",
+            "{}: error: database schema version 7 is newer than this baton supports (6); upgrade baton",
             db.display()
         )
     );
@@ -289,6 +289,12 @@ fn plan(store: &Store, sql: &str) -> String {
 )]
 #[case::grants_of_a_turn(
     "SELECT uses_left FROM grants WHERE thread = 't' AND run = 3 AND path = '/x'"
+)]
+#[case::an_item_id_in_a_thread(
+    "SELECT run, idx FROM items WHERE thread = 't' AND item_id = 'i1' ORDER BY run DESC, idx DESC LIMIT 1"
+)]
+#[case::the_thread_s_latest_logged_input(
+    "SELECT id, input FROM decision_log WHERE thread = 't' AND input IS NOT NULL ORDER BY run DESC, id DESC LIMIT 1"
 )]
 fn lookups_use_an_index_not_a_scan(#[case] sql: &str) {
     let store = Store::open_in_memory().unwrap();
@@ -521,4 +527,131 @@ fn dispatch_decides_exactly_as_the_engine_does_on_the_whole_thread() {
         }
     }
     assert!(compared > 100, "{compared}");
+}
+
+#[test]
+fn a_version_5_database_gets_item_ids_so_complete_checks_them_without_loading_the_thread() {
+    use baton::state::{Item, RunStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v5.db");
+    apply_sql(&db, "v5.sql");
+    let mut store = Store::open(&db).unwrap();
+    assert_eq!(store.schema_version().unwrap(), store::SCHEMA_VERSION);
+    let ids: Vec<(u32, i64, String)> = store
+        .connection()
+        .prepare("SELECT run, idx, item_id FROM items WHERE thread = 'th_v5' ORDER BY run, idx")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        ids,
+        vec![
+            (1, 0, "u1".to_string()),
+            (1, 1, "r1.2".to_string()),
+            (2, 0, "r2.1".to_string())
+        ]
+    );
+    let item = |id: &str| Item::AssistantMessage {
+        id: Some(id.into()),
+        text: "Done.".into(),
+    };
+    let before = store.export("th_v5").unwrap();
+    // An explicit id taken by a migrated item, one equal to a migrated item's generated id,
+    // and one repeated within the new items: each is refused with the validator's message.
+    for (items, want) in [
+        (
+            vec![item("u1")],
+            "runs[1].items[1].id: duplicate item id \"u1\" (also at runs[0].items[0])",
+        ),
+        (
+            vec![item("r1.2")],
+            "runs[1].items[1].id: duplicate item id \"r1.2\" (also at runs[0].items[1])",
+        ),
+        (
+            vec![item("a"), item("a")],
+            "runs[1].items[2].id: duplicate item id \"a\" (also at runs[1].items[1])",
+        ),
+    ] {
+        let err = store::complete_run(&mut store, "th_v5", 2, items, RunStatus::Completed)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("thread \"th_v5\" would be invalid") && err.contains(want),
+            "{err}"
+        );
+        assert_eq!(store.export("th_v5").unwrap(), before);
+    }
+    let done = store::complete_run(
+        &mut store,
+        "th_v5",
+        2,
+        vec![item("a2")],
+        RunStatus::Completed,
+    )
+    .unwrap();
+    assert_eq!(done.items, 1);
+    let after = store.export("th_v5").unwrap();
+    assert_eq!(after.runs[1].status, RunStatus::Completed);
+    assert_eq!(after.runs[1].items.len(), 2);
+    let id: String = store
+        .connection()
+        .query_row(
+            "SELECT item_id FROM items WHERE thread = 'th_v5' AND run = 2 AND idx = 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(id, "a2");
+}
+
+#[test]
+fn the_log_keeps_a_trace_text_once_and_gives_the_full_decision_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    let mut store = Store::open(&dir.path().join("b.db")).unwrap();
+    let input = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
+    store.import(&input).unwrap();
+    let policy = policy::load("default").unwrap();
+    let d = store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs)).unwrap();
+    let (id, row): (i64, String) = store
+        .connection()
+        .query_row("SELECT id, decision FROM decision_log", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    // The row holds outcomes and values; the rule text is kept once, apart.
+    let when = d.decision.trace[0].when.clone().unwrap();
+    assert!(!row.contains(&when), "{row}");
+    assert_eq!(
+        store.logged_decision(id).unwrap(),
+        serde_json::to_value(&d.decision).unwrap()
+    );
+    let texts = |store: &Store| -> i64 {
+        store
+            .connection()
+            .query_row("SELECT COUNT(*) FROM decision_rules", [], |r| r.get(0))
+            .unwrap()
+    };
+    store::complete_run(&mut store, "th_1", 9, Vec::new(), RunStatus::Completed).unwrap();
+    store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs)).unwrap();
+    let two = texts(&store);
+    store::complete_run(&mut store, "th_1", 10, Vec::new(), RunStatus::Completed).unwrap();
+    store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs)).unwrap();
+    assert_eq!(
+        texts(&store),
+        two,
+        "two decisions evaluating the same rules share one text"
+    );
+    // A missing trace text is an unreadable row, not a wrong decision.
+    store
+        .connection()
+        .execute("DELETE FROM decision_rules", [])
+        .unwrap();
+    let err = store.logged_decision(id).unwrap_err().to_string();
+    assert!(
+        err.ends_with(&format!("decision-log row {id}: its trace text is missing")),
+        "{err}"
+    );
 }

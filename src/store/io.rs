@@ -116,6 +116,23 @@ impl<'c> Cx<'c> {
 
     pub fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
         let during = "deleting a thread";
+        // The decision log names the stored items of the thread's runs: it keeps a copy now.
+        let (chunks, rows) = super::input_log::freeze(self.conn, thread)
+            .map_err(|e| self.corrupt(format!("thread {thread}: decision log"), e))?;
+        for (sha, body) in chunks {
+            self.exec(
+                during,
+                "INSERT OR IGNORE INTO decision_chunks (sha, body) VALUES (?1, ?2)",
+                params![sha, body],
+            )?;
+        }
+        for (id, input) in rows {
+            self.exec(
+                during,
+                "UPDATE decision_log SET input = ?2 WHERE id = ?1",
+                params![id, input],
+            )?;
+        }
         for sql in [
             "DELETE FROM items WHERE thread = ?1",
             "DELETE FROM runs WHERE thread = ?1",
@@ -249,17 +266,20 @@ impl<'c> Cx<'c> {
         let mut st = self
             .conn
             .prepare_cached(
-                "INSERT INTO items (thread, run, idx, kind, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO items (thread, run, idx, kind, body, item_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
             .map_err(|e| self.err(&during, e))?;
         for (i, item) in items.iter().enumerate() {
             let body = self.json("item", item)?;
+            let idx = first.saturating_add(i);
             st.execute(params![
                 thread,
                 run,
-                i64::try_from(first.saturating_add(i)).unwrap_or(i64::MAX),
+                i64::try_from(idx).unwrap_or(i64::MAX),
                 item.kind(),
-                body
+                body,
+                crate::state::item_id(item, run, idx)
             ])
             .map_err(|e| self.err(&during, e))?;
         }
@@ -719,36 +739,25 @@ impl<'c> Cx<'c> {
         })
     }
 
-    /// A decision input with each long list of its state (runs, provider threads, handoffs,
-    /// transfers, checkpoints) replaced by `{"chunks": [sha256, ...]}`: runs of
-    /// [`super::replay::CHUNK_LEN`] elements kept once each in `decision_chunks`. Consecutive
-    /// decisions of a thread share every chunk that did not change, so the log grows with what
-    /// changed, not with the thread's history.
-    fn chunked(&self, mut input: serde_json::Value) -> Result<String, StoreError> {
-        use sha2::{Digest, Sha256};
-        if let Some(state) = input.get_mut("state").and_then(|s| s.as_object_mut()) {
-            for key in super::replay::CHUNKED {
-                let Some(serde_json::Value::Array(items)) = state.get(key) else {
-                    continue;
-                };
-                let mut shas = Vec::new();
-                for chunk in items.chunks(super::replay::CHUNK_LEN) {
-                    let body = self.json("decision input", &chunk)?;
-                    let sha: String = Sha256::digest(body.as_bytes())
-                        .iter()
-                        .map(|b| format!("{b:02x}"))
-                        .collect();
-                    self.exec(
-                        "recording the decision's input",
-                        "INSERT OR IGNORE INTO decision_chunks (sha, body) VALUES (?1, ?2)",
-                        params![sha, body],
-                    )?;
-                    shas.push(serde_json::Value::String(sha));
-                }
-                state.insert(key.to_string(), serde_json::json!({ "chunks": shas }));
-            }
+    /// A decision input as the log keeps it: a delta on the thread's latest logged input, or
+    /// a keyframe whose long lists are chunks kept once each in `decision_chunks` (see
+    /// `store::input_log`), so the log grows with what changed, not with the thread's history.
+    fn encoded_input(
+        &self,
+        thread: &str,
+        operation: &str,
+        input: serde_json::Value,
+    ) -> Result<String, StoreError> {
+        let (text, chunks) = super::input_log::encode(self.conn, thread, operation, input)
+            .map_err(|e| self.corrupt("decision input".into(), e))?;
+        for (sha, body) in chunks {
+            self.exec(
+                "recording the decision's input",
+                "INSERT OR IGNORE INTO decision_chunks (sha, body) VALUES (?1, ?2)",
+                params![sha, body],
+            )?;
         }
-        self.json("decision input", &input)
+        Ok(text)
     }
 
     /// The merge-back `handoff` of `thread` as its own decision (the latest `merge_back` row of
@@ -800,8 +809,18 @@ impl<'c> Cx<'c> {
         decision: &crate::decision::Decision,
         input: serde_json::Value,
     ) -> Result<(), StoreError> {
-        let json = self.json("decision", decision)?;
-        let input = self.chunked(input)?;
+        let value =
+            serde_json::to_value(decision).map_err(|e| self.corrupt("decision".into(), e))?;
+        let split = super::trace_log::split(value);
+        if let Some((sha, body)) = &split.rules {
+            self.exec(
+                "recording the decision's trace text",
+                "INSERT OR IGNORE INTO decision_rules (sha, body) VALUES (?1, ?2)",
+                params![sha, body],
+            )?;
+        }
+        let json = split.decision.to_string();
+        let input = self.encoded_input(thread, operation, input)?;
         self.exec(
             "recording the decision",
             "INSERT INTO decision_log (thread, run, operation, policy_name, policy_sha256, decision,

@@ -9,11 +9,13 @@
 
 mod grants;
 pub mod hint;
+mod input_log;
 mod io;
 pub mod lifecycle;
 pub mod replay;
 pub mod report;
 mod schema;
+mod trace_log;
 
 use crate::deliver::HandoffLiveness;
 use crate::state::State;

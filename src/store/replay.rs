@@ -11,50 +11,50 @@ use rusqlite::OptionalExtension;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// The lists of a logged state kept in shared chunks (see `decision_chunks`), and how many
-/// elements a chunk holds.
-pub(crate) const CHUNKED: [&str; 5] = [
-    "provider_threads",
-    "runs",
-    "handoffs",
-    "transfers",
-    "checkpoints",
-];
-pub(crate) const CHUNK_LEN: usize = 64;
-
-/// A logged input with its chunked lists put back together.
+/// A logged input put back together (see `store::input_log`).
 fn unchunked(store: &Store, input: &str) -> Result<DecisionInput, String> {
-    let mut v: serde_json::Value = serde_json::from_str(input).map_err(|e| e.to_string())?;
-    if let Some(state) = v.get_mut("state").and_then(|s| s.as_object_mut()) {
-        for key in CHUNKED {
-            let Some(shas) = state
-                .get(key)
-                .and_then(|x| x.get("chunks"))
-                .and_then(|c| c.as_array())
-                .cloned()
-            else {
-                continue;
-            };
-            let mut items: Vec<serde_json::Value> = Vec::new();
-            for sha in shas.iter().filter_map(|s| s.as_str()) {
-                let body: Option<String> = store
-                    .connection()
-                    .query_row(
-                        "SELECT body FROM decision_chunks WHERE sha = ?1",
-                        [sha],
-                        |r| r.get(0),
-                    )
-                    .optional()
-                    .map_err(|e| e.to_string())?;
-                let body = body.ok_or_else(|| format!("its chunk {sha} of `{key}` is missing"))?;
-                let part: Vec<serde_json::Value> =
-                    serde_json::from_str(&body).map_err(|e| e.to_string())?;
-                items.extend(part);
-            }
-            state.insert(key.to_string(), serde_json::Value::Array(items));
-        }
-    }
+    let v = super::input_log::materialize(store.connection(), input)?;
     serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+/// A logged decision (the `decision` column) with its full trace put back (see
+/// `store::trace_log`).
+fn expanded(store: &Store, logged: &str) -> Result<serde_json::Value, String> {
+    let v: serde_json::Value = serde_json::from_str(logged).map_err(|e| e.to_string())?;
+    let rules: Option<String> = match super::trace_log::rules_sha(&v) {
+        Some(sha) => store
+            .connection()
+            .query_row(
+                "SELECT body FROM decision_rules WHERE sha = ?1",
+                [sha],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| e.to_string())?,
+        None => None,
+    };
+    super::trace_log::expand(v, rules.as_deref())
+}
+
+impl Store {
+    /// The decision of decision-log row `id`, as `explain --json` printed it when it was
+    /// made: the log keeps a trace's text once per policy, and this puts it back.
+    pub fn logged_decision(&self, id: i64) -> Result<serde_json::Value, StoreError> {
+        let during = "reading the decision log";
+        let logged: String = self
+            .connection()
+            .query_row(
+                "SELECT decision FROM decision_log WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(during, e))?;
+        expanded(self, &logged).map_err(|why| StoreError::Corrupt {
+            path: self.name(),
+            what: format!("decision-log row {id}"),
+            why,
+        })
+    }
 }
 
 /// What a decision was made from, as the decision log keeps it.
@@ -232,7 +232,7 @@ pub fn replay(
                 continue;
             }
         };
-        let logged: serde_json::Value = match serde_json::from_str(&row.decision) {
+        let logged = match expanded(store, &row.decision) {
             Ok(v) => v,
             Err(e) => {
                 report.differences.push(differ(

@@ -152,8 +152,24 @@ const V5: &str = r#"
 ALTER TABLE threads ADD COLUMN workspace TEXT;
 "#;
 
+/// Version 6: every item row carries its effective id (`item_id`: the item's own `id`, else
+/// `r<run>.<n>`, as `state::item_id` gives it), indexed by thread, so that `complete_run` checks
+/// the new items' ids against the thread without loading it. The decision log keeps the text
+/// of a trace (rule names, locations, conditions: what only depends on the policy) once, in
+/// `decision_rules`, and each row only the trace's outcomes and values (`store::trace_log`);
+/// rows logged before keep their full trace.
+const V6: &str = r#"
+ALTER TABLE items ADD COLUMN item_id TEXT;
+UPDATE items SET item_id = COALESCE(json_extract(body, '$.id'), 'r' || run || '.' || (idx + 1));
+CREATE INDEX items_by_id ON items (thread, item_id);
+CREATE TABLE decision_rules (
+    sha  TEXT PRIMARY KEY,
+    body TEXT NOT NULL                                     -- JSON: a trace's text, per entry
+) WITHOUT ROWID;
+"#;
+
 /// The migrations, in order: `MIGRATIONS[i]` upgrades version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The schema version this baton writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

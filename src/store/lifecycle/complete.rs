@@ -1,14 +1,17 @@
 //! Complete a running run.
 
-use super::{commit, validated, Completed};
+use super::{commit, Completed};
 use crate::state::*;
 use crate::store::io::Cx;
 use crate::store::{Store, StoreError};
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 
 /// Finish a running run: append its items and mark it completed, failed or interrupted.
 /// The handoff it consumed becomes `consumed` (and its transfer too), so the provider
 /// thread's coverage now includes the handoff's runs and this run.
+///
+/// The cost follows the run, not the thread's history: the run's row, the ids of the new
+/// items (looked up in the `items_by_id` index) and the rows it changes are all it reads.
 pub fn complete_run(
     store: &mut Store,
     thread: &str,
@@ -29,30 +32,51 @@ pub fn complete_run(
             status: status.as_str().into(),
         });
     }
-    let mut state = cx.load(thread)?;
-    let n = u32::try_from(state.runs.len()).unwrap_or(u32::MAX);
-    let Some(r) = state.runs.get_mut((run as usize).wrapping_sub(1)) else {
+    if !cx.thread_exists(thread)? {
+        return Err(cx.not_found(thread));
+    }
+    let during = "loading the run";
+    let row: Option<(String, Option<String>)> = tx
+        .query_row(
+            "SELECT status, handoff FROM runs WHERE thread = ?1 AND ordinal = ?2",
+            params![thread, run],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(|e| cx.err(during, e))?;
+    let Some((stored_status, handoff_consumed)) = row else {
+        let runs: u32 = tx
+            .query_row(
+                "SELECT COALESCE(MAX(ordinal), 0) FROM runs WHERE thread = ?1",
+                [thread],
+                |r| r.get(0),
+            )
+            .map_err(|e| cx.err(during, e))?;
         return Err(StoreError::RunNotFound {
             path,
             thread: thread.into(),
             run,
-            runs: n,
+            runs,
         });
     };
-    if r.status != RunStatus::Running {
+    if stored_status != RunStatus::Running.as_str() {
         return Err(StoreError::RunNotRunning {
             path,
             thread: thread.into(),
             run,
-            status: r.status.as_str().into(),
+            status: stored_status,
         });
     }
-    let first = r.items.len();
-    r.items.extend(items.iter().cloned());
-    r.status = status;
-    let handoff_consumed = r.handoff.clone();
-    // The new items must keep the thread valid (item ids unique, ...).
-    validated(&state, &path)?;
+    let first: usize = tx
+        .query_row(
+            "SELECT COUNT(*) FROM items WHERE thread = ?1 AND run = ?2",
+            params![thread, run],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+        .map_err(|e| cx.err(during, e))?;
+    // The new items must keep the thread valid: their ids unique in the thread.
+    check_item_ids(&cx, thread, run, first, &items)?;
     cx.insert_items(thread, run, first, &items)?;
     cx.exec(
         "completing the run",
@@ -92,5 +116,66 @@ pub fn complete_run(
         status,
         items: items.len(),
         handoff_consumed,
+    })
+}
+
+/// Refuse new items of `run` (appended after its `first` stored ones) whose ids are already
+/// taken in the thread or repeat among themselves, with the validator's message
+/// (`runs[i].items[j].id: duplicate item id "x" (also at runs[k].items[l])`).
+fn check_item_ids(
+    cx: &Cx<'_>,
+    thread: &str,
+    run: u32,
+    first: usize,
+    items: &[Item],
+) -> Result<(), StoreError> {
+    let at = |ordinal: u32, idx: usize| {
+        format!(
+            "runs[{}].items[{idx}]",
+            (ordinal as usize).saturating_sub(1)
+        )
+    };
+    let mut st = cx
+        .conn
+        .prepare_cached(
+            "SELECT run, idx FROM items WHERE thread = ?1 AND item_id = ?2
+             ORDER BY run DESC, idx DESC LIMIT 1",
+        )
+        .map_err(|e| cx.err("checking the items' ids", e))?;
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut problems = Vec::new();
+    for (j, item) in items.iter().enumerate() {
+        let idx = first.saturating_add(j);
+        let id = item_id(item, run, idx);
+        let stored: Option<(u32, i64)> = st
+            .query_row(params![thread, id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(|e| cx.err("checking the items' ids", e))?;
+        // As the validator does: the latest earlier item with the same id.
+        let prev = match seen.get(&id) {
+            Some(&k) => Some(at(run, k)),
+            None => stored.map(|(r, i)| at(r, usize::try_from(i).unwrap_or(usize::MAX))),
+        };
+        let here = at(run, idx);
+        if let Some(prev) = prev {
+            problems.push(StateProblem {
+                at: format!("{here}.id"),
+                line: None,
+                column: None,
+                message: format!("duplicate item id \"{id}\" (also at {prev})"),
+            });
+        }
+        seen.insert(id, idx);
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(StoreError::InvalidState {
+        path: cx.path.clone(),
+        thread: thread.into(),
+        source: Box::new(StateError {
+            file: format!("{}#{thread}", cx.path),
+            problems,
+        }),
     })
 }

@@ -1,0 +1,568 @@
+//! How the decision log keeps each decision's input ([`super::DecisionInput`]) small.
+//!
+//! A row's `input` is one of two forms:
+//!
+//! - a **keyframe**: the input as JSON, with each long list of its state (`runs`,
+//!   `provider_threads`, `handoffs`, `transfers`, `checkpoints`) replaced by
+//!   `{"chunks": [sha256, ...]}`, chunks of [`CHUNK_LEN`] elements kept once each in
+//!   `decision_chunks` (every row logged before schema 6 is a keyframe);
+//! - a **delta** on an earlier row of the same thread (its `base`): `{"base": ID, "depth": D,
+//!   "fields": {...}, "removed": [...], "lists": {KEY: {"len": N, "set": [[I, ELEMENT], ...]}},
+//!   "target": ..., "document_root": ..., "context": ...}`. `fields` are the state's other
+//!   fields that differ from the base's, `removed` the state's keys the base had and this input
+//!   has not, and each list gives its length and the elements that differ from the base's at
+//!   the same index. Everything outside `state` is kept whole (it is small).
+//!
+//! Consecutive decisions of a thread differ by a run or two, a handoff, a transfer and the
+//! request, so a delta is a few hundred bytes where a keyframe names every chunk (about 10 KB
+//! at 10,000 runs) and rewrites the chunks that changed (the last chunk of runs changes at
+//! every turn). A chain is at most [`MAX_DEPTH`] deltas long: the next row is a keyframe again,
+//! so putting an input back reads at most that many rows plus the keyframe's chunks. A base
+//! that cannot be read (a missing chunk, an edited row) only means the next row is a keyframe.
+//!
+//! Finding what changed costs no more than the keyframe did: the current lists are cut into the
+//! same chunks and hashed; a chunk whose hash is the base's (and on which no delta since the
+//! keyframe wrote) is unchanged, and only the others are read and compared element by element.
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashMap};
+
+/// The lists of a logged state kept in shared chunks (see `decision_chunks`).
+pub(crate) const CHUNKED: [&str; 5] = [
+    "provider_threads",
+    "runs",
+    "handoffs",
+    "transfers",
+    "checkpoints",
+];
+/// How many elements a chunk holds.
+pub(crate) const CHUNK_LEN: usize = 64;
+/// The longest chain of deltas before the next row is a keyframe again.
+pub(crate) const MAX_DEPTH: u64 = 32;
+
+/// The JSON text of a chunk (the same for the writer and the comparison).
+fn chunk_body(chunk: &[Value]) -> String {
+    Value::Array(chunk.to_vec()).to_string()
+}
+
+fn sha_hex(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// One list of a logged input, as its keyframe's chunks plus the elements deltas set since.
+#[derive(Default)]
+struct List {
+    chunks: Vec<String>,
+    len: usize,
+    overrides: BTreeMap<usize, Value>,
+    /// Chunk bodies read so far, by chunk index.
+    loaded: HashMap<usize, Vec<Value>>,
+}
+
+impl List {
+    fn load(&mut self, conn: &Connection, key: &str, c: usize) -> Result<(), String> {
+        if self.loaded.contains_key(&c) {
+            return Ok(());
+        }
+        let Some(sha) = self.chunks.get(c) else {
+            return Err(format!("`{key}` has no chunk {c}"));
+        };
+        let body: Option<String> = conn
+            .query_row(
+                "SELECT body FROM decision_chunks WHERE sha = ?1",
+                [sha],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| e.to_string())?;
+        let body = body.ok_or_else(|| format!("its chunk {sha} of `{key}` is missing"))?;
+        let part: Vec<Value> = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+        self.loaded.insert(c, part);
+        Ok(())
+    }
+
+    /// Element `i`, reading its chunk when needed.
+    fn get(&mut self, conn: &Connection, key: &str, i: usize) -> Result<Value, String> {
+        if i >= self.len {
+            return Err(format!("`{key}` has no element {i}"));
+        }
+        if let Some(v) = self.overrides.get(&i) {
+            return Ok(v.clone());
+        }
+        let c = i / CHUNK_LEN;
+        self.load(conn, key, c)?;
+        self.loaded
+            .get(&c)
+            .and_then(|part| part.get(i % CHUNK_LEN))
+            .cloned()
+            .ok_or_else(|| format!("`{key}`'s chunk {c} is shorter than the list"))
+    }
+
+    /// Whether chunk `c` of `current` (the elements `start..end`) is the keyframe's chunk `c`
+    /// untouched, by its hash alone.
+    fn same_chunk(&self, c: usize, start: usize, end: usize, sha: &str) -> bool {
+        end <= self.len
+            && self.chunks.get(c).is_some_and(|s| s == sha)
+            && self.overrides.range(start..end).next().is_none()
+    }
+}
+
+/// A logged input, put back lazily: the state's other fields whole, its lists as [`List`]s,
+/// the rest of the input whole.
+struct Lazy {
+    top: Map<String, Value>,
+    fields: Map<String, Value>,
+    lists: HashMap<String, List>,
+    depth: u64,
+}
+
+fn parse(text: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str(text).map_err(|e| e.to_string())? {
+        Value::Object(m) => Ok(m),
+        _ => Err("it is not a JSON object".into()),
+    }
+}
+
+fn read_row(conn: &Connection, id: i64) -> Result<Map<String, Value>, String> {
+    let text: Option<Option<String>> = conn
+        .query_row("SELECT input FROM decision_log WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(|e| e.to_string())?;
+    match text.flatten() {
+        Some(t) => parse(&t),
+        None => Err(format!(
+            "its base, log row {id}, is missing or has no input"
+        )),
+    }
+}
+
+/// Put a logged input back lazily: follow the chain of deltas to its keyframe, then apply the
+/// deltas forward.
+fn lazy(conn: &Connection, row: Map<String, Value>) -> Result<Lazy, String> {
+    let mut chain = vec![row];
+    loop {
+        let Some(last) = chain.last() else {
+            return Err("empty chain".into());
+        };
+        let Some(base) = last.get("base") else { break };
+        let id = base.as_i64().ok_or("its `base` is not a row id")?;
+        if u64::try_from(chain.len()).unwrap_or(u64::MAX) > MAX_DEPTH.saturating_add(1) {
+            return Err("its chain of deltas is longer than a chain can be".into());
+        }
+        chain.push(read_row(conn, id)?);
+    }
+    let Some(mut key) = chain.pop() else {
+        return Err("empty chain".into());
+    };
+    // The keyframe.
+    let mut fields = match key.remove("state") {
+        Some(Value::Object(m)) => m,
+        _ => return Err("its keyframe has no state".into()),
+    };
+    let mut lists = HashMap::new();
+    for name in CHUNKED {
+        if let Some(Value::Object(c)) = fields.get(name) {
+            let Some(Value::Array(shas)) = c.get("chunks") else {
+                continue;
+            };
+            let chunks: Vec<String> = shas
+                .iter()
+                .map(|s| s.as_str().map(str::to_string))
+                .collect::<Option<_>>()
+                .ok_or_else(|| format!("`{name}` names a chunk that is not a sha256"))?;
+            // The length is known once the last chunk is read; chunks before it are full.
+            let mut list = List {
+                chunks,
+                ..List::default()
+            };
+            let n = list.chunks.len();
+            if n > 0 {
+                list.load(conn, name, n.saturating_sub(1))?;
+                let tail = list.loaded.get(&n.saturating_sub(1)).map_or(0, Vec::len);
+                list.len = CHUNK_LEN
+                    .saturating_mul(n.saturating_sub(1))
+                    .saturating_add(tail);
+            }
+            fields.remove(name);
+            lists.insert(name.to_string(), list);
+        }
+    }
+    let mut top = key;
+    let mut depth = 0;
+    // The deltas, oldest first.
+    while let Some(mut delta) = chain.pop() {
+        depth = delta.get("depth").and_then(Value::as_u64).unwrap_or(0);
+        if let Some(Value::Object(set)) = delta.remove("fields") {
+            fields.extend(set);
+        }
+        if let Some(Value::Array(removed)) = delta.remove("removed") {
+            for k in removed.iter().filter_map(Value::as_str) {
+                fields.remove(k);
+                lists.remove(k);
+            }
+        }
+        if let Some(Value::Object(ls)) = delta.remove("lists") {
+            for (name, l) in ls {
+                let len = l
+                    .get("len")
+                    .and_then(Value::as_u64)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| format!("`{name}` has no length"))?;
+                let list = lists.entry(name.clone()).or_default();
+                list.len = len;
+                list.overrides.retain(|i, _| *i < len);
+                if let Some(Value::Array(set)) = l.get("set") {
+                    for pair in set {
+                        let (Some(i), Some(v)) = (
+                            pair.get(0)
+                                .and_then(Value::as_u64)
+                                .and_then(|n| usize::try_from(n).ok()),
+                            pair.get(1),
+                        ) else {
+                            return Err(format!("`{name}` sets an element without an index"));
+                        };
+                        list.overrides.insert(i, v.clone());
+                    }
+                }
+            }
+        }
+        for k in ["base", "depth"] {
+            delta.remove(k);
+        }
+        top = delta;
+    }
+    Ok(Lazy {
+        top,
+        fields,
+        lists,
+        depth,
+    })
+}
+
+/// The key of a logged input naming the stored items of its runs:
+/// `{"thread": T, "runs": [[FROM, TO, ITEMS], ...]}` (the runs `FROM..=TO` of `T` had
+/// `ITEMS` items in all, as the `items` table holds them), or, once the thread was replaced,
+/// the same with `"chunk": SHA`, a `decision_chunks` body `[[ORDINAL, [ITEM, ...]], ...]`
+/// holding those items.
+const STORED_ITEMS: &str = "stored_items";
+
+/// Take the items out of the finished runs of `state` (a dispatch's, loaded from `thread`'s
+/// rows), and name them instead. The items of a finished run never change in the store
+/// (`complete_run` appends to a running run only); a thread replaced by an import has its
+/// references frozen first ([`freeze`]).
+fn strip_items(state: &mut Map<String, Value>, thread: &str) -> Option<Value> {
+    let Some(Value::Array(runs)) = state.get_mut("runs") else {
+        return None;
+    };
+    let mut ranges: Vec<[u64; 3]> = Vec::new();
+    for run in runs.iter_mut() {
+        let finished = run.get("status").and_then(Value::as_str) != Some("running");
+        let Some(ordinal) = run.get("ordinal").and_then(Value::as_u64) else {
+            continue;
+        };
+        let n = match run.get("items") {
+            Some(Value::Array(items)) if finished && !items.is_empty() => items.len(),
+            _ => continue,
+        };
+        let n = u64::try_from(n).unwrap_or(u64::MAX);
+        // As a run with no items serializes: without the key.
+        if let Some(obj) = run.as_object_mut() {
+            obj.remove("items");
+        }
+        match ranges.last_mut() {
+            Some(r) if r[1].saturating_add(1) == ordinal => {
+                r[1] = ordinal;
+                r[2] = r[2].saturating_add(n);
+            }
+            _ => ranges.push([ordinal, ordinal, n]),
+        }
+    }
+    (!ranges.is_empty()).then(|| serde_json::json!({ "thread": thread, "runs": ranges }))
+}
+
+/// The items a `stored_items` reference names, by ordinal.
+fn stored_items(conn: &Connection, refs: &Value) -> Result<Vec<(u64, Vec<Value>)>, String> {
+    let ranges: Vec<[u64; 3]> = refs
+        .get("runs")
+        .cloned()
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    if let Some(sha) = refs.get("chunk").and_then(Value::as_str) {
+        let body: Option<String> = conn
+            .query_row(
+                "SELECT body FROM decision_chunks WHERE sha = ?1",
+                [sha],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| e.to_string())?;
+        let body = body.ok_or_else(|| format!("its chunk {sha} of `{STORED_ITEMS}` is missing"))?;
+        return serde_json::from_str(&body).map_err(|e| e.to_string());
+    }
+    let thread = refs
+        .get("thread")
+        .and_then(Value::as_str)
+        .ok_or("its stored items name no thread")?;
+    let mut st = conn
+        .prepare_cached(
+            "SELECT run, body FROM items WHERE thread = ?1 AND run BETWEEN ?2 AND ?3
+             ORDER BY run, idx",
+        )
+        .map_err(|e| e.to_string())?;
+    let mut out: Vec<(u64, Vec<Value>)> = Vec::new();
+    for [from, to, n] in ranges {
+        let rows = st
+            .query_map(params![thread, from, to], |r| {
+                Ok((r.get::<_, u64>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(|e| e.to_string())?;
+        let mut count = 0u64;
+        for row in rows {
+            let (run, body) = row.map_err(|e| e.to_string())?;
+            let item: crate::state::Item =
+                serde_json::from_str(&body).map_err(|e| e.to_string())?;
+            let item = serde_json::to_value(item).map_err(|e| e.to_string())?;
+            count = count.saturating_add(1);
+            match out.last_mut() {
+                Some((r, items)) if *r == run => items.push(item),
+                _ => out.push((run, vec![item])),
+            }
+        }
+        if count != n {
+            return Err(format!(
+                "runs {from}-{to} of thread \"{thread}\" had {n} items when it was decided and have {count} now"
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The chunks to store (sha256, body) and the log rows to rewrite (id, input) of [`freeze`].
+pub(crate) type Frozen = (Vec<(String, String)>, Vec<(i64, String)>);
+
+/// Before `thread`'s rows are replaced (an import with `replace`): every logged input naming
+/// its stored items keeps a copy of them instead, in `decision_chunks`. Returns the chunks to
+/// store and the rows to rewrite (id, new input).
+pub(crate) fn freeze(conn: &Connection, thread: &str) -> Result<Frozen, String> {
+    let mut st = conn
+        .prepare(
+            "SELECT id, input FROM decision_log
+             WHERE thread = ?1 AND input IS NOT NULL AND instr(input, '\"stored_items\"') > 0",
+        )
+        .map_err(|e| e.to_string())?;
+    let rows: Vec<(i64, String)> = st
+        .query_map([thread], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(|e| e.to_string())?
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let mut chunks = Vec::new();
+    let mut rewritten = Vec::new();
+    for (id, text) in rows {
+        let Ok(mut row) = parse(&text) else { continue };
+        let Some(Value::Object(refs)) = row.get_mut(STORED_ITEMS) else {
+            continue;
+        };
+        if refs.contains_key("chunk") {
+            continue;
+        }
+        let items = stored_items(conn, &Value::Object(refs.clone()))?;
+        let body = serde_json::to_string(&items).map_err(|e| e.to_string())?;
+        let sha = sha_hex(&body);
+        refs.insert("chunk".into(), Value::String(sha.clone()));
+        chunks.push((sha, body));
+        rewritten.push((id, Value::Object(row).to_string()));
+    }
+    Ok((chunks, rewritten))
+}
+
+/// A logged input (the `input` column) as the whole input: a keyframe's chunks read back, a
+/// delta applied to its base, the stored items it names put back in their runs.
+pub(crate) fn materialize(conn: &Connection, input: &str) -> Result<Value, String> {
+    let mut l = lazy(conn, parse(input)?)?;
+    let mut state = std::mem::take(&mut l.fields);
+    for name in CHUNKED {
+        let Some(mut list) = l.lists.remove(name) else {
+            continue;
+        };
+        let mut out = Vec::with_capacity(list.len);
+        for i in 0..list.len {
+            out.push(list.get(conn, name, i)?);
+        }
+        state.insert(name.to_string(), Value::Array(out));
+    }
+    let mut top = l.top;
+    if let Some(refs) = top.remove(STORED_ITEMS) {
+        let items = stored_items(conn, &refs)?;
+        let Some(Value::Array(runs)) = state.get_mut("runs") else {
+            return Err("it names stored items but has no runs".into());
+        };
+        for (ordinal, its) in items {
+            let run = usize::try_from(ordinal)
+                .ok()
+                .and_then(|o| o.checked_sub(1))
+                .and_then(|i| runs.get_mut(i))
+                .filter(|r| r.get("ordinal").and_then(Value::as_u64) == Some(ordinal))
+                .ok_or_else(|| {
+                    format!("it names the items of run {ordinal}, which it does not hold")
+                })?;
+            if let Some(obj) = run.as_object_mut() {
+                obj.insert("items".into(), Value::Array(its));
+            }
+        }
+    }
+    top.insert("state".into(), Value::Object(state));
+    Ok(Value::Object(top))
+}
+
+/// What to write for `input` (a [`super::DecisionInput`] as JSON) logged on `thread`: a delta
+/// on the thread's latest logged input when there is one to build on, else a keyframe. Returns
+/// the row's text and the chunks (sha256, body) a keyframe needs stored.
+pub(crate) fn encode(
+    conn: &Connection,
+    thread: &str,
+    operation: &str,
+    input: Value,
+) -> Result<(String, Vec<(String, String)>), String> {
+    let Value::Object(mut top) = input else {
+        return Err("the decision input is not a JSON object".into());
+    };
+    let Some(Value::Object(mut state)) = top.remove("state") else {
+        return Err("the decision input has no state".into());
+    };
+    // A dispatch decides on the thread's own rows: the items of its finished runs are named,
+    // not copied (see `stored_items`).
+    let own = state
+        .get("thread")
+        .and_then(|t| t.get("id"))
+        .and_then(Value::as_str)
+        == Some(thread);
+    if operation == "dispatch" && own {
+        if let Some(refs) = strip_items(&mut state, thread) {
+            top.insert(STORED_ITEMS.into(), refs);
+        }
+    }
+    // Each list cut into chunks and hashed, as a keyframe would store it.
+    let mut hashed: Vec<(&str, Vec<(String, String)>)> = Vec::new();
+    for name in CHUNKED {
+        if let Some(Value::Array(items)) = state.get(name) {
+            let chunks = items
+                .chunks(CHUNK_LEN)
+                .map(|c| {
+                    let body = chunk_body(c);
+                    (sha_hex(&body), body)
+                })
+                .collect();
+            hashed.push((name, chunks));
+        }
+    }
+    if let Some(delta) = base_of(conn, thread)
+        .and_then(|(id, base)| delta(conn, id, base, &state, &hashed, &top).ok())
+    {
+        return Ok((Value::Object(delta).to_string(), Vec::new()));
+    }
+    // A keyframe.
+    let mut new_chunks = Vec::new();
+    for (name, chunks) in hashed {
+        let shas: Vec<Value> = chunks
+            .iter()
+            .map(|(s, _)| Value::String(s.clone()))
+            .collect();
+        state.insert(name.to_string(), serde_json::json!({ "chunks": shas }));
+        new_chunks.extend(chunks);
+    }
+    top.insert("state".into(), Value::Object(state));
+    Ok((Value::Object(top).to_string(), new_chunks))
+}
+
+/// The thread's latest logged input to build a delta on, when it is not at the end of its chain.
+fn base_of(conn: &Connection, thread: &str) -> Option<(i64, Lazy)> {
+    let (id, text): (i64, String) = conn
+        .query_row(
+            "SELECT id, input FROM decision_log
+             WHERE thread = ?1 AND input IS NOT NULL
+             ORDER BY run DESC, id DESC LIMIT 1",
+            params![thread],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .ok()
+        .flatten()?;
+    let row = parse(&text).ok()?;
+    let depth = row.get("depth").and_then(Value::as_u64).unwrap_or(0);
+    if depth >= MAX_DEPTH {
+        return None;
+    }
+    lazy(conn, row).ok().map(|l| (id, l))
+}
+
+/// The delta of `state` (with its lists `hashed`) on `base` (row `id`).
+fn delta(
+    conn: &Connection,
+    id: i64,
+    mut base: Lazy,
+    state: &Map<String, Value>,
+    hashed: &[(&str, Vec<(String, String)>)],
+    top: &Map<String, Value>,
+) -> Result<Map<String, Value>, String> {
+    let mut fields = Map::new();
+    let mut removed = Vec::new();
+    for (k, v) in state {
+        if CHUNKED.contains(&k.as_str()) && v.is_array() {
+            continue;
+        }
+        if base.fields.get(k) != Some(v) {
+            fields.insert(k.clone(), v.clone());
+        }
+    }
+    for k in base.fields.keys().chain(base.lists.keys()) {
+        let listed = CHUNKED.contains(&k.as_str()) && state.get(k).is_some_and(Value::is_array);
+        if !state.contains_key(k) || (base.lists.contains_key(k) && !listed) {
+            removed.push(Value::String(k.clone()));
+        }
+    }
+    let mut lists = Map::new();
+    for (name, chunks) in hashed {
+        let Some(Value::Array(items)) = state.get(*name) else {
+            continue;
+        };
+        let list = base.lists.entry(name.to_string()).or_default();
+        let mut set = Vec::new();
+        for (c, (sha, _)) in chunks.iter().enumerate() {
+            let start = c.saturating_mul(CHUNK_LEN);
+            let end = start.saturating_add(CHUNK_LEN).min(items.len());
+            if list.same_chunk(c, start, end, sha) {
+                continue;
+            }
+            for i in start..end {
+                let Some(cur) = items.get(i) else { break };
+                let same = i < list.len && list.get(conn, name, i)? == *cur;
+                if !same {
+                    set.push(serde_json::json!([i, cur]));
+                }
+            }
+        }
+        lists.insert(
+            name.to_string(),
+            serde_json::json!({ "len": items.len(), "set": set }),
+        );
+    }
+    let mut out = Map::new();
+    out.insert("base".into(), Value::from(id));
+    out.insert("depth".into(), Value::from(base.depth.saturating_add(1)));
+    out.insert("fields".into(), Value::Object(fields));
+    out.insert("removed".into(), Value::Array(removed));
+    out.insert("lists".into(), Value::Object(lists));
+    for (k, v) in top {
+        out.insert(k.clone(), v.clone());
+    }
+    Ok(out)
+}
