@@ -113,7 +113,7 @@ fn the_human_output_says_the_summary_was_dropped() {
     let out = db.ok(&["rollback", "--thread", "th_rb", "--to", "4"]);
     assert_eq!(
         out,
-        "rolled th_rb back to run 4\n  runs rolled back: 5\n  handoffs superseded: none\n  provider threads: C1 (codex) divergent\n  compaction summary: dropped (it covered a rolled-back run)\n"
+        "rolled th_rb back to run 4\n  runs rolled back: 5\n  handoffs superseded: none\n  provider threads: C1 (codex) divergent\n  compaction summary: dropped (it covered a rolled-back run)\n  codex thread C1: discard it, do not resume it (its turn for run 5 was undone); the next run on codex (run 6) starts a new thread (full_new; stale: diverged)\n"
     );
 }
 

@@ -18,7 +18,7 @@ fn rollback_advice_and_fork_point_over_the_service() {
     let d = s
         .client
         .result("dispatch", json!({"thread": "kid", "target": "codex"}));
-    assert_eq!(d["decision"]["strategy"], "native_fork");
+    assert_eq!(d["strategy"], "native_fork");
     assert_eq!(
         d["fork_point"],
         json!({"parent_thread": "th_1", "provider_thread": "C1", "run": 5, "turn": 5})

@@ -162,7 +162,15 @@ pub fn case_state(tf: &TestFile, case: &Case) -> Result<State, String> {
     let value = case.state_inline.clone().unwrap_or_default();
     let text = serde_yaml::to_string(&value).map_err(|e| e.to_string())?;
     let name = format!("{file}:{} (state_inline of `{}`)", case.line, case.name);
-    crate::state::parse_str(&text, crate::state::Format::Yaml, &name).map_err(|e| e.to_string())
+    crate::state::parse_str(&text, crate::state::Format::Yaml, &name).map_err(|mut e| {
+        // Positions would point into the re-serialized text, not the test file: the case's
+        // line and the problem's path say where it is.
+        for p in &mut e.problems {
+            p.line = None;
+            p.column = None;
+        }
+        e.to_string()
+    })
 }
 
 /// The policies the cases of one test file run against.
