@@ -11,6 +11,8 @@ pub mod codes;
 pub mod diag;
 pub mod parser;
 pub mod source;
+mod texts;
+pub use texts::{RuleText, RuleTexts};
 
 pub use diag::{Diagnostic, PolicyError, Severity, Source};
 
@@ -332,6 +334,8 @@ pub struct Policy {
     /// Lint warnings; errors never reach a `Policy`.
     pub warnings: Vec<Diagnostic>,
     pub sources: Vec<Source>,
+    /// The rules' trace texts, formatted on first use ([`Policy::rule_text`]).
+    pub rule_texts: RuleTexts,
 }
 
 impl Policy {

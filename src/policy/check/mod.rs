@@ -434,6 +434,7 @@ pub fn check(
         pregrant,
         warnings: diags,
         sources,
+        rule_texts: Default::default(),
     })
 }
 
