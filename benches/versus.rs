@@ -81,7 +81,10 @@ fn state(n: usize) -> State {
         } else {
             ("claude", "L1")
         };
-        let _ = writeln!(s, "  - ordinal: {o}\n    provider: {provider}\n    provider_thread: {pt}");
+        let _ = writeln!(
+            s,
+            "  - ordinal: {o}\n    provider: {provider}\n    provider_thread: {pt}"
+        );
         if let Some(h) = handoff {
             let _ = writeln!(s, "    handoff: H{h}");
         }
@@ -128,7 +131,10 @@ fn hand_decide(state: &State) -> HandDecision {
     let n = state.runs.len();
     let eligible = |o: u32| {
         state.runs.get(o as usize - 1).is_some_and(|r| {
-            matches!(r.status, RunStatus::Completed | RunStatus::Failed | RunStatus::Interrupted)
+            matches!(
+                r.status,
+                RunStatus::Completed | RunStatus::Failed | RunStatus::Interrupted
+            )
         })
     };
     // The target thread: the one the newest run of the provider used.
@@ -213,7 +219,10 @@ fn hand_decide(state: &State) -> HandDecision {
         if pt.resume_failed {
             stale.push("resume_failed");
         }
-        if matches!(pt.status, ProviderThreadStatus::Divergent | ProviderThreadStatus::RolledBack) {
+        if matches!(
+            pt.status,
+            ProviderThreadStatus::Divergent | ProviderThreadStatus::RolledBack
+        ) {
             stale.push("diverged");
         }
     }
@@ -252,15 +261,17 @@ fn hand_decide(state: &State) -> HandDecision {
 fn hand_of(d: &Decision) -> HandDecision {
     let strategy = d.strategy.as_str();
     HandDecision {
-        strategy: ["no_handoff", "unsupported", "full_new", "delta_existing", "full_existing"]
-            .into_iter()
-            .find(|s| *s == strategy)
-            .unwrap_or("other"),
-        stale: d
-            .stale
-            .iter()
-            .map(|s| &*s.clone().leak())
-            .collect(),
+        strategy: [
+            "no_handoff",
+            "unsupported",
+            "full_new",
+            "delta_existing",
+            "full_existing",
+        ]
+        .into_iter()
+        .find(|s| *s == strategy)
+        .unwrap_or("other"),
+        stale: d.stale.iter().map(|s| &*s.clone().leak()).collect(),
         covered: d.covered_runs.as_ref().map(|r| (r.from, r.to)),
         off_band: d
             .delivery
@@ -280,7 +291,11 @@ fn hand_render(state: &State, d: &HandDecision) -> String {
     let mut files = String::new();
     let mut commands = String::new();
     let mut latest = "";
-    for r in state.runs.get(from as usize - 1..to as usize).unwrap_or_default() {
+    for r in state
+        .runs
+        .get(from as usize - 1..to as usize)
+        .unwrap_or_default()
+    {
         for i in &r.items {
             match i {
                 baton::state::Item::UserMessage { text, .. } => {
@@ -292,7 +307,9 @@ fn hand_render(state: &State, d: &HandDecision) -> String {
                 baton::state::Item::FileChange { path, .. } => {
                     let _ = writeln!(files, "- {path}");
                 }
-                baton::state::Item::Command { command, exit_code, .. } => {
+                baton::state::Item::Command {
+                    command, exit_code, ..
+                } => {
                     let _ = writeln!(commands, "- `{command}` (exit {})", exit_code.unwrap_or(0));
                 }
                 baton::state::Item::AssistantMessage { text, .. } => latest = text,
@@ -306,7 +323,12 @@ fn hand_render(state: &State, d: &HandDecision) -> String {
         "# Handoff {} for {}\n\nRuns {from}-{to}, strategy {}.\n",
         state.thread.id, state.request.provider, d.strategy
     );
-    for (title, body) in [("Goals", &goals), ("Decisions", &decisions), ("Files", &files), ("Commands", &commands)] {
+    for (title, body) in [
+        ("Goals", &goals),
+        ("Decisions", &decisions),
+        ("Files", &files),
+        ("Commands", &commands),
+    ] {
         let _ = write!(out, "## {title}\n\n{body}\n");
     }
     let _ = writeln!(out, "## Latest\n\n{latest}");
@@ -332,11 +354,18 @@ fn fixture(n: usize) -> Fixture {
     };
     let d = decide(&policy, &state, &opts, &RoughSizer).expect("decides");
     assert_eq!(d.strategy.as_str(), "delta_existing", "{n} runs");
-    assert_eq!(hand_of(&d), hand_decide(&state), "{n} runs: hand-written agrees");
+    assert_eq!(
+        hand_of(&d),
+        hand_decide(&state),
+        "{n} runs: hand-written agrees"
+    );
     let mut rego = rego::engine();
     let rego_input = rego::input(&state, None);
     let (strategy, stale, _) = rego::decide(&mut rego, &rego_input);
-    assert_eq!((strategy.as_str(), stale), (d.strategy.as_str(), d.stale.clone()));
+    assert_eq!(
+        (strategy.as_str(), stale),
+        (d.strategy.as_str(), d.stale.clone())
+    );
     Fixture {
         n,
         state,
@@ -350,7 +379,13 @@ fn fixture(n: usize) -> Fixture {
 
 impl Fixture {
     fn baton_decide(&self) -> Decision {
-        decide(&self.policy, black_box(&self.state), &self.opts, &RoughSizer).expect("decides")
+        decide(
+            &self.policy,
+            black_box(&self.state),
+            &self.opts,
+            &RoughSizer,
+        )
+        .expect("decides")
     }
 
     fn rego_decide(&mut self) -> (String, Vec<String>, String) {
@@ -358,7 +393,9 @@ impl Fixture {
     }
 
     fn baton_render(&self, d: &Decision) -> baton::Outcome {
-        self.engine.render(black_box(&self.state), d).expect("renders")
+        self.engine
+            .render(black_box(&self.state), d)
+            .expect("renders")
     }
 }
 
@@ -367,11 +404,15 @@ fn benches(c: &mut Criterion) {
         let mut f = fixture(n);
         let mut g = c.benchmark_group("versus_decide");
         g.sample_size(if n > 1_000 { 10 } else { 50 });
-        g.bench_function(BenchmarkId::new("baton", n), |b| b.iter(|| f.baton_decide()));
+        g.bench_function(BenchmarkId::new("baton", n), |b| {
+            b.iter(|| f.baton_decide())
+        });
         g.bench_function(BenchmarkId::new("hand_written", n), |b| {
             b.iter(|| hand_decide(black_box(&f.state)))
         });
-        g.bench_function(BenchmarkId::new("regorus", n), |b| b.iter(|| f.rego_decide()));
+        g.bench_function(BenchmarkId::new("regorus", n), |b| {
+            b.iter(|| f.rego_decide())
+        });
         g.finish();
         if n == 10 {
             let d = f.baton_decide();

@@ -71,6 +71,13 @@ fn rego_policy_agrees_with_the_default_policy() {
     assert!(compared >= 100, "only {compared} decisions compared");
     assert_eq!(
         strategies.into_iter().collect::<Vec<_>>(),
-        ["delta_existing", "full_existing", "full_new", "native_fork", "no_handoff", "unsupported"],
+        [
+            "delta_existing",
+            "full_existing",
+            "full_new",
+            "native_fork",
+            "no_handoff",
+            "unsupported"
+        ],
     );
 }

@@ -42,7 +42,10 @@ pub fn engine() -> regorus::Engine {
 }
 
 /// `data.baton.decision` for one input: (strategy, stale signals, delivery mode).
-pub fn decide(engine: &mut regorus::Engine, input: &regorus::Value) -> (String, Vec<String>, String) {
+pub fn decide(
+    engine: &mut regorus::Engine,
+    input: &regorus::Value,
+) -> (String, Vec<String>, String) {
     engine.set_input(input.clone());
     let v = engine
         .eval_rule("data.baton.decision".into())
