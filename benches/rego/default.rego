@@ -63,9 +63,7 @@ target_thread := pt if {
 	id := state.runs[max(used_ordinals) - 1].provider_thread
 	some pt in open_threads
 	pt.id == id
-}
-
-target_thread := open_threads[count(open_threads) - 1] if {
+} else := open_threads[count(open_threads) - 1] if {
 	not is_fork_request
 	count(used_ordinals) == 0
 	count(open_threads) > 0
