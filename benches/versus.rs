@@ -459,7 +459,7 @@ fn ratios(quick: bool) {
         .and_then(|r| r.parse().ok())
         .unwrap_or(if quick { 3 } else { 21 });
     for &n in SIZES {
-        let mut f = fixture(n);
+        let f = fixture(n);
         let batch = |per_call: u32| if quick { 1 } else { per_call };
         let big = n > 1_000;
         let r = median_ratio(

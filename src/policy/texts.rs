@@ -22,7 +22,10 @@ pub struct RuleText {
 /// Every rule's [`RuleText`], keyed by the rule's span; built on first use and shared by the
 /// policy's clones.
 #[derive(Debug, Clone, Default)]
-pub struct RuleTexts(OnceLock<Arc<BTreeMap<(usize, usize, usize), RuleText>>>);
+pub struct RuleTexts(OnceLock<Arc<BySpan>>);
+
+/// Rule texts by (source, start, end) of the rule's span.
+type BySpan = BTreeMap<(usize, usize, usize), RuleText>;
 
 impl Policy {
     /// The trace text of the rule at `span` (formatted once per policy). Spans of the
