@@ -8,7 +8,7 @@
 mod providers;
 
 use crate::decision::*;
-use crate::facts::{Facts, ItemCtx, RunCtx, SummarySizer, Value};
+use crate::facts::{Fact, Facts, ItemCtx, RunCtx, SummarySizer, Value};
 use crate::policy::ast::{CmpOp, Span};
 use crate::policy::{CExpr, Policy, Strategy};
 use crate::state::{HandoffStrategy, RequestKind, RunRange, RunStatus, State};
@@ -117,6 +117,18 @@ fn eval(e: &CExpr, env: &Env<'_, '_>, seen: &mut Option<&mut BTreeMap<String, Va
             // place instead of building (and cloning) the list on every evaluation.
             let a = eval(a, env, seen);
             let found = match &**b {
+                // Literals only (the usual `in ["completed", "failed"]`), or nothing traced:
+                // stop at the first match.
+                CExpr::List(xs)
+                    if seen.is_none() || xs.iter().all(|x| matches!(x, CExpr::Const(_))) =>
+                {
+                    xs.iter().any(|x| match x {
+                        CExpr::Const(v) => *v == a,
+                        other => eval(other, env, seen) == a,
+                    })
+                }
+                // Elements that read facts are all evaluated, so that the trace records
+                // every value the rule read.
                 CExpr::List(xs) => xs.iter().fold(false, |found, x| {
                     let hit = match x {
                         CExpr::Const(v) => *v == a,
@@ -201,6 +213,20 @@ pub fn eligible_runs(policy: &Policy, state: &State, target: &str) -> Vec<bool> 
             // these facts need neither eligibility nor a sizer. Per-run values are not traced.
             let caps = policy.provider_caps(state, target).caps;
             let facts = Facts::new(state, target, Vec::new(), &RoughSizer).with_caps(caps);
+            let holds = |r: &crate::state::Run| {
+                let ctx = RunCtx { run: r };
+                let env = Env {
+                    facts: &facts,
+                    signals: &[],
+                    run: Some(&ctx),
+                    item: None,
+                };
+                eval(cond, &env, &mut None).truthy()
+            };
+            // A rule that reads only run facts with few distinct values (status, provider,
+            // handoff) is evaluated once per distinct combination, not once per run.
+            let per_value = !reads_any(cond, &[Fact::RunOrdinal, Fact::RunItems]);
+            let mut seen: Vec<((RunStatus, &str, bool), bool)> = Vec::new();
             state
                 .runs
                 .iter()
@@ -209,17 +235,37 @@ pub fn eligible_runs(policy: &Policy, state: &State, target: &str) -> Vec<bool> 
                     if r.status == RunStatus::RolledBack {
                         return false;
                     }
-                    let ctx = RunCtx { run: r };
-                    let env = Env {
-                        facts: &facts,
-                        signals: &[],
-                        run: Some(&ctx),
-                        item: None,
-                    };
-                    eval(cond, &env, &mut None).truthy()
+                    if !per_value {
+                        return holds(r);
+                    }
+                    let key = (r.status, r.provider.as_str(), r.handoff.is_some());
+                    if let Some((_, v)) = seen.iter().find(|(k, _)| *k == key) {
+                        return *v;
+                    }
+                    let v = holds(r);
+                    // Many distinct providers: stop remembering, keep evaluating.
+                    if seen.len() < DISTINCT_RUN_VALUES {
+                        seen.push((key, v));
+                    }
+                    v
                 })
                 .collect()
         }
+    }
+}
+
+/// How many distinct (status, provider, handoff) combinations [`eligible_runs`] remembers.
+const DISTINCT_RUN_VALUES: usize = 32;
+
+/// Whether `e` reads any of `facts`.
+fn reads_any(e: &CExpr, facts: &[Fact]) -> bool {
+    match e {
+        CExpr::Fact(f) => facts.contains(f),
+        CExpr::Const(_) | CExpr::Let(..) | CExpr::Signal(..) | CExpr::AnyStale => false,
+        CExpr::List(xs) | CExpr::And(xs) | CExpr::Or(xs) => xs.iter().any(|x| reads_any(x, facts)),
+        CExpr::Not(x) => reads_any(x, facts),
+        CExpr::Cmp(a, _, b) => reads_any(a, facts) || reads_any(b, facts),
+        CExpr::Sum(xs) => xs.iter().any(|(_, x)| reads_any(x, facts)),
     }
 }
 
@@ -322,12 +368,13 @@ pub fn evaluate_in<'a>(
             Value::Int(eligible.iter().filter(|e| **e).count() as i64),
         );
         values.insert("excluded_runs".to_string(), Value::List(excluded));
+        let text = policy.rule_text(*span);
         trace.push(TraceEntry {
             rule: "eligible".into(),
-            at: policy.at(*span),
+            at: text.at.clone(),
             outcome: Outcome::Matched,
             values,
-            when: Some(policy.text(*span)),
+            when: Some(text.when.clone()),
             because: None,
         });
     }
@@ -338,8 +385,7 @@ pub fn evaluate_in<'a>(
         .stales
         .iter()
         .map(|s| {
-            let rule = format!("stale {}", s.name);
-            Rule::new(policy, rule, s.span, Some(&s.when), s.because.as_ref()).eval(
+            Rule::new(policy, ("stale", &s.name), s.span, Some(&s.when), s.because.as_ref()).eval(
                 &facts,
                 &[],
                 &mut trace,
@@ -356,7 +402,7 @@ pub fn evaluate_in<'a>(
 
     // 3. The ladder: first match wins. The checker guarantees an `otherwise`.
     let chosen = policy.ladder.iter().find(|r| {
-        let label = format!("strategy {}", r.strategy.as_str());
+        let label = ("strategy", r.strategy.as_str());
         Rule::new(policy, label, r.span, r.when.as_ref(), r.because.as_ref())
             .eval(&facts, &signals, &mut trace)
     });
@@ -366,7 +412,7 @@ pub fn evaluate_in<'a>(
             r.handoff,
             DecidedBy {
                 rule: format!("strategy {}", r.strategy.as_str()),
-                at: policy.at(r.span),
+                at: policy.rule_text(r.span).at.clone(),
                 because: r.because.clone(),
             },
         ),
@@ -474,7 +520,7 @@ pub fn evaluate_in<'a>(
     facts.set_outcome(Some(strategy.as_str()), None);
     let delivery = handoff_id.as_ref().map(|hid| {
         let chosen = policy.delivery.rules.iter().find(|r| {
-            let label = format!("delivery {}", DeliveryMode::of(r.off_band).as_str());
+            let label = ("delivery", DeliveryMode::of(r.off_band).as_str());
             Rule::new(policy, label, r.span, r.when.as_ref(), r.because.as_ref())
                 .eval(&facts, &signals, &mut trace)
         });
@@ -504,7 +550,7 @@ pub fn evaluate_in<'a>(
         delivery.as_ref().and_then(|d| d.document.as_ref()),
     ) {
         let granted = p.grants.iter().find(|g| {
-            let label = format!("pregrant {}", g.tool.to_lowercase());
+            let label = ("pregrant", g.tool.as_str());
             Rule::new(policy, label, g.span, g.when.as_ref(), None)
                 .eval(&facts, &signals, &mut trace)
         });
@@ -573,7 +619,9 @@ pub fn evaluate_in<'a>(
 /// One rule about to be evaluated and traced.
 struct Rule<'p> {
     policy: &'p Policy,
-    label: String,
+    /// The label's kind and name (`("stale", "diverged")`), formatted only when the policy's
+    /// cached label is missing.
+    label: (&'static str, &'p str),
     span: Span,
     /// `None` for an unconditional rule (`otherwise`).
     when: Option<&'p CExpr>,
@@ -583,7 +631,7 @@ struct Rule<'p> {
 impl<'p> Rule<'p> {
     fn new(
         policy: &'p Policy,
-        label: String,
+        label: (&'static str, &'p str),
         span: Span,
         when: Option<&'p CExpr>,
         because: Option<&'p String>,
@@ -603,12 +651,24 @@ impl<'p> Rule<'p> {
             None => (true, BTreeMap::new()),
             Some(w) => eval_condition(w, facts, signals),
         };
+        let text = self.policy.rule_text(self.span);
+        let rule = if text.label.is_empty() {
+            let (kind, name) = self.label;
+            let name = if kind == "pregrant" {
+                name.to_lowercase()
+            } else {
+                name.to_string()
+            };
+            format!("{kind} {name}")
+        } else {
+            text.label.clone()
+        };
         trace.push(TraceEntry {
-            rule: self.label,
-            at: self.policy.at(self.span),
+            rule,
+            at: text.at.clone(),
             outcome: Outcome::of(matched),
             values,
-            when: Some(self.policy.text(self.span)),
+            when: Some(text.when.clone()),
             because: self.because.cloned(),
         });
         matched

@@ -13,6 +13,8 @@ pub mod parser;
 pub mod providers;
 mod recover;
 pub mod source;
+mod texts;
+pub use texts::{RuleText, RuleTexts};
 
 pub use diag::{Diagnostic, PolicyError, Severity, Source};
 
@@ -349,6 +351,8 @@ pub struct Policy {
     pub warnings: Vec<Diagnostic>,
     /// Every source in load order (bases reached through `extends` included); spans index it.
     pub sources: Vec<Source>,
+    /// The rules' trace texts, formatted on first use ([`Policy::rule_text`]).
+    pub rule_texts: RuleTexts,
 }
 
 impl Policy {

@@ -189,23 +189,36 @@ fn render_one(
     tmpl.render(ctx).map_err(|e| template_error(name, &e))
 }
 
+/// What a template's source names, so that the render context carries only what it reads:
+/// a template that includes, extends or imports others may name anything.
+struct Reads<'s> {
+    source: &'s str,
+    composed: bool,
+}
+
+impl<'s> Reads<'s> {
+    fn of(source: &'s str) -> Reads<'s> {
+        let composed = source.split("{%").skip(1).any(|tag| {
+            let word = tag.trim_start_matches(['-', '+']).trim_start();
+            ["include", "extends", "import", "from"]
+                .iter()
+                .any(|k| word.starts_with(k))
+        });
+        Reads { source, composed }
+    }
+
+    /// Whether the template may read `field` (it names it, or it may through another).
+    fn names(&self, field: &str) -> bool {
+        self.composed || self.source.is_empty() || self.source.contains(field)
+    }
+}
+
 /// Sections for templates. Each carries `body` (markdown bullets, multi-line entries
 /// indented), `lines` (one entry per line) and `count`, built in Rust so that large documents
 /// render at the speed of string concatenation; `entries` (every entry with id, kind, run, text,
 /// truncated) is added only when the template reads it.
-fn sections_value(env: &Environment<'_>, template: &str, summary: &Summary) -> minijinja::Value {
-    // Build only what the template names (a template that includes others may name anything).
-    let source = env
-        .get_template(template)
-        .map(|t| t.source().to_string())
-        .unwrap_or_default();
-    let composed = source.split("{%").skip(1).any(|tag| {
-        let word = tag.trim_start_matches(['-', '+']).trim_start();
-        ["include", "extends", "import", "from"]
-            .iter()
-            .any(|k| word.starts_with(k))
-    });
-    let wants = |field: &str| composed || source.is_empty() || source.contains(field);
+fn sections_value(reads: &Reads<'_>, summary: &Summary) -> minijinja::Value {
+    let wants = |field: &str| reads.names(field);
     let (want_body, want_lines, want_entries) = (wants("body"), wants("lines"), wants("entries"));
     let list: Vec<minijinja::Value> = summary
         .sections
@@ -343,6 +356,15 @@ pub fn render(
         .get((covered.to as usize).wrapping_sub(1))
         .map(|r| r.provider.clone());
     let parent = state.thread.parent.as_ref().map(|p| p.thread.clone());
+    // Build only what the template names: the decision with its trace is serialised for a
+    // template that reads `decision`, never for the shipped ones.
+    let doc_compiled = env.get_template(&doc_template).ok();
+    let reads = Reads::of(doc_compiled.as_ref().map(|t| t.source()).unwrap_or_default());
+    let decision_value = if reads.names("decision") {
+        minijinja::Value::from_serialize(decision)
+    } else {
+        minijinja::Value::UNDEFINED
+    };
     let ctx = context! {
         policy => context! { name => policy.name.clone(), sha256 => policy.sha256.clone() },
         thread => context! { id => crate::select::one_line(&state.thread.id), title => title, parent => parent },
@@ -352,7 +374,7 @@ pub fn render(
         strategy => decision.strategy.as_str(),
         handoff => context! { id => hid.clone(), strategy => hs.as_str(), created_by => created_by.clone() },
         covered => context! { from => covered.from, to => covered.to },
-        sections => sections_value(env, &doc_template, summary),
+        sections => sections_value(&reads, summary),
         summary_text => opts.summary_text.clone(),
         anchor => anchor,
         included_count => summary.included.len(),
@@ -362,7 +384,7 @@ pub fn render(
             .filter(|o| o.reason.starts_with("dropped to fit the budget"))
             .count(),
         omitted_count => summary.omitted.len(),
-        decision => minijinja::Value::from_serialize(decision),
+        decision => decision_value,
     };
     let mut document = render_one(env, &doc_template, &ctx)?;
     if !document.ends_with('\n') {

@@ -460,6 +460,7 @@ pub fn check(
         providers,
         warnings: diags,
         sources,
+        rule_texts: Default::default(),
     })
 }
 

@@ -1,0 +1,508 @@
+//! baton side by side with other ways of making the same decision, in one process:
+//!
+//! - `decide`: baton's `eval::decide` (the shipped `default` policy, with its full trace)
+//!   against the same decision hand-written in Rust (`hand_decide`) and against regorus, the
+//!   Rust Rego interpreter, evaluating the equivalent Rego policy (`benches/rego/default.rego`;
+//!   tests/rego_agreement.rs checks that the two agree on every example state).
+//! - `render`: baton's `select` + `render` (with the engine's compiled templates) against a
+//!   hand-written selection of the same delta runs concatenated into markdown.
+//!
+//! Threads of 10 and 10,000 runs (10 items each), built as in benches/engine.rs: providers
+//! alternate in blocks of five runs, each switch consumes a handoff, the request enters codex
+//! after a claude block, and the decision is `delta_existing`.
+//!
+//! Besides criterion's absolute times, the bench prints ratios: in each round it times a
+//! batch of each contender back to back and divides; it reports the median of the per-round
+//! ratios, which the shared machine's load moves far less than it moves absolute times.
+//!
+//!   cargo bench --bench versus -- --warm-up-time 1 --measurement-time 3
+//!   BATON_VERSUS_ROUNDS=31 cargo bench --bench versus -- ratios   # the ratios only
+
+#[path = "rego/input.rs"]
+mod rego;
+
+use baton::decision::Decision;
+use baton::eval::{decide, EvalOptions, RoughSizer};
+use baton::state::{caps_for, HandoffStatus, ProviderThreadStatus, RequestKind, RunStatus, State};
+use criterion::{criterion_group, BenchmarkId, Criterion};
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const SIZES: &[usize] = &[10, 10_000];
+const BLOCK: usize = 5;
+
+fn item(o: usize, i: usize) -> String {
+    match i {
+        0 => format!("{{kind: user_message, text: \"Step {o}: extend the OAuth flow and keep the tests green.\"}}"),
+        1 => format!("{{kind: reasoning, text: \"Run {o} needs the callback route; check the router first.\"}}"),
+        2 => format!("{{kind: assistant_message, text: \"Run {o}: I will change the handler and add a test.\"}}"),
+        3 => format!("{{kind: file_change, path: src/mod_{}.rs, change: modified, diff_lines: {}}}", o % 17, 10 + o % 300),
+        4 => format!("{{kind: command, command: cargo test, exit_code: {}, output: \"test result: {} passed\"}}", o % 2, 40 + o % 7),
+        5 => format!("{{kind: tool_call, tool: Read, input: src/mod_{}.rs, status: completed, output: \"fn handler() {{}}\"}}", o % 17),
+        6 => "{kind: plan, steps: [{text: \"Add route\", status: done}, {text: \"Write tests\", status: in_progress}]}".to_string(),
+        7 => format!("{{kind: decision, text: \"Run {o}: keep sessions in Postgres.\"}}"),
+        8 => format!("{{kind: narration, text: \"Looking at src/mod_{}.rs now.\"}}", o % 17),
+        _ => "{kind: protocol, text: \"event: turn.completed\"}".to_string(),
+    }
+}
+
+/// The state of benches/engine.rs: `n` runs, codex and claude in blocks of five.
+fn state(n: usize) -> State {
+    let mut s = String::with_capacity(n * 1_000);
+    s.push_str("version: 1\nthread: {id: th_bench, title: Benchmark thread}\nprovider_threads:\n");
+    s.push_str("  - {id: C1, provider: codex, model: gpt-5-codex, runtime_mode: full_access, status: active}\n");
+    s.push_str("  - {id: L1, provider: claude, model: claude-sonnet-4, runtime_mode: full_access, status: active}\n");
+    let mut handoffs = String::new();
+    let mut run_handoff = vec![None; n + 1];
+    let mut seen = [0usize; 2];
+    let mut h = 0;
+    for start in (1..=n).step_by(BLOCK) {
+        let p = ((start - 1) / BLOCK) % 2;
+        if start > 1 && seen[p] + 1 < start {
+            h += 1;
+            let (pt, from_pt) = if p == 0 { ("C1", "L1") } else { ("L1", "C1") };
+            let _ = writeln!(
+                handoffs,
+                "  - {{id: H{h}, target_run: {start}, from_provider_threads: [{from_pt}], to_provider_thread: {pt}, covered: {{from: {}, to: {}}}, strategy: {}, status: ready, summary: \"handoff {h}\"}}",
+                seen[p] + 1,
+                start - 1,
+                if seen[p] == 0 { "full_thread_summary" } else { "delta_since_target_last_seen" },
+            );
+            run_handoff[start] = Some(h);
+        }
+        seen[p] = (start + BLOCK - 1).min(n);
+    }
+    s.push_str("runs:\n");
+    for (o, handoff) in run_handoff.iter().enumerate().skip(1) {
+        let (provider, pt) = if ((o - 1) / BLOCK).is_multiple_of(2) {
+            ("codex", "C1")
+        } else {
+            ("claude", "L1")
+        };
+        let _ = writeln!(
+            s,
+            "  - ordinal: {o}\n    provider: {provider}\n    provider_thread: {pt}"
+        );
+        if let Some(h) = handoff {
+            let _ = writeln!(s, "    handoff: H{h}");
+        }
+        s.push_str("    items:\n");
+        for i in 0..10 {
+            let _ = writeln!(s, "      - {}", item(o, i));
+        }
+    }
+    if !handoffs.is_empty() {
+        s.push_str("handoffs:\n");
+        s.push_str(&handoffs);
+    }
+    let _ = writeln!(
+        s,
+        "checkpoints:\n  - {{run: {n}, files_changed: 3, diff_summary: \"src/mod_1.rs (+10 -2)\"}}"
+    );
+    let (target, model) = if ((n - 1) / BLOCK).is_multiple_of(2) {
+        ("claude", "claude-sonnet-4")
+    } else {
+        ("codex", "gpt-5-codex")
+    };
+    let _ = writeln!(
+        s,
+        "request: {{provider: {target}, model: {model}, runtime_mode: full_access, message: \"Carry on.\"}}"
+    );
+    baton::state::parse_str(&s, baton::state::Format::Yaml, "bench.yaml").expect("valid state")
+}
+
+/// What the hand-written decision decides: the fields of baton's decision the default policy
+/// determines (no trace).
+#[derive(Debug, PartialEq)]
+struct HandDecision {
+    strategy: &'static str,
+    stale: Vec<&'static str>,
+    covered: Option<(u32, u32)>,
+    off_band: bool,
+}
+
+/// The default policy's decision, written directly against the state (the same facts: target
+/// thread, coverage, signals, ladder, delivery), for a request that is not a fork.
+fn hand_decide(state: &State) -> HandDecision {
+    let target = state.request.provider.as_str();
+    let caps = caps_for(state, target);
+    let n = state.runs.len();
+    let eligible = |o: u32| {
+        state.runs.get(o as usize - 1).is_some_and(|r| {
+            matches!(
+                r.status,
+                RunStatus::Completed | RunStatus::Failed | RunStatus::Interrupted
+            )
+        })
+    };
+    // The target thread: the one the newest run of the provider used.
+    let pt = state
+        .runs
+        .iter()
+        .rev()
+        .find(|r| r.provider == target && r.provider_thread.is_some())
+        .and_then(|r| r.provider_thread.as_deref())
+        .and_then(|id| {
+            state
+                .provider_threads
+                .iter()
+                .find(|p| p.id == id && p.status != ProviderThreadStatus::Closed)
+        });
+    let (mut last_native, mut last_clean, mut native) = (0u32, 0u32, 0u32);
+    let (mut off, mut since) = (0i64, 0i64);
+    let mut last_seen = 0u32;
+    let mut chained = 0i64;
+    if let Some(pt) = pt {
+        for r in &state.runs {
+            if r.provider_thread.as_deref() == Some(pt.id.as_str()) && eligible(r.ordinal) {
+                last_native = r.ordinal;
+                native += 1;
+                if r.handoff.is_none() {
+                    last_clean = r.ordinal;
+                }
+            }
+        }
+        last_seen = last_native;
+        for h in &state.handoffs {
+            if h.status == HandoffStatus::Ready && h.to_provider_thread.as_deref() == Some(&pt.id) {
+                if h.covered.to > last_seen {
+                    last_seen = h.covered.to;
+                }
+                if h.target_run.unwrap_or(h.covered.to + 1) > last_clean {
+                    chained += 1;
+                }
+            }
+        }
+    }
+    let _ = native;
+    let mut delta_chars = 0i64;
+    let mut first_delta = None;
+    let mut eligible_count = 0;
+    for r in &state.runs {
+        if !eligible(r.ordinal) {
+            continue;
+        }
+        eligible_count += 1;
+        if r.ordinal > last_native && r.provider != target {
+            off += 1;
+        }
+        if r.ordinal > last_seen {
+            since += 1;
+            first_delta.get_or_insert(r.ordinal);
+            delta_chars += r
+                .items
+                .iter()
+                .filter(|i| !matches!(i.kind(), "reasoning" | "protocol"))
+                .map(|i| i.char_len() as i64)
+                .sum::<i64>();
+        }
+    }
+    let mut stale = Vec::new();
+    if off > 12 {
+        stale.push("too_many_off_provider_runs");
+    }
+    if chained >= 3 {
+        stale.push("too_many_chained_handoffs");
+    }
+    if let Some(pt) = pt {
+        let same = state.request.provider == target;
+        if same && matches!((&state.request.model, &pt.model), (Some(a), Some(b)) if a != b) {
+            stale.push("model_changed");
+        }
+        if same
+            && matches!((&state.request.runtime_mode, &pt.runtime_mode), (Some(a), Some(b)) if a != b)
+        {
+            stale.push("runtime_mode_changed");
+        }
+        if pt.resume_failed {
+            stale.push("resume_failed");
+        }
+        if matches!(
+            pt.status,
+            ProviderThreadStatus::Divergent | ProviderThreadStatus::RolledBack
+        ) {
+            stale.push("diverged");
+        }
+    }
+    if state.request.clean_context {
+        stale.push("clean_context");
+    }
+    if pt.is_some() && since > 0 && delta_chars > caps.max_input_chars_per_turn as i64 {
+        stale.push("over_budget");
+    }
+    let strategy = if state.request.kind == RequestKind::Fork {
+        unreachable!("the bench's states are not forks")
+    } else if pt.is_some() && since == 0 && stale.is_empty() {
+        "no_handoff"
+    } else if !caps.accepts_handoff && eligible_count > 0 {
+        "unsupported"
+    } else if pt.is_none() || !stale.is_empty() || !caps.resume {
+        "full_new"
+    } else if chained < 2 {
+        "delta_existing"
+    } else {
+        "full_existing"
+    };
+    let covered = match strategy {
+        "delta_existing" => first_delta.map(|f| (f, n as u32)),
+        "full_new" | "full_existing" => (eligible_count > 0).then_some((1, n as u32)),
+        _ => None,
+    };
+    HandDecision {
+        strategy,
+        stale,
+        covered,
+        off_band: covered.is_some() && caps.file_read,
+    }
+}
+
+fn hand_of(d: &Decision) -> HandDecision {
+    let strategy = d.strategy.as_str();
+    HandDecision {
+        strategy: [
+            "no_handoff",
+            "unsupported",
+            "full_new",
+            "delta_existing",
+            "full_existing",
+        ]
+        .into_iter()
+        .find(|s| *s == strategy)
+        .unwrap_or("other"),
+        stale: d.stale.iter().map(|s| &*s.clone().leak()).collect(),
+        covered: d.covered_runs.as_ref().map(|r| (r.from, r.to)),
+        off_band: d
+            .delivery
+            .as_ref()
+            .is_some_and(|x| x.mode.as_str() == "off_band"),
+    }
+}
+
+/// The hand-written floor of select + render: the delta runs' items that the default policy
+/// keeps, by section, concatenated into markdown with a header.
+fn hand_render(state: &State, d: &HandDecision) -> String {
+    let Some((from, to)) = d.covered else {
+        return String::new();
+    };
+    let mut goals = String::new();
+    let mut decisions = String::new();
+    let mut files = String::new();
+    let mut commands = String::new();
+    let mut latest = "";
+    for r in state
+        .runs
+        .get(from as usize - 1..to as usize)
+        .unwrap_or_default()
+    {
+        for i in &r.items {
+            match i {
+                baton::state::Item::UserMessage { text, .. } => {
+                    let _ = writeln!(goals, "- {text}");
+                }
+                baton::state::Item::Decision { text, .. } => {
+                    let _ = writeln!(decisions, "- {text}");
+                }
+                baton::state::Item::FileChange { path, .. } => {
+                    let _ = writeln!(files, "- {path}");
+                }
+                baton::state::Item::Command {
+                    command, exit_code, ..
+                } => {
+                    let _ = writeln!(commands, "- `{command}` (exit {})", exit_code.unwrap_or(0));
+                }
+                baton::state::Item::AssistantMessage { text, .. } => latest = text,
+                _ => {}
+            }
+        }
+    }
+    let mut out = String::with_capacity(goals.len() + decisions.len() + files.len() + 256);
+    let _ = writeln!(
+        out,
+        "# Handoff {} for {}\n\nRuns {from}-{to}, strategy {}.\n",
+        state.thread.id, state.request.provider, d.strategy
+    );
+    for (title, body) in [
+        ("Goals", &goals),
+        ("Decisions", &decisions),
+        ("Files", &files),
+        ("Commands", &commands),
+    ] {
+        let _ = write!(out, "## {title}\n\n{body}\n");
+    }
+    let _ = writeln!(out, "## Latest\n\n{latest}");
+    out
+}
+
+struct Fixture {
+    n: usize,
+    state: State,
+    policy: baton::Policy,
+    opts: EvalOptions,
+    engine: baton::Engine,
+    rego: regorus::Engine,
+    rego_input: regorus::Value,
+}
+
+fn fixture(n: usize) -> Fixture {
+    let state = state(n);
+    let policy = baton::policy::load("default").expect("default checks");
+    let opts = EvalOptions {
+        target: None,
+        document_root: Some(PathBuf::from("/tmp/baton-bench")),
+    };
+    let d = decide(&policy, &state, &opts, &RoughSizer).expect("decides");
+    assert_eq!(d.strategy.as_str(), "delta_existing", "{n} runs");
+    assert_eq!(
+        hand_of(&d),
+        hand_decide(&state),
+        "{n} runs: hand-written agrees"
+    );
+    let mut rego = rego::engine();
+    let rego_input = rego::input(&state, None);
+    let (strategy, stale, _) = rego::decide(&mut rego, &rego_input);
+    assert_eq!(
+        (strategy.as_str(), stale),
+        (d.strategy.as_str(), d.stale.clone())
+    );
+    Fixture {
+        n,
+        state,
+        policy,
+        opts,
+        engine: baton::Engine::new("default").expect("default engine"),
+        rego,
+        rego_input,
+    }
+}
+
+impl Fixture {
+    fn baton_decide(&self) -> Decision {
+        decide(
+            &self.policy,
+            black_box(&self.state),
+            &self.opts,
+            &RoughSizer,
+        )
+        .expect("decides")
+    }
+
+    fn rego_decide(&mut self) -> (String, Vec<String>, String) {
+        rego::decide(&mut self.rego, black_box(&self.rego_input))
+    }
+
+    fn baton_render(&self, d: &Decision) -> baton::Outcome {
+        self.engine
+            .render(black_box(&self.state), d)
+            .expect("renders")
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    for &n in SIZES {
+        let mut f = fixture(n);
+        let mut g = c.benchmark_group("versus_decide");
+        g.sample_size(if n > 1_000 { 10 } else { 50 });
+        g.bench_function(BenchmarkId::new("baton", n), |b| {
+            b.iter(|| f.baton_decide())
+        });
+        g.bench_function(BenchmarkId::new("hand_written", n), |b| {
+            b.iter(|| hand_decide(black_box(&f.state)))
+        });
+        g.bench_function(BenchmarkId::new("regorus", n), |b| {
+            b.iter(|| f.rego_decide())
+        });
+        g.finish();
+        if n == 10 {
+            let d = f.baton_decide();
+            let hd = hand_decide(&f.state);
+            let mut g = c.benchmark_group("versus_render");
+            g.bench_function(BenchmarkId::new("baton_select_render", n), |b| {
+                b.iter(|| f.baton_render(&d))
+            });
+            g.bench_function(BenchmarkId::new("hand_concat", n), |b| {
+                b.iter(|| hand_render(black_box(&f.state), &hd))
+            });
+            g.finish();
+        }
+    }
+}
+
+/// Time `batch` calls of `f`.
+fn timed(batch: u32, mut f: impl FnMut()) -> Duration {
+    let start = Instant::now();
+    for _ in 0..batch {
+        f();
+    }
+    start.elapsed()
+}
+
+/// The median over `rounds` of (time of `a`) / (time of `b`), each round timing a batch of
+/// each back to back.
+fn median_ratio(rounds: usize, batch: u32, mut a: impl FnMut(), mut b: impl FnMut()) -> f64 {
+    let mut ratios: Vec<f64> = (0..rounds)
+        .map(|_| {
+            let ta = timed(batch, &mut a);
+            let tb = timed(batch, &mut b);
+            ta.as_secs_f64() / tb.as_secs_f64()
+        })
+        .collect();
+    ratios.sort_by(|x, y| x.total_cmp(y));
+    ratios[ratios.len() / 2]
+}
+
+/// The ratios the goals are stated in; printed, one line each.
+fn ratios(quick: bool) {
+    let rounds = std::env::var("BATON_VERSUS_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(if quick { 3 } else { 21 });
+    for &n in SIZES {
+        let f = fixture(n);
+        let batch = |per_call: u32| if quick { 1 } else { per_call };
+        let big = n > 1_000;
+        let r = median_ratio(
+            rounds,
+            batch(if big { 20 } else { 5_000 }),
+            || drop(black_box(f.baton_decide())),
+            || drop(black_box(hand_decide(black_box(&f.state)))),
+        );
+        println!("ratio decide/{n}: baton / hand-written = {r:.2}x");
+        let mut rego = f.rego.clone();
+        let input = f.rego_input.clone();
+        let r = median_ratio(
+            rounds.min(if big { 7 } else { rounds }),
+            batch(if big { 1 } else { 200 }),
+            || drop(black_box(rego::decide(&mut rego, &input))),
+            || drop(black_box(f.baton_decide())),
+        );
+        println!("ratio decide/{n}: regorus / baton = {r:.1}x (baton is {r:.1}x faster)");
+        if n == 10 {
+            let d = f.baton_decide();
+            let hd = hand_decide(&f.state);
+            let r = median_ratio(
+                rounds,
+                batch(2_000),
+                || drop(black_box(f.baton_render(&d))),
+                || drop(black_box(hand_render(black_box(&f.state), &hd))),
+            );
+            println!("ratio render/{n}: baton select + render / hand-written = {r:.2}x");
+        }
+        let _ = f.n;
+    }
+}
+
+criterion_group!(versus, benches);
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--test");
+    if args.iter().any(|a| a == "ratios") {
+        ratios(quick);
+        return;
+    }
+    versus();
+    ratios(quick);
+    Criterion::default().configure_from_args().final_summary();
+}
