@@ -7,7 +7,7 @@
 use baton::policy::{self, Policy};
 use baton::state::{self, RunStatus};
 use baton::store::{self, DispatchRequest, Dispatched, Store, StoreError};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 mod common;

@@ -438,7 +438,7 @@ fn record(
         params![thread, request],
     )?;
     fault("dispatch:after_handoff");
-    commit(tx, &path, busy, "committing the dispatch")?;
+    commit(tx, path, busy, "committing the dispatch")?;
     fault("dispatch:after_commit");
     let fork_point = fork_point(&state, &outcome.decision);
     Ok(Dispatched {
