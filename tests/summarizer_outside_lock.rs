@@ -18,7 +18,7 @@ fn root() -> PathBuf {
 
 /// A database holding the seed example twice, as threads `A` and `B`, and a policy extending
 /// `default` whose summarizer, on its n-th call, creates `started.n` in the directory and
-/// waits for `go.n`.
+/// waits for `go.n` (or gives up when the directory is gone: a failed test leaves no process).
 struct Fixture {
     dir: tempfile::TempDir,
     db: PathBuf,
@@ -43,7 +43,7 @@ impl Fixture {
             &script,
             format!(
                 "#!/bin/sh\ncat >/dev/null\nn=1\nwhile [ -e '{marks}/started.'$n ]; do n=$((n+1)); done\n\
-                 touch '{marks}/started.'$n\nwhile [ ! -e '{marks}/go.'$n ]; do sleep 0.01; done\n\
+                 touch '{marks}/started.'$n\nwhile [ ! -e '{marks}/go.'$n ]; do [ -d '{marks}' ] || exit 1; sleep 0.01; done\n\
                  echo '## Summary'\necho \"Written by the gated summarizer, call $n.\"\n"
             ),
         )
