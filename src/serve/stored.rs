@@ -42,8 +42,13 @@ impl StorePool {
         &self,
         f: impl FnOnce(&mut Store) -> Result<T, RpcError>,
     ) -> Result<T, RpcError> {
-        let _one = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _one = self.writer_guard();
         self.with(f)
+    }
+
+    /// This process's writer lock, held while its guard lives.
+    fn writer_guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// [`StorePool::write`] for a store operation: its [`StoreError`] becomes the JSON-RPC
@@ -191,8 +196,13 @@ pub fn dispatch(
         templates_dir: None,
         templates: Some(set.engine.templates().clone()),
     };
-    pool.write_op(|s| store::dispatch(s, &set.policy, &req))
-        .map(|d| dispatched(d, p.trace))
+    // The writer lock is taken only around the write transaction: a policy's summarizer runs
+    // before it, so it never holds up other threads' writes.
+    pool.with(|s| {
+        store::dispatch_with_writer(s, &set.policy, &req, || pool.writer_guard())
+            .map_err(|e| store_error(&e))
+    })
+    .map(|d| dispatched(d, p.trace))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]

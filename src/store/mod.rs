@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use lifecycle::{
-    advise_rollback, complete_run, dispatch, fork, merge_back, regenerate, rollback, AppAction,
-    Completed, DispatchRequest, Dispatched, ForkPoint, ForkReport, HandoffOptions, HandoffRecord,
-    NextRun, ProviderThreadChange, RollbackReport,
+    advise_rollback, complete_run, dispatch, dispatch_with_writer, fork, merge_back, regenerate,
+    rollback, AppAction, Completed, DispatchRequest, Dispatched, ForkPoint, ForkReport,
+    HandoffOptions, HandoffRecord, NextRun, ProviderThreadChange, RollbackReport,
 };
 pub use replay::{
     replay, DecisionInput, ReplayDifference, ReplayFilter, ReplayReport, ReplaySkipped,
@@ -291,6 +291,18 @@ pub enum StoreError {
         strategy: String,
         /// What the operation needed a handoff for (`nothing was merged back`).
         why: String,
+    },
+    /// The thread changed while a dispatch ran its external summarizer outside the write
+    /// transaction, and changed again when the dispatch decided once more; nothing was
+    /// written.
+    #[error("{path}: error: thread \"{thread}\" changed while its summarizer ran ({what}), and again after a second try; nothing was recorded: dispatch again when the thread's other writers have finished")]
+    ThreadMoved {
+        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
+        path: String,
+        /// The thread id.
+        thread: String,
+        /// What changed, e.g. `its runs: 2 runs (last: run 2 running), now 3 runs (last: run 3 running)`.
+        what: String,
     },
     /// The thread would not validate after the operation (or as imported); nothing was written.
     #[error("{path}: error: thread \"{thread}\" would be invalid: {source}")]
@@ -578,6 +590,21 @@ impl Store {
     /// `BEGIN IMMEDIATE`: take the write lock now (waiting up to the busy timeout), so that a
     /// read-then-write operation cannot interleave with another writer. Returns the
     /// transaction with the database's name and busy timeout, which its errors need.
+    /// A read transaction (`BEGIN DEFERRED`): a snapshot of the database that takes no write
+    /// lock, for deciding before [`Store::begin`] records.
+    pub(crate) fn begin_read(
+        &mut self,
+        during: &str,
+    ) -> Result<(rusqlite::Transaction<'_>, String, Duration), StoreError> {
+        let name = self.name();
+        let busy = self.busy;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)
+            .map_err(|e| sql_err(&name, busy, during, e))?;
+        Ok((tx, name, busy))
+    }
+
     pub(crate) fn begin(
         &mut self,
         during: &str,

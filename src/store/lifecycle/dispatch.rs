@@ -18,22 +18,188 @@ use rusqlite::params;
 /// the provider thread it resumes or creates, the handoff and its transfer, and a
 /// decision-log row. A thread whose last run is still running is refused. At a fork's first
 /// dispatch its pending fork transfer resolves (`resolved_native` or `resolved_portable`).
+///
+/// When the policy names an external summarizer, the decision and the summary are made in a
+/// read transaction, with no write lock held, and recorded in a write transaction afterwards
+/// if the thread has not changed meanwhile (see [`dispatch_with_writer`]).
 pub fn dispatch(
     store: &mut Store,
     policy: &Policy,
     req: &DispatchRequest,
 ) -> Result<Dispatched, StoreError> {
-    let (tx, path, busy) = store.begin("starting a dispatch")?;
-    let cx = Cx::new(&tx, &path, busy);
+    dispatch_with_writer(store, policy, req, || ())
+}
+
+/// [`dispatch`], holding the guard `writer` returns only while the write transaction is open
+/// (the service passes its writer lock, so a summarizer never holds it).
+///
+/// Without an external summarizer, everything happens in one write transaction. With one,
+/// the dispatch decides, selects and runs the summarizer in a read transaction (a snapshot,
+/// no lock), then opens the write transaction and checks that the thread is as it was read:
+/// its runs, provider threads, handoffs, transfers, checkpoints, thread record and item count.
+/// If it changed, the dispatch starts over once (running the summarizer again); if it changed
+/// again, nothing is recorded and the error is [`StoreError::ThreadMoved`], naming what
+/// changed.
+pub fn dispatch_with_writer<G>(
+    store: &mut Store,
+    policy: &Policy,
+    req: &DispatchRequest,
+    writer: impl Fn() -> G,
+) -> Result<Dispatched, StoreError> {
+    let thread = req.thread.as_str();
+    if !runs_summarizer(policy) {
+        let _writer = writer();
+        let (tx, path, busy) = store.begin("starting a dispatch")?;
+        let cx = Cx::new(&tx, &path, busy);
+        let prepared = prepare(&cx, &path, policy, req, false)?;
+
+        return record(tx, &path, busy, req, prepared);
+    }
+    let mut tries: u8 = 0;
+    loop {
+        tries = tries.saturating_add(1);
+        let prepared = {
+            let (tx, path, busy) = store.begin_read("deciding a dispatch")?;
+            let cx = Cx::new(&tx, &path, busy);
+            let prepared = prepare(&cx, &path, policy, req, true)?;
+
+            // Nothing was written: ending the read transaction releases its snapshot.
+            tx.rollback()
+                .map_err(|e| crate::store::sql_err(&path, busy, "ending the read", e))?;
+            prepared
+        };
+        let _writer = writer();
+        let (tx, path, busy) = store.begin("recording a dispatch")?;
+        let cx = Cx::new(&tx, &path, busy);
+        let now = snapshot(&cx, thread)?;
+        let moved = prepared
+            .snapshot
+            .as_ref()
+            .and_then(|before| what_moved(before, &now));
+
+        match moved {
+            None => return record(tx, &path, busy, req, prepared),
+            Some(what) if tries >= 2 => {
+                return Err(StoreError::ThreadMoved {
+                    path,
+                    thread: thread.to_string(),
+                    what,
+                })
+            }
+            // Changed under the summarizer: decide again from the thread as it is now.
+            Some(_) => drop(tx),
+        }
+    }
+}
+
+/// Whether the policy's summary is written by an external command (which may take seconds).
+fn runs_summarizer(policy: &Policy) -> bool {
+    policy
+        .summary
+        .as_ref()
+        .and_then(|s| crate::deliver::ExternalCommand::from_source(&s.source))
+        .is_some()
+}
+
+/// What the dispatch re-checks before recording: the thread without its items, and how many
+/// items it has.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    meta: State,
+    items: u64,
+}
+
+fn snapshot(cx: &Cx<'_>, thread: &str) -> Result<Snapshot, StoreError> {
+    let meta = cx.load_items_after(thread, u32::MAX)?;
+    let items = cx
+        .conn
+        .query_row(
+            "SELECT COUNT(*) FROM items WHERE thread = ?1",
+            [thread],
+            |r| r.get::<_, u64>(0),
+        )
+        .map_err(|e| cx.err("counting the thread's items", e))?;
+    Ok(Snapshot { meta, items })
+}
+
+/// What differs between the thread as the dispatch read it and as it is now; `None` if
+/// nothing does.
+fn what_moved(before: &Snapshot, now: &Snapshot) -> Option<String> {
+    let (b, n) = (&before.meta, &now.meta);
+    let runs = |s: &State| match s.runs.last() {
+        Some(r) => format!(
+            "{} runs (last: run {} {})",
+            s.runs.len(),
+            r.ordinal,
+            r.status.as_str()
+        ),
+        None => "no runs".to_string(),
+    };
+    let count = |what: &str, b: usize, n: usize| format!("its {what}: {b}, now {n}");
+    if b.runs != n.runs {
+        Some(format!("its runs: {}, now {}", runs(b), runs(n)))
+    } else if before.items != now.items {
+        Some(format!("its items: {}, now {}", before.items, now.items))
+    } else if b.handoffs != n.handoffs {
+        Some(count("handoffs", b.handoffs.len(), n.handoffs.len()))
+    } else if b.transfers != n.transfers {
+        Some(count("transfers", b.transfers.len(), n.transfers.len()))
+    } else if b.provider_threads != n.provider_threads {
+        Some(count(
+            "provider threads",
+            b.provider_threads.len(),
+            n.provider_threads.len(),
+        ))
+    } else if b.checkpoints != n.checkpoints {
+        Some(count(
+            "checkpoints",
+            b.checkpoints.len(),
+            n.checkpoints.len(),
+        ))
+    } else if b != n {
+        Some("its thread record (title, compaction summary, providers or request)".to_string())
+    } else {
+        None
+    }
+}
+
+/// A decided, rendered dispatch, not yet recorded.
+struct Prepared {
+    state: State,
+    /// The thread as read, when it is re-checked before recording.
+    snapshot: Option<Snapshot>,
+    pending_fork: Option<usize>,
+    pending_merge: Option<(String, String)>,
+    outcome: crate::pipeline::Outcome,
+    input: serde_json::Value,
+}
+
+/// Load the thread, decide, select, summarize and render: everything before the first write.
+fn prepare(
+    cx: &Cx<'_>,
+    path: &str,
+    policy: &Policy,
+    req: &DispatchRequest,
+    recheck: bool,
+) -> Result<Prepared, StoreError> {
+    let path = path.to_string();
     let thread = req.thread.as_str();
     let partial = !policy_reads_old_items(policy);
+    let snapshot = if recheck {
+        Some(snapshot(cx, thread)?)
+    } else {
+        None
+    };
     // Run metadata, provider threads and handoffs in full; items only after `bound`.
-    let mut state = cx.load_items_after(thread, if partial { u32::MAX } else { 0 })?;
+    let mut state = match &snapshot {
+        Some(s) => s.meta.clone(),
+        None => cx.load_items_after(thread, u32::MAX)?,
+    };
     let mut bound = 0;
     if partial {
         bound = items_bound(&state, &req.target);
-        cx.fill_items(thread, bound, &mut state.runs)?;
     }
+    cx.fill_items(thread, bound, &mut state.runs)?;
     refuse_running(&state, &path)?;
     let pending_fork = state.thread.parent.as_ref().and_then(|_| {
         state.transfers.iter().position(|t| {
@@ -84,14 +250,43 @@ pub fn dispatch(
     }
     let (decision, facts) = evaluated;
     let input = logged_input(&state, &req.target, req.dirs(), &context, &path)?;
-    let mut outcome =
+    let outcome =
         crate::pipeline::finish(policy, &state, decision, &facts, &render).map_err(&err)?;
+    Ok(Prepared {
+        state,
+        snapshot,
+        pending_fork,
+        pending_merge,
+        outcome,
+        input,
+    })
+}
+
+/// Record a prepared dispatch in the write transaction `tx` and commit it.
+fn record(
+    tx: rusqlite::Transaction<'_>,
+    path: &str,
+    busy: std::time::Duration,
+    req: &DispatchRequest,
+    prepared: Prepared,
+) -> Result<Dispatched, StoreError> {
+    let cx = Cx::new(&tx, path, busy);
+    let thread = req.thread.as_str();
+    let Prepared {
+        mut state,
+        pending_fork,
+        pending_merge,
+        mut outcome,
+        input,
+        ..
+    } = prepared;
     fault("dispatch:after_decide");
     let run = outcome.decision.run;
     if outcome.decision.strategy == Strategy::Unsupported {
         cx.log_decision(thread, "dispatch", &outcome.decision, input)?;
+
         // Nothing starts: the decision is logged and returned.
-        commit(tx, &path, busy, "committing the dispatch")?;
+        commit(tx, path, busy, "committing the dispatch")?;
         return Ok(Dispatched {
             decision: outcome.decision,
             run,
@@ -243,7 +438,7 @@ pub fn dispatch(
         params![thread, request],
     )?;
     fault("dispatch:after_handoff");
-    commit(tx, &path, busy, "committing the dispatch")?;
+    commit(tx, path, busy, "committing the dispatch")?;
     fault("dispatch:after_commit");
     let fork_point = fork_point(&state, &outcome.decision);
     Ok(Dispatched {

@@ -25,7 +25,7 @@ use serde::Serialize;
 use std::path::PathBuf;
 
 pub use complete::complete_run;
-pub use dispatch::dispatch;
+pub use dispatch::{dispatch, dispatch_with_writer};
 pub use fork::fork;
 pub use merge_back::merge_back;
 pub use regenerate::regenerate;

@@ -1,0 +1,57 @@
+//! `baton serve` runs a dispatch's external summarizer before it takes its writer lock: while
+//! one thread's summarizer runs, another thread's write is answered. The summarizer waits on a
+//! FIFO the test controls, so the order is set by events, not timing.
+
+mod serve_support;
+
+use baton::policy;
+use baton::store::{self, DispatchRequest, Store};
+use serde_json::json;
+use serve_support::*;
+
+#[test]
+fn a_write_on_another_thread_is_answered_while_a_dispatch_summarizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let gated = GatedPolicy::new(dir.path());
+    {
+        // Threads A and B (the seed example twice); B has a running run to complete.
+        let mut store = Store::open(&dir.path().join("baton.db")).unwrap();
+        let seed = baton::state::load_file(std::path::Path::new(&format!(
+            "{}/examples/seed-switch.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        )))
+        .unwrap();
+        for id in ["A", "B"] {
+            let mut s = seed.clone();
+            s.thread.id = id.to_string();
+            store.import(&s).unwrap();
+        }
+        let req = DispatchRequest {
+            thread: "B".into(),
+            target: "codex".into(),
+            handoff_dir: Some(dir.path().join("handoffs")),
+            ..Default::default()
+        };
+        let d = store::dispatch(&mut store, &policy::load("default").unwrap(), &req).unwrap();
+        assert_eq!(d.run, 9);
+    }
+    let mut s = stdio(
+        dir.path(),
+        &["--policy", gated.policy.to_str().unwrap(), "--no-watch"],
+    );
+    let slow = s
+        .client
+        .start("dispatch", json!({"thread": "A", "target": "codex"}));
+    gated.wait_started();
+    // A's summarizer is running and waits: B's completion goes through meanwhile.
+    let done = s
+        .client
+        .result("completeRun", json!({"thread": "B", "run": 9, "items": []}));
+    assert_eq!(done["status"], "completed");
+    gated.release();
+    let r = s.client.response_to(slow);
+    assert_eq!(r["result"]["recorded"]["run"], 9, "{r}");
+    s.client.result("shutdown", json!({}));
+    s.client.notify("exit", json!({}));
+    assert_eq!(s.child.wait().unwrap().code(), Some(0));
+}

@@ -1,0 +1,224 @@
+//! A dispatch runs the policy's external summarizer before it takes the store's write lock:
+//! other threads go on while it runs (through the library and through the CLI, a separate
+//! process on the same database), and a change to the summarized thread meanwhile is detected
+//! before anything is recorded. The summarizer here waits for marker files the test creates,
+//! so every step is ordered by events, not by timing.
+
+use baton::policy::{self, Policy};
+use baton::state::{self, RunStatus};
+use baton::store::{self, DispatchRequest, Dispatched, Store, StoreError};
+use std::path::PathBuf;
+use std::time::Duration;
+
+mod common;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A database holding the seed example twice, as threads `A` and `B`, and a policy extending
+/// `default` whose summarizer, on its n-th call, creates `started.n` in the directory and
+/// waits for `go.n` (or gives up when the directory is gone: a failed test leaves no process).
+struct Fixture {
+    dir: tempfile::TempDir,
+    db: PathBuf,
+    gated: Policy,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("baton.db");
+        let mut store = Store::open(&db).unwrap();
+        let seed = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
+        for id in ["A", "B"] {
+            let mut s = seed.clone();
+            s.thread.id = id.to_string();
+            store.import(&s).unwrap();
+        }
+        let marks = dir.path().display().to_string();
+        let script = dir.path().join("gated.sh");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\ncat >/dev/null\nn=1\nwhile [ -e '{marks}/started.'$n ]; do n=$((n+1)); done\n\
+                 touch '{marks}/started.'$n\nwhile [ ! -e '{marks}/go.'$n ]; do [ -d '{marks}' ] || exit 1; sleep 0.01; done\n\
+                 echo '## Summary'\necho \"Written by the gated summarizer, call $n.\"\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let policy = dir.path().join("gated.policy");
+        std::fs::write(
+            &policy,
+            format!(
+                "policy \"gated\" {{\n  extends \"default\"\n}}\n\nsummary {{\n  include user_message into goals\n  source command \"{}\" timeout_ms 600000\n}}\n",
+                script.display()
+            ),
+        )
+        .unwrap();
+        let gated = policy::load(policy.to_str().unwrap()).expect("policy checks");
+        Fixture { dir, db, gated }
+    }
+
+    fn docs(&self) -> PathBuf {
+        self.dir.path().join("docs")
+    }
+
+    fn request(&self, thread: &str) -> DispatchRequest {
+        DispatchRequest {
+            thread: thread.into(),
+            target: "codex".into(),
+            handoff_dir: Some(self.docs()),
+            ..Default::default()
+        }
+    }
+
+    /// Dispatch thread `A` under the gated policy on a thread of its own.
+    fn dispatch_a_in_background(&self) -> std::thread::JoinHandle<Result<Dispatched, StoreError>> {
+        let db = self.db.clone();
+        let policy = self.gated.clone();
+        let req = self.request("A");
+        std::thread::spawn(move || {
+            let mut store = Store::open(&db).unwrap();
+            store::dispatch(&mut store, &policy, &req)
+        })
+    }
+
+    /// Wait until the summarizer's n-th call has started (an event: the file it creates).
+    fn started(&self, n: u32) {
+        let f = self.dir.path().join(format!("started.{n}"));
+        // A bound only so that a broken summarizer fails the test instead of hanging it.
+        for _ in 0..12_000 {
+            if f.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!("the summarizer's call {n} never started");
+    }
+
+    /// Let the summarizer's n-th call finish.
+    fn go(&self, n: u32) {
+        std::fs::write(self.dir.path().join(format!("go.{n}")), "").unwrap();
+    }
+
+    /// Dispatch `thread` to claude under `default` (no summarizer) and complete its run: a
+    /// codex dispatch after it still makes a handoff (with the summarizer).
+    fn turn(&self, store: &mut Store, thread: &str) -> u32 {
+        let default = policy::load("default").unwrap();
+        let req = DispatchRequest {
+            target: "claude".into(),
+            ..self.request(thread)
+        };
+        let d = store::dispatch(store, &default, &req).unwrap();
+        assert!(d.started);
+        store::complete_run(store, thread, d.run, Vec::new(), RunStatus::Completed).unwrap();
+        d.run
+    }
+
+    fn baton(&self, args: &[&str]) -> std::process::Output {
+        common::baton_cmd()
+            .env("BATON_HANDOFF_DIR", self.docs())
+            .env("BATON_DB", &self.db)
+            .env("BATON_BUSY_TIMEOUT_MS", "100")
+            .env_remove("BATON_FAULT")
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+#[test]
+fn other_threads_dispatch_and_complete_while_a_summarizer_runs() {
+    let fx = Fixture::new();
+    let a = fx.dispatch_a_in_background();
+    fx.started(1);
+    // Thread B, through the library: a dispatch and a completion while A's summarizer runs.
+    let mut store = Store::open(&fx.db).unwrap();
+    store.set_busy_timeout(Duration::from_millis(100)).unwrap();
+    assert_eq!(fx.turn(&mut store, "B"), 9);
+    // Thread B, through the CLI (another process on the same database).
+    let out = fx.baton(&["dispatch", "--thread", "B", "--target", "codex", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["recorded"]["run"], 10);
+    let items = fx.dir.path().join("items.json");
+    std::fs::write(&items, "[]").unwrap();
+    let items = items.to_str().unwrap();
+    let out = fx.baton(&["complete", "--thread", "B", "--run", "10", "--items", items]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A's summarizer still runs: nothing of A is recorded yet.
+    assert_eq!(store.load("A").unwrap().runs.len(), 8);
+    fx.go(1);
+    let d = a.join().unwrap().expect("A's dispatch records");
+    assert_eq!(d.run, 9);
+    let h = d.handoff.expect("a handoff");
+    let doc = std::fs::read_to_string(h.document_path.unwrap()).unwrap();
+    assert!(
+        doc.contains("Written by the gated summarizer, call 1."),
+        "{doc}"
+    );
+    let a = store.load("A").unwrap();
+    assert_eq!(a.runs.len(), 9);
+    assert_eq!(a.runs[8].status, RunStatus::Running);
+    assert!(!fx.dir.path().join("started.2").exists());
+}
+
+#[test]
+fn a_thread_that_moved_once_under_its_summarizer_is_decided_again() {
+    let fx = Fixture::new();
+    let a = fx.dispatch_a_in_background();
+    fx.started(1);
+    // Another writer plays a turn on A while A's summarizer runs.
+    let mut store = Store::open(&fx.db).unwrap();
+    assert_eq!(fx.turn(&mut store, "A"), 9);
+    fx.go(1);
+    // The dispatch sees the change, decides again and runs the summarizer once more.
+    fx.started(2);
+    fx.go(2);
+    let d = a.join().unwrap().expect("the second try records");
+    assert_eq!(d.run, 10);
+    let h = d.handoff.expect("a handoff");
+    let doc = std::fs::read_to_string(h.document_path.unwrap()).unwrap();
+    assert!(doc.contains("call 2."), "{doc}");
+    let a = store.load("A").unwrap();
+    assert_eq!(a.runs.len(), 10);
+    assert_eq!(a.runs[9].status, RunStatus::Running);
+}
+
+#[test]
+fn a_thread_that_moved_twice_under_its_summarizer_is_refused_with_what_changed() {
+    let fx = Fixture::new();
+    let a = fx.dispatch_a_in_background();
+    let mut store = Store::open(&fx.db).unwrap();
+    fx.started(1);
+    fx.turn(&mut store, "A");
+    fx.go(1);
+    fx.started(2);
+    fx.turn(&mut store, "A");
+    fx.go(2);
+    let e = a.join().unwrap().expect_err("moved twice");
+    assert!(matches!(e, StoreError::ThreadMoved { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: error: thread \"A\" changed while its summarizer ran (its runs: 9 runs (last: run 9 completed), now 10 runs (last: run 10 completed)), and again after a second try; nothing was recorded: dispatch again when the thread's other writers have finished",
+            fx.db.display()
+        )
+    );
+    // Nothing of the refused dispatch was recorded.
+    let a = store.load("A").unwrap();
+    assert_eq!(a.runs.len(), 10);
+    assert_eq!(a.runs[9].status, RunStatus::Completed);
+    assert!(!fx.dir.path().join("started.3").exists());
+}
