@@ -674,7 +674,7 @@ fn forking_from_a_running_run_is_refused() {
 #[case::rollback_beyond(&["rollback", "--thread", "th_1", "--to", "12"], 1, "cannot roll thread \"th_1\" back to run 12: the thread has 8 runs")]
 #[case::rollback_nothing(&["rollback", "--thread", "th_1", "--to", "8"], 1, "cannot roll thread \"th_1\" back to run 8: no live run after run 8")]
 #[case::fork_beyond(&["fork", "--thread", "th_1", "--at", "0"], 1, "cannot fork thread \"th_1\" at run 0: the thread has 8 runs")]
-#[case::fork_existing_child(&["fork", "--thread", "th_1", "--at", "2", "--child", "th_1"], 1, "thread \"th_1\" is already in the database")]
+#[case::fork_existing_child(&["fork", "--thread", "th_1", "--at", "2", "--child", "th_1"], 1, "cannot fork thread \"th_1\" at run 2: a thread \"th_1\" is already in the database; name another child (`baton fork --db ")]
 #[case::fork_bad_child(&["fork", "--thread", "th_1", "--at", "2", "--child", "../x"], 1, "thread.id")]
 #[case::merge_back_not_fork(&["merge-back", "--thread", "th_1"], 1, "thread \"th_1\" is not a fork, so it has nothing to merge back")]
 #[case::regenerate_unknown(&["regenerate", "--thread", "th_1", "--handoff", "H7"], 1, "thread \"th_1\" has no handoff \"H7\"")]

@@ -73,7 +73,7 @@ fn forking_into_the_same_child_twice_creates_no_second_transfer() {
     let err = baton::store::fork(&mut db.store, "src", 1, Some("child")).unwrap_err();
     assert!(
         err.to_string()
-            .contains("error: thread \"child\" is already in the database"),
+            .contains("cannot fork thread \"src\" at run 1: a thread \"child\" is already in the database; name another child"),
         "{err}"
     );
     assert_eq!(db.load("child").transfers.len(), 1);

@@ -51,10 +51,11 @@ pub fn fork(
         }
     };
     if cx.thread_exists(&child_id)? {
-        return Err(StoreError::ThreadExists {
-            path,
-            thread: child_id,
-        });
+        return Err(refuse(format!(
+            "a thread \"{child_id}\" is already in the database; name another child (`baton fork --db {db} --thread {th} --at {at} --child NEW_ID`), or leave `--child` out for a fresh id",
+            db = crate::store::hint::sh(&path),
+            th = crate::store::hint::sh(thread),
+        )));
     }
     // Run `at` exists (checked above), so this is runs 1..=at.
     let runs: Vec<Run> = parent.runs.get(..at as usize).unwrap_or_default().to_vec();
