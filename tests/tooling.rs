@@ -3,18 +3,11 @@
 
 mod common;
 
-use common::baton;
+use common::{baton, stderr, stdout};
 use rstest::rstest;
 use std::path::{Path, PathBuf};
 
 const T: &str = "tests/fixtures/tooling";
-
-fn stdout(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 #[test]
 fn shipped_suites_pass_and_reach_full_coverage() {

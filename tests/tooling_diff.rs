@@ -3,16 +3,9 @@
 
 mod common;
 
-use common::baton;
+use common::{baton, stderr, stdout};
 
 const T: &str = "tests/fixtures/tooling";
-
-fn stdout(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// A policy that changes delivery for cursor, the pre-grant for copilot and the grant's turns
 /// for everyone: each change is credited to the delivery rule, "no pre-grant rule matched",

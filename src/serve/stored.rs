@@ -272,18 +272,27 @@ pub struct MergeBackParams {
     pub trace: bool,
 }
 
+/// How a merge-back or a regenerate renders its handoff: with the serving set's templates.
+fn handoff_options(
+    set: &PolicySet,
+    handoff_dir: Option<PathBuf>,
+    message: Option<String>,
+) -> store::HandoffOptions {
+    store::HandoffOptions {
+        message,
+        handoff_dir,
+        templates_dir: None,
+        templates: Some(set.engine.templates().clone()),
+    }
+}
+
 pub fn merge_back(
     pool: &StorePool,
     set: &PolicySet,
     handoff_dir: Option<PathBuf>,
     p: MergeBackParams,
 ) -> Result<Value, RpcError> {
-    let opts = store::HandoffOptions {
-        message: p.message,
-        handoff_dir,
-        templates_dir: None,
-        templates: Some(set.engine.templates().clone()),
-    };
+    let opts = handoff_options(set, handoff_dir, p.message);
     pool.write_op(|s| store::merge_back(s, &set.policy, &p.thread, &opts))
         .map(|d| dispatched(d, p.trace))
 }
@@ -307,12 +316,7 @@ pub fn regenerate(
     handoff_dir: Option<PathBuf>,
     p: RegenerateParams,
 ) -> Result<Value, RpcError> {
-    let opts = store::HandoffOptions {
-        message: p.message,
-        handoff_dir,
-        templates_dir: None,
-        templates: Some(set.engine.templates().clone()),
-    };
+    let opts = handoff_options(set, handoff_dir, p.message);
     pool.write_op(|s| store::regenerate(s, &set.policy, &p.thread, &p.handoff, &opts))
         .map(|d| dispatched(d, p.trace))
 }

@@ -14,6 +14,16 @@ pub fn baton_cmd() -> Command {
     c
 }
 
+/// What a run printed on standard output (lossy UTF-8).
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// What a run printed on standard error (lossy UTF-8).
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 /// Run `baton ARGS...` and collect its output.
 pub fn baton(args: &[&str]) -> Output {
     baton_cmd().args(args).output().expect("baton runs")
