@@ -225,9 +225,10 @@ impl Engine {
     /// `state`. A decision that needs no handoff comes back with no document.
     pub fn render(&self, state: &State, decision: &Decision) -> Result<Outcome, Error> {
         let policy = self.policy();
-        let eligible = crate::eval::eligible_runs(policy, state, &decision.target);
-        let sizer = PolicySizer { policy };
         let caps = policy.provider_caps(state, &decision.target).caps;
+        let eligible =
+            crate::eval::eligible_with_caps(policy, state, &decision.target, Some(caps.clone()));
+        let sizer = PolicySizer { policy };
         let facts = Facts::new(state, &decision.target, eligible, &sizer).with_caps(caps);
         Ok(crate::pipeline::finish(
             policy,

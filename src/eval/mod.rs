@@ -202,6 +202,21 @@ pub fn item_holds(cond: &CExpr, facts: &Facts<'_>, item: &ItemCtx) -> bool {
 /// Which runs the policy's `eligible` rule admits (all but running and rolled-back runs when
 /// the policy has no rule). `eligible[i]` is run `i+1`.
 pub fn eligible_runs(policy: &Policy, state: &State, target: &str) -> Vec<bool> {
+    if policy.eligible.is_none() {
+        return eligible_with_caps(policy, state, target, None);
+    }
+    let caps = policy.provider_caps(state, target).caps;
+    eligible_with_caps(policy, state, target, Some(caps))
+}
+
+/// [`eligible_runs`] with the target's capabilities already resolved (a decision resolves them
+/// once, for its trace); `caps` is needed only when the policy has an `eligible` rule.
+pub(crate) fn eligible_with_caps(
+    policy: &Policy,
+    state: &State,
+    target: &str,
+    caps: Option<crate::state::ResolvedCaps>,
+) -> Vec<bool> {
     match &policy.eligible {
         None => state
             .runs
@@ -211,7 +226,7 @@ pub fn eligible_runs(policy: &Policy, state: &State, target: &str) -> Vec<bool> 
         Some((_, cond)) => {
             // The checker keeps eligibility-derived and summary facts out of `eligible`, so
             // these facts need neither eligibility nor a sizer. Per-run values are not traced.
-            let caps = policy.provider_caps(state, target).caps;
+            let caps = caps.unwrap_or_else(|| policy.provider_caps(state, target).caps);
             let facts = Facts::new(state, target, Vec::new(), &RoughSizer).with_caps(caps);
             let holds = |r: &crate::state::Run| {
                 let ctx = RunCtx { run: r };
@@ -354,7 +369,7 @@ pub fn evaluate_in<'a>(
     trace.extend(providers::trace_entry(policy, &caps));
 
     // 1. Eligible runs.
-    let eligible = eligible_runs(policy, state, &target);
+    let eligible = eligible_with_caps(policy, state, &target, Some(caps.caps.clone()));
     if let Some((span, _)) = &policy.eligible {
         let excluded: Vec<Value> = eligible
             .iter()
