@@ -1,10 +1,12 @@
-//! `baton serve` runs a dispatch's external summarizer before it takes its writer lock: while
-//! one thread's summarizer runs, another thread's write is answered. The summarizer waits on a
+//! `baton serve` runs the external summarizer of a dispatch, a regeneration and a merge-back
+//! before it takes its writer lock: while one thread's summarizer runs, another thread's write
+//! is answered. The summarizer waits on a
 //! FIFO the test controls, so the order is set by events, not timing.
 
 mod serve_support;
 
 use baton::policy;
+use baton::state::RunStatus;
 use baton::store::{self, DispatchRequest, Store};
 use serde_json::json;
 use serve_support::*;
@@ -51,6 +53,91 @@ fn a_write_on_another_thread_is_answered_while_a_dispatch_summarizes() {
     gated.release();
     let r = s.client.response_to(slow);
     assert_eq!(r["result"]["recorded"]["run"], 9, "{r}");
+    s.client.result("shutdown", json!({}));
+    s.client.notify("exit", json!({}));
+    assert_eq!(s.child.wait().unwrap().code(), Some(0));
+}
+
+/// Threads A and B (the seed example twice), each with a running run 9 dispatched to codex
+/// under `default`; with `fork`, also a fork `F` of A at run 8 with a completed run of its own.
+/// Returns A's handoff.
+fn two_running_threads(dir: &std::path::Path, fork: bool) -> String {
+    let mut store = Store::open(&dir.join("baton.db")).unwrap();
+    let seed = baton::state::load_file(std::path::Path::new(&format!(
+        "{}/examples/seed-switch.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    )))
+    .unwrap();
+    for id in ["A", "B"] {
+        let mut s = seed.clone();
+        s.thread.id = id.to_string();
+        store.import(&s).unwrap();
+    }
+    let default = policy::load("default").unwrap();
+    let req = |thread: &str, target: &str| DispatchRequest {
+        thread: thread.into(),
+        target: target.into(),
+        handoff_dir: Some(dir.join("handoffs")),
+        ..Default::default()
+    };
+    if fork {
+        store::fork(&mut store, "A", 8, Some("F")).unwrap();
+        let d = store::dispatch(&mut store, &default, &req("F", "claude")).unwrap();
+        store::complete_run(&mut store, "F", d.run, Vec::new(), RunStatus::Completed).unwrap();
+    }
+    let b = store::dispatch(&mut store, &default, &req("B", "codex")).unwrap();
+    assert_eq!(b.run, 9);
+    let a = store::dispatch(&mut store, &default, &req("A", "codex")).unwrap();
+    assert_eq!(a.run, 9);
+    a.handoff.expect("a handoff to codex").id
+}
+
+#[test]
+fn a_write_on_another_thread_is_answered_while_a_regeneration_summarizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let gated = GatedPolicy::new(dir.path());
+    let old = two_running_threads(dir.path(), false);
+    let mut s = stdio(
+        dir.path(),
+        &["--policy", gated.policy.to_str().unwrap(), "--no-watch"],
+    );
+    let slow = s
+        .client
+        .start("regenerate", json!({"thread": "A", "handoff": old}));
+    gated.wait_started();
+    // A's summarizer is running and waits: B's completion goes through meanwhile.
+    let done = s
+        .client
+        .result("completeRun", json!({"thread": "B", "run": 9, "items": []}));
+    assert_eq!(done["status"], "completed");
+    gated.release();
+    let r = s.client.response_to(slow);
+    assert_eq!(r["result"]["handoff"]["supersedes"], json!(old), "{r}");
+    s.client.result("shutdown", json!({}));
+    s.client.notify("exit", json!({}));
+    assert_eq!(s.child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn a_write_on_another_thread_is_answered_while_a_merge_back_summarizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let gated = GatedPolicy::new(dir.path());
+    two_running_threads(dir.path(), true);
+    let mut s = stdio(
+        dir.path(),
+        &["--policy", gated.policy.to_str().unwrap(), "--no-watch"],
+    );
+    let slow = s.client.start("mergeBack", json!({"thread": "F"}));
+    gated.wait_started();
+    // F's summarizer is running and waits: B's completion goes through meanwhile.
+    let done = s
+        .client
+        .result("completeRun", json!({"thread": "B", "run": 9, "items": []}));
+    assert_eq!(done["status"], "completed");
+    gated.release();
+    let r = s.client.response_to(slow);
+    assert_eq!(r["result"]["handoff"]["covered_thread"], "F", "{r}");
+    assert_eq!(r["result"]["recorded"]["run"], 10, "{r}");
     s.client.result("shutdown", json!({}));
     s.client.notify("exit", json!({}));
     assert_eq!(s.child.wait().unwrap().code(), Some(0));

@@ -293,8 +293,12 @@ pub fn merge_back(
     p: MergeBackParams,
 ) -> Result<Value, RpcError> {
     let opts = handoff_options(set, handoff_dir, p.message);
-    pool.write_op(|s| store::merge_back(s, &set.policy, &p.thread, &opts))
-        .map(|d| dispatched(d, p.trace))
+    // As for a dispatch, the writer lock is taken only around the write transaction.
+    pool.with(|s| {
+        store::merge_back_with_writer(s, &set.policy, &p.thread, &opts, || pool.writer_guard())
+            .map_err(|e| store_error(&e))
+    })
+    .map(|d| dispatched(d, p.trace))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -317,8 +321,14 @@ pub fn regenerate(
     p: RegenerateParams,
 ) -> Result<Value, RpcError> {
     let opts = handoff_options(set, handoff_dir, p.message);
-    pool.write_op(|s| store::regenerate(s, &set.policy, &p.thread, &p.handoff, &opts))
-        .map(|d| dispatched(d, p.trace))
+    // As for a dispatch, the writer lock is taken only around the write transaction.
+    pool.with(|s| {
+        store::regenerate_with_writer(s, &set.policy, &p.thread, &p.handoff, &opts, || {
+            pool.writer_guard()
+        })
+        .map_err(|e| store_error(&e))
+    })
+    .map(|d| dispatched(d, p.trace))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]

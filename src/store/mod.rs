@@ -24,9 +24,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use lifecycle::{
-    advise_rollback, complete_run, dispatch, dispatch_with_writer, fork, merge_back, regenerate,
-    rollback, AppAction, Completed, DispatchRequest, Dispatched, ForkPoint, ForkReport,
-    HandoffOptions, HandoffRecord, NextRun, ProviderThreadChange, RollbackReport,
+    advise_rollback, complete_run, dispatch, dispatch_with_writer, fork, merge_back,
+    merge_back_with_writer, regenerate, regenerate_with_writer, rollback, AppAction, Completed,
+    DispatchRequest, Dispatched, ForkPoint, ForkReport, HandoffOptions, HandoffRecord, NextRun,
+    ProviderThreadChange, RollbackReport,
 };
 pub use replay::{
     replay, DecisionInput, ReplayDifference, ReplayFilter, ReplayReport, ReplaySkipped,
@@ -292,10 +293,10 @@ pub enum StoreError {
         /// What the operation needed a handoff for (`nothing was merged back`).
         why: String,
     },
-    /// The thread changed while a dispatch ran its external summarizer outside the write
-    /// transaction, and changed again when the dispatch decided once more; nothing was
-    /// written.
-    #[error("{path}: error: thread \"{thread}\" changed while its summarizer ran ({what}), and again after a second try; nothing was recorded: dispatch again when the thread's other writers have finished")]
+    /// The thread changed while a dispatch, a regeneration or a merge-back ran its external
+    /// summarizer outside the write transaction, and changed again when the operation decided
+    /// once more; nothing was written.
+    #[error("{path}: error: thread \"{thread}\" changed while its summarizer ran ({what}), and again after a second try; nothing was recorded: {again} when the thread's other writers have finished")]
     ThreadMoved {
         /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
@@ -303,6 +304,8 @@ pub enum StoreError {
         thread: String,
         /// What changed, e.g. `its runs: 2 runs (last: run 2 running), now 3 runs (last: run 3 running)`.
         what: String,
+        /// What to do instead: `dispatch again`, `regenerate again`, `merge back again`.
+        again: String,
     },
     /// The thread would not validate after the operation (or as imported); nothing was written.
     #[error("{path}: error: thread \"{thread}\" would be invalid: {source}")]
@@ -605,24 +608,29 @@ impl Store {
         Ok((tx, name, busy))
     }
 
-    pub(crate) fn begin(
-        &mut self,
-        during: &str,
-    ) -> Result<(rusqlite::Transaction<'_>, String, Duration), StoreError> {
-        let name = self.name();
-        let busy = self.busy;
-        // Refuse before anything happens: a read-only database must not let an operation
-        // get as far as writing an off-band document it can then not record.
+    /// Refuse before anything happens: a read-only database must not let an operation get
+    /// as far as writing an off-band document (or running a summarizer) it can then not record.
+    pub(crate) fn refuse_read_only(&self, during: &str) -> Result<(), StoreError> {
         if self
             .conn
             .is_readonly(rusqlite::DatabaseName::Main)
             .unwrap_or(false)
         {
             return Err(StoreError::ReadOnly {
-                path: name,
+                path: self.name(),
                 during: during.to_string(),
             });
         }
+        Ok(())
+    }
+
+    pub(crate) fn begin(
+        &mut self,
+        during: &str,
+    ) -> Result<(rusqlite::Transaction<'_>, String, Duration), StoreError> {
+        self.refuse_read_only(during)?;
+        let name = self.name();
+        let busy = self.busy;
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)

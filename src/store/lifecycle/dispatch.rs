@@ -1,5 +1,6 @@
 //! Dispatch: decide, render and record the next run of a stored thread.
 
+use super::recheck::{prepare_then_record, Reads, Steps};
 use super::{
     commit, logged_input, next_id, next_run, next_transfer_id, options, pending_merge_back,
     pipeline_err, record_handoff, refuse_running, DispatchRequest, Dispatched, ForkPoint,
@@ -46,128 +47,25 @@ pub fn dispatch_with_writer<G>(
     req: &DispatchRequest,
     writer: impl Fn() -> G,
 ) -> Result<Dispatched, StoreError> {
-    let thread = req.thread.as_str();
-    if !runs_summarizer(policy) {
-        let _writer = writer();
-        let (tx, path, busy) = store.begin("starting a dispatch")?;
-        let cx = Cx::new(&tx, &path, busy);
-        let prepared = prepare(&cx, &path, policy, req, false)?;
-
-        return record(tx, &path, busy, req, prepared);
-    }
-    let mut tries: u8 = 0;
-    loop {
-        tries = tries.saturating_add(1);
-        let prepared = {
-            let (tx, path, busy) = store.begin_read("deciding a dispatch")?;
-            let cx = Cx::new(&tx, &path, busy);
-            let prepared = prepare(&cx, &path, policy, req, true)?;
-
-            // Nothing was written: ending the read transaction releases its snapshot.
-            tx.rollback()
-                .map_err(|e| crate::store::sql_err(&path, busy, "ending the read", e))?;
-            prepared
-        };
-        let _writer = writer();
-        let (tx, path, busy) = store.begin("recording a dispatch")?;
-        let cx = Cx::new(&tx, &path, busy);
-        let now = snapshot(&cx, thread)?;
-        let moved = prepared
-            .snapshot
-            .as_ref()
-            .and_then(|before| what_moved(before, &now));
-
-        match moved {
-            None => return record(tx, &path, busy, req, prepared),
-            Some(what) if tries >= 2 => {
-                return Err(StoreError::ThreadMoved {
-                    path,
-                    thread: thread.to_string(),
-                    what,
-                })
-            }
-            // Changed under the summarizer: decide again from the thread as it is now.
-            Some(_) => drop(tx),
-        }
-    }
-}
-
-/// Whether the policy's summary is written by an external command (which may take seconds).
-fn runs_summarizer(policy: &Policy) -> bool {
-    policy
-        .summary
-        .as_ref()
-        .and_then(|s| crate::deliver::ExternalCommand::from_source(&s.source))
-        .is_some()
-}
-
-/// What the dispatch re-checks before recording: the thread without its items, and how many
-/// items it has.
-#[derive(Debug, PartialEq)]
-struct Snapshot {
-    meta: State,
-    items: u64,
-}
-
-fn snapshot(cx: &Cx<'_>, thread: &str) -> Result<Snapshot, StoreError> {
-    let meta = cx.load_items_after(thread, u32::MAX)?;
-    let items = cx
-        .conn
-        .query_row(
-            "SELECT COUNT(*) FROM items WHERE thread = ?1",
-            [thread],
-            |r| r.get::<_, u64>(0),
-        )
-        .map_err(|e| cx.err("counting the thread's items", e))?;
-    Ok(Snapshot { meta, items })
-}
-
-/// What differs between the thread as the dispatch read it and as it is now; `None` if
-/// nothing does.
-fn what_moved(before: &Snapshot, now: &Snapshot) -> Option<String> {
-    let (b, n) = (&before.meta, &now.meta);
-    let runs = |s: &State| match s.runs.last() {
-        Some(r) => format!(
-            "{} runs (last: run {} {})",
-            s.runs.len(),
-            r.ordinal,
-            r.status.as_str()
-        ),
-        None => "no runs".to_string(),
+    let steps = Steps {
+        at_once: "starting a dispatch",
+        deciding: "deciding a dispatch",
+        recording: "recording a dispatch",
+        again: "dispatch again",
     };
-    let count = |what: &str, b: usize, n: usize| format!("its {what}: {b}, now {n}");
-    if b.runs != n.runs {
-        Some(format!("its runs: {}, now {}", runs(b), runs(n)))
-    } else if before.items != now.items {
-        Some(format!("its items: {}, now {}", before.items, now.items))
-    } else if b.handoffs != n.handoffs {
-        Some(count("handoffs", b.handoffs.len(), n.handoffs.len()))
-    } else if b.transfers != n.transfers {
-        Some(count("transfers", b.transfers.len(), n.transfers.len()))
-    } else if b.provider_threads != n.provider_threads {
-        Some(count(
-            "provider threads",
-            b.provider_threads.len(),
-            n.provider_threads.len(),
-        ))
-    } else if b.checkpoints != n.checkpoints {
-        Some(count(
-            "checkpoints",
-            b.checkpoints.len(),
-            n.checkpoints.len(),
-        ))
-    } else if b != n {
-        Some("its thread record (title, compaction summary, providers or request)".to_string())
-    } else {
-        None
-    }
+    prepare_then_record(
+        store,
+        policy,
+        &steps,
+        writer,
+        |cx, path, reads| prepare(cx, path, policy, req, reads),
+        |tx, path, busy, prepared| record(tx, path, busy, req, prepared),
+    )
 }
 
 /// A decided, rendered dispatch, not yet recorded.
 struct Prepared {
     state: State,
-    /// The thread as read, when it is re-checked before recording.
-    snapshot: Option<Snapshot>,
     pending_fork: Option<usize>,
     pending_merge: Option<(String, String)>,
     outcome: crate::pipeline::Outcome,
@@ -180,21 +78,13 @@ fn prepare(
     path: &str,
     policy: &Policy,
     req: &DispatchRequest,
-    recheck: bool,
+    reads: &mut Reads,
 ) -> Result<Prepared, StoreError> {
     let path = path.to_string();
     let thread = req.thread.as_str();
     let partial = !policy_reads_old_items(policy);
-    let snapshot = if recheck {
-        Some(snapshot(cx, thread)?)
-    } else {
-        None
-    };
     // Run metadata, provider threads and handoffs in full; items only after `bound`.
-    let mut state = match &snapshot {
-        Some(s) => s.meta.clone(),
-        None => cx.load_items_after(thread, u32::MAX)?,
-    };
+    let mut state = reads.meta(cx, thread)?;
     let mut bound = 0;
     if partial {
         bound = items_bound(&state, &req.target);
@@ -254,7 +144,6 @@ fn prepare(
         crate::pipeline::finish(policy, &state, decision, &facts, &render).map_err(&err)?;
     Ok(Prepared {
         state,
-        snapshot,
         pending_fork,
         pending_merge,
         outcome,

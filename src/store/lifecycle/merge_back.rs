@@ -1,5 +1,6 @@
 //! Merge a fork back into its parent.
 
+use super::recheck::{prepare_then_record, Reads, Steps};
 use super::{
     commit, decide, next_run, next_transfer_id, pending_merge_back, record_handoff, refuse_running,
     require_handoff, Dispatched, HandoffOptions, NewHandoff,
@@ -41,15 +42,81 @@ fn merge_back_summary(child: &str, outcome: &Outcome) -> String {
 /// handoff; a merge-back from another fork is refused until the parent has taken the first.
 /// The fork itself is left unchanged. The returned `run` and `provider_thread` are the
 /// parent's next run and the provider thread that run would resume.
+///
+/// When the policy names an external summarizer, the decision and the summary are made in a
+/// read transaction, with no write lock held, and recorded in a write transaction afterwards
+/// if neither the fork nor its parent has changed meanwhile (see [`merge_back_with_writer`]).
 pub fn merge_back(
     store: &mut Store,
     policy: &Policy,
     child: &str,
     opts: &HandoffOptions,
 ) -> Result<Dispatched, StoreError> {
-    let (tx, path, busy) = store.begin("merging back")?;
-    let cx = Cx::new(&tx, &path, busy);
-    let state = cx.load(child)?;
+    merge_back_with_writer(store, policy, child, opts, || ())
+}
+
+/// [`merge_back`], holding the guard `writer` returns only while the write transaction is
+/// open (the service passes its writer lock, so a summarizer never holds it).
+///
+/// Without an external summarizer, everything happens in one write transaction. With one, it
+/// is prepared and recorded as a dispatch is ([`crate::store::dispatch_with_writer`]): decided,
+/// summarized and rendered in a read transaction, recorded after the fork and the parent are
+/// found as they were read, prepared once more if either changed, and refused with
+/// [`StoreError::ThreadMoved`] (naming the thread that changed) if one changed again.
+pub fn merge_back_with_writer<G>(
+    store: &mut Store,
+    policy: &Policy,
+    child: &str,
+    opts: &HandoffOptions,
+    writer: impl Fn() -> G,
+) -> Result<Dispatched, StoreError> {
+    let steps = Steps {
+        at_once: "merging back",
+        deciding: "deciding a merge-back",
+        recording: "recording a merge-back",
+        again: "merge back again",
+    };
+    prepare_then_record(
+        store,
+        policy,
+        &steps,
+        writer,
+        |cx, path, reads| prepare(cx, path, policy, child, opts, reads),
+        |tx, path, busy, prepared| record(tx, path, busy, child, opts, prepared),
+    )
+}
+
+/// A decided, rendered merge-back, not yet recorded.
+struct Prepared {
+    /// The fork's last run.
+    source_run: Option<u32>,
+    /// The parent's id.
+    parent_id: String,
+    /// The parent's next run, which the handoff is for.
+    run: u32,
+    /// The provider thread the parent's next run would resume.
+    parent_pt: Option<String>,
+    /// The merge-back already waiting in the parent (this fork's), which this one supersedes.
+    waiting: Option<String>,
+    /// The parent's next transfer id.
+    tid: String,
+    hid: String,
+    outcome: Outcome,
+    input: serde_json::Value,
+}
+
+/// Load the fork and its parent, check the fork can be merged back, decide, select,
+/// summarize and render: everything before the first write.
+fn prepare(
+    cx: &Cx<'_>,
+    path: &str,
+    policy: &Policy,
+    child: &str,
+    opts: &HandoffOptions,
+    reads: &mut Reads,
+) -> Result<Prepared, StoreError> {
+    let path = path.to_string();
+    let state = reads.load(cx, child)?;
     // A thread named as its own parent is no fork: merging it "back" would write into itself.
     let Some(parent_ref) = state.thread.parent.clone().filter(|p| p.thread != child) else {
         return Err(StoreError::NotAFork {
@@ -69,7 +136,7 @@ pub fn merge_back(
             at: parent_ref.run,
         });
     }
-    let parent = cx.load(&parent_ref.thread)?;
+    let parent = reads.load(cx, &parent_ref.thread)?;
     let parent_id = parent.thread.id.clone();
     let run = next_run(&parent);
     // A merge-back already waiting: this fork's is superseded; another fork's goes first.
@@ -126,23 +193,56 @@ pub fn merge_back(
         }),
         waiting: None,
     };
-    let (mut outcome, input) = decide(policy, &view, &target, opts.dirs(), &path, &context)?;
+    let (outcome, input) = decide(policy, &view, &target, opts.dirs(), &path, &context)?;
     require_handoff(&outcome, &path, child, "nothing was merged back")?;
+    Ok(Prepared {
+        source_run: state.runs.last().map(|r| r.ordinal),
+        parent_id,
+        run,
+        parent_pt,
+        waiting: waiting.map(|(_, old)| old),
+        tid: next_transfer_id(&parent),
+        hid,
+        outcome,
+        input,
+    })
+}
+
+/// Record a prepared merge-back in the parent, in the write transaction `tx`, and commit it.
+fn record(
+    tx: rusqlite::Transaction<'_>,
+    path: &str,
+    busy: std::time::Duration,
+    child: &str,
+    opts: &HandoffOptions,
+    prepared: Prepared,
+) -> Result<Dispatched, StoreError> {
+    let cx = Cx::new(&tx, path, busy);
+    let Prepared {
+        source_run,
+        parent_id,
+        run,
+        parent_pt,
+        waiting,
+        tid,
+        hid,
+        mut outcome,
+        input,
+    } = prepared;
     let supersedes = match waiting {
-        Some((_, old)) => {
+        Some(old) => {
             cx.supersede_handoff(&parent_id, &old, true)?;
             Some(old)
         }
         None => None,
     };
-    let tid = next_transfer_id(&parent);
     let t = Transfer {
         id: tid.clone(),
         kind: TransferType::MergeBack,
         status: TransferStatus::Pending,
         source_thread: Some(child.to_string()),
         target_thread: Some(parent_id.clone()),
-        source_run: state.runs.last().map(|r| r.ordinal),
+        source_run,
         resolution: None,
         handoff: Some(hid.clone()),
     };
@@ -165,7 +265,7 @@ pub fn merge_back(
         },
     )?;
     cx.log_decision(&parent_id, "merge_back", &outcome.decision, input)?;
-    commit(tx, &path, busy, "committing the merge-back")?;
+    commit(tx, path, busy, "committing the merge-back")?;
     Ok(Dispatched {
         decision: outcome.decision,
         run,

@@ -6,6 +6,7 @@ mod complete;
 mod dispatch;
 mod fork;
 mod merge_back;
+mod recheck;
 mod regenerate;
 mod rollback;
 mod rollback_advice;
@@ -27,8 +28,8 @@ use std::path::PathBuf;
 pub use complete::complete_run;
 pub use dispatch::{dispatch, dispatch_with_writer};
 pub use fork::fork;
-pub use merge_back::merge_back;
-pub use regenerate::regenerate;
+pub use merge_back::{merge_back, merge_back_with_writer};
+pub use regenerate::{regenerate, regenerate_with_writer};
 pub use rollback::rollback;
 pub use rollback_advice::advise_rollback;
 

@@ -1,9 +1,11 @@
 //! Regenerate the handoff of a running run.
 
+use super::recheck::{prepare_then_record, Reads, Steps};
 use super::{
     commit, decide, record_handoff, require_handoff, Dispatched, HandoffOptions, NewHandoff,
 };
 use crate::eval::DecisionContext;
+use crate::pipeline::Outcome;
 use crate::policy::Policy;
 use crate::state::*;
 use crate::store::io::Cx;
@@ -12,6 +14,10 @@ use rusqlite::params;
 
 /// Make a new handoff for the running run that consumes `handoff`, superseding it. The old
 /// row keeps everything but its status (`superseded`); the new one names it in `supersedes`.
+///
+/// When the policy names an external summarizer, the decision and the summary are made in a
+/// read transaction, with no write lock held, and recorded in a write transaction afterwards
+/// if the thread has not changed meanwhile (see [`regenerate_with_writer`]).
 pub fn regenerate(
     store: &mut Store,
     policy: &Policy,
@@ -19,9 +25,67 @@ pub fn regenerate(
     handoff: &str,
     opts: &HandoffOptions,
 ) -> Result<Dispatched, StoreError> {
-    let (tx, path, busy) = store.begin("regenerating a handoff")?;
-    let cx = Cx::new(&tx, &path, busy);
-    let mut state = cx.load(thread)?;
+    regenerate_with_writer(store, policy, thread, handoff, opts, || ())
+}
+
+/// [`regenerate`], holding the guard `writer` returns only while the write transaction is
+/// open (the service passes its writer lock, so a summarizer never holds it).
+///
+/// Without an external summarizer, everything happens in one write transaction. With one, it
+/// is prepared and recorded as a dispatch is ([`crate::store::dispatch_with_writer`]): decided,
+/// summarized and rendered in a read transaction, recorded after the thread is found as it was
+/// read, prepared once more if it changed, and refused with [`StoreError::ThreadMoved`] if it
+/// changed again.
+pub fn regenerate_with_writer<G>(
+    store: &mut Store,
+    policy: &Policy,
+    thread: &str,
+    handoff: &str,
+    opts: &HandoffOptions,
+    writer: impl Fn() -> G,
+) -> Result<Dispatched, StoreError> {
+    let steps = Steps {
+        at_once: "regenerating a handoff",
+        deciding: "deciding a regeneration",
+        recording: "recording a regeneration",
+        again: "regenerate again",
+    };
+    prepare_then_record(
+        store,
+        policy,
+        &steps,
+        writer,
+        |cx, path, reads| prepare(cx, path, policy, thread, handoff, opts, reads),
+        |tx, path, busy, prepared| record(tx, path, busy, thread, handoff, opts, prepared),
+    )
+}
+
+/// A decided, rendered regeneration, not yet recorded.
+struct Prepared {
+    /// The thread as it was before the run's dispatch, the old handoff superseded.
+    state: State,
+    /// The old handoff.
+    old: Handoff,
+    /// The run that consumes it.
+    run: u32,
+    provider_thread: Option<String>,
+    outcome: Outcome,
+    input: serde_json::Value,
+}
+
+/// Load the thread, check the handoff can be regenerated, decide, select, summarize and
+/// render: everything before the first write.
+fn prepare(
+    cx: &Cx<'_>,
+    path: &str,
+    policy: &Policy,
+    thread: &str,
+    handoff: &str,
+    opts: &HandoffOptions,
+    reads: &mut Reads,
+) -> Result<Prepared, StoreError> {
+    let path = path.to_string();
+    let mut state = reads.load(cx, thread)?;
     let refuse = |why: String| StoreError::NotRegenerable {
         path: path.clone(),
         thread: thread.into(),
@@ -78,7 +142,7 @@ pub fn regenerate(
     if opts.message.is_some() {
         state.request.message = opts.message.clone();
     }
-    let (mut outcome, input) = decide(
+    let (outcome, input) = decide(
         policy,
         &state,
         &run.provider,
@@ -92,6 +156,35 @@ pub fn regenerate(
         thread,
         &format!("handoff {handoff} was left as it is"),
     )?;
+    Ok(Prepared {
+        state,
+        old,
+        run: t,
+        provider_thread: pt,
+        outcome,
+        input,
+    })
+}
+
+/// Record a prepared regeneration in the write transaction `tx` and commit it.
+fn record(
+    tx: rusqlite::Transaction<'_>,
+    path: &str,
+    busy: std::time::Duration,
+    thread: &str,
+    handoff: &str,
+    opts: &HandoffOptions,
+    prepared: Prepared,
+) -> Result<Dispatched, StoreError> {
+    let cx = Cx::new(&tx, path, busy);
+    let Prepared {
+        state,
+        old,
+        run: t,
+        provider_thread: pt,
+        mut outcome,
+        input,
+    } = prepared;
     // The transfer stays: it is relinked to the new handoff below.
     cx.supersede_handoff(thread, handoff, false)?;
     let new = NewHandoff {
@@ -115,7 +208,7 @@ pub fn regenerate(
             )?;
         }
     }
-    commit(tx, &path, busy, "committing the regeneration")?;
+    commit(tx, path, busy, "committing the regeneration")?;
     Ok(Dispatched {
         decision: outcome.decision,
         run: t,
