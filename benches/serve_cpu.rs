@@ -196,7 +196,10 @@ fn main() {
     // The server answers what the library answers.
     let served = conn.call("explain", &params);
     let local: Value = serde_json::from_slice(&in_process(&engine, &text)).unwrap();
-    assert_eq!(served["result"], local, "the server and the library disagree");
+    assert_eq!(
+        served["result"], local,
+        "the server and the library disagree"
+    );
 
     for _ in 0..warmup {
         conn.call_raw("explain", &params);
@@ -224,9 +227,8 @@ fn main() {
         served_us.push(server * 1e6);
         local_us.push(local * 1e6);
         wall_us.push(t1.as_secs_f64() * 1e6 / n as f64);
-        switches.push(
-            (cs1.0.saturating_sub(cs0.0) + cs1.1.saturating_sub(cs0.1)) as f64 / n as f64,
-        );
+        switches
+            .push((cs1.0.saturating_sub(cs0.0) + cs1.1.saturating_sub(cs0.1)) as f64 / n as f64);
     }
     println!(
         "serve_cpu: inline explain of examples/seed-switch.yaml, {rounds} rounds x {n} requests, one client"
