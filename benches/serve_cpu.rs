@@ -13,6 +13,7 @@
 //!   cargo bench --bench serve_cpu                                   # 7 rounds x 400 requests
 //!   BATON_SERVE_CPU_ROUNDS=11 BATON_SERVE_CPU_REQUESTS=1000 cargo bench --bench serve_cpu
 //!   cargo bench --bench serve_cpu -- --test                         # a smoke run
+//!   BATON_SERVE_CPU_BIN=/path/to/other/baton cargo bench --bench serve_cpu   # another server
 //!
 //! `/proc/PID/stat` counts in clock ticks (usually 10 ms): keep a batch's server CPU well
 //! above that (400 requests of about 0.3-1 ms each). The client's own CPU is not counted.
@@ -171,7 +172,11 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("baton.sock");
     let handoffs = dir.path().join("handoffs");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+    // `BATON_SERVE_CPU_BIN` runs another build of the server (e.g. an older one, to compare
+    // two builds under the same load).
+    let bin = std::env::var_os("BATON_SERVE_CPU_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_baton").into());
+    let mut child = Command::new(bin)
         .args(["serve", "--socket", sock.to_str().unwrap(), "--no-watch"])
         .arg("--db")
         .arg(dir.path().join("bench.db"))

@@ -79,7 +79,7 @@ fn state_text(params: &Value) -> Option<&str> {
 
 /// A request's `state_text`, parsed and validated once, when its threads were read
 /// ([`thread_keys`]); the method decides on it instead of parsing the text again.
-pub struct ParsedText(Result<State, RpcError>);
+pub struct ParsedText(Box<Result<State, RpcError>>);
 
 /// The methods that decide on an inline state: their `state_text` is parsed in full when the
 /// request's threads are read ([`thread_keys`]), and the method uses that parse.
@@ -122,7 +122,7 @@ pub fn thread_keys(
                 // An invalid state may still name its thread (a validation problem).
                 Err(_) => keys.extend(crate::state::thread_id_in_text(text)),
             }
-            parsed = Some(ParsedText(state));
+            parsed = Some(ParsedText(Box::new(state)));
         } else {
             keys.extend(crate::state::thread_id_in_text(text));
         }
@@ -383,7 +383,7 @@ fn inline_state(
         (Some(v), None) => v,
         (None, Some(text)) => {
             return match parsed {
-                Some(ParsedText(state)) => state,
+                Some(ParsedText(state)) => *state,
                 None => parse_state_text(text),
             }
         }
