@@ -226,23 +226,31 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
     }
 }
 
-/// Write one message with the given framing and flush.
+/// One message with its framing, ready to go out in a single write: the `Content-Length`
+/// header and the body, or the body and its newline.
+pub fn frame(framing: Framing, mut body: Vec<u8>) -> Vec<u8> {
+    match framing {
+        Framing::ContentLength => {
+            let head = format!("Content-Length: {}\r\n\r\n", body.len());
+            let mut out = Vec::with_capacity(head.len().saturating_add(body.len()));
+            out.extend_from_slice(head.as_bytes());
+            out.append(&mut body);
+            out
+        }
+        Framing::Lines => {
+            body.push(b'\n');
+            body
+        }
+    }
+}
+
+/// Write one message with the given framing (one write) and flush.
 pub async fn write_frame<W: AsyncWrite + Unpin>(
     w: &mut W,
     framing: Framing,
     body: &[u8],
 ) -> std::io::Result<()> {
-    match framing {
-        Framing::ContentLength => {
-            let head = format!("Content-Length: {}\r\n\r\n", body.len());
-            w.write_all(head.as_bytes()).await?;
-            w.write_all(body).await?;
-        }
-        Framing::Lines => {
-            w.write_all(body).await?;
-            w.write_all(b"\n").await?;
-        }
-    }
+    w.write_all(&frame(framing, body.to_vec())).await?;
     w.flush().await
 }
 

@@ -77,20 +77,55 @@ fn state_text(params: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
+/// A request's `state_text`, parsed and validated once, when its threads were read
+/// ([`thread_keys`]); the method decides on it instead of parsing the text again.
+pub struct ParsedText(Box<Result<State, RpcError>>);
+
+/// The methods that decide on an inline state: their `state_text` is parsed in full when the
+/// request's threads are read ([`thread_keys`]), and the method uses that parse.
+fn decides_on_inline_state(method: &str) -> bool {
+    matches!(method, "explain" | "render" | "thread/import")
+}
+
+/// Whether a request whose threads were read on the blocking pool can run there at once,
+/// without a second hop, when no earlier request of its threads is still running: the
+/// deciding methods of an inline state, which only compute.
+pub fn runs_where_keys_are_read(method: &str) -> bool {
+    matches!(method, "explain" | "render")
+}
+
 /// The threads a request names, for per-thread ordering, in every form the methods accept:
 /// `params.thread`, `params.child` (the fork to create), the inline `state`'s `thread.id`, or
 /// the `thread.id` inside `state_text`; for a `mergeBack`, also the fork's parent. Read before
 /// the request takes its place in those threads' queues, in the connection's arrival order.
 /// Blocking when [`keys_need_work`]. A `state_text` that does not parse (or is past the state
-/// limits) names no thread here; the method itself then reports the error.
-pub fn thread_keys(shared: &Shared, method: &str, params: &Value) -> Vec<String> {
+/// limits) names no thread here; the method itself then reports the error. For a method that
+/// decides on the inline state, the `state_text` is parsed in full here, once, and returned
+/// for the method to use.
+pub fn thread_keys(
+    shared: &Shared,
+    method: &str,
+    params: &Value,
+) -> (Vec<String>, Option<ParsedText>) {
     let mut keys: Vec<String> = ["/thread", "/child", "/state/thread/id"]
         .iter()
         .filter_map(|p| params.pointer(p).and_then(Value::as_str))
         .map(str::to_string)
         .collect();
+    let mut parsed = None;
     if let Some(text) = state_text(params) {
-        keys.extend(crate::state::thread_id_in_text(text));
+        if decides_on_inline_state(method) {
+            let state = parse_state_text(text);
+            match &state {
+                // The id a valid state's text names is its `thread.id`.
+                Ok(s) => keys.push(s.thread.id.clone()),
+                // An invalid state may still name its thread (a validation problem).
+                Err(_) => keys.extend(crate::state::thread_id_in_text(text)),
+            }
+            parsed = Some(ParsedText(Box::new(state)));
+        } else {
+            keys.extend(crate::state::thread_id_in_text(text));
+        }
     }
     if method == "mergeBack" {
         // A merge-back writes into the fork's parent, which its params do not name: it takes
@@ -106,16 +141,18 @@ pub fn thread_keys(shared: &Shared, method: &str, params: &Value) -> Vec<String>
     }
     keys.sort();
     keys.dedup();
-    keys
+    (keys, parsed)
 }
 
 /// Run `method`. `turn` is this request's place in its thread's queue; it is held until the
 /// work (including any blocking part) is done.
+/// `parsed` is the request's `state_text` as [`thread_keys`] parsed it.
 pub async fn call(
     shared: &Arc<Shared>,
     method: &str,
     params: Value,
     turn: Turn,
+    parsed: Option<ParsedText>,
 ) -> Result<Value, RpcError> {
     // Parse the params, snapshot the policy set and run the work on the blocking pool.
     macro_rules! pool {
@@ -124,8 +161,8 @@ pub async fn call(
         };
     }
     match method {
-        "explain" => pool!(explain),
-        "render" => pool!(render),
+        "explain" => pool!(move |cx, p| explain(cx, p, parsed)),
+        "render" => pool!(move |cx, p| render(cx, p, parsed)),
         "dispatch" => pool!(|cx, p| stored::dispatch(cx.stores(), &cx.set, cx.handoff_dir(), p)),
         "mergeBack" => pool!(|cx, p| stored::merge_back(cx.stores(), &cx.set, cx.handoff_dir(), p)),
         "completeRun" => pool!(|cx, p| stored::complete(cx.stores(), p)),
@@ -135,8 +172,8 @@ pub async fn call(
             pool!(|cx, p| stored::regenerate(cx.stores(), &cx.set, cx.handoff_dir(), p))
         }
         "pregrant/check" => pool!(|cx, p| stored::pregrant_check(cx.stores(), p)),
-        "thread/import" => pool!(|cx, p: stored::ImportParams| {
-            let state = inline_state(p.state.as_ref(), p.state_text.as_deref())?;
+        "thread/import" => pool!(move |cx, p: stored::ImportParams| {
+            let state = inline_state(p.state.as_ref(), p.state_text.as_deref(), parsed)?;
             stored::import(cx.stores(), state, p.replace)
         }),
         "thread/export" => pool!(|cx, p| stored::export(cx.stores(), p)),
@@ -212,6 +249,45 @@ where
     .map_err(|e| RpcError::internal(format!("the request's task failed: {e}")))?
 }
 
+/// Run a method of [`runs_where_keys_are_read`] at once, on the calling thread of the
+/// blocking pool, holding `turn` until it is done: what [`call`] does for it, without the hop
+/// to the pool. The result comes back as its JSON text, the bytes [`call`]'s value
+/// serializes to, written without building the value.
+pub fn call_here(
+    shared: &Arc<Shared>,
+    method: &str,
+    params: Value,
+    turn: Turn,
+    parsed: Option<ParsedText>,
+) -> Result<Vec<u8>, RpcError> {
+    fn here<P: DeserializeOwned>(
+        shared: &Arc<Shared>,
+        method: &str,
+        params: Value,
+        turn: Turn,
+        f: impl FnOnce(&Cx, P) -> Result<Vec<u8>, RpcError>,
+    ) -> Result<Vec<u8>, RpcError> {
+        let p: P = parse_params(method, params)?;
+        let cx = Cx {
+            set: shared.policies.current(),
+            shared: shared.clone(),
+        };
+        let _turn = turn;
+        f(&cx, p)
+    }
+    match method {
+        "explain" => here(shared, method, params, turn, |cx, p: DecideParams| {
+            json_text(&explain_report(cx, &p, parsed)?, p.trace)
+        }),
+        "render" => here(shared, method, params, turn, |cx, p: DecideParams| {
+            json_text(&render_report(cx, &p, parsed)?, p.trace)
+        }),
+        _ => Err(RpcError::internal(format!(
+            "`{method}` does not run where its threads are read"
+        ))),
+    }
+}
+
 /// Deserialize params, naming the field at fault.
 fn parse_params<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError> {
     serde_path_to_error::deserialize(params).map_err(|e| {
@@ -275,24 +351,41 @@ fn eval_error(e: &EvalError) -> RpcError {
     RpcError::new(code, e.to_string())
 }
 
-/// The state of a deciding request: the stored `thread`, or the inline `state` / `state_text`.
-fn state_of(p: &DecideParams, stores: &StorePool) -> Result<State, RpcError> {
+/// The state of a deciding request: the stored `thread`, or the inline `state` / `state_text`
+/// (`parsed`: the `state_text` already parsed).
+fn state_of(
+    p: &DecideParams,
+    stores: &StorePool,
+    parsed: Option<ParsedText>,
+) -> Result<State, RpcError> {
     match (&p.thread, p.state.is_some() || p.state_text.is_some()) {
         (Some(t), false) => stored::load(stores, t),
         (Some(_), true) => Err(RpcError::invalid_params(
             "give either a stored `thread` or an inline `state`/`state_text`, not both",
         )),
-        (None, _) => inline_state(p.state.as_ref(), p.state_text.as_deref()),
+        (None, _) => inline_state(p.state.as_ref(), p.state_text.as_deref(), parsed),
     }
 }
 
-/// An inline state: `state` (a JSON object) or `state_text` (YAML or JSON text).
-fn inline_state(state: Option<&Value>, text: Option<&str>) -> Result<State, RpcError> {
+/// Parse and validate a `state_text` param.
+fn parse_state_text(text: &str) -> Result<State, RpcError> {
+    crate::state::parse_str(text, Format::Yaml, "params.state_text").map_err(|e| state_error(&e))
+}
+
+/// An inline state: `state` (a JSON object) or `state_text` (YAML or JSON text; `parsed`
+/// when it was already parsed, see [`thread_keys`]).
+fn inline_state(
+    state: Option<&Value>,
+    text: Option<&str>,
+    parsed: Option<ParsedText>,
+) -> Result<State, RpcError> {
     let v = match (state, text) {
         (Some(v), None) => v,
         (None, Some(text)) => {
-            return crate::state::parse_str(text, Format::Yaml, "params.state_text")
-                .map_err(|e| state_error(&e))
+            return match parsed {
+                Some(ParsedText(state)) => *state,
+                None => parse_state_text(text),
+            }
         }
         (Some(_), Some(_)) => {
             return Err(RpcError::invalid_params(
@@ -322,8 +415,12 @@ fn inline_state(state: Option<&Value>, text: Option<&str>) -> Result<State, RpcE
 }
 
 /// The state and evaluation options of a deciding request.
-fn decide_input(cx: &Cx, p: &DecideParams) -> Result<(State, EvalOptions), RpcError> {
-    let state = state_of(p, cx.stores())?;
+fn decide_input(
+    cx: &Cx,
+    p: &DecideParams,
+    parsed: Option<ParsedText>,
+) -> Result<(State, EvalOptions), RpcError> {
+    let state = state_of(p, cx.stores(), parsed)?;
     let opts = EvalOptions {
         target: p.target.clone(),
         document_root: cx.handoff_dir(),
@@ -331,32 +428,52 @@ fn decide_input(cx: &Cx, p: &DecideParams) -> Result<(State, EvalOptions), RpcEr
     Ok((state, opts))
 }
 
-fn explain(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
+/// A result as JSON text: the bytes of [`crate::store::report::to_value`] serialized.
+fn json_text<T: serde::Serialize>(report: &T, trace: bool) -> Result<Vec<u8>, RpcError> {
+    super::json::to_vec(report, !trace)
+        .map_err(|e| RpcError::internal(format!("cannot serialize the result: {e}")))
+}
+
+fn explain(cx: &Cx, p: DecideParams, parsed: Option<ParsedText>) -> Result<Value, RpcError> {
+    let report = explain_report(cx, &p, parsed)?;
+    Ok(crate::store::report::to_value(&report, p.trace))
+}
+
+fn explain_report(
+    cx: &Cx,
+    p: &DecideParams,
+    parsed: Option<ParsedText>,
+) -> Result<crate::store::report::ExplainReport, RpcError> {
     let set = &cx.set;
-    let (state, opts) = decide_input(cx, &p)?;
+    let (state, opts) = decide_input(cx, p, parsed)?;
     let d = set
         .engine
         .decide(&state, opts.target.as_deref())
         .map_err(|e| engine_error(&e))?;
-    let report = crate::store::report::ExplainReport {
+    Ok(crate::store::report::ExplainReport {
         policy: d.policy.clone(),
         explanation: crate::explain::render(&d, p.verbose),
         decision: d,
-    };
+    })
+}
+
+fn render(cx: &Cx, p: DecideParams, parsed: Option<ParsedText>) -> Result<Value, RpcError> {
+    let report = render_report(cx, &p, parsed)?;
     Ok(crate::store::report::to_value(&report, p.trace))
 }
 
-fn render(cx: &Cx, p: DecideParams) -> Result<Value, RpcError> {
+fn render_report(
+    cx: &Cx,
+    p: &DecideParams,
+    parsed: Option<ParsedText>,
+) -> Result<crate::store::report::RenderReport, RpcError> {
     let set = &cx.set;
-    let (state, opts) = decide_input(cx, &p)?;
+    let (state, opts) = decide_input(cx, p, parsed)?;
     let outcome = set
         .engine
         .run(&state, opts.target.as_deref())
         .map_err(|e| engine_error(&e))?;
-    Ok(crate::store::report::to_value(
-        &crate::store::report::RenderReport::new(outcome),
-        p.trace,
-    ))
+    Ok(crate::store::report::RenderReport::new(outcome))
 }
 
 /// The JSON-RPC error of an engine failure: decision errors as [`eval_error`], template

@@ -7,9 +7,10 @@
 //!   reloaded on change;
 //! * `session`: one connection: per-thread FIFO queues, cancellation, graceful shutdown;
 //! * `methods`: the method router, a thin layer over the library (no policy logic);
+//! * `json`: results written as JSON text with sorted members, without a `Value` tree;
 //! * `sweep`: the periodic garbage collection of off-band documents.
 
-internal!(framing, methods, policy_set, rpc, session, stored, sweep);
+internal!(framing, json, methods, policy_set, rpc, session, stored, sweep);
 
 pub use framing::Framing;
 pub use policy_set::{PolicyHolder, PolicySet};

@@ -181,6 +181,24 @@ pub fn response(id: &Id, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
+/// The JSON text of a success response, byte for byte what serializing [`response`] gives
+/// (its members in key order: `id`, `jsonrpc`, `result`), without building the response
+/// object around `result`.
+pub fn response_body(id: &Id, result: &Value) -> Vec<u8> {
+    response_body_json(id, &serde_json::to_vec(result).unwrap_or_default())
+}
+
+/// [`response_body`] of a result given as its JSON text.
+pub fn response_body_json(id: &Id, result: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(result.len().saturating_add(64));
+    out.extend_from_slice(b"{\"id\":");
+    let _ = serde_json::to_writer(&mut out, id);
+    out.extend_from_slice(b",\"jsonrpc\":\"2.0\",\"result\":");
+    out.extend_from_slice(result);
+    out.push(b'}');
+    out
+}
+
 /// An error response; `id` is null when the request's id could not be read.
 pub fn error_response(id: Option<&Id>, err: &RpcError) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": err})
@@ -189,4 +207,18 @@ pub fn error_response(id: Option<&Id>, err: &RpcError) -> Value {
 /// A notification from the server.
 pub fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn response_body_is_the_serialized_response() {
+        let result = json!({"z": [1, 2.5, "three"], "a": {"n": null, "b": true}, "é": "\u{1}\n"});
+        for id in [Id::Num(-7), Id::Str("req \"1\"".into())] {
+            let want = serde_json::to_vec(&response(&id, result.clone())).unwrap();
+            assert_eq!(response_body(&id, &result), want);
+        }
+    }
 }

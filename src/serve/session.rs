@@ -252,13 +252,16 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let framing = shared.cfg.framing;
-    let (out_tx, out_rx) = mpsc::channel::<Value>(MAX_QUEUED_RESPONSES);
+    let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(MAX_QUEUED_RESPONSES);
     let notes = shared.notifications.subscribe();
     let writer_task = tokio::spawn(write_loop(writer, framing, out_rx, notes));
     let cancels: Cancels = Arc::default();
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let mut conn = Conn {
-        out: out_tx,
+        out: Out {
+            tx: out_tx,
+            framing,
+        },
         cancels,
         permits,
         admitted: None,
@@ -327,10 +330,51 @@ where
     let _ = writer_task.await;
 }
 
+/// A connection's bounded response queue. Messages go in serialized and framed, so the
+/// writer sends each with one write.
+#[derive(Clone)]
+struct Out {
+    tx: mpsc::Sender<Vec<u8>>,
+    framing: framing::Framing,
+}
+
+impl Out {
+    /// Queue a message (waits while the queue is full).
+    async fn send(&self, msg: Value) -> Result<(), mpsc::error::SendError<Vec<u8>>> {
+        self.tx.send(encode(self.framing, &msg)).await
+    }
+
+    /// Queue a message already framed ([`reply`]).
+    async fn send_frame(&self, frame: Vec<u8>) -> Result<(), mpsc::error::SendError<Vec<u8>>> {
+        self.tx.send(frame).await
+    }
+}
+
+/// A message serialized and framed.
+fn encode(framing: framing::Framing, msg: &Value) -> Vec<u8> {
+    framing::frame(framing, serde_json::to_vec(msg).unwrap_or_default())
+}
+
+/// The framed response of request `id`: its result, or its error.
+fn reply(framing: framing::Framing, id: &Id, result: &Result<Value, RpcError>) -> Vec<u8> {
+    match result {
+        Ok(v) => framing::frame(framing, rpc::response_body(id, v)),
+        Err(e) => encode(framing, &rpc::error_response(Some(id), e)),
+    }
+}
+
+/// [`reply`] of a result given as its JSON text.
+fn reply_json(framing: framing::Framing, id: &Id, result: &Result<Vec<u8>, RpcError>) -> Vec<u8> {
+    match result {
+        Ok(json) => framing::frame(framing, rpc::response_body_json(id, json)),
+        Err(e) => encode(framing, &rpc::error_response(Some(id), e)),
+    }
+}
+
 /// What the read loop of one connection keeps.
 struct Conn {
     /// The connection's bounded response queue.
-    out: mpsc::Sender<Value>,
+    out: Out,
     cancels: Cancels,
     /// The connection's in-flight places.
     permits: Arc<Semaphore>,
@@ -403,65 +447,170 @@ async fn handle_request(
     tokio::spawn(async move {
         let _guard = guard;
         let _permit = permit;
+        let mut cancel_rx = cancel_rx;
         // Read the threads the request names off the read loop (a `stateText` is parsed, a
         // `mergeBack` asks the store), then take their queue places in arrival order.
-        let (params, keys, admitted) = match admission {
-            None => (params, Vec::new(), None),
+        let (params, keys, parsed, admitted) = match admission {
+            None => (params, Vec::new(), None, None),
             Some((prev, admitted)) => {
                 if let Some(prev) = prev {
                     let _ = prev.await;
                 }
-                match thread_keys(&s, &method, params).await {
-                    Ok((params, keys)) => (params, keys, Some(admitted)),
-                    Err(e) => {
-                        // Dropping `admitted` lets the next request take its places.
-                        lock(&cancels).remove(&id);
-                        let _ = out.send(rpc::error_response(Some(&id), &e)).await;
-                        return;
+                if methods::keys_need_work(&method, &params) {
+                    let hop = KeysHop {
+                        s: s.clone(),
+                        method: method.clone(),
+                        id: id.clone(),
+                        framing: out.framing,
+                    };
+                    match hop.run(params, admitted, spec, &mut cancel_rx).await {
+                        HopEnd::Answered(msg, held) => {
+                            lock(&cancels).remove(&id);
+                            let _ = out.send_frame(msg).await;
+                            drop(held);
+                        }
+                        HopEnd::Failed(e) => {
+                            lock(&cancels).remove(&id);
+                            let _ = out.send(rpc::error_response(Some(&id), &e)).await;
+                        }
+                        HopEnd::Queued(params, parsed, queued) => {
+                            run_request(
+                                s, out, cancels, cancel_rx, spec, id, method, params, parsed,
+                                queued,
+                            )
+                            .await;
+                        }
                     }
+                    return;
                 }
+                let (keys, parsed) = methods::thread_keys(&s, &method, &params);
+                (params, keys, parsed, Some(admitted))
             }
         };
         let queued = s.queue(keys);
         if let Some(admitted) = admitted {
             let _ = admitted.send(());
         }
-        run_request(s, out, cancels, cancel_rx, spec, id, method, params, queued).await;
+        run_request(
+            s, out, cancels, cancel_rx, spec, id, method, params, parsed, queued,
+        )
+        .await;
     });
 }
 
-/// The threads a request names ([`methods::thread_keys`]), read on the blocking pool when that
-/// means parsing a `stateText` or asking the store.
-async fn thread_keys(
-    shared: &Arc<Shared>,
-    method: &str,
-    params: Value,
-) -> Result<(Value, Vec<String>), RpcError> {
-    if !methods::keys_need_work(method, &params) {
-        let keys = methods::thread_keys(shared, method, &params);
-        return Ok((params, keys));
+/// A request's place in its threads' queues: the signals to wait for, and its turn.
+type Queued = (Vec<oneshot::Receiver<()>>, Turn);
+
+/// Reading a request's threads on the blocking pool (a `stateText` is parsed, a `mergeBack`
+/// asks the store). The same hop takes the request's queue places and, when no earlier
+/// request of its threads is still running and the method only computes (an inline
+/// `explain` or `render`), runs it there and then: one hop to the pool, not two.
+struct KeysHop {
+    s: Arc<Shared>,
+    method: String,
+    id: Id,
+    framing: framing::Framing,
+}
+
+/// What the hop to the blocking pool produced.
+enum HopOutcome {
+    /// The request ran: its framed response, and its turn (held until the response is queued).
+    Ran(Vec<u8>, Turn),
+    /// Its places are taken; it waits for earlier requests (or runs on the pool later).
+    Queued(Value, Option<methods::ParsedText>, Queued),
+}
+
+/// How the hop ended for the session.
+enum HopEnd {
+    /// The response to queue (the result, or the cancellation), and the turn to hold until
+    /// it is queued.
+    Answered(Vec<u8>, Option<Turn>),
+    /// The hop failed (its task panicked).
+    Failed(RpcError),
+    /// The request holds its places; the rest runs as any other request.
+    Queued(Value, Option<methods::ParsedText>, Queued),
+}
+
+impl KeysHop {
+    async fn run(
+        self,
+        params: Value,
+        admitted: oneshot::Sender<()>,
+        spec: methods::Spec,
+        cancel_rx: &mut oneshot::Receiver<()>,
+    ) -> HopEnd {
+        let KeysHop {
+            s,
+            method,
+            id,
+            framing,
+        } = self;
+        let (m, request) = (method.clone(), id.clone());
+        let mut hop = tokio::task::spawn_blocking(move || {
+            let (keys, parsed) = methods::thread_keys(&s, &m, &params);
+            let (waits, turn) = s.queue(keys);
+            let _ = admitted.send(());
+            if waits.is_empty() && methods::runs_where_keys_are_read(&m) {
+                let result = methods::call_here(&s, &m, params, turn.clone(), parsed);
+                HopOutcome::Ran(reply_json(framing, &request, &result), turn)
+            } else {
+                HopOutcome::Queued(params, parsed, (waits, turn))
+            }
+        });
+        let done = if spec.mutates {
+            Some((&mut hop).await)
+        } else {
+            let cancelled = async {
+                if cancel_rx.await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = cancelled => None,
+                r = &mut hop => Some(r),
+            }
+        };
+        match done {
+            Some(Ok(HopOutcome::Ran(msg, turn))) => HopEnd::Answered(msg, Some(turn)),
+            Some(Ok(HopOutcome::Queued(params, parsed, queued))) => {
+                HopEnd::Queued(params, parsed, queued)
+            }
+            Some(Err(e)) => HopEnd::Failed(RpcError::internal(format!(
+                "reading the request's threads failed: {e}"
+            ))),
+            None => {
+                // Cancelled during the hop: answer at once. The hop's work finishes on the
+                // pool; a request it left queued hands its threads on only once the requests
+                // ahead of it have finished.
+                tokio::spawn(async move {
+                    if let Ok(HopOutcome::Queued(_, _, (waits, turn))) = hop.await {
+                        for w in waits {
+                            let _ = w.await;
+                        }
+                        drop(turn);
+                    }
+                });
+                let err = cancelled_error(&method);
+                HopEnd::Answered(encode(framing, &rpc::error_response(Some(&id), &err)), None)
+            }
+        }
     }
-    let (s, m) = (shared.clone(), method.to_string());
-    tokio::task::spawn_blocking(move || {
-        let keys = methods::thread_keys(&s, &m, &params);
-        (params, keys)
-    })
-    .await
-    .map_err(|e| RpcError::internal(format!("reading the request's threads failed: {e}")))
 }
 
 /// Wait for the request's turn in its threads' queues, run it, and queue its response.
 #[allow(clippy::too_many_arguments)]
 async fn run_request(
     s: Arc<Shared>,
-    out: mpsc::Sender<Value>,
+    out: Out,
     cancels: Cancels,
     cancel_rx: oneshot::Receiver<()>,
     spec: methods::Spec,
     id: Id,
     method: String,
     params: Value,
-    (waits, turn): (Vec<oneshot::Receiver<()>>, Turn),
+    parsed: Option<methods::ParsedText>,
+    (waits, turn): Queued,
 ) {
     let held = turn.clone();
     let cancelled = async move {
@@ -490,7 +639,7 @@ async fn run_request(
                 _ = &mut w => {}
             }
         }
-        let work = methods::call(&s, &method, params, turn);
+        let work = methods::call(&s, &method, params, turn, parsed);
         if spec.mutates {
             // Once a change has started it runs to the end and reports what it committed.
             work.await
@@ -504,12 +653,9 @@ async fn run_request(
     }
     .await;
     lock(&cancels).remove(&id);
-    let msg = match result {
-        Ok(v) => rpc::response(&id, v),
-        Err(e) => rpc::error_response(Some(&id), &e),
-    };
+    let msg = reply(out.framing, &id, &result);
     // Waits while the connection's queue is full (the client is not reading).
-    let _ = out.send(msg).await;
+    let _ = out.send_frame(msg).await;
     drop(held);
 }
 
@@ -523,9 +669,10 @@ fn cancelled_error(method: &str) -> RpcError {
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut w: W,
     framing: framing::Framing,
-    mut rx: mpsc::Receiver<Value>,
+    mut rx: mpsc::Receiver<Vec<u8>>,
     mut notes: broadcast::Receiver<Value>,
 ) {
+    use tokio::io::AsyncWriteExt;
     let mut notes_open = true;
     loop {
         let msg = tokio::select! {
@@ -534,7 +681,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 None => break,
             },
             n = notes.recv(), if notes_open => match n {
-                Ok(n) => n,
+                Ok(n) => encode(framing, &n),
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => {
                     notes_open = false;
@@ -542,8 +689,11 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 }
             },
         };
-        let body = serde_json::to_vec(&msg).unwrap_or_default();
-        if framing::write_frame(&mut w, framing, &body).await.is_err() {
+        let written = match w.write_all(&msg).await {
+            Ok(()) => w.flush().await,
+            Err(e) => Err(e),
+        };
+        if written.is_err() {
             // The peer is gone: keep draining so senders never block, but write nothing.
             while rx.recv().await.is_some() {}
             break;

@@ -1,0 +1,265 @@
+//! CPU per inline `explain`: `baton serve` against the same library calls in-process.
+//!
+//! Starts the release `baton serve --socket` on a fresh database and sends it `explain`
+//! requests carrying the seed state (examples/seed-switch.yaml) as `state_text`, the request
+//! the service's clients send (docs/service.md, examples/node-client), one at a time from one
+//! client. The server's CPU time (user + system, every thread, from `/proc/PID/stat`) is read
+//! before and after a batch: CPU per request. In the same round, the in-process equivalent
+//! runs the calls the handler makes (parse the state text, `Engine::decide`, the human
+//! explanation, the result serialized to JSON) on this thread and is timed with the thread's
+//! CPU clock. The figure is the median over the rounds of (server CPU per request) /
+//! (in-process CPU per call), as benches/versus.rs reports its ratios.
+//!
+//!   cargo bench --bench serve_cpu                                   # 7 rounds x 400 requests
+//!   BATON_SERVE_CPU_ROUNDS=11 BATON_SERVE_CPU_REQUESTS=1000 cargo bench --bench serve_cpu
+//!   cargo bench --bench serve_cpu -- --test                         # a smoke run
+//!   BATON_SERVE_CPU_BIN=/path/to/other/baton cargo bench --bench serve_cpu   # another server
+//!
+//! `/proc/PID/stat` counts in clock ticks (usually 10 ms): keep a batch's server CPU well
+//! above that (400 requests of about 0.3-1 ms each). The client's own CPU is not counted.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// CPU time (user + system) of every thread of process `pid`, live or exited.
+fn process_cpu(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the server runs");
+    // The command name (field 2) is in parentheses and may hold spaces: split after it.
+    let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 (utime) and 15 (stime), counted from 1; `rest` starts at field 3.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Duration::from_secs_f64(ticks as f64 / hz.max(1) as f64)
+}
+
+/// Context switches (voluntary, involuntary) summed over the live threads of process `pid`.
+fn context_switches(pid: u32) -> (u64, u64) {
+    let mut total = (0, 0);
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return total;
+    };
+    for t in tasks.filter_map(Result::ok) {
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        for l in status.lines() {
+            let n = |l: &str| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            if l.starts_with("voluntary_ctxt_switches:") {
+                total.0 += n(l);
+            } else if l.starts_with("nonvoluntary_ctxt_switches:") {
+                total.1 += n(l);
+            }
+        }
+    }
+    total
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// One client connection with Content-Length framing.
+struct Conn {
+    w: UnixStream,
+    r: BufReader<UnixStream>,
+    next_id: u64,
+    frame: Vec<u8>,
+}
+
+impl Conn {
+    fn connect(path: &Path) -> Conn {
+        for _ in 0..500 {
+            if let Ok(s) = UnixStream::connect(path) {
+                let r = BufReader::new(s.try_clone().unwrap());
+                return Conn {
+                    w: s,
+                    r,
+                    next_id: 0,
+                    frame: Vec::new(),
+                };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("cannot connect to {}", path.display());
+    }
+
+    /// Send `method(params)` and return the raw body of the response (the next message).
+    fn call_raw(&mut self, method: &str, params: &Value) -> Vec<u8> {
+        self.next_id += 1;
+        let body = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}),
+        )
+        .unwrap();
+        self.frame.clear();
+        write!(self.frame, "Content-Length: {}\r\n\r\n", body.len()).unwrap();
+        self.frame.extend_from_slice(&body);
+        self.w.write_all(&self.frame).unwrap();
+        let mut len = None;
+        loop {
+            let mut line = String::new();
+            assert!(self.r.read_line(&mut line).unwrap() > 0, "server closed");
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(v) = line.strip_prefix("Content-Length: ") {
+                len = Some(v.parse::<usize>().unwrap());
+            }
+        }
+        let mut body = vec![0; len.expect("Content-Length")];
+        self.r.read_exact(&mut body).unwrap();
+        body
+    }
+
+    fn call(&mut self, method: &str, params: &Value) -> Value {
+        let body = self.call_raw(method, params);
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["id"], json!(self.next_id), "response out of order");
+        assert!(v.get("error").is_none(), "{method} failed: {v}");
+        v
+    }
+}
+
+/// What the handler of an inline `explain` does, in-process: parse the state text, decide,
+/// write the explanation, serialize the result.
+fn in_process(engine: &baton::Engine, text: &str) -> Vec<u8> {
+    let state = baton::state::parse_str(text, baton::state::Format::Yaml, "params.state_text")
+        .expect("valid state");
+    let d = engine.decide(&state, None).expect("decides");
+    let report = baton::store::report::ExplainReport {
+        policy: d.policy.clone(),
+        explanation: baton::explain::render(&d, false),
+        decision: d,
+    };
+    serde_json::to_vec(&report).expect("serializes")
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--test");
+    let rounds = env_usize("BATON_SERVE_CPU_ROUNDS", if quick { 1 } else { 7 }).max(1);
+    let n = env_usize("BATON_SERVE_CPU_REQUESTS", if quick { 20 } else { 400 }).max(1);
+    let warmup = if quick { 5 } else { 200 };
+
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("baton.sock");
+    let handoffs = dir.path().join("handoffs");
+    // `BATON_SERVE_CPU_BIN` runs another build of the server (e.g. an older one, to compare
+    // two builds under the same load).
+    let bin = std::env::var_os("BATON_SERVE_CPU_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_baton").into());
+    let mut child = Command::new(bin)
+        .args(["serve", "--socket", sock.to_str().unwrap(), "--no-watch"])
+        .arg("--db")
+        .arg(dir.path().join("bench.db"))
+        .env("BATON_HANDOFF_DIR", &handoffs)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("baton serve starts");
+    let pid = child.id();
+    let mut conn = Conn::connect(&sock);
+
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/seed-switch.yaml"
+    ))
+    .unwrap();
+    let params = json!({ "state_text": text });
+    let engine = baton::Engine::builder("default")
+        .document_root(Some(handoffs.clone()))
+        .build()
+        .expect("default engine");
+
+    // The server answers what the library answers.
+    let served = conn.call("explain", &params);
+    let local: Value = serde_json::from_slice(&in_process(&engine, &text)).unwrap();
+    assert_eq!(
+        served["result"], local,
+        "the server and the library disagree"
+    );
+
+    for _ in 0..warmup {
+        conn.call_raw("explain", &params);
+        std::hint::black_box(in_process(&engine, &text));
+    }
+
+    let mut ratios = Vec::new();
+    let mut served_us = Vec::new();
+    let mut local_us = Vec::new();
+    let mut wall_us = Vec::new();
+    let mut switches = Vec::new();
+    for _ in 0..rounds {
+        let (cs0, t0, c0) = (context_switches(pid), Instant::now(), process_cpu(pid));
+        for _ in 0..n {
+            std::hint::black_box(conn.call_raw("explain", &params));
+        }
+        let (c1, t1, cs1) = (process_cpu(pid), t0.elapsed(), context_switches(pid));
+        let server = (c1 - c0).as_secs_f64() / n as f64;
+        let l0 = thread_cpu();
+        for _ in 0..n {
+            std::hint::black_box(in_process(&engine, std::hint::black_box(&text)));
+        }
+        let local = (thread_cpu() - l0).as_secs_f64() / n as f64;
+        ratios.push(server / local);
+        served_us.push(server * 1e6);
+        local_us.push(local * 1e6);
+        wall_us.push(t1.as_secs_f64() * 1e6 / n as f64);
+        switches
+            .push((cs1.0.saturating_sub(cs0.0) + cs1.1.saturating_sub(cs0.1)) as f64 / n as f64);
+    }
+    println!(
+        "serve_cpu: inline explain of examples/seed-switch.yaml, {rounds} rounds x {n} requests, one client"
+    );
+    println!(
+        "  server CPU per request  {:>8.1} us (median; wall time per request {:.1} us)",
+        median(served_us),
+        median(wall_us)
+    );
+    println!(
+        "  in-process CPU per call {:>8.1} us (median)",
+        median(local_us)
+    );
+    println!(
+        "  server context switches per request {:.1} (median, live threads)",
+        median(switches)
+    );
+    println!(
+        "ratio serve/explain_inline: server CPU / in-process CPU = {:.2}x",
+        median(ratios)
+    );
+
+    let bye = conn.call("shutdown", &json!({}));
+    assert!(bye.get("error").is_none());
+    conn.w
+        .write_all(b"Content-Length: 33\r\n\r\n{\"jsonrpc\":\"2.0\",\"method\":\"exit\"}")
+        .unwrap();
+    let _ = child.wait();
+}
