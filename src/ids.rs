@@ -134,7 +134,12 @@ pub fn canonical_root(root: PathBuf) -> PathBuf {
     let mut missing = Vec::new();
     let mut ancestor = root.as_path();
     // A relative root resolves against the working directory (`.`), so it becomes absolute.
-    while !ancestor.as_os_str().is_empty() && fs::symlink_metadata(ancestor).is_err() {
+    // The root itself is known to be missing (one `lstat` fewer per off-band decision).
+    let mut known_missing = true;
+    while !ancestor.as_os_str().is_empty()
+        && (known_missing || fs::symlink_metadata(ancestor).is_err())
+    {
+        known_missing = false;
         let (Some(name), Some(parent)) = (ancestor.file_name(), ancestor.parent()) else {
             return root;
         };
