@@ -43,7 +43,7 @@ enum Entry {
         to: usize,
     },
     /// An entry built whole (providers, budget and degradation entries).
-    Full(TraceEntry),
+    Full(Box<TraceEntry>),
 }
 
 impl Trace {
@@ -68,7 +68,7 @@ impl Trace {
     /// Append an entry built whole.
     pub fn push(&mut self, entry: TraceEntry) {
         self.full.take();
-        self.entries.push(Entry::Full(entry));
+        self.entries.push(Entry::Full(Box::new(entry)));
     }
 
     /// The list the next rule's values go into (see [`Trace::push_rule`]).
@@ -109,7 +109,7 @@ impl Trace {
             self.entries
                 .iter()
                 .map(|e| match e {
-                    Entry::Full(t) => t.clone(),
+                    Entry::Full(t) => TraceEntry::clone(t),
                     Entry::Rule {
                         text,
                         outcome,
@@ -159,7 +159,10 @@ impl<'a> IntoIterator for &'a Trace {
 impl From<Vec<TraceEntry>> for Trace {
     fn from(entries: Vec<TraceEntry>) -> Trace {
         Trace {
-            entries: entries.into_iter().map(Entry::Full).collect(),
+            entries: entries
+                .into_iter()
+                .map(|e| Entry::Full(Box::new(e)))
+                .collect(),
             ..Trace::default()
         }
     }

@@ -334,9 +334,15 @@ pub(crate) fn eligible_with_caps(
                 eval_got(cond, &env, &mut None).truthy(&None)
             };
             // A rule that reads only run facts with few distinct values (status, provider,
-            // handoff) is evaluated once per distinct combination, not once per run.
+            // handoff) is evaluated once per distinct combination of the ones it reads, not
+            // once per run.
             let per_value = !reads_any(cond, &[Fact::RunOrdinal, Fact::RunItems]);
-            let mut seen: Vec<((RunStatus, &str, bool), bool)> = Vec::new();
+            let provider = reads_any(cond, &[Fact::RunProvider]);
+            let handoff = reads_any(cond, &[Fact::RunHasHandoff]);
+            // Only the status (`run.status in [...]`): one slot per status, looked up.
+            let mut by_status: [Option<bool>; RunStatus::NAMES.len()] = Default::default();
+            let by_status_only = per_value && !provider && !handoff;
+            let mut seen: Vec<((RunStatus, bool, Option<&str>), bool)> = Vec::new();
             state
                 .runs
                 .iter()
@@ -345,11 +351,21 @@ pub(crate) fn eligible_with_caps(
                     if r.status == RunStatus::RolledBack {
                         return false;
                     }
+                    if by_status_only {
+                        if let Some(slot) = by_status.get_mut(r.status as usize) {
+                            return *slot.get_or_insert_with(|| holds(r));
+                        }
+                    }
                     if !per_value {
                         return holds(r);
                     }
-                    let key = (r.status, r.provider.as_str(), r.handoff.is_some());
-                    if let Some((_, v)) = seen.iter().find(|(k, _)| *k == key) {
+                    let key = (
+                        r.status,
+                        handoff && r.handoff.is_some(),
+                        provider.then_some(r.provider.as_str()),
+                    );
+                    // Runs come in blocks: the last combination seen is the likeliest.
+                    if let Some((_, v)) = seen.iter().rev().find(|(k, _)| *k == key) {
                         return *v;
                     }
                     let v = holds(r);
@@ -639,9 +655,11 @@ pub fn evaluate_in<'a>(
             .map(|(_, r)| r);
         let mode = DeliveryMode::of(chosen.map(|r| r.off_band).unwrap_or(false));
         let document = (mode == DeliveryMode::OffBand).then(|| {
-            crate::ids::document_path(opts.document_root.clone(), record_thread, hid)
-                .display()
-                .to_string()
+            let path = crate::ids::document_path(opts.document_root.clone(), record_thread, hid);
+            // The path as `display` writes it, without formatting when it is UTF-8.
+            path.into_os_string()
+                .into_string()
+                .unwrap_or_else(|p| std::path::Path::new(&p).display().to_string())
         });
         Delivery {
             mode,
