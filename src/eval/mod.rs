@@ -342,7 +342,7 @@ pub(crate) fn eligible_with_caps(
             // Only the status (`run.status in [...]`): one slot per status, looked up.
             let mut by_status: [Option<bool>; RunStatus::NAMES.len()] = Default::default();
             let by_status_only = per_value && !provider && !handoff;
-            let mut seen: Vec<((RunStatus, bool, Option<&str>), bool)> = Vec::new();
+            let mut seen: Vec<(RunKey<'_>, bool)> = Vec::new();
             state
                 .runs
                 .iter()
@@ -379,6 +379,10 @@ pub(crate) fn eligible_with_caps(
         }
     }
 }
+
+/// What an `eligible` rule can tell runs apart by: status, whether it took a handoff (when the
+/// rule reads `run.has_handoff`), provider (when it reads `run.provider`).
+type RunKey<'s> = (RunStatus, bool, Option<&'s str>);
 
 /// How many distinct (status, provider, handoff) combinations [`eligible_runs`] remembers.
 const DISTINCT_RUN_VALUES: usize = 32;
