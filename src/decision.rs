@@ -6,6 +6,9 @@ use crate::state::{HandoffStrategy, RunRange};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod trace;
+pub use trace::{Trace, ValueName};
+
 /// How the next run of a thread starts on a target provider, and what context it receives: the
 /// decision contract of DESIGN §4, what `baton explain --json` prints ([`Decision::to_json`]).
 /// A pure function of (policy sha256, state): the same inputs give the same bytes.
@@ -48,7 +51,9 @@ pub struct Decision {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetReport>,
     /// Every rule evaluated, in evaluation order, with the values of the facts it read (`trace`).
-    pub trace: Vec<TraceEntry>,
+    /// It reads as a slice of [`TraceEntry`]; its text is formatted when it is first read.
+    #[schemars(with = "Vec<TraceEntry>")]
+    pub trace: Trace,
 }
 
 /// How a handoff was fitted to its budget (docs/rendering.md#budgets): recorded in the

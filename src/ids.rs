@@ -134,7 +134,12 @@ pub fn canonical_root(root: PathBuf) -> PathBuf {
     let mut missing = Vec::new();
     let mut ancestor = root.as_path();
     // A relative root resolves against the working directory (`.`), so it becomes absolute.
-    while !ancestor.as_os_str().is_empty() && fs::symlink_metadata(ancestor).is_err() {
+    // The root itself is known to be missing (one `lstat` fewer per off-band decision).
+    let mut known_missing = true;
+    while !ancestor.as_os_str().is_empty()
+        && (known_missing || fs::symlink_metadata(ancestor).is_err())
+    {
+        known_missing = false;
         let (Some(name), Some(parent)) = (ancestor.file_name(), ancestor.parent()) else {
             return root;
         };
@@ -164,8 +169,10 @@ pub fn canonical_root(root: PathBuf) -> PathBuf {
 /// `<canonical root>/<thread>/<handoff>/handoff.md`, the off-band document's path; no
 /// validation (see [`validate_id`]). `root` defaults to [`default_root`].
 pub fn document_path(root: Option<PathBuf>, thread_id: &str, handoff_id: &str) -> PathBuf {
-    canonical_root(root.unwrap_or_else(default_root))
-        .join(thread_id)
-        .join(handoff_id)
-        .join(DOCUMENT_FILE)
+    let mut path = canonical_root(root.unwrap_or_else(default_root));
+    // `push` is what `join` does, on one buffer.
+    path.push(thread_id);
+    path.push(handoff_id);
+    path.push(DOCUMENT_FILE);
+    path
 }

@@ -9,10 +9,11 @@ mod providers;
 
 use crate::decision::*;
 use crate::facts::{Fact, Facts, ItemCtx, RunCtx, SummarySizer, Value};
-use crate::policy::ast::{CmpOp, Span};
+use crate::policy::ast::CmpOp;
 use crate::policy::{CExpr, Policy, Strategy};
 use crate::state::{HandoffStrategy, RequestKind, RunRange, RunStatus, State};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -62,87 +63,158 @@ struct Env<'f, 'a> {
     item: Option<&'f ItemCtx<'f>>,
 }
 
-/// Evaluate a compiled condition, recording every fact, `let` and signal it read.
-fn eval(e: &CExpr, env: &Env<'_, '_>, seen: &mut Option<&mut BTreeMap<String, Value>>) -> Value {
+/// What a traced evaluation read, in reading order: a name read twice appears twice, and the
+/// trace keeps the last value (as a map filled in this order would).
+type Seen<'s> = Option<&'s mut Vec<(ValueName, Value)>>;
+
+/// A value an evaluation produced: borrowed from the policy (a constant, a `let`), owned,
+/// or the `i`th value the trace recorded (a fact's value is recorded, not copied).
+enum Got<'e> {
+    Ref(&'e Value),
+    Own(Value),
+    Seen(usize),
+}
+
+/// `null`, for a recorded value that is not there (never: [`Got::Seen`] indexes what the
+/// evaluation itself recorded).
+static NULL: Value = Value::Null;
+
+impl Got<'_> {
+    /// The value, looked up in `seen` when it was recorded there.
+    fn get<'a>(&'a self, seen: &'a Seen<'_>) -> &'a Value {
+        match self {
+            Got::Ref(v) => v,
+            Got::Own(v) => v,
+            Got::Seen(i) => seen
+                .as_deref()
+                .and_then(|s| s.get(*i))
+                .map(|(_, v)| v)
+                .unwrap_or(&NULL),
+        }
+    }
+
+    fn truthy(&self, seen: &Seen<'_>) -> bool {
+        self.get(seen).truthy()
+    }
+
+    fn into_value(self, seen: &Seen<'_>) -> Value {
+        match self {
+            Got::Own(v) => v,
+            other => other.get(seen).clone(),
+        }
+    }
+}
+
+/// Evaluate a compiled condition to a value, recording every fact, `let` and signal it read.
+fn eval(e: &CExpr, env: &Env<'_, '_>, seen: &mut Seen<'_>) -> Value {
+    eval_got(e, env, seen).into_value(seen)
+}
+
+/// Evaluate a compiled condition, recording every fact, `let` and signal it read, without
+/// copying constants or recorded values.
+fn eval_got<'e>(e: &'e CExpr, env: &Env<'_, '_>, seen: &mut Seen<'_>) -> Got<'e> {
     match e {
-        CExpr::Const(v) => v.clone(),
+        CExpr::Const(v) => Got::Ref(v),
         CExpr::Let(name, v) => {
             if let Some(seen) = seen.as_deref_mut() {
-                seen.insert(name.clone(), v.clone());
+                seen.push((Cow::Owned(name.clone()), v.clone()));
             }
-            v.clone()
+            Got::Ref(v)
         }
         CExpr::Fact(f) => {
             let v = env.facts.value(*f, env.run, env.item);
-            if let Some(seen) = seen.as_deref_mut() {
-                seen.insert(f.name().to_string(), v.clone());
+            match seen.as_deref_mut() {
+                Some(seen) => {
+                    seen.push((Cow::Borrowed(f.name()), v));
+                    Got::Seen(seen.len().saturating_sub(1))
+                }
+                None => Got::Own(v),
             }
-            v
         }
         CExpr::Signal(i, name) => {
             let v = Value::Bool(env.signals.get(*i).copied().unwrap_or(false));
             if let Some(seen) = seen.as_deref_mut() {
-                seen.insert(format!("stale.{name}"), v.clone());
+                seen.push((Cow::Owned(format!("stale.{name}")), v.clone()));
             }
-            v
+            Got::Own(v)
         }
         CExpr::AnyStale => {
             let v = Value::Bool(env.signals.iter().any(|s| *s));
             if let Some(seen) = seen.as_deref_mut() {
-                seen.insert("stale".into(), v.clone());
+                seen.push((Cow::Borrowed("stale"), v.clone()));
             }
-            v
+            Got::Own(v)
         }
-        CExpr::List(xs) => Value::List(xs.iter().map(|x| eval(x, env, seen)).collect()),
-        CExpr::Not(x) => Value::Bool(!eval(x, env, seen).truthy()),
+        CExpr::List(xs) => Got::Own(Value::List(xs.iter().map(|x| eval(x, env, seen)).collect())),
+        CExpr::Not(x) => Got::Own(Value::Bool(!eval_got(x, env, seen).truthy(seen))),
         CExpr::And(xs) => {
             for x in xs {
-                if !eval(x, env, seen).truthy() {
-                    return Value::Bool(false);
+                if !eval_got(x, env, seen).truthy(seen) {
+                    return Got::Own(Value::Bool(false));
                 }
             }
-            Value::Bool(true)
+            Got::Own(Value::Bool(true))
         }
         CExpr::Or(xs) => {
             for x in xs {
-                if eval(x, env, seen).truthy() {
-                    return Value::Bool(true);
+                if eval_got(x, env, seen).truthy(seen) {
+                    return Got::Own(Value::Bool(true));
                 }
             }
-            Value::Bool(false)
+            Got::Own(Value::Bool(false))
         }
-        CExpr::Sum(xs) => Value::sum(xs.iter().map(|(neg, x)| (*neg, eval(x, env, seen)))),
+        CExpr::Sum(xs) => Got::Own(Value::sum(
+            xs.iter().map(|(neg, x)| (*neg, eval(x, env, seen))),
+        )),
         CExpr::Cmp(a, op @ (CmpOp::In | CmpOp::NotIn), b) if matches!(**b, CExpr::List(_)) => {
             // `x in [...]` with a list written in the rule: compare against the elements in
             // place instead of building (and cloning) the list on every evaluation.
-            let a = eval(a, env, seen);
+            let a = eval_got(a, env, seen);
             let found = match &**b {
                 // Literals only (the usual `in ["completed", "failed"]`), or nothing traced:
                 // stop at the first match.
                 CExpr::List(xs)
                     if seen.is_none() || xs.iter().all(|x| matches!(x, CExpr::Const(_))) =>
                 {
-                    xs.iter().any(|x| match x {
-                        CExpr::Const(v) => *v == a,
-                        other => eval(other, env, seen) == a,
-                    })
+                    let mut found = false;
+                    for x in xs {
+                        let hit = match x {
+                            CExpr::Const(v) => v == a.get(seen),
+                            other => {
+                                let x = eval_got(other, env, seen);
+                                x.get(seen) == a.get(seen)
+                            }
+                        };
+                        if hit {
+                            found = true;
+                            break;
+                        }
+                    }
+                    found
                 }
                 // Elements that read facts are all evaluated, so that the trace records
                 // every value the rule read.
                 CExpr::List(xs) => xs.iter().fold(false, |found, x| {
                     let hit = match x {
-                        CExpr::Const(v) => *v == a,
-                        other => eval(other, env, seen) == a,
+                        CExpr::Const(v) => v == a.get(seen),
+                        other => {
+                            let x = eval_got(other, env, seen);
+                            x.get(seen) == a.get(seen)
+                        }
                     };
                     found || hit
                 }),
-                other => compare(&a, CmpOp::In, &eval(other, env, seen)),
+                other => {
+                    let b = eval_got(other, env, seen);
+                    compare(a.get(seen), CmpOp::In, b.get(seen))
+                }
             };
-            Value::Bool((*op == CmpOp::In) == found)
+            Got::Own(Value::Bool((*op == CmpOp::In) == found))
         }
         CExpr::Cmp(a, op, b) => {
-            let (a, b) = (eval(a, env, seen), eval(b, env, seen));
-            Value::Bool(compare(&a, *op, &b))
+            let a = eval_got(a, env, seen);
+            let b = eval_got(b, env, seen);
+            Got::Own(Value::Bool(compare(a.get(seen), *op, b.get(seen))))
         }
     }
 }
@@ -183,9 +255,32 @@ pub fn eval_condition(
         run: None,
         item: None,
     };
-    let mut seen = BTreeMap::new();
-    let v = eval(cond, &env, &mut Some(&mut seen)).truthy();
-    (v, seen)
+    let mut seen = Vec::new();
+    let mut traced = Some(&mut seen);
+    let v = eval_got(cond, &env, &mut traced).truthy(&traced);
+    let values = seen
+        .into_iter()
+        .map(|(k, v)| (k.into_owned(), v))
+        .collect();
+    (v, values)
+}
+
+/// Evaluate `cond` against the facts (no run or item in scope), appending what it read to
+/// `seen`.
+fn holds_traced(
+    cond: &CExpr,
+    facts: &Facts<'_>,
+    signals: &[bool],
+    seen: &mut Vec<(ValueName, Value)>,
+) -> bool {
+    let env = Env {
+        facts,
+        signals,
+        run: None,
+        item: None,
+    };
+    let mut seen = Some(seen);
+    eval_got(cond, &env, &mut seen).truthy(&seen)
 }
 
 /// Evaluate `cond` about one item without recording what it read (the selector's hot path).
@@ -196,7 +291,7 @@ pub fn item_holds(cond: &CExpr, facts: &Facts<'_>, item: &ItemCtx) -> bool {
         run: None,
         item: Some(item),
     };
-    eval(cond, &env, &mut None).truthy()
+    eval_got(cond, &env, &mut None).truthy(&None)
 }
 
 /// Which runs the policy's `eligible` rule admits (all but running and rolled-back runs when
@@ -236,12 +331,18 @@ pub(crate) fn eligible_with_caps(
                     run: Some(&ctx),
                     item: None,
                 };
-                eval(cond, &env, &mut None).truthy()
+                eval_got(cond, &env, &mut None).truthy(&None)
             };
             // A rule that reads only run facts with few distinct values (status, provider,
-            // handoff) is evaluated once per distinct combination, not once per run.
+            // handoff) is evaluated once per distinct combination of the ones it reads, not
+            // once per run.
             let per_value = !reads_any(cond, &[Fact::RunOrdinal, Fact::RunItems]);
-            let mut seen: Vec<((RunStatus, &str, bool), bool)> = Vec::new();
+            let provider = reads_any(cond, &[Fact::RunProvider]);
+            let handoff = reads_any(cond, &[Fact::RunHasHandoff]);
+            // Only the status (`run.status in [...]`): one slot per status, looked up.
+            let mut by_status: [Option<bool>; RunStatus::NAMES.len()] = Default::default();
+            let by_status_only = per_value && !provider && !handoff;
+            let mut seen: Vec<(RunKey<'_>, bool)> = Vec::new();
             state
                 .runs
                 .iter()
@@ -250,11 +351,21 @@ pub(crate) fn eligible_with_caps(
                     if r.status == RunStatus::RolledBack {
                         return false;
                     }
+                    if by_status_only {
+                        if let Some(slot) = by_status.get_mut(r.status as usize) {
+                            return *slot.get_or_insert_with(|| holds(r));
+                        }
+                    }
                     if !per_value {
                         return holds(r);
                     }
-                    let key = (r.status, r.provider.as_str(), r.handoff.is_some());
-                    if let Some((_, v)) = seen.iter().find(|(k, _)| *k == key) {
+                    let key = (
+                        r.status,
+                        handoff && r.handoff.is_some(),
+                        provider.then_some(r.provider.as_str()),
+                    );
+                    // Runs come in blocks: the last combination seen is the likeliest.
+                    if let Some((_, v)) = seen.iter().rev().find(|(k, _)| *k == key) {
                         return *v;
                     }
                     let v = holds(r);
@@ -268,6 +379,10 @@ pub(crate) fn eligible_with_caps(
         }
     }
 }
+
+/// What an `eligible` rule can tell runs apart by: status, whether it took a handoff (when the
+/// rule reads `run.has_handoff`), provider (when it reads `run.provider`).
+type RunKey<'s> = (RunStatus, bool, Option<&'s str>);
 
 /// How many distinct (status, provider, handoff) combinations [`eligible_runs`] remembers.
 const DISTINCT_RUN_VALUES: usize = 32;
@@ -361,51 +476,49 @@ pub fn evaluate_in<'a>(
     {
         return Err(EvalError::UnknownTarget(target));
     }
-    let mut trace = Vec::new();
+    let texts = policy.trace_texts();
+    // Room for every rule (a decision evaluates each at most once), the providers entry and
+    // the budget's, and a few values per rule.
+    let rules = texts.len().saturating_add(2);
+    let mut trace = Trace::with_capacity(texts.clone(), rules, rules.saturating_mul(3));
 
     // 0. The target's capabilities: the policy's `providers` block over the state's and
     // baton's shipped ones; traced (where each came from) when the policy has such a block.
-    let caps = policy.provider_caps(state, &target);
-    trace.extend(providers::trace_entry(policy, &caps));
+    // Without a block they are the state's over baton's shipped ones.
+    let caps = if policy.providers.span.is_none() && policy.providers.providers.is_empty() {
+        crate::state::caps_for(state, &target)
+    } else {
+        let caps = policy.provider_caps(state, &target);
+        if let Some(entry) = providers::trace_entry(policy, &caps) {
+            trace.push(entry);
+        }
+        caps.caps
+    };
 
     // 1. Eligible runs.
-    let eligible = eligible_with_caps(policy, state, &target, Some(caps.caps.clone()));
-    if let Some((span, _)) = &policy.eligible {
+    let eligible = eligible_with_caps(policy, state, &target, Some(caps.clone()));
+    if policy.eligible.is_some() {
         let excluded: Vec<Value> = eligible
             .iter()
             .enumerate()
             .filter(|(_, e)| !**e)
             .map(|(i, _)| Value::Int(i64::try_from(i).unwrap_or(i64::MAX).saturating_add(1)))
             .collect();
-        let mut values = BTreeMap::new();
-        values.insert(
-            "eligible_runs".to_string(),
-            Value::Int(eligible.iter().filter(|e| **e).count() as i64),
-        );
-        values.insert("excluded_runs".to_string(), Value::List(excluded));
-        let text = policy.rule_text(*span);
-        trace.push(TraceEntry {
-            rule: "eligible".into(),
-            at: text.at.clone(),
-            outcome: Outcome::Matched,
-            values,
-            when: Some(text.when.clone()),
-            because: None,
-        });
+        let from = trace.values_len();
+        let count = Value::Int(eligible.iter().filter(|e| **e).count() as i64);
+        let values = trace.values_mut();
+        values.push((Cow::Borrowed("eligible_runs"), count));
+        values.push((Cow::Borrowed("excluded_runs"), Value::List(excluded)));
+        trace.push_rule(texts.eligible(), Outcome::Matched, from);
     }
-    let facts = Facts::new(state, &target, eligible, sizer).with_caps(caps.caps);
+    let facts = Facts::new(state, &target, eligible, sizer).with_caps(caps);
 
     // 2. Staleness signals: all evaluated, each reported.
     let signals: Vec<bool> = policy
         .stales
         .iter()
-        .map(|s| {
-            Rule::new(policy, ("stale", &s.name), s.span, Some(&s.when), s.because.as_ref()).eval(
-                &facts,
-                &[],
-                &mut trace,
-            )
-        })
+        .enumerate()
+        .map(|(i, s)| Rule::new(texts.stale(i), Some(&s.when)).eval(&facts, &[], &mut trace))
         .collect();
     let stale: Vec<String> = policy
         .stales
@@ -416,18 +529,19 @@ pub fn evaluate_in<'a>(
         .collect();
 
     // 3. The ladder: first match wins. The checker guarantees an `otherwise`.
-    let chosen = policy.ladder.iter().find(|r| {
-        let label = ("strategy", r.strategy.as_str());
-        Rule::new(policy, label, r.span, r.when.as_ref(), r.because.as_ref())
-            .eval(&facts, &signals, &mut trace)
+    let chosen = policy.ladder.iter().enumerate().find(|(i, r)| {
+        Rule::new(texts.ladder(*i), r.when.as_ref()).eval(&facts, &signals, &mut trace)
     });
     let (strategy, override_handoff, decided_by) = match chosen {
-        Some(r) => (
+        Some((i, r)) => (
             r.strategy,
             r.handoff,
             DecidedBy {
                 rule: format!("strategy {}", r.strategy.as_str()),
-                at: policy.rule_text(r.span).at.clone(),
+                at: texts
+                    .get(texts.ladder(i))
+                    .map(|t| t.at.clone())
+                    .unwrap_or_else(|| policy.at(r.span)),
                 because: r.because.clone(),
             },
         ),
@@ -534,16 +648,22 @@ pub fn evaluate_in<'a>(
     // the document's stable path.
     facts.set_outcome(Some(strategy.as_str()), None);
     let delivery = handoff_id.as_ref().map(|hid| {
-        let chosen = policy.delivery.rules.iter().find(|r| {
-            let label = ("delivery", DeliveryMode::of(r.off_band).as_str());
-            Rule::new(policy, label, r.span, r.when.as_ref(), r.because.as_ref())
-                .eval(&facts, &signals, &mut trace)
-        });
+        let chosen = policy
+            .delivery
+            .rules
+            .iter()
+            .enumerate()
+            .find(|(i, r)| {
+                Rule::new(texts.delivery(*i), r.when.as_ref()).eval(&facts, &signals, &mut trace)
+            })
+            .map(|(_, r)| r);
         let mode = DeliveryMode::of(chosen.map(|r| r.off_band).unwrap_or(false));
         let document = (mode == DeliveryMode::OffBand).then(|| {
-            crate::ids::document_path(opts.document_root.clone(), record_thread, hid)
-                .display()
-                .to_string()
+            let path = crate::ids::document_path(opts.document_root.clone(), record_thread, hid);
+            // The path as `display` writes it, without formatting when it is UTF-8.
+            path.into_os_string()
+                .into_string()
+                .unwrap_or_else(|p| std::path::Path::new(&p).display().to_string())
         });
         Delivery {
             mode,
@@ -564,12 +684,10 @@ pub fn evaluate_in<'a>(
         &policy.pregrant,
         delivery.as_ref().and_then(|d| d.document.as_ref()),
     ) {
-        let granted = p.grants.iter().find(|g| {
-            let label = ("pregrant", g.tool.as_str());
-            Rule::new(policy, label, g.span, g.when.as_ref(), None)
-                .eval(&facts, &signals, &mut trace)
+        let granted = p.grants.iter().enumerate().find(|(i, g)| {
+            Rule::new(texts.grant(*i), g.when.as_ref()).eval(&facts, &signals, &mut trace)
         });
-        pregrant = granted.map(|g| Pregrant {
+        pregrant = granted.map(|(_, g)| Pregrant {
             tool: g.tool.clone(),
             path: document.clone(),
             turns: p.turns,
@@ -633,59 +751,26 @@ pub fn evaluate_in<'a>(
 
 /// One rule about to be evaluated and traced.
 struct Rule<'p> {
-    policy: &'p Policy,
-    /// The label's kind and name (`("stale", "diverged")`), formatted only when the policy's
-    /// cached label is missing.
-    label: (&'static str, &'p str),
-    span: Span,
+    /// The rule's index in the policy's trace texts ([`crate::policy::TraceTexts`]).
+    text: usize,
     /// `None` for an unconditional rule (`otherwise`).
     when: Option<&'p CExpr>,
-    because: Option<&'p String>,
 }
 
 impl<'p> Rule<'p> {
-    fn new(
-        policy: &'p Policy,
-        label: (&'static str, &'p str),
-        span: Span,
-        when: Option<&'p CExpr>,
-        because: Option<&'p String>,
-    ) -> Self {
-        Rule {
-            policy,
-            label,
-            span,
-            when,
-            because,
-        }
+    fn new(text: usize, when: Option<&'p CExpr>) -> Self {
+        Rule { text, when }
     }
 
-    /// Evaluate the rule, append its trace entry, and say whether it matched.
-    fn eval(self, facts: &Facts<'_>, signals: &[bool], trace: &mut Vec<TraceEntry>) -> bool {
-        let (matched, values) = match self.when {
-            None => (true, BTreeMap::new()),
-            Some(w) => eval_condition(w, facts, signals),
+    /// Evaluate the rule, append its trace entry (the rule's index and the values it read),
+    /// and say whether it matched.
+    fn eval(self, facts: &Facts<'_>, signals: &[bool], trace: &mut Trace) -> bool {
+        let from = trace.values_len();
+        let matched = match self.when {
+            None => true,
+            Some(w) => holds_traced(w, facts, signals, trace.values_mut()),
         };
-        let text = self.policy.rule_text(self.span);
-        let rule = if text.label.is_empty() {
-            let (kind, name) = self.label;
-            let name = if kind == "pregrant" {
-                name.to_lowercase()
-            } else {
-                name.to_string()
-            };
-            format!("{kind} {name}")
-        } else {
-            text.label.clone()
-        };
-        trace.push(TraceEntry {
-            rule,
-            at: text.at.clone(),
-            outcome: Outcome::of(matched),
-            values,
-            when: Some(text.when.clone()),
-            because: self.because.cloned(),
-        });
+        trace.push_rule(self.text, Outcome::of(matched), from);
         matched
     }
 }

@@ -156,12 +156,14 @@ impl<'a> Facts<'a> {
         eligible: Vec<bool>,
         sizer: &'a dyn SummarySizer,
     ) -> Facts<'a> {
-        let eligible_ordinals = eligible
-            .iter()
-            .zip(1u32..)
-            .filter(|(e, _)| **e)
-            .map(|(_, o)| o)
-            .collect();
+        let mut eligible_ordinals = Vec::with_capacity(eligible.len());
+        eligible_ordinals.extend(
+            eligible
+                .iter()
+                .zip(1u32..)
+                .filter(|(e, _)| **e)
+                .map(|(_, o)| o),
+        );
         Facts {
             state,
             target: target.to_string(),
@@ -219,12 +221,10 @@ impl<'a> Facts<'a> {
         self.view.get_or_init(|| {
             let cov = self
                 .target_thread()
-                .map(|pt| coverage(self.state, &pt.id, |o| self.is_eligible(o)));
-            let last_seen = cov.as_ref().map(|c| c.last_seen).unwrap_or(0);
-            let last_native = cov
-                .as_ref()
-                .and_then(|c| c.native_runs.last().copied())
-                .unwrap_or(0);
+                .map(|pt| coverage_summary(self.state, &pt.id, |o| self.is_eligible(o)))
+                .unwrap_or_default();
+            let last_seen = cov.last_seen;
+            let last_native = cov.last_native;
             let runs_since = self.eligible_after(last_seen).len() as i64;
             let off = self
                 .state
@@ -239,17 +239,7 @@ impl<'a> Facts<'a> {
             // A delta chain: every handoff into the thread since its last native run that took
             // none. A run that consumes a handoff is native too, so counting from the last
             // native run alone would never see a chain.
-            let last_clean = cov
-                .as_ref()
-                .and_then(|c| {
-                    c.native_runs.iter().rev().copied().find(|o| {
-                        let run = (*o as usize)
-                            .checked_sub(1)
-                            .and_then(|i| self.state.runs.get(i));
-                        run.map(|r| r.handoff.is_none()).unwrap_or(false)
-                    })
-                })
-                .unwrap_or(0);
+            let last_clean = cov.last_clean;
             let chained = match self.target_thread() {
                 None => 0,
                 Some(pt) => self
@@ -267,7 +257,7 @@ impl<'a> Facts<'a> {
                 last_seen,
                 runs_since_last_seen: runs_since,
                 off_provider_runs: off,
-                native_runs: cov.as_ref().map(|c| c.native_runs.len()).unwrap_or(0) as i64,
+                native_runs: cov.native_runs as i64,
                 chained_handoffs: chained,
             }
         })
@@ -539,6 +529,54 @@ pub fn coverage(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> Cove
                     .find(|o| live_run(state, *o));
                 cov.last_seen = top.unwrap_or(cov.last_seen);
             }
+        }
+    }
+    cov
+}
+
+/// What a decision needs of a provider thread's [`coverage`], computed without collecting
+/// its runs and handoffs.
+#[derive(Default)]
+struct CoverageSummary {
+    /// [`Coverage::last_seen`].
+    last_seen: u32,
+    /// The last of [`Coverage::native_runs`] (0 when none).
+    last_native: u32,
+    /// How many native runs.
+    native_runs: usize,
+    /// The last native run that took no handoff (0 when none).
+    last_clean: u32,
+}
+
+/// [`coverage`], summarised: the same runs and handoffs, the same order, nothing collected.
+fn coverage_summary(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> CoverageSummary {
+    let mut cov = CoverageSummary::default();
+    for r in &state.runs {
+        if r.provider_thread.as_deref() == Some(pt)
+            && eligible(r.ordinal)
+            && live_run(state, r.ordinal)
+        {
+            cov.last_native = r.ordinal;
+            cov.native_runs = cov.native_runs.saturating_add(1);
+            let run = (r.ordinal as usize)
+                .checked_sub(1)
+                .and_then(|i| state.runs.get(i));
+            if run.map(|r| r.handoff.is_none()).unwrap_or(false) {
+                cov.last_clean = r.ordinal;
+            }
+        }
+    }
+    cov.last_seen = cov.last_native;
+    for h in &state.handoffs {
+        if h.to_provider_thread.as_deref() == Some(pt)
+            && h.status.is_live()
+            && h.covers_own_runs(&state.thread.id)
+            && h.covered.to > cov.last_seen
+        {
+            let top = (h.covered.from.max(cov.last_seen.saturating_add(1))..=h.covered.to)
+                .rev()
+                .find(|o| live_run(state, *o));
+            cov.last_seen = top.unwrap_or(cov.last_seen);
         }
     }
     cov

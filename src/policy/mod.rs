@@ -14,7 +14,7 @@ pub mod providers;
 mod recover;
 pub mod source;
 mod texts;
-pub use texts::{RuleText, RuleTexts};
+pub use texts::{RuleText, RuleTexts, TraceTexts};
 
 pub use diag::{Diagnostic, PolicyError, Severity, Source};
 
