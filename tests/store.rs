@@ -242,13 +242,13 @@ fn a_database_from_a_newer_baton_is_refused() {
     let db = dir.path().join("new.db");
     rusqlite::Connection::open(&db)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 7")
+        .execute_batch("PRAGMA user_version = 8")
         .unwrap();
     let err = Store::open(&db).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: error: database schema version 7 is newer than this baton supports (6); upgrade baton",
+            "{}: error: database schema version 8 is newer than this baton supports (7); upgrade baton",
             db.display()
         )
     );

@@ -125,6 +125,7 @@ pub fn merge_back(
             provider_thread: parent_pt.clone(),
         }),
         waiting: None,
+        history: None,
     };
     let (mut outcome, input) = decide(policy, &view, &target, opts.dirs(), &path, &context)?;
     require_handoff(&outcome, &path, child, "nothing was merged back")?;
