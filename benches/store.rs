@@ -348,8 +348,14 @@ fn bench(c: &mut Criterion) {
             ..req.clone()
         };
         let d = store::dispatch(&mut s, &policy, &first).expect("dispatches");
-        store::complete_run(&mut s, "th_bench", d.run, items(d.run), RunStatus::Completed)
-            .expect("completes");
+        store::complete_run(
+            &mut s,
+            "th_bench",
+            d.run,
+            items(d.run),
+            RunStatus::Completed,
+        )
+        .expect("completes");
         drop(s);
         g.bench_with_input(BenchmarkId::new("dispatch_second", n), &n, |b, _| {
             b.iter_batched(

@@ -66,7 +66,12 @@ impl Cx<'_> {
     }
 
     /// The runs at or before `base` that are not completed, oldest first.
-    fn prefix(&self, thread: &str, tally: &[Tally], base: u32) -> Result<Vec<PrefixRun>, StoreError> {
+    fn prefix(
+        &self,
+        thread: &str,
+        tally: &[Tally],
+        base: u32,
+    ) -> Result<Vec<PrefixRun>, StoreError> {
         let mut out = Vec::new();
         for t in tally
             .iter()

@@ -313,8 +313,7 @@ fn prepare_windowed(
     };
     let (eval, render) = options(&req.target, req.dirs());
     let sizer = PolicySizer { policy };
-    let Ok((decision, facts)) =
-        crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
+    let Ok((decision, facts)) = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
     else {
         return Ok(None);
     };
@@ -815,7 +814,13 @@ mod window_tests {
         rollback(&mut store, &t, last - 4).expect("rolls back");
         windowed += compare_all(&store, &t, "after the rollback");
         for i in 0..6usize {
-            turn(&mut store, &policy, &t, ["claude", "codex"][i % 2], RunStatus::Completed);
+            turn(
+                &mut store,
+                &policy,
+                &t,
+                ["claude", "codex"][i % 2],
+                RunStatus::Completed,
+            );
             windowed += compare_all(&store, &t, &format!("after the rollback, turn {i}"));
         }
         // Regenerate the newest handoff.
@@ -842,7 +847,13 @@ mod window_tests {
             .expect("forks")
             .child;
         for i in 0..4usize {
-            turn(&mut store, &policy, &child, ["codex", "claude"][i % 2], RunStatus::Completed);
+            turn(
+                &mut store,
+                &policy,
+                &child,
+                ["codex", "claude"][i % 2],
+                RunStatus::Completed,
+            );
         }
         let opts = HandoffOptions {
             handoff_dir: Some(std::env::temp_dir().join("baton-window-test")),
@@ -851,14 +862,26 @@ mod window_tests {
         merge_back(&mut store, &policy, &child, &opts).expect("merges back");
         windowed += compare_all(&store, &t, "with a merge-back waiting");
         for i in 0..4usize {
-            turn(&mut store, &policy, &t, ["claude", "codex"][i % 2], RunStatus::Completed);
+            turn(
+                &mut store,
+                &policy,
+                &t,
+                ["claude", "codex"][i % 2],
+                RunStatus::Completed,
+            );
             windowed += compare_all(&store, &t, &format!("after the merge-back, turn {i}"));
         }
         // Replaced by an import: the tally starts over.
         store.import_with(&state, true).expect("replaces");
         windowed += compare_all(&store, &t, "after import --replace");
         for i in 0..6usize {
-            turn(&mut store, &policy, &t, ["codex", "claude"][i % 2], RunStatus::Completed);
+            turn(
+                &mut store,
+                &policy,
+                &t,
+                ["codex", "claude"][i % 2],
+                RunStatus::Completed,
+            );
             windowed += compare_all(&store, &t, &format!("after the replace, turn {i}"));
         }
         assert!(windowed > 100, "only {windowed} dispatches were windowed");
@@ -891,16 +914,27 @@ mod window_tests {
                 .collect::<Result<_, _>>()
                 .expect("rows")
             };
-            let kept = q("SELECT provider_thread, provider, status, has_handoff, runs, first, last
-                 FROM run_tally ORDER BY 1, 2, 3, 4");
-            let counted = q("SELECT provider_thread, provider, status, handoff IS NOT NULL,
-                    COUNT(*), MIN(ordinal), MAX(ordinal)
-                 FROM runs GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4");
+            let kept = q(
+                "SELECT thread || ':' || COALESCE(provider_thread, '-'), provider, status,
+                    has_handoff, runs, first, last
+                 FROM run_tally ORDER BY 1, 2, 3, 4",
+            );
+            let counted = q(
+                "SELECT thread || ':' || COALESCE(provider_thread, '-'), provider, status,
+                    handoff IS NOT NULL, COUNT(*), MIN(ordinal), MAX(ordinal)
+                 FROM runs GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+            );
             assert_eq!(kept, counted, "{what}");
         };
         check(&store, "imported");
         for i in 0..8usize {
-            turn(&mut store, &policy, &t, ["codex", "claude"][i % 2], RunStatus::Completed);
+            turn(
+                &mut store,
+                &policy,
+                &t,
+                ["codex", "claude"][i % 2],
+                RunStatus::Completed,
+            );
             check(&store, &format!("turn {i}"));
         }
         let last = store.load(&t).expect("loads").runs.len() as u32;
