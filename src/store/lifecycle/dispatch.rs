@@ -887,6 +887,9 @@ mod window_tests {
         assert!(windowed > 100, "only {windowed} dispatches were windowed");
     }
 
+    /// A row of the tally: provider thread, provider, status, took a handoff, runs, first, last.
+    type TallyRow = (Option<String>, String, String, bool, u32, u32, u32);
+
     /// The tally the triggers keep is the tally of the runs, after every kind of change.
     #[test]
     fn the_tally_follows_the_runs() {
@@ -897,7 +900,7 @@ mod window_tests {
         store.import(&state).expect("imports");
         let t = state.thread.id.clone();
         let check = |store: &Store, what: &str| {
-            let q = |sql: &str| -> Vec<(Option<String>, String, String, bool, u32, u32, u32)> {
+            let q = |sql: &str| -> Vec<TallyRow> {
                 let mut st = store.conn.prepare(sql).expect("prepares");
                 st.query_map([], |r| {
                     Ok((
