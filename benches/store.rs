@@ -371,14 +371,18 @@ fn bench(c: &mut Criterion) {
                 BatchSize::PerIteration,
             )
         });
-        // What `baton explain --db --thread` and the service's explain of a stored thread do:
-        // load the thread, decide (its request: codex, a delta of 5 runs) and fit the handoff.
+        // What `baton explain --db --thread` and the service's explain of a stored thread do
+        // (`Store::decide`): read the thread (a window of it when that decides the same), decide
+        // (its request: codex, a delta of 5 runs) and fit the handoff.
         g.bench_with_input(BenchmarkId::new("explain_stored", n), &n, |b, _| {
             b.iter_batched(
                 || fresh_copy(dir.path(), &db, &mut k),
                 |c| {
-                    let state = c.store.load("th_bench").expect("loads");
-                    let d = engine.decide(&state, None).expect("decides");
+                    let d = c
+                        .store
+                        .decide(&engine, "th_bench", None)
+                        .expect("reads")
+                        .expect("decides");
                     (c, d)
                 },
                 BatchSize::PerIteration,
