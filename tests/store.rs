@@ -300,7 +300,7 @@ fn plan(store: &Store, sql: &str) -> String {
     "SELECT provider, status, runs, first, last FROM run_tally WHERE thread = 't'"
 )]
 #[case::a_tally_combination_s_newest_run(
-    "SELECT MAX(ordinal) FROM runs WHERE thread = 't' AND provider_thread IS 'C1' AND provider = 'codex' AND status = 'completed' AND (handoff IS NOT NULL) = 0"
+    "SELECT MAX(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = 't' AND provider_thread IS 'C1' AND provider = 'codex' AND status = 'completed' AND (handoff IS NOT NULL) = 0"
 )]
 #[case::the_thread_s_latest_logged_input(
     "SELECT id, input FROM decision_log WHERE thread = 't' AND input IS NOT NULL ORDER BY run DESC, id DESC LIMIT 1"

@@ -173,8 +173,10 @@ CREATE TABLE decision_rules (
 /// the same transaction as every change of a run (dispatch, complete, rollback, fork,
 /// merge-back, regenerate, import). A dispatch reads the tally and only the runs after the
 /// target's last clean native run (`store::window`), so its cost does not grow with the
-/// thread. Indexes let the triggers recompute a combination's oldest and newest run, and let a
-/// window find the handoffs it needs, without scanning the thread.
+/// thread. Indexes let the triggers recompute a combination's oldest and newest run (named with
+/// `INDEXED BY`: without statistics the planner prefers the primary key's `thread` prefix, a
+/// scan of the thread's runs), and let a window find the handoffs it needs, without scanning
+/// the thread.
 const V7: &str = r#"
 CREATE TABLE run_tally (
     thread          TEXT NOT NULL,
@@ -212,10 +214,10 @@ END;
 CREATE TRIGGER run_tally_delete AFTER DELETE ON runs
 BEGIN
     UPDATE run_tally SET runs = runs - 1,
-        first = COALESCE((SELECT MIN(ordinal) FROM runs WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+        first = COALESCE((SELECT MIN(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
             AND provider = OLD.provider AND status = OLD.status
             AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0),
-        last = COALESCE((SELECT MAX(ordinal) FROM runs WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+        last = COALESCE((SELECT MAX(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
             AND provider = OLD.provider AND status = OLD.status
             AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0)
     WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
@@ -228,10 +230,10 @@ CREATE TRIGGER run_tally_update AFTER UPDATE OF thread, ordinal, provider, provi
     status, handoff ON runs
 BEGIN
     UPDATE run_tally SET runs = runs - 1,
-        first = COALESCE((SELECT MIN(ordinal) FROM runs WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+        first = COALESCE((SELECT MIN(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
             AND provider = OLD.provider AND status = OLD.status
             AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0),
-        last = COALESCE((SELECT MAX(ordinal) FROM runs WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+        last = COALESCE((SELECT MAX(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
             AND provider = OLD.provider AND status = OLD.status
             AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0)
     WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread

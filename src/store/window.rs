@@ -79,7 +79,7 @@ impl Cx<'_> {
         {
             let ordinals = self.rows(
                 "reading the runs before the window",
-                "SELECT ordinal FROM runs
+                "SELECT ordinal FROM runs INDEXED BY runs_by_key
                  WHERE thread = ?1 AND provider_thread IS ?2 AND provider = ?3 AND status = ?4
                    AND (handoff IS NOT NULL) = ?5 AND ordinal <= ?6",
                 params![
