@@ -214,6 +214,7 @@ fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let docs = dir.path().join("docs");
     let policy = baton::policy::load("default").expect("default policy");
+    let engine = baton::Engine::new("default").expect("default engine");
     let mut k = 0u64;
 
     let mut g = c.benchmark_group("store");
@@ -336,6 +337,57 @@ fn bench(c: &mut Criterion) {
                 BatchSize::PerIteration,
             )
         });
+        // A thread's second logged dispatch: codex was dispatched and completed (run n+1), and
+        // claude follows with a delta of that one run. Its input is logged as a delta on the
+        // first dispatch's, not as a keyframe.
+        let second = dir.path().join(format!("second-{n}.db"));
+        std::fs::copy(&db, &second).expect("copies");
+        let mut s = Store::open(&second).expect("opens");
+        let first = DispatchRequest {
+            target: "codex".into(),
+            ..req.clone()
+        };
+        let d = store::dispatch(&mut s, &policy, &first).expect("dispatches");
+        store::complete_run(
+            &mut s,
+            "th_bench",
+            d.run,
+            items(d.run),
+            RunStatus::Completed,
+        )
+        .expect("completes");
+        drop(s);
+        g.bench_with_input(BenchmarkId::new("dispatch_second", n), &n, |b, _| {
+            b.iter_batched(
+                || fresh_copy(dir.path(), &second, &mut k),
+                |mut c| {
+                    let d = store::dispatch(&mut c.store, &policy, &req).expect("dispatches");
+                    assert_eq!(
+                        d.decision.covered_runs.as_ref().map(|c| c.to - c.from + 1),
+                        Some(1)
+                    );
+                    c
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        // What `baton explain --db --thread` and the service's explain of a stored thread do
+        // (`Store::decide`): read the thread (a window of it when that decides the same), decide
+        // (its request: codex, a delta of 5 runs) and fit the handoff.
+        g.bench_with_input(BenchmarkId::new("explain_stored", n), &n, |b, _| {
+            b.iter_batched(
+                || fresh_copy(dir.path(), &db, &mut k),
+                |c| {
+                    let d = c
+                        .store
+                        .decide(&engine, "th_bench", None)
+                        .expect("reads")
+                        .expect("decides");
+                    (c, d)
+                },
+                BatchSize::PerIteration,
+            )
+        });
     }
     g.finish();
     ratios();
@@ -354,6 +406,8 @@ fn ratios() {
         "complete_run",
         "dispatch_no_handoff",
         "dispatch",
+        "dispatch_second",
+        "explain_stored",
         "load_metadata",
         "load_full",
     ] {

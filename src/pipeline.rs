@@ -105,6 +105,46 @@ pub fn explain(
     fit_selected(policy, state, &facts, decision, summary, &render)
 }
 
+/// [`explain`] on a windowed state (its runs after `history.base`; see
+/// [`crate::facts::History`]). `None` when the outcome could differ from [`explain`]'s on the
+/// whole thread: the facts fall short, the covered runs reach before the window, or it fails
+/// (the whole thread then decides, and fails, as it would have).
+pub fn explain_windowed(
+    policy: &Policy,
+    state: &State,
+    eval: &EvalOptions,
+    render: &RenderOptions,
+    history: &crate::facts::History,
+) -> Option<Outcome> {
+    let sizer = PolicySizer { policy };
+    let cx = crate::eval::DecisionContext {
+        history: Some(history.clone()),
+        ..Default::default()
+    };
+    let (decision, facts) = crate::eval::evaluate_in(policy, state, eval, &cx, &sizer).ok()?;
+    let reaches_back = decision
+        .covered_runs
+        .as_ref()
+        .is_some_and(|c| c.from <= history.base);
+    if facts.window_short() || reaches_back {
+        return None;
+    }
+    if !decision.needs_handoff() {
+        return Some(Outcome {
+            decision,
+            summary: None,
+            rendered: None,
+        });
+    }
+    let summary = crate::select::select(policy, &facts, &decision);
+    let render = RenderOptions {
+        document_root: eval.document_root.clone(),
+        ..render.clone()
+    };
+    let outcome = fit_selected(policy, state, &facts, decision, summary, &render).ok()?;
+    (!facts.window_short()).then_some(outcome)
+}
+
 /// Render the handoff of `decision` from an already selected `summary` (no summarizer runs;
 /// `render` says who wrote it), and carry the inline note into the decision, without fitting
 /// it to a budget ([`fit_selected`] does both).

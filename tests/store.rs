@@ -242,13 +242,13 @@ fn a_database_from_a_newer_baton_is_refused() {
     let db = dir.path().join("new.db");
     rusqlite::Connection::open(&db)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 7")
+        .execute_batch("PRAGMA user_version = 8")
         .unwrap();
     let err = Store::open(&db).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: error: database schema version 7 is newer than this baton supports (6); upgrade baton",
+            "{}: error: database schema version 8 is newer than this baton supports (7); upgrade baton",
             db.display()
         )
     );
@@ -292,6 +292,15 @@ fn plan(store: &Store, sql: &str) -> String {
 )]
 #[case::an_item_id_in_a_thread(
     "SELECT run, idx FROM items WHERE thread = 't' AND item_id = 'i1' ORDER BY run DESC, idx DESC LIMIT 1"
+)]
+#[case::a_dispatch_window_s_handoffs(
+    "SELECT id FROM handoffs WHERE thread = 't' AND (covered_to >= 5 OR target_run > 5) ORDER BY seq"
+)]
+#[case::the_runs_tally_of_a_thread(
+    "SELECT provider, status, runs, first, last FROM run_tally WHERE thread = 't'"
+)]
+#[case::a_tally_combination_s_newest_run(
+    "SELECT MAX(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = 't' AND provider_thread IS 'C1' AND provider = 'codex' AND status = 'completed' AND (handoff IS NOT NULL) = 0"
 )]
 #[case::the_thread_s_latest_logged_input(
     "SELECT id, input FROM decision_log WHERE thread = 't' AND input IS NOT NULL ORDER BY run DESC, id DESC LIMIT 1"

@@ -164,11 +164,27 @@ fn inputs(
 }
 
 pub(crate) fn explain(a: ExplainArgs) -> u8 {
-    let (engine, state) = match inputs(&a.decide, None, "baton explain", a.json) {
-        Ok(x) => x,
-        Err(c) => return c,
+    let target = a.decide.target.as_deref();
+    let (engine, decided) = if a.decide.source.state.is_none() {
+        // A stored thread: the store reads only a window of a long one when that decides the
+        // same (docs/store.md#speed).
+        let engine = match load_engine(&a.decide.policy, None, a.decide.handoff_dir.clone()) {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        match super::store::decide_stored(&a.decide.source, &engine, target, "baton explain") {
+            Ok(d) => (engine, d),
+            Err(c) => return c,
+        }
+    } else {
+        let (engine, state) = match inputs(&a.decide, None, "baton explain", a.json) {
+            Ok(x) => x,
+            Err(c) => return c,
+        };
+        let d = engine.decide(&state, target);
+        (engine, d)
     };
-    match engine.decide(&state, a.decide.target.as_deref()) {
+    match decided {
         Ok(d) => {
             if a.json && a.no_trace {
                 let v = crate::store::report::to_value(&d, false);

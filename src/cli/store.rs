@@ -284,6 +284,26 @@ pub(crate) fn load_state(src: &StateSource, command: &str) -> Result<State, u8> 
     store.load(thread).map_err(fail)
 }
 
+/// `explain --thread ID [--db FILE]`: the stored thread's decision ([`Store::decide`], which
+/// reads only a window of a long thread when that decides the same).
+pub(crate) fn decide_stored(
+    src: &StateSource,
+    engine: &crate::Engine,
+    target: Option<&str>,
+    command: &str,
+) -> Result<Result<crate::Decision, crate::Error>, u8> {
+    let Some(thread) = &src.thread else {
+        eprintln!(
+            "error: give a state with --state FILE, or a stored thread with --db FILE --thread ID"
+        );
+        return Err(USAGE);
+    };
+    let db = db_path(src.db.as_deref()).0;
+    super::dbcheck::require_existing(&db, command)?;
+    let store = open_read_only(&db)?;
+    store.decide(engine, thread, target).map_err(fail)
+}
+
 pub(crate) fn db(a: DbArgs) -> u8 {
     match a.command {
         DbCommand::Init(a) => {

@@ -48,7 +48,7 @@ pub struct RoughSizer;
 impl SummarySizer for RoughSizer {
     fn chars(&self, facts: &Facts<'_>, runs: &[u32]) -> i64 {
         runs.iter()
-            .filter_map(|o| facts.state.runs.get((*o as usize).wrapping_sub(1)))
+            .filter_map(|o| facts.run(*o))
             .flat_map(|r| r.items.iter())
             .filter(|i| !matches!(i.kind(), "reasoning" | "protocol"))
             .map(|i| i.char_len() as i64)
@@ -383,6 +383,93 @@ pub(crate) fn eligible_with_caps(
 /// What an `eligible` rule can tell runs apart by: status, whether it took a handoff (when the
 /// rule reads `run.has_handoff`), provider (when it reads `run.provider`).
 type RunKey<'s> = (RunStatus, bool, Option<&'s str>);
+/// The eligibility of each combination of a windowed state's history (`None` where the rule
+/// reads more than the run's status, provider and handoff, the request and the target's
+/// capabilities: then the window falls short and the caller decides on the whole thread).
+fn window_of(
+    policy: &Policy,
+    state: &State,
+    target: &str,
+    caps: &crate::state::ResolvedCaps,
+    history: &crate::facts::History,
+) -> crate::facts::Window {
+    let facts = Facts::new(state, target, Vec::new(), &RoughSizer).with_caps(caps.clone());
+    let per_key = |status: RunStatus, provider: &str, has_handoff: bool| -> Option<bool> {
+        if status == RunStatus::RolledBack {
+            return Some(false);
+        }
+        let Some((_, cond)) = &policy.eligible else {
+            return Some(status != RunStatus::Running);
+        };
+        if !reads_only(cond, &|f| {
+            matches!(
+                f,
+                Fact::RunStatus
+                    | Fact::RunProvider
+                    | Fact::RunHasHandoff
+                    | Fact::TargetProvider
+                    | Fact::RequestProvider
+                    | Fact::RequestModel
+                    | Fact::RequestRuntimeMode
+                    | Fact::RequestCleanContext
+                    | Fact::RequestKind
+                    | Fact::RequestMessageChars
+                    | Fact::TargetCapsResume
+                    | Fact::TargetCapsNativeFork
+                    | Fact::TargetCapsRollback
+                    | Fact::TargetCapsAcceptsHandoff
+                    | Fact::TargetCapsHandoffChannel
+                    | Fact::TargetCapsFileRead
+                    | Fact::TargetCapsSummarize
+                    | Fact::TargetCapsMaxInputChars
+            )
+        }) {
+            return None;
+        }
+        let run = crate::state::Run {
+            ordinal: 0,
+            provider: provider.to_string(),
+            provider_thread: None,
+            status,
+            handoff: has_handoff.then(String::new),
+            items: Vec::new(),
+        };
+        let ctx = RunCtx { run: &run };
+        let env = Env {
+            facts: &facts,
+            signals: &[],
+            run: Some(&ctx),
+            item: None,
+        };
+        Some(eval(cond, &env, &mut None).truthy())
+    };
+    crate::facts::Window {
+        history: history.clone(),
+        tally_eligible: history
+            .tally
+            .iter()
+            .map(|t| per_key(t.status, &t.provider, t.has_handoff))
+            .collect(),
+        prefix_eligible: history
+            .prefix
+            .iter()
+            .map(|p| per_key(p.status, &p.provider, p.has_handoff))
+            .collect(),
+    }
+}
+
+/// Whether `e` reads only facts that `ok` admits.
+fn reads_only(e: &CExpr, ok: &dyn Fn(Fact) -> bool) -> bool {
+    match e {
+        CExpr::Fact(f) => ok(*f),
+        CExpr::Const(_) | CExpr::Let(..) => true,
+        CExpr::Signal(..) | CExpr::AnyStale => false,
+        CExpr::List(xs) | CExpr::And(xs) | CExpr::Or(xs) => xs.iter().all(|x| reads_only(x, ok)),
+        CExpr::Not(x) => reads_only(x, ok),
+        CExpr::Cmp(a, _, b) => reads_only(a, ok) && reads_only(b, ok),
+        CExpr::Sum(xs) => xs.iter().all(|(_, x)| reads_only(x, ok)),
+    }
+}
 
 /// How many distinct (status, provider, handoff) combinations [`eligible_runs`] remembers.
 const DISTINCT_RUN_VALUES: usize = 32;
@@ -454,6 +541,11 @@ pub struct DecisionContext {
     pub record_in: Option<RecordIn>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<Waiting>,
+    /// The state is a window (its runs start after `history.base`): what the runs before it
+    /// were (see [`crate::facts::History`]). The store decides a dispatch on a window when it
+    /// can, so that its cost does not grow with the thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<crate::facts::History>,
 }
 
 /// [`evaluate`] with a [`DecisionContext`]: a merge-back's decision is numbered, named and
@@ -497,21 +589,40 @@ pub fn evaluate_in<'a>(
 
     // 1. Eligible runs.
     let eligible = eligible_with_caps(policy, state, &target, Some(caps.clone()));
+    let window = cx
+        .history
+        .as_ref()
+        .map(|h| window_of(policy, state, &target, &caps, h));
     if policy.eligible.is_some() {
-        let excluded: Vec<Value> = eligible
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| !**e)
-            .map(|(i, _)| Value::Int(i64::try_from(i).unwrap_or(i64::MAX).saturating_add(1)))
+        let first = state.runs.first().map(|r| r.ordinal).unwrap_or(1);
+        let mut excluded: Vec<Value> = window
+            .as_ref()
+            .map(|w| w.prefix_excluded())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|o| Value::Int(i64::from(o)))
             .collect();
+        excluded.extend(
+            eligible
+                .iter()
+                .zip(first..)
+                .filter(|(e, _)| !**e)
+                .map(|(_, o)| Value::Int(i64::from(o))),
+        );
+        let count = match &window {
+            Some(w) => i64::try_from(w.eligible_count()).unwrap_or(i64::MAX),
+            None => eligible.iter().filter(|e| **e).count() as i64,
+        };
         let from = trace.values_len();
-        let count = Value::Int(eligible.iter().filter(|e| **e).count() as i64);
         let values = trace.values_mut();
-        values.push((Cow::Borrowed("eligible_runs"), count));
+        values.push((Cow::Borrowed("eligible_runs"), Value::Int(count)));
         values.push((Cow::Borrowed("excluded_runs"), Value::List(excluded)));
         trace.push_rule(texts.eligible(), Outcome::Matched, from);
     }
-    let facts = Facts::new(state, &target, eligible, sizer).with_caps(caps);
+    let mut facts = Facts::new(state, &target, eligible, sizer).with_caps(caps);
+    if let Some(w) = window {
+        facts = facts.with_window(w);
+    }
 
     // 2. Staleness signals: all evaluated, each reported.
     let signals: Vec<bool> = policy
@@ -606,7 +717,7 @@ pub fn evaluate_in<'a>(
         _ if state.request.kind == RequestKind::MergeBack => (
             Some(override_handoff.unwrap_or(HandoffStrategy::ForkDeltaSummary)),
             facts
-                .eligible_runs()
+                .all_eligible_runs()
                 .iter()
                 .copied()
                 .filter(|o| *o > fork_point)
@@ -618,7 +729,7 @@ pub fn evaluate_in<'a>(
         ),
         Strategy::FullExisting | Strategy::FullNew => {
             let hs = override_handoff.unwrap_or(HandoffStrategy::FullThreadSummary);
-            let mut runs = facts.eligible_runs().to_vec();
+            let mut runs = facts.all_eligible_runs().to_vec();
             if state.request.kind == RequestKind::Fork {
                 runs.retain(|o| *o <= fork_point);
             }
@@ -636,7 +747,10 @@ pub fn evaluate_in<'a>(
     };
     let handoff_id = handoff_strategy.map(|_| match &cx.record_in {
         Some(r) => r.handoff_id.clone(),
-        None => next_handoff_id(state),
+        None => match &cx.history {
+            Some(h) => h.next_handoff_id.clone(),
+            None => next_handoff_id(state),
+        },
     });
     let record_thread = cx
         .record_in
@@ -707,7 +821,7 @@ pub fn evaluate_in<'a>(
     };
     let run = match &cx.record_in {
         Some(r) => r.run,
-        None => u32::try_from(state.runs.len()).unwrap_or(u32::MAX).saturating_add(1),
+        None => facts.run_count().saturating_add(1),
     };
     // Decided on one thread, recorded in another: the reason says which view it was decided
     // on and where it goes, so that it is not read as a reason about the recording thread.

@@ -5,7 +5,8 @@ use crate::state::{
     caps_for, Item, ProviderThread, ProviderThreadStatus, RequestKind, ResolvedCaps, Run,
     RunStatus, State,
 };
-use std::cell::{OnceCell, RefCell};
+use super::history::Window;
+use std::cell::{Cell, OnceCell, RefCell};
 
 /// Measures the summary of a set of runs, in characters. The selector implements it with the
 /// policy's `summary` rules; it is called only when a rule reads `summary.*`.
@@ -146,6 +147,10 @@ pub struct Facts<'a> {
     delta_chars: OnceCell<i64>,
     full_chars: OnceCell<i64>,
     outcome: RefCell<(Option<&'static str>, Option<&'static str>)>,
+    /// For a windowed state: what the runs before the window were.
+    window: Option<Window>,
+    /// A fact was read that the window cannot answer exactly.
+    short: Cell<bool>,
 }
 
 impl<'a> Facts<'a> {
@@ -160,7 +165,7 @@ impl<'a> Facts<'a> {
         eligible_ordinals.extend(
             eligible
                 .iter()
-                .zip(1u32..)
+                .zip(first_ordinal(state)..)
                 .filter(|(e, _)| **e)
                 .map(|(_, o)| o),
         );
@@ -176,6 +181,100 @@ impl<'a> Facts<'a> {
             delta_chars: OnceCell::new(),
             full_chars: OnceCell::new(),
             outcome: RefCell::new((None, None)),
+            window: None,
+            short: Cell::new(false),
+        }
+    }
+
+    /// These facts on a windowed state (its runs start after `window.history.base`): facts
+    /// about the whole thread are answered from the history. When the history cannot answer
+    /// one exactly, [`Facts::window_short`] says so.
+    pub fn with_window(mut self, window: Window) -> Facts<'a> {
+        if !window.complete() {
+            self.short.set(true);
+        }
+        self.window = Some(window);
+        self
+    }
+
+    /// Whether these facts are on a windowed state and read something the window cannot
+    /// answer exactly (then the decision must be made again on the whole thread).
+    pub fn window_short(&self) -> bool {
+        self.short.get()
+    }
+
+    fn fall_short(&self) {
+        self.short.set(true);
+    }
+
+    /// The number of runs of the thread (the window's and those before it).
+    pub fn run_count(&self) -> u32 {
+        let len = u32::try_from(self.state.runs.len()).unwrap_or(u32::MAX);
+        match &self.window {
+            Some(w) => w.history.base.saturating_add(len),
+            None => len,
+        }
+    }
+
+    /// Run `ordinal` of the state (`None` before a window).
+    pub fn run(&self, ordinal: u32) -> Option<&'a Run> {
+        run_of(self.state, ordinal)
+    }
+
+    /// Whether run `ordinal` exists and was not rolled back.
+    pub fn live(&self, ordinal: u32) -> bool {
+        match &self.window {
+            Some(w) if ordinal >= 1 && ordinal <= w.history.base => {
+                w.prefix_status(ordinal) != RunStatus::RolledBack
+            }
+            _ => live_run(self.state, ordinal),
+        }
+    }
+
+    /// Whether any run in `from..=to` was rolled back.
+    pub fn any_rolled_back(&self, from: u32, to: u32) -> bool {
+        let in_window = self
+            .state
+            .runs
+            .iter()
+            .any(|r| (from..=to).contains(&r.ordinal) && r.status == RunStatus::RolledBack);
+        let before = self.window.as_ref().is_some_and(|w| {
+            w.history
+                .prefix
+                .iter()
+                .any(|p| (from..=to).contains(&p.ordinal) && p.status == RunStatus::RolledBack)
+        });
+        in_window || before
+    }
+
+    /// Whether the thread's compaction summary covers a rolled-back run.
+    pub fn compact_summary_rolled_back(&self) -> bool {
+        match &self.window {
+            None => compact_summary_rolled_back(self.state),
+            Some(_) => self.any_rolled_back(
+                1,
+                self.state.thread.compact_summary_through.unwrap_or(u32::MAX),
+            ),
+        }
+    }
+
+    /// Every eligible run, oldest first (on a windowed state, the window's: when runs before
+    /// it are eligible too, the facts fall short).
+    pub fn all_eligible_runs(&self) -> &[u32] {
+        if let Some(w) = &self.window {
+            let total = w.eligible_count();
+            if total != self.eligible_ordinals.len() as u64 {
+                self.fall_short();
+            }
+        }
+        &self.eligible_ordinals
+    }
+
+    /// The eligible runs of the whole thread.
+    fn eligible_count(&self) -> i64 {
+        match &self.window {
+            Some(w) => i64::try_from(w.eligible_count()).unwrap_or(i64::MAX),
+            None => self.eligible_ordinals.len() as i64,
         }
     }
 
@@ -187,15 +286,31 @@ impl<'a> Facts<'a> {
     }
 
     pub fn is_eligible(&self, ordinal: u32) -> bool {
-        ordinal >= 1
+        let first = first_ordinal(self.state);
+        if ordinal < first {
+            if let Some(w) = &self.window {
+                let known = w
+                    .history
+                    .prefix
+                    .iter()
+                    .zip(&w.prefix_eligible)
+                    .find(|(p, _)| p.ordinal == ordinal)
+                    .and_then(|(_, e)| *e);
+                if known.is_none() {
+                    self.fall_short();
+                }
+                return known.unwrap_or(false);
+            }
+        }
+        ordinal >= first
             && self
                 .eligible
-                .get((ordinal as usize).saturating_sub(1))
+                .get((ordinal.saturating_sub(first)) as usize)
                 .copied()
                 .unwrap_or(false)
     }
 
-    /// Ordinals of the eligible runs, oldest first.
+    /// Ordinals of the eligible runs, oldest first (on a windowed state, the window's).
     pub fn eligible_runs(&self) -> &[u32] {
         &self.eligible_ordinals
     }
@@ -208,6 +323,9 @@ impl<'a> Facts<'a> {
             if self.state.request.kind == RequestKind::Fork && self.state.thread.parent.is_some() {
                 return None;
             }
+            if let Some(w) = &self.window {
+                return windowed_target_thread(self.state, w, &self.target);
+            }
             find_target_thread(self.state, &self.target)
         })
     }
@@ -219,6 +337,9 @@ impl<'a> Facts<'a> {
 
     fn view(&self) -> &TargetView {
         self.view.get_or_init(|| {
+            if let Some(w) = &self.window {
+                return self.windowed_view(w);
+            }
             let cov = self
                 .target_thread()
                 .map(|pt| coverage_summary(self.state, &pt.id, |o| self.is_eligible(o)))
@@ -263,6 +384,83 @@ impl<'a> Facts<'a> {
         })
     }
 
+    /// The target's view from the history's tally and the window: its native runs from the
+    /// tally, its handoffs and the runs after its last native run from the window. It falls
+    /// short unless the target's last clean native run is at or after the base (then every
+    /// handoff, run and count it reads is in the window).
+    fn windowed_view(&self, w: &Window) -> TargetView {
+        let base = w.history.base;
+        let Some(pt) = self.target_thread() else {
+            if base > 0 {
+                self.fall_short();
+            }
+            return TargetView {
+                last_seen: 0,
+                runs_since_last_seen: self.eligible_count(),
+                off_provider_runs: 0,
+                native_runs: 0,
+                chained_handoffs: 0,
+            };
+        };
+        let native: Vec<&super::history::Tally> = w
+            .eligible_rows()
+            .filter(|t| {
+                t.provider_thread.as_deref() == Some(pt.id.as_str())
+                    && t.status != RunStatus::RolledBack
+            })
+            .collect();
+        let native_runs: u64 = native.iter().map(|t| u64::from(t.runs)).sum();
+        let last_native = native.iter().map(|t| t.last).max().unwrap_or(0);
+        let last_clean = native
+            .iter()
+            .filter(|t| !t.has_handoff)
+            .map(|t| t.last)
+            .max()
+            .unwrap_or(0);
+        if last_clean < base {
+            self.fall_short();
+        }
+        let mut last_seen = last_native;
+        for h in &self.state.handoffs {
+            if h.to_provider_thread.as_deref() == Some(pt.id.as_str())
+                && h.status.is_live()
+                && h.covers_own_runs(&self.state.thread.id)
+                && h.covered.to > last_seen
+            {
+                let top = (h.covered.from.max(last_seen.saturating_add(1))..=h.covered.to)
+                    .rev()
+                    .find(|o| self.live(*o));
+                last_seen = top.unwrap_or(last_seen);
+            }
+        }
+        let runs_since = self.eligible_after(last_seen).len() as i64;
+        let off = self
+            .state
+            .runs
+            .iter()
+            .filter(|r| {
+                r.ordinal > last_native && self.is_eligible(r.ordinal) && r.provider != self.target
+            })
+            .count() as i64;
+        let chained = self
+            .state
+            .handoffs
+            .iter()
+            .filter(|h| {
+                h.status.is_live()
+                    && h.to_provider_thread.as_deref() == Some(pt.id.as_str())
+                    && h.target_run.unwrap_or(h.covered.to.saturating_add(1)) > last_clean
+            })
+            .count() as i64;
+        TargetView {
+            last_seen,
+            runs_since_last_seen: runs_since,
+            off_provider_runs: off,
+            native_runs: i64::try_from(native_runs).unwrap_or(i64::MAX),
+            chained_handoffs: chained,
+        }
+    }
+
     pub fn last_seen(&self) -> u32 {
         self.view().last_seen
     }
@@ -282,7 +480,7 @@ impl<'a> Facts<'a> {
         self.state
             .checkpoints
             .iter()
-            .filter(|c| live_run(self.state, c.run))
+            .filter(|c| self.live(c.run))
             .max_by_key(|c| c.run)
     }
 
@@ -293,7 +491,10 @@ impl<'a> Facts<'a> {
 
     fn fork_source(&self) -> Option<&'a Run> {
         let parent = self.state.thread.parent.as_ref()?;
-        self.state.runs.get((parent.run as usize).checked_sub(1)?)
+        if parent.run < first_ordinal(self.state) && self.window.is_some() {
+            self.fall_short();
+        }
+        self.run(parent.run)
     }
 
     /// The provider thread a native fork would fork from, when one is possible.
@@ -323,9 +524,23 @@ impl<'a> Facts<'a> {
         match fact {
             Fact::ThreadId => Str(s.thread.id.clone().into()),
             Fact::ThreadTitle => Value::opt_str(s.thread.title.as_deref()),
-            Fact::ThreadRuns => Int(s.runs.len() as i64),
-            Fact::ThreadEligibleRuns => Int(self.eligible_ordinals.len() as i64),
-            Fact::ThreadLastRun => Int(self.eligible_ordinals.last().copied().unwrap_or(0) as i64),
+            Fact::ThreadRuns => Int(i64::from(self.run_count())),
+            Fact::ThreadEligibleRuns => Int(self.eligible_count()),
+            Fact::ThreadLastRun => Int(match &self.window {
+                Some(w) => w.eligible_rows().map(|t| t.last).max().unwrap_or(0),
+                None => self.eligible_ordinals.last().copied().unwrap_or(0),
+            } as i64),
+            Fact::ThreadProviders if self.window.is_some() => {
+                let mut first: Vec<(u32, &str)> = Vec::new();
+                for t in self.window.iter().flat_map(|w| w.eligible_rows()) {
+                    match first.iter_mut().find(|(_, p)| *p == t.provider) {
+                        Some(f) => f.0 = f.0.min(t.first),
+                        None => first.push((t.first, t.provider.as_str())),
+                    }
+                }
+                first.sort();
+                List(first.into_iter().map(|(_, p)| Str(p.to_string().into())).collect())
+            }
             Fact::ThreadProviders => {
                 let mut seen: Vec<String> = Vec::new();
                 for r in &s.runs {
@@ -342,7 +557,7 @@ impl<'a> Facts<'a> {
                     .as_deref()
                     .map(|t| !t.trim().is_empty())
                     .unwrap_or(false)
-                    && !compact_summary_rolled_back(s),
+                    && !self.compact_summary_rolled_back(),
             ),
             Fact::RequestProvider => Str(s.request.provider.clone().into()),
             Fact::RequestModel => Value::opt_str(s.request.model.as_deref()),
@@ -355,9 +570,7 @@ impl<'a> Facts<'a> {
                 .as_deref()
                 .map(|m| m.chars().count())
                 .unwrap_or(0) as i64),
-            Fact::RequestRun => Int(i64::try_from(s.runs.len())
-                .unwrap_or(i64::MAX)
-                .saturating_add(1)),
+            Fact::RequestRun => Int(i64::from(self.run_count()).saturating_add(1)),
             Fact::TargetProvider => Str(self.target.clone().into()),
             Fact::TargetHasThread => Bool(pt.is_some()),
             Fact::TargetThreadId => Value::opt_str(pt.map(|p| p.id.as_str())),
@@ -370,6 +583,17 @@ impl<'a> Facts<'a> {
                 Some(p) => Bool(p.resume_failed),
                 None => Null,
             },
+            Fact::TargetThreadFirstRun if self.window.is_some() => pt
+                .and_then(|p| {
+                    self.window
+                        .iter()
+                        .flat_map(|w| w.history.tally.iter())
+                        .filter(|t| t.provider_thread.as_deref() == Some(p.id.as_str()))
+                        .map(|t| t.first)
+                        .min()
+                })
+                .map(|o| Int(i64::from(o)))
+                .unwrap_or(Null),
             Fact::TargetThreadFirstRun => pt
                 .and_then(|p| {
                     s.runs
@@ -398,7 +622,7 @@ impl<'a> Facts<'a> {
                 .get_or_init(|| self.sizer.chars(self, self.delta_runs()))),
             Fact::SummaryFullChars => Int(*self
                 .full_chars
-                .get_or_init(|| self.sizer.chars(self, self.eligible_runs()))),
+                .get_or_init(|| self.sizer.chars(self, self.all_eligible_runs()))),
             Fact::CheckpointLatest => {
                 Int(self.latest_checkpoint().map(|c| c.run).unwrap_or(0) as i64)
             }
@@ -476,6 +700,53 @@ pub fn find_target_thread<'a>(state: &'a State, provider: &str) -> Option<&'a Pr
     }
 }
 
+/// [`find_target_thread`] on a windowed state: the newest run of the provider on one of its
+/// open threads, from the history's tally.
+fn windowed_target_thread<'a>(
+    state: &'a State,
+    w: &Window,
+    provider: &str,
+) -> Option<&'a ProviderThread> {
+    let open =
+        |p: &&ProviderThread| p.provider == provider && p.status != ProviderThreadStatus::Closed;
+    let closed = |id: &str| {
+        state
+            .provider_threads
+            .iter()
+            .any(|p| p.id == id && p.provider == provider && p.status == ProviderThreadStatus::Closed)
+    };
+    let newest = w
+        .history
+        .tally
+        .iter()
+        .filter(|t| t.provider == provider)
+        .filter_map(|t| Some((t.last, t.provider_thread.as_deref()?)))
+        .filter(|(_, id)| !closed(id))
+        .max_by_key(|(last, _)| *last)
+        .map(|(_, id)| id);
+    match newest {
+        Some(id) => state
+            .provider_threads
+            .iter()
+            .filter(open)
+            .find(|p| p.id == id),
+        None => state.provider_threads.iter().rfind(open),
+    }
+}
+
+/// The ordinal of the state's first run (runs are contiguous: a windowed state's start after
+/// its base, a whole state's at 1).
+fn first_ordinal(state: &State) -> u32 {
+    state.runs.first().map(|r| r.ordinal).unwrap_or(1)
+}
+
+/// Run `ordinal` of the state, whole or windowed (`None` when it is not in the state).
+pub fn run_of(state: &State, ordinal: u32) -> Option<&Run> {
+    let first = first_ordinal(state);
+    let i = ordinal.checked_sub(first)?;
+    state.runs.get(i as usize).filter(|r| r.ordinal == ordinal)
+}
+
 /// Whether the thread's compaction summary covers a rolled-back run (one without
 /// `compact_summary_through` covers every run).
 pub fn compact_summary_rolled_back(state: &State) -> bool {
@@ -488,9 +759,7 @@ pub fn compact_summary_rolled_back(state: &State) -> bool {
 
 /// Whether run `ordinal` exists and was not rolled back.
 fn live_run(state: &State, ordinal: u32) -> bool {
-    (ordinal as usize)
-        .checked_sub(1)
-        .and_then(|i| state.runs.get(i))
+    run_of(state, ordinal)
         .map(|r| r.status != RunStatus::RolledBack)
         .unwrap_or(false)
 }
@@ -558,10 +827,7 @@ fn coverage_summary(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> 
         {
             cov.last_native = r.ordinal;
             cov.native_runs = cov.native_runs.saturating_add(1);
-            let run = (r.ordinal as usize)
-                .checked_sub(1)
-                .and_then(|i| state.runs.get(i));
-            if run.map(|r| r.handoff.is_none()).unwrap_or(false) {
+            if r.handoff.is_none() {
                 cov.last_clean = r.ordinal;
             }
         }
@@ -608,7 +874,7 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<ItemCtx<'s>> {
         state.handoffs.iter().map(|h| (h.id.as_str(), h)).collect();
     let mut out: Vec<ItemCtx<'s>> = Vec::new();
     for &o in runs {
-        let Some(run) = state.runs.get((o as usize).wrapping_sub(1)) else {
+        let Some(run) = run_of(state, o) else {
             continue;
         };
         // A handoff carries what it says in its `summary`; one without (every handoff a

@@ -5,13 +5,15 @@
 //! cached. `docs/facts.md` is tested against [`Fact::ALL`].
 
 mod compute;
+mod history;
 mod problems;
 mod value;
 
 pub use compute::{
-    compact_summary_rolled_back, coverage, find_target_thread, item_contexts, synthetic_item,
-    Coverage, CoveredBy, Facts, ItemCtx, RunCtx, SummarySizer,
+    compact_summary_rolled_back, coverage, find_target_thread, item_contexts, run_of,
+    synthetic_item, Coverage, CoveredBy, Facts, ItemCtx, RunCtx, SummarySizer,
 };
+pub use history::{History, PrefixRun, Tally, Window};
 pub use problems::{failed, is_test_command};
 pub use value::{Type, Value};
 

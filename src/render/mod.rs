@@ -351,10 +351,7 @@ pub fn render(
         .message_in_document
         .then(|| crate::select::fenced(&message));
     // The provider the covered runs end on (seed 004's "from driver").
-    let from_provider = state
-        .runs
-        .get((covered.to as usize).wrapping_sub(1))
-        .map(|r| r.provider.clone());
+    let from_provider = crate::facts::run_of(state, covered.to).map(|r| r.provider.clone());
     let parent = state.thread.parent.as_ref().map(|p| p.thread.clone());
     // Build only what the template names: the decision with its trace is serialised for a
     // template that reads `decision`, never for the shipped ones.

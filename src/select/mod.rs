@@ -17,7 +17,7 @@ pub use text::{compact, cut_at_whitespace, keep_tail};
 use crate::decision::Decision;
 use crate::eval::item_holds;
 use crate::facts::{
-    compact_summary_rolled_back, item_contexts, synthetic_item, Facts, ItemCtx, SummarySizer,
+    item_contexts, synthetic_item, Facts, ItemCtx, SummarySizer,
 };
 use crate::policy::check::BUILTIN_SECTIONS;
 use crate::policy::{CExclude, CInclude, CSummary, CTextCut, Form, Policy};
@@ -302,8 +302,8 @@ fn select_inner(
     // handoff whose range reaches one would describe undone work.
     items.retain(|ctx| {
         let undone = match ctx.kind {
-            "compact_summary" => compact_summary_rolled_back(state),
-            "handoff" => handoff_covers_rolled_back(state, &ctx.id),
+            "compact_summary" => facts.compact_summary_rolled_back(),
+            "handoff" => handoff_covers_rolled_back(facts, &ctx.id),
             _ => false,
         };
         if undone {
@@ -541,14 +541,12 @@ fn select_inner(
 }
 
 /// Whether handoff `id` covers runs of this thread of which one was rolled back.
-fn handoff_covers_rolled_back(state: &State, id: &str) -> bool {
+fn handoff_covers_rolled_back(facts: &Facts<'_>, id: &str) -> bool {
+    let state = facts.state;
     state.handoffs.iter().any(|h| {
         h.id == id
             && h.covers_own_runs(&state.thread.id)
-            && state.runs.iter().any(|r| {
-                (h.covered.from..=h.covered.to).contains(&r.ordinal)
-                    && r.status == crate::state::RunStatus::RolledBack
-            })
+            && facts.any_rolled_back(h.covered.from, h.covered.to)
     })
 }
 

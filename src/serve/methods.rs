@@ -445,11 +445,19 @@ fn explain_report(
     parsed: Option<ParsedText>,
 ) -> Result<crate::store::report::ExplainReport, RpcError> {
     let set = &cx.set;
-    let (state, opts) = decide_input(cx, p, parsed)?;
-    let d = set
-        .engine
-        .decide(&state, opts.target.as_deref())
-        .map_err(|e| engine_error(&e))?;
+    let decided = match (&p.thread, p.state.is_none() && p.state_text.is_none()) {
+        // A stored thread: the store reads only a window of a long one when that decides the
+        // same (docs/store.md#speed).
+        (Some(t), true) => cx.stores().read(|s| {
+            s.decide(&set.engine, t, p.target.as_deref())
+                .map_err(|e| stored::store_error(&e))
+        })?,
+        _ => {
+            let (state, opts) = decide_input(cx, p, parsed)?;
+            set.engine.decide(&state, opts.target.as_deref())
+        }
+    };
+    let d = decided.map_err(|e| engine_error(&e))?;
     Ok(crate::store::report::ExplainReport {
         policy: d.policy.clone(),
         explanation: crate::explain::render(&d, p.verbose),

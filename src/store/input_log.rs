@@ -405,10 +405,16 @@ pub(crate) fn materialize(conn: &Connection, input: &str) -> Result<Value, Strin
         let Some(Value::Array(runs)) = state.get_mut("runs") else {
             return Err("it names stored items but has no runs".into());
         };
+        // Runs are contiguous: from run 1, or from a window's first run.
+        let first = runs
+            .first()
+            .and_then(|r| r.get("ordinal"))
+            .and_then(Value::as_u64)
+            .unwrap_or(1);
         for (ordinal, its) in items {
-            let run = usize::try_from(ordinal)
-                .ok()
-                .and_then(|o| o.checked_sub(1))
+            let run = ordinal
+                .checked_sub(first)
+                .and_then(|i| usize::try_from(i).ok())
                 .and_then(|i| runs.get_mut(i))
                 .filter(|r| r.get("ordinal").and_then(Value::as_u64) == Some(ordinal))
                 .ok_or_else(|| {

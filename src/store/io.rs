@@ -115,6 +115,12 @@ impl<'c> Cx<'c> {
     }
 
     pub fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
+        // The runs' tally goes first, so that the runs' delete trigger has no row to update.
+        self.exec(
+            "deleting a thread",
+            "DELETE FROM run_tally WHERE thread = ?1",
+            [thread],
+        )?;
         let during = "deleting a thread";
         // The decision log names the stored items of the thread's runs: it keeps a copy now.
         let (chunks, rows) = super::input_log::freeze(self.conn, thread)
@@ -370,7 +376,7 @@ impl<'c> Cx<'c> {
     }
 
     /// Run a query and collect its rows.
-    fn rows<T>(
+    pub(super) fn rows<T>(
         &self,
         during: &str,
         sql: &str,
@@ -394,6 +400,19 @@ impl<'c> Cx<'c> {
     /// Load a thread with the items of runs after `after` only (earlier runs keep their
     /// metadata, with no items): dispatch reads only what the covered delta needs.
     pub fn load_items_after(&self, thread: &str, after: u32) -> Result<State, StoreError> {
+        self.load_range(thread, 0, after, None)
+    }
+
+    /// Load a thread's runs after `base` only, with the items of runs after `items_after`;
+    /// with `handoffs_after`, only the handoffs a window after that run needs (see
+    /// [`Cx::window_handoffs`]), else every handoff.
+    pub(super) fn load_range(
+        &self,
+        thread: &str,
+        base: u32,
+        items_after: u32,
+        handoffs_after: Option<u32>,
+    ) -> Result<State, StoreError> {
         let during = "loading a thread";
         type ThreadRow = (
             u32,
@@ -461,15 +480,18 @@ impl<'c> Cx<'c> {
             },
             providers,
             provider_threads: self.provider_threads(thread)?,
-            runs: self.runs(thread, after)?,
-            handoffs: self.handoffs(thread)?,
+            runs: self.runs(thread, base, items_after)?,
+            handoffs: match handoffs_after {
+                Some(after) => self.window_handoffs(thread, after)?,
+                None => self.handoffs(thread)?,
+            },
             transfers: self.transfers(thread)?,
             checkpoints: self.checkpoints(thread)?,
             request,
         })
     }
 
-    fn provider_threads(&self, thread: &str) -> Result<Vec<ProviderThread>, StoreError> {
+    pub(super) fn provider_threads(&self, thread: &str) -> Result<Vec<ProviderThread>, StoreError> {
         let raw = self.rows(
             "loading provider threads",
             "SELECT id, provider, model, runtime_mode, status, resume_failed
@@ -498,12 +520,12 @@ impl<'c> Cx<'c> {
             .collect()
     }
 
-    fn runs(&self, thread: &str, items_after: u32) -> Result<Vec<Run>, StoreError> {
+    fn runs(&self, thread: &str, base: u32, items_after: u32) -> Result<Vec<Run>, StoreError> {
         let raw = self.rows(
             "loading runs",
             "SELECT ordinal, provider, provider_thread, status, handoff
-             FROM runs WHERE thread = ?1 ORDER BY ordinal",
-            [thread],
+             FROM runs WHERE thread = ?1 AND ordinal > ?2 ORDER BY ordinal",
+            params![thread, base],
             |r| {
                 Ok((
                     Run {
@@ -530,8 +552,11 @@ impl<'c> Cx<'c> {
         Ok(runs)
     }
 
-    /// Load the items of runs after `after` into `runs` (whose items must be empty).
+    /// Load the items of runs after `after` into `runs` (whose items must be empty; the runs
+    /// are contiguous, from run 1 or, in a window, from the window's first run).
     pub fn fill_items(&self, thread: &str, after: u32, runs: &mut [Run]) -> Result<(), StoreError> {
+        let first = runs.first().map(|r| r.ordinal).unwrap_or(1);
+        let after = after.max(first.saturating_sub(1));
         let during = "loading items";
         let mut st = self
             .conn
@@ -548,12 +573,12 @@ impl<'c> Cx<'c> {
                 ))
             })
             .map_err(|e| self.err(during, e))?;
-        // Runs are contiguous from 1 (validated on the way in), so the ordinal is the index.
+        // Runs are contiguous (validated on the way in), so the ordinal gives the index.
         // Streamed, not collected: a long history's items are parsed straight into their run.
         for row in rows {
             let (run, idx, body) = row.map_err(|e| self.err(during, e))?;
             let item: Item = self.parse_json(format!("run {run} item {idx}"), &body)?;
-            match runs.get_mut((run as usize).wrapping_sub(1)) {
+            match runs.get_mut(run.wrapping_sub(first) as usize) {
                 Some(r) if r.ordinal == run => r.items.push(item),
                 _ => {
                     return Err(self.corrupt(
@@ -567,6 +592,29 @@ impl<'c> Cx<'c> {
     }
 
     pub fn handoffs(&self, thread: &str) -> Result<Vec<Handoff>, StoreError> {
+        self.handoffs_where("", params![thread])
+    }
+
+    /// The handoffs a window of the runs after `after` needs: those into a run after it
+    /// (a handoff without a target run counts as into the run after its range) and those whose
+    /// range reaches it. The others cover runs at or before `after` and went into runs at or
+    /// before it, which a decision on the window never reads (see `facts::History`).
+    pub(super) fn window_handoffs(
+        &self,
+        thread: &str,
+        after: u32,
+    ) -> Result<Vec<Handoff>, StoreError> {
+        self.handoffs_where(
+            " AND (covered_to >= ?2 OR target_run > ?2)",
+            params![thread, after],
+        )
+    }
+
+    fn handoffs_where(
+        &self,
+        filter: &str,
+        p: impl rusqlite::Params,
+    ) -> Result<Vec<Handoff>, StoreError> {
         /// The enum and JSON columns, parsed after the query (their errors name the handoff).
         struct Raw {
             from: String,
@@ -575,11 +623,13 @@ impl<'c> Cx<'c> {
         }
         let raw = self.rows(
             "loading handoffs",
-            "SELECT id, transfer, target_run, from_provider_threads, to_provider_thread,
+            &format!(
+                "SELECT id, transfer, target_run, from_provider_threads, to_provider_thread,
                 covered_from, covered_to, strategy, status, created_by, summary, supersedes,
                 covered_thread
-             FROM handoffs WHERE thread = ?1 ORDER BY seq",
-            [thread],
+             FROM handoffs WHERE thread = ?1{filter} ORDER BY seq"
+            ),
+            p,
             |r| {
                 Ok((
                     Handoff {

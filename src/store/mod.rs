@@ -16,6 +16,7 @@ pub mod replay;
 pub mod report;
 mod schema;
 mod trace_log;
+mod window;
 
 use crate::deliver::HandoffLiveness;
 use crate::state::State;

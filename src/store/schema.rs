@@ -168,8 +168,96 @@ CREATE TABLE decision_rules (
 ) WITHOUT ROWID;
 "#;
 
+/// Version 7: a tally of each thread's runs by (provider thread, provider, status, took a
+/// handoff), with how many there are and the oldest and newest, kept by triggers on `runs` in
+/// the same transaction as every change of a run (dispatch, complete, rollback, fork,
+/// merge-back, regenerate, import). A dispatch reads the tally and only the runs after the
+/// target's last clean native run (`store::window`), so its cost does not grow with the
+/// thread. Indexes let the triggers recompute a combination's oldest and newest run (named with
+/// `INDEXED BY`: without statistics the planner prefers the primary key's `thread` prefix, a
+/// scan of the thread's runs), and let a window find the handoffs it needs, without scanning
+/// the thread.
+const V7: &str = r#"
+CREATE TABLE run_tally (
+    thread          TEXT NOT NULL,
+    provider_thread TEXT,
+    provider        TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    has_handoff     INTEGER NOT NULL,
+    runs            INTEGER NOT NULL,
+    first           INTEGER NOT NULL,
+    last            INTEGER NOT NULL
+);
+CREATE INDEX run_tally_key ON run_tally (thread, provider, provider_thread, status, has_handoff);
+CREATE INDEX runs_by_key ON runs (thread, provider_thread, provider, status, ordinal);
+CREATE INDEX handoffs_by_covered_to ON handoffs (thread, covered_to);
+CREATE INDEX handoffs_by_target_run ON handoffs (thread, target_run);
+INSERT INTO run_tally (thread, provider_thread, provider, status, has_handoff, runs, first, last)
+SELECT thread, provider_thread, provider, status, handoff IS NOT NULL, COUNT(*), MIN(ordinal),
+       MAX(ordinal)
+FROM runs GROUP BY thread, provider_thread, provider, status, handoff IS NOT NULL;
+CREATE TRIGGER run_tally_insert AFTER INSERT ON runs
+BEGIN
+    UPDATE run_tally SET runs = runs + 1, first = MIN(first, NEW.ordinal),
+        last = MAX(last, NEW.ordinal)
+    WHERE thread = NEW.thread AND provider_thread IS NEW.provider_thread
+      AND provider = NEW.provider AND status = NEW.status
+      AND has_handoff = (NEW.handoff IS NOT NULL);
+    INSERT INTO run_tally (thread, provider_thread, provider, status, has_handoff, runs, first,
+        last)
+    SELECT NEW.thread, NEW.provider_thread, NEW.provider, NEW.status, NEW.handoff IS NOT NULL, 1,
+        NEW.ordinal, NEW.ordinal
+    WHERE NOT EXISTS (SELECT 1 FROM run_tally WHERE thread = NEW.thread
+        AND provider_thread IS NEW.provider_thread AND provider = NEW.provider
+        AND status = NEW.status AND has_handoff = (NEW.handoff IS NOT NULL));
+END;
+CREATE TRIGGER run_tally_delete AFTER DELETE ON runs
+BEGIN
+    UPDATE run_tally SET runs = runs - 1,
+        first = COALESCE((SELECT MIN(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+            AND provider = OLD.provider AND status = OLD.status
+            AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0),
+        last = COALESCE((SELECT MAX(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+            AND provider = OLD.provider AND status = OLD.status
+            AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0)
+    WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+            AND provider = OLD.provider AND status = OLD.status AND has_handoff = (OLD.handoff IS NOT NULL);
+    DELETE FROM run_tally WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+            AND provider = OLD.provider AND status = OLD.status AND has_handoff = (OLD.handoff IS NOT NULL)
+        AND runs <= 0;
+END;
+CREATE TRIGGER run_tally_update AFTER UPDATE OF thread, ordinal, provider, provider_thread,
+    status, handoff ON runs
+BEGIN
+    UPDATE run_tally SET runs = runs - 1,
+        first = COALESCE((SELECT MIN(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+            AND provider = OLD.provider AND status = OLD.status
+            AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0),
+        last = COALESCE((SELECT MAX(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+            AND provider = OLD.provider AND status = OLD.status
+            AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0)
+    WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+            AND provider = OLD.provider AND status = OLD.status AND has_handoff = (OLD.handoff IS NOT NULL);
+    DELETE FROM run_tally WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+            AND provider = OLD.provider AND status = OLD.status AND has_handoff = (OLD.handoff IS NOT NULL)
+        AND runs <= 0;
+    UPDATE run_tally SET runs = runs + 1, first = MIN(first, NEW.ordinal),
+        last = MAX(last, NEW.ordinal)
+    WHERE thread = NEW.thread AND provider_thread IS NEW.provider_thread
+      AND provider = NEW.provider AND status = NEW.status
+      AND has_handoff = (NEW.handoff IS NOT NULL);
+    INSERT INTO run_tally (thread, provider_thread, provider, status, has_handoff, runs, first,
+        last)
+    SELECT NEW.thread, NEW.provider_thread, NEW.provider, NEW.status, NEW.handoff IS NOT NULL, 1,
+        NEW.ordinal, NEW.ordinal
+    WHERE NOT EXISTS (SELECT 1 FROM run_tally WHERE thread = NEW.thread
+        AND provider_thread IS NEW.provider_thread AND provider = NEW.provider
+        AND status = NEW.status AND has_handoff = (NEW.handoff IS NOT NULL));
+END;
+"#;
+
 /// The migrations, in order: `MIGRATIONS[i]` upgrades version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The schema version this baton writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -214,4 +302,91 @@ pub(crate) fn migrate(conn: &mut Connection, path: &str, busy: Duration) -> Resu
     }
     tx.commit()
         .map_err(|err| e("committing the schema migration", err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A version-6 database with runs gets their tally on the way to version 7, and the
+    /// triggers keep it from there.
+    #[test]
+    fn version_7_tallies_the_runs_of_a_version_6_database() {
+        let mut conn = Connection::open_in_memory().expect("opens");
+        for sql in MIGRATIONS.iter().take(6) {
+            conn.execute_batch(sql).expect("migrates");
+        }
+        conn.execute_batch(
+            "PRAGMA user_version = 6;
+             INSERT INTO threads (id, version, request) VALUES ('t', 1, '{}');
+             INSERT INTO runs (thread, ordinal, provider, provider_thread, status, handoff) VALUES
+                ('t', 1, 'codex', 'C1', 'completed', NULL),
+                ('t', 2, 'codex', 'C1', 'failed', NULL),
+                ('t', 3, 'claude', 'L1', 'completed', 'H1'),
+                ('t', 4, 'claude', 'L1', 'completed', NULL),
+                ('t', 5, 'codex', 'C1', 'completed', 'H2'),
+                ('t', 6, 'codex', 'C1', 'rolled_back', NULL),
+                ('t', 7, 'codex', NULL, 'running', NULL);",
+        )
+        .expect("fills");
+        migrate(&mut conn, "test.db", Duration::ZERO).expect("migrates");
+        assert_eq!(user_version(&conn).expect("version"), 7);
+        let tally = |conn: &Connection| -> Vec<String> {
+            let mut st = conn
+                .prepare(
+                    "SELECT COALESCE(provider_thread, '-'), provider, status, has_handoff, runs,
+                        first, last FROM run_tally ORDER BY 1, 2, 3, 4",
+                )
+                .expect("prepares");
+            st.query_map([], |r| {
+                Ok(format!(
+                    "{} {} {} {} {} {}..{}",
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, i64>(6)?
+                ))
+            })
+            .expect("queries")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+        };
+        assert_eq!(
+            tally(&conn),
+            [
+                "- codex running 0 1 7..7",
+                "C1 codex completed 0 1 1..1",
+                "C1 codex completed 1 1 5..5",
+                "C1 codex failed 0 1 2..2",
+                "C1 codex rolled_back 0 1 6..6",
+                "L1 claude completed 0 1 4..4",
+                "L1 claude completed 1 1 3..3",
+            ]
+        );
+        // Complete the running run on C1, roll back run 5, add run 8, drop the thread.
+        conn.execute_batch(
+            "UPDATE runs SET status = 'completed', provider_thread = 'C1' WHERE ordinal = 7;
+             UPDATE runs SET status = 'rolled_back' WHERE ordinal = 5;
+             INSERT INTO runs (thread, ordinal, provider, provider_thread, status, handoff)
+                VALUES ('t', 8, 'codex', 'C1', 'completed', NULL);",
+        )
+        .expect("changes");
+        assert_eq!(
+            tally(&conn),
+            [
+                "C1 codex completed 0 3 1..8",
+                "C1 codex failed 0 1 2..2",
+                "C1 codex rolled_back 0 1 6..6",
+                "C1 codex rolled_back 1 1 5..5",
+                "L1 claude completed 0 1 4..4",
+                "L1 claude completed 1 1 3..3",
+            ]
+        );
+        conn.execute_batch("DELETE FROM runs WHERE thread = 't'")
+            .expect("deletes");
+        assert!(tally(&conn).is_empty());
+    }
 }

@@ -83,6 +83,13 @@ fn prepare(
     let path = path.to_string();
     let thread = req.thread.as_str();
     let partial = !policy_reads_old_items(policy);
+    // Without a re-check, decide on a window of the thread when its facts are the whole
+    // thread's; else (or when they fall short) on the whole thread.
+    if partial && !reads.rechecks() {
+        if let Some(prepared) = prepare_windowed(cx, &path, policy, req)? {
+            return Ok(prepared);
+        }
+    }
     // Run metadata, provider threads and handoffs in full; items only after `bound`.
     let mut state = reads.meta(cx, thread)?;
     let mut bound = 0;
@@ -106,6 +113,7 @@ fn prepare(
             Some((_, hid)) => Some(cx.waiting(thread, hid)?),
             None => None,
         },
+        history: None,
     };
     let anchor = state.request.fork_anchor.take();
     state.request = Request {
@@ -149,6 +157,77 @@ fn prepare(
         outcome,
         input,
     })
+}
+
+/// [`prepare`] on a window of the thread (`store::window`): the runs after the target's last
+/// clean native run and a history of those before. `None` when the thread has no window or
+/// the decision on it could differ from the decision on the whole thread: its facts fall
+/// short ([`crate::facts::Facts::window_short`]), its covered runs reach before the window,
+/// or it fails (the whole thread then decides, and fails, as it would have).
+fn prepare_windowed(
+    cx: &Cx<'_>,
+    path: &str,
+    policy: &Policy,
+    req: &DispatchRequest,
+) -> Result<Option<Prepared>, StoreError> {
+    let thread = req.thread.as_str();
+    let Some((mut state, history)) = cx.load_window(thread, &req.target)? else {
+        return Ok(None);
+    };
+    let base = history.base;
+    cx.fill_items(thread, base, &mut state.runs)?;
+    if refuse_running(&state, path).is_err() {
+        return Ok(None);
+    }
+    let Ok(pending_merge) = pending_merge_back(&state, path, next_run(&state)) else {
+        return Ok(None);
+    };
+    let context = DecisionContext {
+        record_in: None,
+        waiting: match &pending_merge {
+            Some((_, hid)) => Some(cx.waiting(thread, hid)?),
+            None => None,
+        },
+        history: Some(history),
+    };
+    // Forks are never windowed: this is a plain dispatch.
+    state.request = Request {
+        provider: req.target.clone(),
+        model: req.model.clone(),
+        runtime_mode: req.runtime_mode.clone(),
+        clean_context: req.clean_context,
+        message: req.message.clone(),
+        kind: RequestKind::Dispatch,
+        fork_anchor: None,
+    };
+    let (eval, render) = options(&req.target, req.dirs());
+    let sizer = PolicySizer { policy };
+    let Ok((decision, facts)) = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
+    else {
+        return Ok(None);
+    };
+    let reaches_back = decision
+        .covered_runs
+        .as_ref()
+        .is_some_and(|c| c.from <= base);
+    if facts.window_short() || reaches_back {
+        return Ok(None);
+    }
+    let input = logged_input(&state, &req.target, req.dirs(), &context, path)?;
+    let Ok(outcome) = crate::pipeline::finish(policy, &state, decision, &facts, &render) else {
+        return Ok(None);
+    };
+    if facts.window_short() {
+        return Ok(None);
+    }
+    drop(facts);
+    Ok(Some(Prepared {
+        state,
+        pending_fork: None,
+        pending_merge,
+        outcome,
+        input,
+    }))
 }
 
 /// Record a prepared dispatch in the write transaction `tx` and commit it.
@@ -454,5 +533,308 @@ fn with_message(prompt: &str, message: &str) -> String {
         "" => message.to_string(),
         h if h.ends_with(':') => format!("{h}\n{message}"),
         h => format!("{h}\n\n{message}"),
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    //! A dispatch decided on a window of the thread decides, renders and logs what the same
+    //! dispatch decides on the whole thread.
+    use super::*;
+    use crate::store::{complete_run, fork, merge_back, regenerate, rollback, HandoffOptions};
+
+    const TARGETS: [&str; 4] = ["claude", "codex", "cursor", "copilot"];
+    const POLICIES: [&str; 4] = ["default", "mcode", "t3code", "t3code-legacy"];
+
+    /// The dispatch of `thread` to `target` prepared on its window and on the whole thread;
+    /// `None` when there is no window or it falls short (the dispatch decides on the whole
+    /// thread then).
+    fn both_ways(
+        store: &Store,
+        policy: &Policy,
+        thread: &str,
+        target: &str,
+    ) -> Option<(String, String)> {
+        let cx = Cx::new(&store.conn, "test.db", std::time::Duration::ZERO);
+        let req = DispatchRequest {
+            thread: thread.into(),
+            target: target.into(),
+            message: Some("Carry on.".into()),
+            handoff_dir: Some("/tmp/baton-window-test".into()),
+            ..Default::default()
+        };
+        let windowed = prepare_windowed(&cx, "test.db", policy, &req).expect("prepares")?;
+        // With a re-check, prepare reads the whole thread.
+        let whole =
+            prepare(&cx, "test.db", policy, &req, &mut Reads::rechecking()).expect("prepares");
+        let show = |p: &Prepared| {
+            format!(
+                "{}\n{:?}",
+                serde_json::to_string_pretty(&p.outcome.decision).expect("json"),
+                p.outcome.rendered
+            )
+        };
+        Some((show(&windowed), show(&whole)))
+    }
+
+    /// Compare both ways for every policy and target; how many were windowed. The stored
+    /// explain (`Store::decide`) is compared with the engine's decision on the whole thread too.
+    fn compare_all(store: &Store, thread: &str, what: &str) -> usize {
+        let mut windowed = 0;
+        let whole = store.load(thread).expect("loads");
+        for name in POLICIES {
+            let policy = crate::policy::load(name).expect("policy");
+            let engine = crate::Engine::new(name).expect("engine");
+            for target in TARGETS.iter().copied().map(Some).chain([None]) {
+                if let Some(target) = target {
+                    if let Some((w, f)) = both_ways(store, &policy, thread, target) {
+                        assert_eq!(w, f, "{what}: {name} to {target}");
+                        windowed += 1;
+                    }
+                }
+                let stored = store.decide(&engine, thread, target).expect("reads");
+                let direct = engine.decide(&whole, target);
+                let show = |d: Result<crate::Decision, crate::Error>| match d {
+                    Ok(d) => serde_json::to_string_pretty(&d).expect("json"),
+                    Err(e) => format!("error: {e}"),
+                };
+                assert_eq!(
+                    show(stored),
+                    show(direct),
+                    "{what}: explain, {name} to {target:?}"
+                );
+            }
+        }
+        windowed
+    }
+
+    fn files(dir: &str) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        let mut todo = vec![std::path::PathBuf::from(dir)];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    todo.push(p);
+                } else if p.extension().is_some_and(|x| x == "yaml") {
+                    out.push(p);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn every_example_decides_the_same_on_its_window() {
+        let mut windowed = 0;
+        for dir in ["examples", "docs/examples", "tests/fixtures"] {
+            for path in files(dir) {
+                let Ok(state) = crate::state::load_file(&path) else {
+                    continue;
+                };
+                let mut store = Store::open_in_memory().expect("store");
+                if store.import(&state).is_err() {
+                    continue;
+                }
+                windowed += compare_all(&store, &state.thread.id, &path.display().to_string());
+            }
+        }
+        assert!(windowed > 50, "only {windowed} dispatches were windowed");
+    }
+
+    fn items(o: u32) -> Vec<Item> {
+        vec![
+            Item::UserMessage {
+                id: None,
+                text: format!("Step {o}: keep going."),
+            },
+            Item::Command {
+                id: None,
+                command: "cargo test".into(),
+                exit_code: Some(i64::from(o % 2)),
+                output: Some(format!("run {o}")),
+            },
+            Item::AssistantMessage {
+                id: None,
+                text: format!("Run {o} done."),
+            },
+        ]
+    }
+
+    /// Dispatch to `target` and complete the run with `status`.
+    fn turn(store: &mut Store, policy: &Policy, thread: &str, target: &str, status: RunStatus) {
+        let req = DispatchRequest {
+            thread: thread.into(),
+            target: target.into(),
+            message: Some("Next.".into()),
+            handoff_dir: Some(std::env::temp_dir().join("baton-window-test")),
+            ..Default::default()
+        };
+        let d = dispatch(store, policy, &req).expect("dispatches");
+        if d.started {
+            complete_run(store, thread, d.run, items(d.run), status).expect("completes");
+        }
+    }
+
+    #[test]
+    fn lifecycle_sequences_decide_the_same_on_their_window() {
+        let policy = crate::policy::load("default").expect("policy");
+        let state = crate::state::load_file(std::path::Path::new("examples/seed-switch.yaml"))
+            .expect("loads");
+        let mut store = Store::open_in_memory().expect("store");
+        store.import(&state).expect("imports");
+        let t = state.thread.id.clone();
+        let mut windowed = 0;
+        let statuses = [
+            RunStatus::Completed,
+            RunStatus::Failed,
+            RunStatus::Completed,
+            RunStatus::Interrupted,
+        ];
+        for i in 0..24usize {
+            let target = ["codex", "codex", "claude", "claude", "claude", "cursor"][i % 6];
+            let status = statuses.get(i % 4).copied().unwrap_or_default();
+            turn(&mut store, &policy, &t, target, status);
+            windowed += compare_all(&store, &t, &format!("turn {i}"));
+        }
+        // Roll back the last four runs, then go on.
+        let last = store.load(&t).expect("loads").runs.len() as u32;
+        rollback(&mut store, &t, last - 4).expect("rolls back");
+        windowed += compare_all(&store, &t, "after the rollback");
+        for i in 0..6usize {
+            turn(
+                &mut store,
+                &policy,
+                &t,
+                ["claude", "codex"][i % 2],
+                RunStatus::Completed,
+            );
+            windowed += compare_all(&store, &t, &format!("after the rollback, turn {i}"));
+        }
+        // Regenerate the newest handoff.
+        let newest = store
+            .load(&t)
+            .expect("loads")
+            .handoffs
+            .iter()
+            .rev()
+            .find(|h| h.status == HandoffStatus::Ready && h.covered_thread.is_none())
+            .map(|h| h.id.clone());
+        if let Some(h) = newest {
+            let opts = HandoffOptions {
+                handoff_dir: Some(std::env::temp_dir().join("baton-window-test")),
+                ..Default::default()
+            };
+            if regenerate(&mut store, &policy, &t, &h, &opts).is_ok() {
+                windowed += compare_all(&store, &t, "after regenerating");
+            }
+        }
+        // Fork, work in the fork, merge back, go on in the parent.
+        let at = store.load(&t).expect("loads").runs.len() as u32 - 2;
+        let child = fork(&mut store, &t, at, Some("th_child"))
+            .expect("forks")
+            .child;
+        for i in 0..4usize {
+            turn(
+                &mut store,
+                &policy,
+                &child,
+                ["codex", "claude"][i % 2],
+                RunStatus::Completed,
+            );
+        }
+        let opts = HandoffOptions {
+            handoff_dir: Some(std::env::temp_dir().join("baton-window-test")),
+            ..Default::default()
+        };
+        merge_back(&mut store, &policy, &child, &opts).expect("merges back");
+        windowed += compare_all(&store, &t, "with a merge-back waiting");
+        for i in 0..4usize {
+            turn(
+                &mut store,
+                &policy,
+                &t,
+                ["claude", "codex"][i % 2],
+                RunStatus::Completed,
+            );
+            windowed += compare_all(&store, &t, &format!("after the merge-back, turn {i}"));
+        }
+        // Replaced by an import: the tally starts over.
+        store.import_with(&state, true).expect("replaces");
+        windowed += compare_all(&store, &t, "after import --replace");
+        for i in 0..6usize {
+            turn(
+                &mut store,
+                &policy,
+                &t,
+                ["codex", "claude"][i % 2],
+                RunStatus::Completed,
+            );
+            windowed += compare_all(&store, &t, &format!("after the replace, turn {i}"));
+        }
+        assert!(windowed > 100, "only {windowed} dispatches were windowed");
+    }
+
+    /// A row of the tally: provider thread, provider, status, took a handoff, runs, first, last.
+    type TallyRow = (Option<String>, String, String, bool, u32, u32, u32);
+
+    /// The tally the triggers keep is the tally of the runs, after every kind of change.
+    #[test]
+    fn the_tally_follows_the_runs() {
+        let policy = crate::policy::load("default").expect("policy");
+        let state = crate::state::load_file(std::path::Path::new("examples/seed-switch.yaml"))
+            .expect("loads");
+        let mut store = Store::open_in_memory().expect("store");
+        store.import(&state).expect("imports");
+        let t = state.thread.id.clone();
+        let check = |store: &Store, what: &str| {
+            let q = |sql: &str| -> Vec<TallyRow> {
+                let mut st = store.conn.prepare(sql).expect("prepares");
+                st.query_map([], |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                        r.get(6)?,
+                    ))
+                })
+                .expect("queries")
+                .collect::<Result<_, _>>()
+                .expect("rows")
+            };
+            let kept = q(
+                "SELECT thread || ':' || COALESCE(provider_thread, '-'), provider, status,
+                    has_handoff, runs, first, last
+                 FROM run_tally ORDER BY 1, 2, 3, 4",
+            );
+            let counted = q(
+                "SELECT thread || ':' || COALESCE(provider_thread, '-'), provider, status,
+                    handoff IS NOT NULL, COUNT(*), MIN(ordinal), MAX(ordinal)
+                 FROM runs GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+            );
+            assert_eq!(kept, counted, "{what}");
+        };
+        check(&store, "imported");
+        for i in 0..8usize {
+            turn(
+                &mut store,
+                &policy,
+                &t,
+                ["codex", "claude"][i % 2],
+                RunStatus::Completed,
+            );
+            check(&store, &format!("turn {i}"));
+        }
+        let last = store.load(&t).expect("loads").runs.len() as u32;
+        rollback(&mut store, &t, last - 3).expect("rolls back");
+        check(&store, "rolled back");
+        fork(&mut store, &t, 2, Some("th_f")).expect("forks");
+        check(&store, "forked");
+        store.import_with(&state, true).expect("replaces");
+        check(&store, "replaced");
     }
 }

@@ -192,6 +192,7 @@ fn prepare(
             provider_thread: parent_pt.clone(),
         }),
         waiting: None,
+        history: None,
     };
     let (outcome, input) = decide(policy, &view, &target, opts.dirs(), &path, &context)?;
     require_handoff(&outcome, &path, child, "nothing was merged back")?;

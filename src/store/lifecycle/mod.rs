@@ -561,8 +561,12 @@ fn fork_anchor(run: &Run) -> Option<ForkAnchor> {
 
 /// The ordinal of the thread's next run.
 fn next_run(state: &State) -> u32 {
-    u32::try_from(state.runs.len())
-        .unwrap_or(u32::MAX)
+    // Runs are contiguous: the last one's ordinal is their number (a window's too).
+    state
+        .runs
+        .last()
+        .map(|r| r.ordinal)
+        .unwrap_or(0)
         .saturating_add(1)
 }
 

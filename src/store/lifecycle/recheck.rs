@@ -59,10 +59,7 @@ pub(super) fn prepare_then_record<P, T, G>(
         let (prepared, seen) = {
             let (tx, path, busy) = store.begin_read(steps.deciding)?;
             let cx = Cx::new(&tx, &path, busy);
-            let mut reads = Reads {
-                recheck: true,
-                seen: Vec::new(),
-            };
+            let mut reads = Reads::rechecking();
             let prepared = prepare(&cx, &path, &mut reads)?;
 
             // Nothing was written: ending the read transaction releases its snapshot.
@@ -101,6 +98,19 @@ pub(super) struct Reads {
 }
 
 impl Reads {
+    /// Reads that remember what they read, for the re-check.
+    pub(super) fn rechecking() -> Reads {
+        Reads {
+            recheck: true,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Whether the operation re-checks what it read (it runs an external summarizer).
+    pub(super) fn rechecks(&self) -> bool {
+        self.recheck
+    }
+
     /// `thread` without its items: run metadata, provider threads, handoffs, transfers,
     /// checkpoints and the thread record. When the operation re-checks, it is remembered
     /// with the thread's item count.
