@@ -18,10 +18,10 @@
 //!   cargo bench --bench versus -- --warm-up-time 1 --measurement-time 3
 //!   BATON_VERSUS_ROUNDS=31 cargo bench --bench versus -- ratios   # the ratios only
 
-#[path = "rego/input.rs"]
-mod rego;
 #[path = "support/hand_render.rs"]
 mod hand_render;
+#[path = "rego/input.rs"]
+mod rego;
 #[path = "support/thread.rs"]
 mod thread;
 
@@ -289,7 +289,10 @@ fn fixture(n: usize) -> Fixture {
         assert_eq!(hand_omitted, omitted, "omitted item ids and reasons");
         assert_eq!(hand.document, r.document, "the document");
         assert_eq!(hand.inline, r.inline, "the first-turn prompt");
-        assert_eq!(hand.inline_fallback, r.inline_fallback, "the inline fallback");
+        assert_eq!(
+            hand.inline_fallback, r.inline_fallback,
+            "the inline fallback"
+        );
     }
     Fixture {
         n,
@@ -410,7 +413,12 @@ fn ratios(quick: bool) {
                 rounds,
                 batch(2_000),
                 || drop(black_box(f.baton_render(&d))),
-                || drop(black_box(hand_render::hand_render(black_box(&f.state), &job))),
+                || {
+                    drop(black_box(hand_render::hand_render(
+                        black_box(&f.state),
+                        &job,
+                    )))
+                },
             );
             println!("ratio render/{n}: baton select + render / hand-written = {r:.2}x");
         }

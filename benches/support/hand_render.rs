@@ -25,7 +25,9 @@
 //! The bench asserts that this renders byte for byte what `Engine::render` renders on its
 //! thread, with the same item ids included and omitted.
 
-use baton::select::{code_span, compact, escape_controls, fenced, head_tail, one_line, prose, tail};
+use baton::select::{
+    code_span, compact, escape_controls, fenced, head_tail, one_line, prose, tail,
+};
 use baton::state::{FileChangeKind, Item, RunStatus, State, ToolStatus};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -191,7 +193,11 @@ fn failure_tail(output: &str) -> String {
         .map(|l| {
             let l = escape_controls(l);
             match l.char_indices().nth(300) {
-                Some((b, _)) => format!("{}[... {} characters cut ...]", &l[..b], l[b..].chars().count()),
+                Some((b, _)) => format!(
+                    "{}[... {} characters cut ...]",
+                    &l[..b],
+                    l[b..].chars().count()
+                ),
                 None => l,
             }
         })
@@ -287,7 +293,8 @@ pub fn hand_render(state: &State, job: &Job) -> HandHandoff {
                         let parts: Vec<&str> = command.split_whitespace().collect();
                         f.resolved = ok_lines.contains(&w)
                             || (is_test(command)
-                                && (1..=parts.len()).any(|n| ok_tests.contains(&parts[..n].join(" "))));
+                                && (1..=parts.len())
+                                    .any(|n| ok_tests.contains(&parts[..n].join(" "))));
                     } else if *exit_code == Some(0) {
                         if is_test(command) {
                             ok_tests.insert(w.clone());
@@ -355,14 +362,23 @@ pub fn hand_render(state: &State, job: &Job) -> HandHandoff {
     if let Some(cs) = state.thread.compact_summary.as_deref() {
         let through = state.thread.compact_summary_through.unwrap_or(u32::MAX);
         if !cs.trim().is_empty() && runs.first().is_some_and(|r| r.ordinal <= through) {
-            add(&mut included, COMPACT, "compact_summary".into(), lead(cs, true));
+            add(
+                &mut included,
+                COMPACT,
+                "compact_summary".into(),
+                lead(cs, true),
+            );
         }
     }
     let mut k = 0;
     for r in &runs {
         let o = r.ordinal;
         // The handoff the run consumed (when it says something) and merge-backs it took.
-        if let Some(h) = r.handoff.as_deref().and_then(|h| state.handoffs.iter().find(|x| x.id == h)) {
+        if let Some(h) = r
+            .handoff
+            .as_deref()
+            .and_then(|h| state.handoffs.iter().find(|x| x.id == h))
+        {
             if h.summary.as_deref().is_some_and(|t| !t.trim().is_empty()) {
                 omitted.push((h.id.clone(), NO_RULE));
             }
@@ -396,7 +412,11 @@ pub fn hand_render(state: &State, job: &Job) -> HandHandoff {
                     add(&mut included, MESSAGES, id, lead(text, false))
                 }
                 Item::SubagentResult { agent, text, .. } => {
-                    let t = format!("{}: {}", escape_controls(agent), prose(&cut(text, false), false));
+                    let t = format!(
+                        "{}: {}",
+                        escape_controls(agent),
+                        prose(&cut(text, false), false)
+                    );
                     add(&mut included, SUBAGENTS, id, t)
                 }
                 Item::Plan { steps, .. } if f.latest => {
@@ -414,12 +434,26 @@ pub fn hand_render(state: &State, job: &Job) -> HandHandoff {
                     }
                     add(&mut included, PLAN, id, t)
                 }
-                Item::Approval { text, resolved: false, .. } => {
-                    add(&mut included, OPEN, id, format!("{} (awaiting approval)", lead(text, true)))
-                }
-                Item::Question { text, answered: false, .. } => {
-                    add(&mut included, OPEN, id, format!("{} (unanswered)", lead(text, true)))
-                }
+                Item::Approval {
+                    text,
+                    resolved: false,
+                    ..
+                } => add(
+                    &mut included,
+                    OPEN,
+                    id,
+                    format!("{} (awaiting approval)", lead(text, true)),
+                ),
+                Item::Question {
+                    text,
+                    answered: false,
+                    ..
+                } => add(
+                    &mut included,
+                    OPEN,
+                    id,
+                    format!("{} (unanswered)", lead(text, true)),
+                ),
                 Item::Command { .. } | Item::ToolCall { .. } if f.superseded => omitted.push((
                     id,
                     if matches!(item, Item::Command { .. }) {
@@ -434,7 +468,11 @@ pub fn hand_render(state: &State, job: &Job) -> HandHandoff {
                     output: out,
                     ..
                 } if failed(item) && !f.resolved => {
-                    let what = if is_test(command) { "Failing test" } else { "Failing command" };
+                    let what = if is_test(command) {
+                        "Failing test"
+                    } else {
+                        "Failing command"
+                    };
                     let code = exit_code.map(|c| format!("exit {c}, ")).unwrap_or_default();
                     let mut t = format!("{what} {} ({code}run {o})", code_span(&one_line(command)));
                     if let Some(tail) = out.as_deref().map(failure_tail).filter(|t| !t.is_empty()) {
@@ -485,7 +523,8 @@ pub fn hand_render(state: &State, job: &Job) -> HandHandoff {
                     diff,
                     ..
                 } => {
-                    let shown = baton::select::display_path(path, state.thread.workspace.as_deref());
+                    let shown =
+                        baton::select::display_path(path, state.thread.workspace.as_deref());
                     let g = match file_at.get(&shown) {
                         Some(&g) => {
                             merges = true;
@@ -548,7 +587,9 @@ pub fn hand_render(state: &State, job: &Job) -> HandHandoff {
     for fg in &files {
         // Paths stay whole; the file's entry says what happened to it.
         let what = match (fg.first, fg.last) {
-            (Some(FileChangeKind::Created), Some(FileChangeKind::Deleted)) => "created, then deleted",
+            (Some(FileChangeKind::Created), Some(FileChangeKind::Deleted)) => {
+                "created, then deleted"
+            }
             (Some(FileChangeKind::Created), _) => "created",
             (_, Some(FileChangeKind::Deleted)) => "deleted",
             _ if fg.renamed => "renamed",
@@ -684,7 +725,10 @@ pub fn hand_render(state: &State, job: &Job) -> HandHandoff {
     };
     // The budget: the document (off-band) or the first turn (inline) must fit.
     let fits = match job.document_path {
-        Some(_) => doc.chars().count() <= job.document_limit && inline.chars().count() <= job.first_turn_limit,
+        Some(_) => {
+            doc.chars().count() <= job.document_limit
+                && inline.chars().count() <= job.first_turn_limit
+        }
         None => inline.chars().count() <= job.first_turn_limit,
     };
     HandHandoff {
@@ -696,4 +740,3 @@ pub fn hand_render(state: &State, job: &Job) -> HandHandoff {
         fits,
     }
 }
-

@@ -41,7 +41,7 @@ pub const EMBEDDED: &[(&str, &str)] = &[
 /// The first-turn prompt's template for a document template: `NAME.inline.md.j2` when the
 /// document template is `NAME.md.j2` and that file exists (in `--templates` or embedded), else
 /// `inline.md.j2`.
-fn inline_template_for(env: &Environment<'_>, doc_template: &str) -> String {
+pub(crate) fn inline_template_for(env: &Environment<'_>, doc_template: &str) -> String {
     doc_template
         .strip_suffix(".md.j2")
         .map(|stem| format!("{stem}.inline.md.j2"))
@@ -190,26 +190,40 @@ fn render_one(
 }
 
 /// What a template's source names, so that the render context carries only what it reads:
-/// a template that includes, extends or imports others may name anything.
-struct Reads<'s> {
-    source: &'s str,
-    composed: bool,
+/// a template that includes, extends or imports others may name anything. Worked out once per
+/// template when the [`TemplateSet`] is compiled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reads {
+    decision: bool,
+    body: bool,
+    lines: bool,
+    entries: bool,
 }
 
-impl<'s> Reads<'s> {
-    fn of(source: &'s str) -> Reads<'s> {
+impl Reads {
+    /// Everything (a template whose source is unknown).
+    pub(crate) const ALL: Reads = Reads {
+        decision: true,
+        body: true,
+        lines: true,
+        entries: true,
+    };
+
+    pub(crate) fn of(source: &str) -> Reads {
         let composed = source.split("{%").skip(1).any(|tag| {
             let word = tag.trim_start_matches(['-', '+']).trim_start();
             ["include", "extends", "import", "from"]
                 .iter()
                 .any(|k| word.starts_with(k))
         });
-        Reads { source, composed }
-    }
-
-    /// Whether the template may read `field` (it names it, or it may through another).
-    fn names(&self, field: &str) -> bool {
-        self.composed || self.source.is_empty() || self.source.contains(field)
+        // Whether the template may read `field` (it names it, or it may through another).
+        let names = |field: &str| composed || source.is_empty() || source.contains(field);
+        Reads {
+            decision: names("decision"),
+            body: names("body"),
+            lines: names("lines"),
+            entries: names("entries"),
+        }
     }
 }
 
@@ -217,9 +231,8 @@ impl<'s> Reads<'s> {
 /// indented), `lines` (one entry per line) and `count`, built in Rust so that large documents
 /// render at the speed of string concatenation; `entries` (every entry with id, kind, run, text,
 /// truncated) is added only when the template reads it.
-fn sections_value(reads: &Reads<'_>, summary: &Summary) -> minijinja::Value {
-    let wants = |field: &str| reads.names(field);
-    let (want_body, want_lines, want_entries) = (wants("body"), wants("lines"), wants("entries"));
+fn sections_value(reads: &Reads, summary: &Summary) -> minijinja::Value {
+    let (want_body, want_lines, want_entries) = (reads.body, reads.lines, reads.entries);
     let list: Vec<minijinja::Value> = summary
         .sections
         .iter()
@@ -358,9 +371,8 @@ pub fn render(
     let parent = state.thread.parent.as_ref().map(|p| p.thread.clone());
     // Build only what the template names: the decision with its trace is serialised for a
     // template that reads `decision`, never for the shipped ones.
-    let doc_compiled = env.get_template(&doc_template).ok();
-    let reads = Reads::of(doc_compiled.as_ref().map(|t| t.source()).unwrap_or_default());
-    let decision_value = if reads.names("decision") {
+    let reads = set.reads(&doc_template);
+    let decision_value = if reads.decision {
         minijinja::Value::from_serialize(decision)
     } else {
         minijinja::Value::UNDEFINED
@@ -415,7 +427,7 @@ pub fn render(
     } else {
         message
     };
-    let inline_template = inline_template_for(env, &doc_template);
+    let inline_template = set.inline_for(&doc_template);
     let inline_prompt = |mode: DeliveryMode, document_path: Option<&str>, gist: &[String]| {
         let ctx = context! {
             mode => mode.as_str(),
