@@ -232,13 +232,19 @@ impl Reads {
 /// render at the speed of string concatenation; `entries` (every entry with id, kind, run, text,
 /// truncated) is added only when the template reads it.
 fn sections_value(reads: &Reads, summary: &Summary) -> minijinja::Value {
+    use minijinja::Value;
     let (want_body, want_lines, want_entries) = (reads.body, reads.lines, reads.entries);
-    let list: Vec<minijinja::Value> = summary
+    let list: Vec<Value> = summary
         .sections
         .iter()
         .map(|s| {
-            let mut body = String::new();
-            let mut lines = String::new();
+            let text_len = |extra: usize| {
+                s.entries.iter().fold(0usize, |n, e| {
+                    n.saturating_add(e.text.len()).saturating_add(extra)
+                })
+            };
+            let mut body = String::with_capacity(if want_body { text_len(8) } else { 0 });
+            let mut lines = String::with_capacity(if want_lines { text_len(1) } else { 0 });
             for e in &s.entries {
                 if want_body {
                     body.push_str("- ");
@@ -259,21 +265,48 @@ fn sections_value(reads: &Reads, summary: &Summary) -> minijinja::Value {
                 }
             }
             let entries = if want_entries {
-                minijinja::Value::from_serialize(&s.entries)
+                Value::from_serialize(&s.entries)
             } else {
-                minijinja::Value::UNDEFINED
+                Value::UNDEFINED
             };
-            context! {
-                name => s.name.clone(),
-                title => s.title.clone(),
-                count => s.entries.len(),
-                body => body,
-                lines => lines,
-                entries => entries,
-            }
+            Value::from_object(SectionCtx([
+                Value::from(s.name.as_str()),
+                Value::from(s.title.as_str()),
+                Value::from(s.entries.len()),
+                Value::from(body),
+                Value::from(lines),
+                entries,
+            ]))
         })
         .collect();
     minijinja::Value::from(list)
+}
+
+/// The keys of a section in templates, in the order they enumerate.
+const SECTION_KEYS: [&str; 6] = ["name", "title", "count", "body", "lines", "entries"];
+
+/// One section as templates see it: a map of [`SECTION_KEYS`] (what `context!` builds, without
+/// converting each value through serde).
+#[derive(Debug)]
+struct SectionCtx([minijinja::Value; 6]);
+
+impl minijinja::value::Object for SectionCtx {
+    fn get_value(self: &Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
+        self.get_value_by_str(key.as_str()?)
+    }
+
+    fn get_value_by_str(self: &Arc<Self>, key: &str) -> Option<minijinja::Value> {
+        let i = SECTION_KEYS.iter().position(|k| *k == key)?;
+        self.0.get(i).cloned()
+    }
+
+    fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
+        minijinja::value::Enumerator::Str(&SECTION_KEYS)
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        Some(SECTION_KEYS.len())
+    }
 }
 
 /// Two or three sentences for the inline prompt, drawn from the document's sections.
