@@ -18,6 +18,8 @@
 //!   cargo bench --bench versus -- --warm-up-time 1 --measurement-time 3
 //!   BATON_VERSUS_ROUNDS=31 cargo bench --bench versus -- ratios   # the ratios only
 
+#[path = "support/hand_render.rs"]
+mod hand_render;
 #[path = "rego/input.rs"]
 mod rego;
 #[path = "support/thread.rs"]
@@ -27,7 +29,6 @@ use baton::decision::Decision;
 use baton::eval::{decide, EvalOptions, RoughSizer};
 use baton::state::{caps_for, HandoffStatus, ProviderThreadStatus, RequestKind, RunStatus, State};
 use criterion::{criterion_group, BenchmarkId, Criterion};
-use std::fmt::Write as _;
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -211,59 +212,31 @@ fn hand_of(d: &Decision) -> HandDecision {
     }
 }
 
-/// The hand-written floor of select + render: the delta runs' items that the default policy
-/// keeps, by section, concatenated into markdown with a header.
-fn hand_render(state: &State, d: &HandDecision) -> String {
-    let Some((from, to)) = d.covered else {
-        return String::new();
-    };
-    let mut goals = String::new();
-    let mut decisions = String::new();
-    let mut files = String::new();
-    let mut commands = String::new();
-    let mut latest = "";
-    for r in state
-        .runs
-        .get(from as usize - 1..to as usize)
-        .unwrap_or_default()
-    {
-        for i in &r.items {
-            match i {
-                baton::state::Item::UserMessage { text, .. } => {
-                    let _ = writeln!(goals, "- {text}");
-                }
-                baton::state::Item::Decision { text, .. } => {
-                    let _ = writeln!(decisions, "- {text}");
-                }
-                baton::state::Item::FileChange { path, .. } => {
-                    let _ = writeln!(files, "- {path}");
-                }
-                baton::state::Item::Command {
-                    command, exit_code, ..
-                } => {
-                    let _ = writeln!(commands, "- `{command}` (exit {})", exit_code.unwrap_or(0));
-                }
-                baton::state::Item::AssistantMessage { text, .. } => latest = text,
-                _ => {}
-            }
-        }
-    }
-    let mut out = String::with_capacity(goals.len() + decisions.len() + files.len() + 256);
-    let _ = writeln!(
-        out,
-        "# Handoff {} for {}\n\nRuns {from}-{to}, strategy {}.\n",
-        state.thread.id, state.request.provider, d.strategy
+/// What the hand-written render takes from baton's decision (as `Engine::render` takes the
+/// decision): the covered runs, the handoff's id and strategy, delivery and the limits.
+fn job_of(state: &State, d: &Decision) -> hand_render::Job {
+    let (covered, delivery) = (
+        d.covered_runs.as_ref().expect("a handoff covers runs"),
+        d.delivery.as_ref().expect("a handoff is delivered"),
     );
-    for (title, body) in [
-        ("Goals", &goals),
-        ("Decisions", &decisions),
-        ("Files", &files),
-        ("Commands", &commands),
-    ] {
-        let _ = write!(out, "## {title}\n\n{body}\n");
+    hand_render::Job {
+        target: d.target.clone(),
+        strategy: d.strategy.as_str().to_string(),
+        handoff_id: d.handoff_id.clone().expect("a handoff id"),
+        handoff_strategy: d
+            .handoff_strategy
+            .expect("a handoff strategy")
+            .as_str()
+            .to_string(),
+        from: covered.from,
+        to: covered.to,
+        document_path: delivery.document.clone(),
+        inline_limit: delivery.inline_limit,
+        first_turn_limit: caps_for(state, &d.target).max_input_chars_per_turn as usize,
+        document_limit: 60_000,
+        policy_name: d.policy.name.clone(),
+        policy_sha12: d.policy.sha256.get(..12).unwrap_or_default().to_string(),
     }
-    let _ = writeln!(out, "## Latest\n\n{latest}");
-    out
 }
 
 struct Fixture {
@@ -297,12 +270,36 @@ fn fixture(n: usize) -> Fixture {
         (strategy.as_str(), stale),
         (d.strategy.as_str(), d.stale.clone())
     );
+    let engine = baton::Engine::new("default").expect("default engine");
+    if n == 10 {
+        // The hand-written render selects and renders what baton does, byte for byte.
+        let out = engine.render(&state, &d).expect("renders");
+        let r = out.rendered.expect("a handoff");
+        let hand = hand_render::hand_render(&state, &job_of(&state, &d));
+        assert!(hand.fits, "the hand-written handoff fits its budget");
+        assert_eq!(hand.included, *r.provenance.included, "included item ids");
+        let omitted: Vec<(String, &str)> = r
+            .provenance
+            .omitted
+            .iter()
+            .map(|o| (o.id.clone(), o.reason.as_str()))
+            .collect();
+        let hand_omitted: Vec<(String, &str)> =
+            hand.omitted.iter().map(|(i, r)| (i.clone(), *r)).collect();
+        assert_eq!(hand_omitted, omitted, "omitted item ids and reasons");
+        assert_eq!(hand.document, r.document, "the document");
+        assert_eq!(hand.inline, r.inline, "the first-turn prompt");
+        assert_eq!(
+            hand.inline_fallback, r.inline_fallback,
+            "the inline fallback"
+        );
+    }
     Fixture {
         n,
         state,
         policy,
         opts,
-        engine: baton::Engine::new("default").expect("default engine"),
+        engine,
         rego,
         rego_input,
     }
@@ -347,13 +344,13 @@ fn benches(c: &mut Criterion) {
         g.finish();
         if n == 10 {
             let d = f.baton_decide();
-            let hd = hand_decide(&f.state);
+            let job = job_of(&f.state, &d);
             let mut g = c.benchmark_group("versus_render");
             g.bench_function(BenchmarkId::new("baton_select_render", n), |b| {
                 b.iter(|| f.baton_render(&d))
             });
             g.bench_function(BenchmarkId::new("hand_concat", n), |b| {
-                b.iter(|| hand_render(black_box(&f.state), &hd))
+                b.iter(|| hand_render::hand_render(black_box(&f.state), &job))
             });
             g.finish();
         }
@@ -411,12 +408,17 @@ fn ratios(quick: bool) {
         println!("ratio decide/{n}: regorus / baton = {r:.1}x (baton is {r:.1}x faster)");
         if n == 10 {
             let d = f.baton_decide();
-            let hd = hand_decide(&f.state);
+            let job = job_of(&f.state, &d);
             let r = median_ratio(
                 rounds,
                 batch(2_000),
                 || drop(black_box(f.baton_render(&d))),
-                || drop(black_box(hand_render(black_box(&f.state), &hd))),
+                || {
+                    drop(black_box(hand_render::hand_render(
+                        black_box(&f.state),
+                        &job,
+                    )))
+                },
             );
             println!("ratio render/{n}: baton select + render / hand-written = {r:.2}x");
         }

@@ -114,15 +114,9 @@ pub fn fit(
         opts.message_in_document = true;
     }
 
-    let mut attempt = fit_mode(
-        policy,
-        state,
-        facts,
-        &decision,
-        summary.clone(),
-        &opts,
-        &limits,
-    )?;
+    // The summary moves into the attempt; the retries below start again from it
+    // (`Attempt::initial`), so the common case (it fits) never copies it.
+    let mut attempt = fit_mode(policy, state, facts, &decision, summary, &opts, &limits)?;
     if !attempt.kept && mode_of(&decision) == DeliveryMode::Inline {
         reasons.push("must_keep_over_budget".to_string());
         if !caps.file_read {
@@ -136,7 +130,8 @@ pub fn fit(
         // and the inline handoff, down to its must-keep items, is sent and reported.
         let mut off = decision.clone();
         move_off_band(policy, facts, &mut off, &opts);
-        let moved = fit_mode(policy, state, facts, &off, summary.clone(), &opts, &limits)?;
+        let initial = attempt.initial();
+        let moved = fit_mode(policy, state, facts, &off, initial, &opts, &limits)?;
         if chars(&moved.rendered.inline) <= limits.first_turn {
             decision = off;
             attempt = moved;
@@ -156,7 +151,8 @@ pub fn fit(
         }
         let mut with_message = opts.clone();
         with_message.message_in_document = true;
-        let moved = fit_mode(policy, state, facts, &off, summary, &with_message, &limits)?;
+        let initial = attempt.initial();
+        let moved = fit_mode(policy, state, facts, &off, initial, &with_message, &limits)?;
         if chars(&moved.rendered.inline) <= limits.first_turn {
             decision = off;
             attempt = moved;
@@ -206,6 +202,18 @@ struct Attempt {
     after: usize,
     steps: Vec<BudgetStep>,
     kept: bool,
+    /// The summary the attempt started from, once a degradation step replaced it.
+    original: Option<Summary>,
+}
+
+impl Attempt {
+    /// A copy of the summary the attempt started from.
+    fn initial(&self) -> Summary {
+        self.original
+            .as_ref()
+            .unwrap_or(&self.summary)
+            .clone()
+    }
 }
 
 /// Degrade in the policy's order until the handoff fits the limit of the decision's
@@ -229,6 +237,7 @@ fn fit_mode(
         after: before,
         steps: Vec::new(),
         kept: before <= limit,
+        original: None,
     };
     // An external summarizer's text is held to its own budget; sections are not degraded.
     if attempt.kept || opts.summary_text.is_some() {
@@ -264,7 +273,10 @@ fn fit_mode(
         });
         attempt.after = n;
         attempt.kept = n <= limit;
-        attempt.summary = s;
+        let replaced = std::mem::replace(&mut attempt.summary, s);
+        if attempt.original.is_none() {
+            attempt.original = Some(replaced);
+        }
         attempt.rendered = r;
     };
     for step in steps {

@@ -928,12 +928,22 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<ItemCtx<'s>> {
 
 fn mark_superseded_and_latest(items: &mut [ItemCtx<'_>]) {
     use std::borrow::Cow;
-    use std::collections::{HashMap, HashSet};
+    use std::collections::HashSet;
     let mut seen_cmd: HashSet<Cow<str>> = HashSet::new();
     let mut seen_tool: HashSet<(&str, &str)> = HashSet::new();
-    let mut per_kind: HashMap<&'static str, i64> = HashMap::new();
+    // A handful of kinds: a list beats hashing every item's kind.
+    let mut per_kind: Vec<(&'static str, i64)> = Vec::with_capacity(16);
     for ctx in items.iter_mut().rev() {
-        let n = per_kind.entry(ctx.kind).or_insert(0);
+        let n = match per_kind.iter_mut().find(|(k, _)| *k == ctx.kind) {
+            Some((_, n)) => n,
+            None => {
+                per_kind.push((ctx.kind, 0));
+                match per_kind.last_mut() {
+                    Some((_, n)) => n,
+                    None => continue,
+                }
+            }
+        };
         ctx.recency = *n;
         ctx.latest = *n == 0;
         *n = n.saturating_add(1);

@@ -64,10 +64,11 @@ pub(super) fn mark_resolved(items: &mut [ItemCtx<'_>]) {
                                 w.get(..n).is_some_and(|p| ok_tests.contains(&p.join(" ")))
                             }));
                 } else if *exit_code == Some(0) {
+                    let line = w.join(" ");
                     if is_test_command(command) {
-                        ok_tests.insert(w.join(" "));
+                        ok_tests.insert(line.clone());
                     }
-                    ok_lines.insert(w.join(" "));
+                    ok_lines.insert(line);
                 }
             }
             Some(Item::ToolCall {

@@ -41,7 +41,7 @@ pub const EMBEDDED: &[(&str, &str)] = &[
 /// The first-turn prompt's template for a document template: `NAME.inline.md.j2` when the
 /// document template is `NAME.md.j2` and that file exists (in `--templates` or embedded), else
 /// `inline.md.j2`.
-fn inline_template_for(env: &Environment<'_>, doc_template: &str) -> String {
+pub(crate) fn inline_template_for(env: &Environment<'_>, doc_template: &str) -> String {
     doc_template
         .strip_suffix(".md.j2")
         .map(|stem| format!("{stem}.inline.md.j2"))
@@ -190,26 +190,40 @@ fn render_one(
 }
 
 /// What a template's source names, so that the render context carries only what it reads:
-/// a template that includes, extends or imports others may name anything.
-struct Reads<'s> {
-    source: &'s str,
-    composed: bool,
+/// a template that includes, extends or imports others may name anything. Worked out once per
+/// template when the [`TemplateSet`] is compiled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reads {
+    decision: bool,
+    body: bool,
+    lines: bool,
+    entries: bool,
 }
 
-impl<'s> Reads<'s> {
-    fn of(source: &'s str) -> Reads<'s> {
+impl Reads {
+    /// Everything (a template whose source is unknown).
+    pub(crate) const ALL: Reads = Reads {
+        decision: true,
+        body: true,
+        lines: true,
+        entries: true,
+    };
+
+    pub(crate) fn of(source: &str) -> Reads {
         let composed = source.split("{%").skip(1).any(|tag| {
             let word = tag.trim_start_matches(['-', '+']).trim_start();
             ["include", "extends", "import", "from"]
                 .iter()
                 .any(|k| word.starts_with(k))
         });
-        Reads { source, composed }
-    }
-
-    /// Whether the template may read `field` (it names it, or it may through another).
-    fn names(&self, field: &str) -> bool {
-        self.composed || self.source.is_empty() || self.source.contains(field)
+        // Whether the template may read `field` (it names it, or it may through another).
+        let names = |field: &str| composed || source.is_empty() || source.contains(field);
+        Reads {
+            decision: names("decision"),
+            body: names("body"),
+            lines: names("lines"),
+            entries: names("entries"),
+        }
     }
 }
 
@@ -217,15 +231,20 @@ impl<'s> Reads<'s> {
 /// indented), `lines` (one entry per line) and `count`, built in Rust so that large documents
 /// render at the speed of string concatenation; `entries` (every entry with id, kind, run, text,
 /// truncated) is added only when the template reads it.
-fn sections_value(reads: &Reads<'_>, summary: &Summary) -> minijinja::Value {
-    let wants = |field: &str| reads.names(field);
-    let (want_body, want_lines, want_entries) = (wants("body"), wants("lines"), wants("entries"));
-    let list: Vec<minijinja::Value> = summary
+fn sections_value(reads: &Reads, summary: &Summary) -> minijinja::Value {
+    use minijinja::Value;
+    let (want_body, want_lines, want_entries) = (reads.body, reads.lines, reads.entries);
+    let list: Vec<Value> = summary
         .sections
         .iter()
         .map(|s| {
-            let mut body = String::new();
-            let mut lines = String::new();
+            let text_len = |extra: usize| {
+                s.entries.iter().fold(0usize, |n, e| {
+                    n.saturating_add(e.text.len()).saturating_add(extra)
+                })
+            };
+            let mut body = String::with_capacity(if want_body { text_len(8) } else { 0 });
+            let mut lines = String::with_capacity(if want_lines { text_len(1) } else { 0 });
             for e in &s.entries {
                 if want_body {
                     body.push_str("- ");
@@ -246,21 +265,48 @@ fn sections_value(reads: &Reads<'_>, summary: &Summary) -> minijinja::Value {
                 }
             }
             let entries = if want_entries {
-                minijinja::Value::from_serialize(&s.entries)
+                Value::from_serialize(&s.entries)
             } else {
-                minijinja::Value::UNDEFINED
+                Value::UNDEFINED
             };
-            context! {
-                name => s.name.clone(),
-                title => s.title.clone(),
-                count => s.entries.len(),
-                body => body,
-                lines => lines,
-                entries => entries,
-            }
+            Value::from_object(SectionCtx([
+                Value::from(s.name.as_str()),
+                Value::from(s.title.as_str()),
+                Value::from(s.entries.len()),
+                Value::from(body),
+                Value::from(lines),
+                entries,
+            ]))
         })
         .collect();
     minijinja::Value::from(list)
+}
+
+/// The keys of a section in templates, in the order they enumerate.
+const SECTION_KEYS: [&str; 6] = ["name", "title", "count", "body", "lines", "entries"];
+
+/// One section as templates see it: a map of [`SECTION_KEYS`] (what `context!` builds, without
+/// converting each value through serde).
+#[derive(Debug)]
+struct SectionCtx([minijinja::Value; 6]);
+
+impl minijinja::value::Object for SectionCtx {
+    fn get_value(self: &Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
+        self.get_value_by_str(key.as_str()?)
+    }
+
+    fn get_value_by_str(self: &Arc<Self>, key: &str) -> Option<minijinja::Value> {
+        let i = SECTION_KEYS.iter().position(|k| *k == key)?;
+        self.0.get(i).cloned()
+    }
+
+    fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
+        minijinja::value::Enumerator::Str(&SECTION_KEYS)
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        Some(SECTION_KEYS.len())
+    }
 }
 
 /// Two or three sentences for the inline prompt, drawn from the document's sections.
@@ -355,9 +401,8 @@ pub fn render(
     let parent = state.thread.parent.as_ref().map(|p| p.thread.clone());
     // Build only what the template names: the decision with its trace is serialised for a
     // template that reads `decision`, never for the shipped ones.
-    let doc_compiled = env.get_template(&doc_template).ok();
-    let reads = Reads::of(doc_compiled.as_ref().map(|t| t.source()).unwrap_or_default());
-    let decision_value = if reads.names("decision") {
+    let reads = set.reads(&doc_template);
+    let decision_value = if reads.decision {
         minijinja::Value::from_serialize(decision)
     } else {
         minijinja::Value::UNDEFINED
@@ -412,7 +457,7 @@ pub fn render(
     } else {
         message
     };
-    let inline_template = inline_template_for(env, &doc_template);
+    let inline_template = set.inline_for(&doc_template);
     let inline_prompt = |mode: DeliveryMode, document_path: Option<&str>, gist: &[String]| {
         let ctx = context! {
             mode => mode.as_str(),

@@ -2,16 +2,19 @@
 //! files of a template directory, read and compiled once. Renders share it (it is an `Arc`
 //! inside), so no render reads or compiles a template.
 
-use super::{template_error, RenderError, EMBEDDED};
+use super::{inline_template_for, template_error, Reads, RenderError, EMBEDDED};
 use minijinja::{Environment, UndefinedBehavior};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Compiled templates, cheap to clone and share across threads.
 #[derive(Debug, Clone)]
 pub struct TemplateSet {
     env: Arc<Environment<'static>>,
+    /// Per template: what its source names and its first-turn prompt's template, worked out
+    /// once here rather than on every render.
+    info: Arc<BTreeMap<String, TemplateInfo>>,
     /// The texts read from the template directory (file name -> text).
     overrides: Arc<BTreeMap<String, String>>,
     dir: Option<PathBuf>,
@@ -32,18 +35,23 @@ fn base_environment() -> Environment<'static> {
 }
 
 impl TemplateSet {
-    /// The embedded templates only.
+    /// The embedded templates only, compiled once per process and shared (a render without
+    /// an engine's templates compiles nothing).
     pub fn embedded() -> TemplateSet {
-        match TemplateSet::from_texts(BTreeMap::new(), None) {
-            Ok(set) => set,
-            // The embedded templates are compiled in every test run; keep serving without them
-            // rather than panic if one ever failed.
-            Err(_) => TemplateSet {
-                env: Arc::new(base_environment()),
-                overrides: Arc::default(),
-                dir: None,
-            },
-        }
+        static EMBEDDED_SET: OnceLock<TemplateSet> = OnceLock::new();
+        EMBEDDED_SET
+            .get_or_init(|| match TemplateSet::from_texts(BTreeMap::new(), None) {
+                Ok(set) => set,
+                // The embedded templates are compiled in every test run; keep serving without
+                // them rather than panic if one ever failed.
+                Err(_) => TemplateSet {
+                    env: Arc::new(base_environment()),
+                    info: Arc::default(),
+                    overrides: Arc::default(),
+                    dir: None,
+                },
+            })
+            .clone()
     }
 
     /// The embedded templates overridden by every `*.j2` file of `dir` (when given); every
@@ -72,8 +80,22 @@ impl TemplateSet {
             env.add_template_owned(name.clone(), text.clone())
                 .map_err(|e| template_error(name, &e))?;
         }
+        // `templates()` holds the environment's template store while it iterates: look the
+        // first-turn templates up afterwards.
+        let reads: Vec<(String, Reads)> = env
+            .templates()
+            .map(|(name, t)| (name.to_string(), Reads::of(t.source())))
+            .collect();
+        let info = reads
+            .into_iter()
+            .map(|(name, reads)| {
+                let inline = inline_template_for(&env, &name);
+                (name, TemplateInfo { reads, inline })
+            })
+            .collect();
         Ok(TemplateSet {
             env: Arc::new(env),
+            info: Arc::new(info),
             overrides: Arc::new(overrides),
             dir,
         })
@@ -97,6 +119,26 @@ impl TemplateSet {
     pub(crate) fn env(&self) -> &Environment<'static> {
         &self.env
     }
+
+    /// What template `name` names (everything when there is no such template).
+    pub(crate) fn reads(&self, name: &str) -> Reads {
+        self.info.get(name).map_or(Reads::ALL, |i| i.reads)
+    }
+
+    /// The first-turn prompt's template for document template `name`.
+    pub(crate) fn inline_for(&self, name: &str) -> String {
+        match self.info.get(name) {
+            Some(i) => i.inline.clone(),
+            None => inline_template_for(&self.env, name),
+        }
+    }
+}
+
+/// What the set knows about one of its templates.
+#[derive(Debug, Clone)]
+struct TemplateInfo {
+    reads: Reads,
+    inline: String,
 }
 
 /// Read every `*.j2` regular file in `dir`.

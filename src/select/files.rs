@@ -100,61 +100,65 @@ pub(super) fn aggregate(chosen: &mut Vec<Candidate<'_>>, workspace: Option<&str>
 }
 
 fn aggregate_text(chosen: &[Candidate<'_>], members: &[usize], workspace: Option<&str>) -> String {
-    let items: Vec<&Item> = members
-        .iter()
-        .filter_map(|i| chosen.get(*i))
-        .filter_map(|c| c.ctx.item)
-        .collect();
-    let full = members
-        .iter()
-        .filter_map(|i| chosen.get(*i))
-        .any(|c| c.form == Form::Full);
-    let mut path = String::new();
-    let mut kinds: Vec<FileChangeKind> = Vec::new();
+    use std::fmt::Write as _;
+    let mut full = false;
+    let mut path = "";
+    let mut n = 0usize;
+    let (mut first, mut last, mut renamed) = (None, None, false);
     let mut diff = None::<(u64, u64)>;
     let mut diff_lines = None::<i64>;
-    for item in &items {
-        if let Item::FileChange {
+    for c in members.iter().filter_map(|i| chosen.get(*i)) {
+        full |= c.form == Form::Full;
+        let Some(Item::FileChange {
             path: p,
             change,
             diff: d,
             diff_lines: dl,
             ..
-        } = item
-        {
-            path.clone_from(p);
-            kinds.extend(change.iter().copied());
-            if let Some(d) = d {
-                let (a, r) = added_removed(d);
-                let (a0, r0) = diff.unwrap_or((0, 0));
-                diff = Some((a0.saturating_add(a), r0.saturating_add(r)));
-            } else if let Some(dl) = dl {
-                diff_lines = Some(diff_lines.unwrap_or(0).saturating_add(*dl));
-            }
+        }) = c.ctx.item
+        else {
+            continue;
+        };
+        n = n.saturating_add(1);
+        path = p;
+        if let Some(k) = change {
+            first.get_or_insert(*k);
+            last = Some(*k);
+            renamed |= *k == FileChangeKind::Renamed;
+        }
+        if let Some(d) = d {
+            let (a, r) = added_removed(d);
+            let (a0, r0) = diff.unwrap_or((0, 0));
+            diff = Some((a0.saturating_add(a), r0.saturating_add(r)));
+        } else if let Some(dl) = dl {
+            diff_lines = Some(diff_lines.unwrap_or(0).saturating_add(*dl));
         }
     }
-    let shown = display_path(&path, workspace);
+    let mut shown = display_path(path, workspace);
     if !full {
         return shown;
     }
-    let what = match (kinds.first(), kinds.last()) {
+    let what = match (first, last) {
         (Some(FileChangeKind::Created), Some(FileChangeKind::Deleted)) => "created, then deleted",
         (Some(FileChangeKind::Created), _) => "created",
         (_, Some(FileChangeKind::Deleted)) => "deleted",
-        _ if kinds.contains(&FileChangeKind::Renamed) => "renamed",
+        _ if renamed => "renamed",
         _ => "modified",
     };
-    let n = items.len();
-    let mut bits = vec![
-        what.to_string(),
-        format!("{n} change{}", if n == 1 { "" } else { "s" }),
-    ];
-    match (diff, diff_lines) {
-        (Some((a, r)), _) => bits.push(format!("+{a} -{r} lines")),
-        (None, Some(d)) => bits.push(format!("{d} diff lines")),
-        (None, None) => {}
-    }
-    format!("{shown} ({})", bits.join("; "))
+    // One string, written in place (this runs for every file of every selection).
+    shown.reserve(48);
+    let _ = write!(
+        shown,
+        " ({what}; {n} change{}",
+        if n == 1 { "" } else { "s" }
+    );
+    let _ = match (diff, diff_lines) {
+        (Some((a, r)), _) => write!(shown, "; +{a} -{r} lines"),
+        (None, Some(d)) => write!(shown, "; {d} diff lines"),
+        (None, None) => Ok(()),
+    };
+    shown.push(')');
+    shown
 }
 
 #[cfg(test)]

@@ -360,7 +360,15 @@ fn select_inner(
                     cut,
                     whole: keep && !strict,
                 };
-                let text = entry_text(state, &ctx, form, &texts);
+                // A file change's entry is its file's aggregate (`files::aggregate`, below),
+                // which replaces this text: it is not built.
+                let aggregated =
+                    matches!(ctx.item, Some(Item::FileChange { .. })) && form != Form::Line;
+                let text = if aggregated {
+                    String::new()
+                } else {
+                    entry_text(state, &ctx, form, &texts)
+                };
                 let section = order
                     .iter()
                     .position(|(n, _)| *n == inc.section)

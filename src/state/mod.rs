@@ -378,7 +378,39 @@ pub fn caps_for(state: &State, provider: &str) -> ResolvedCaps {
 pub fn item_id(item: &Item, ordinal: u32, index: usize) -> String {
     match item.id() {
         Some(id) => id.to_string(),
-        None => format!("r{}.{}", ordinal, index.saturating_add(1)),
+        None => {
+            // Written digit by digit: every selection names every item of the covered runs,
+            // and `format!` cost more than the rest of naming them.
+            let mut s = String::with_capacity(24);
+            s.push('r');
+            push_decimal(&mut s, u64::from(ordinal));
+            s.push('.');
+            push_decimal(
+                &mut s,
+                u64::try_from(index.saturating_add(1)).unwrap_or(u64::MAX),
+            );
+            s
+        }
+    }
+}
+
+/// Append `n` in decimal.
+fn push_decimal(s: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at = at.saturating_sub(1);
+        if let Some(d) = digits.get_mut(at) {
+            // `n % 10` is a single digit.
+            *d = b'0'.saturating_add(u8::try_from(n % 10).unwrap_or(0));
+        }
+        n /= 10;
+        if n == 0 || at == 0 {
+            break;
+        }
+    }
+    for &d in digits.get(at..).unwrap_or_default() {
+        s.push(char::from(d));
     }
 }
 
@@ -390,4 +422,29 @@ pub fn to_yaml(state: &State) -> String {
 /// A path helper for callers that want to name a file in errors.
 pub fn display_path(p: &Path) -> String {
     PathBuf::from(p).display().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_item_ids_name_the_run_and_the_position() {
+        let item = Item::Decision {
+            id: None,
+            text: "x".into(),
+        };
+        assert_eq!(item_id(&item, 6, 2), "r6.3");
+        assert_eq!(item_id(&item, 0, 0), "r0.1");
+        assert_eq!(item_id(&item, 10, 9), "r10.10");
+        assert_eq!(
+            item_id(&item, u32::MAX, 1_000_000),
+            format!("r{}.1000001", u32::MAX)
+        );
+        let named = Item::Decision {
+            id: Some("d1".into()),
+            text: "x".into(),
+        };
+        assert_eq!(item_id(&named, 6, 2), "d1");
+    }
 }
