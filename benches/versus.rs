@@ -30,7 +30,8 @@ use baton::eval::{decide, EvalOptions, RoughSizer};
 use baton::state::{caps_for, HandoffStatus, ProviderThreadStatus, RequestKind, RunStatus, State};
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use std::hint::black_box;
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const SIZES: &[usize] = &[10, 10_000];
@@ -53,11 +54,18 @@ struct HandDecision {
     stale: Vec<&'static str>,
     covered: Option<(u32, u32)>,
     off_band: bool,
+    /// The provider thread resumed (`None` when one is created).
+    provider_thread: Option<String>,
+    /// The id the handoff gets.
+    handoff_id: Option<String>,
+    /// The off-band document's path: the canonical document root, the thread, the handoff.
+    document: Option<String>,
 }
 
 /// The default policy's decision, written directly against the state (the same facts: target
-/// thread, coverage, signals, ladder, delivery), for a request that is not a fork.
-fn hand_decide(state: &State) -> HandDecision {
+/// thread, coverage, signals, ladder, delivery, the handoff id and the off-band document's
+/// path under the canonical root), for a request that is not a fork.
+fn hand_decide(state: &State, root: &Path) -> HandDecision {
     let target = state.request.provider.as_str();
     let caps = caps_for(state, target);
     let n = state.runs.len();
@@ -182,11 +190,27 @@ fn hand_decide(state: &State) -> HandDecision {
         "full_new" | "full_existing" => (eligible_count > 0).then_some((1, n as u32)),
         _ => None,
     };
+    let off_band = covered.is_some() && caps.file_read;
+    let handoff_id = covered.map(|_| format!("H{}", state.handoffs.len() + 1));
+    // Off-band, the decision names the document: under the canonical root (symlinks resolved,
+    // as a pre-grant's path must be), by thread and handoff.
+    let document = handoff_id.as_ref().filter(|_| off_band).map(|hid| {
+        let mut path = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        path.push(&state.thread.id);
+        path.push(hid);
+        path.push("handoff.md");
+        path.into_os_string().into_string().unwrap_or_default()
+    });
     HandDecision {
         strategy,
         stale,
         covered,
-        off_band: covered.is_some() && caps.file_read,
+        off_band,
+        provider_thread: pt
+            .filter(|_| strategy != "full_new")
+            .map(|p| p.id.clone()),
+        handoff_id,
+        document,
     }
 }
 
@@ -209,6 +233,9 @@ fn hand_of(d: &Decision) -> HandDecision {
             .delivery
             .as_ref()
             .is_some_and(|x| x.mode.as_str() == "off_band"),
+        provider_thread: d.provider_thread.id.clone(),
+        handoff_id: d.handoff_id.clone(),
+        document: d.delivery.as_ref().and_then(|x| x.document.clone()),
     }
 }
 
@@ -244,6 +271,8 @@ struct Fixture {
     state: State,
     policy: baton::Policy,
     opts: EvalOptions,
+    /// The off-band document root both contenders name the document under.
+    root: PathBuf,
     engine: baton::Engine,
     rego: regorus::Engine,
     rego_input: regorus::Value,
@@ -252,15 +281,20 @@ struct Fixture {
 fn fixture(n: usize) -> Fixture {
     let state = state(n);
     let policy = baton::policy::load("default").expect("default checks");
+    // An existing private directory, so that both contenders canonicalise a real path.
+    let root = std::env::temp_dir().join("baton-bench-versus");
+    std::fs::create_dir_all(&root).expect("creates the document root");
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
+        .expect("makes the document root private");
     let opts = EvalOptions {
         target: None,
-        document_root: Some(PathBuf::from("/tmp/baton-bench")),
+        document_root: Some(root.clone()),
     };
     let d = decide(&policy, &state, &opts, &RoughSizer).expect("decides");
     assert_eq!(d.strategy.as_str(), "delta_existing", "{n} runs");
     assert_eq!(
         hand_of(&d),
-        hand_decide(&state),
+        hand_decide(&state, &root),
         "{n} runs: hand-written agrees"
     );
     let mut rego = rego::engine();
@@ -299,6 +333,7 @@ fn fixture(n: usize) -> Fixture {
         state,
         policy,
         opts,
+        root,
         engine,
         rego,
         rego_input,
@@ -336,7 +371,7 @@ fn benches(c: &mut Criterion) {
             b.iter(|| f.baton_decide())
         });
         g.bench_function(BenchmarkId::new("hand_written", n), |b| {
-            b.iter(|| hand_decide(black_box(&f.state)))
+            b.iter(|| hand_decide(black_box(&f.state), &f.root))
         });
         g.bench_function(BenchmarkId::new("regorus", n), |b| {
             b.iter(|| f.rego_decide())
@@ -394,7 +429,7 @@ fn ratios(quick: bool) {
             rounds,
             batch(if big { 20 } else { 5_000 }),
             || drop(black_box(f.baton_decide())),
-            || drop(black_box(hand_decide(black_box(&f.state)))),
+            || drop(black_box(hand_decide(black_box(&f.state), &f.root))),
         );
         println!("ratio decide/{n}: baton / hand-written = {r:.2}x");
         let mut rego = f.rego.clone();
