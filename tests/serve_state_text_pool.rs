@@ -1,5 +1,6 @@
-//! Inline `explain`/`render` with a `state_text` run and answer on the blocking pool: the
-//! per-thread order, cancellation and the writer's queue hold there as for any request.
+//! An inline `explain`/`render` with a `state_text` reads its threads and, when none is
+//! busy, runs in the same hop to the blocking pool (`session::KeysHop`): the per-thread
+//! order and cancellation hold on that path as for any request.
 
 mod serve_support;
 

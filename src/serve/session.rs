@@ -59,30 +59,7 @@ impl Drop for TurnInner {
 type QueueTail = (u64, Option<oneshot::Receiver<()>>);
 
 /// Pending requests of one connection that `$/cancelRequest` can cancel.
-type Cancels = Arc<Mutex<HashMap<Id, Cancel>>>;
-
-/// How `$/cancelRequest` reaches a pending request.
-enum Cancel {
-    /// A task waits for the signal and answers.
-    Signal(oneshot::Sender<()>),
-    /// The request runs on the blocking pool, which queues its response itself
-    /// ([`answer_on_pool`]): the cancellation answers at once if the pool has not answered.
-    Claim(Arc<Claim>),
-}
-
-/// The right to answer a request run on the blocking pool: its result (the pool thread) or
-/// its cancellation (the read loop), whichever takes it first.
-struct Claim {
-    taken: AtomicBool,
-    method: String,
-}
-
-impl Claim {
-    /// Take the right to answer; false if it was already taken.
-    fn take(&self) -> bool {
-        !self.taken.swap(true, Ordering::SeqCst)
-    }
-}
+type Cancels = Arc<Mutex<HashMap<Id, oneshot::Sender<()>>>>;
 
 /// State shared by every connection of one server.
 pub struct Shared {
@@ -335,21 +312,8 @@ where
                 }
                 "$/cancelRequest" => {
                     let id = params.get("id").and_then(Id::from_value);
-                    let pending = id.and_then(|id| {
-                        let c = lock(&conn.cancels).remove(&id);
-                        c.map(|c| (id, c))
-                    });
-                    match pending {
-                        Some((_, Cancel::Signal(tx))) => {
-                            let _ = tx.send(());
-                        }
-                        // Answered here unless the pool has answered already.
-                        Some((id, Cancel::Claim(claim))) if claim.take() => {
-                            let err = cancelled_error(&claim.method);
-                            let msg = rpc::error_response(Some(&id), &err);
-                            let _ = conn.out.send(msg).await;
-                        }
-                        Some((_, Cancel::Claim(_))) | None => {}
+                    if let Some(tx) = id.and_then(|id| lock(&conn.cancels).remove(&id)) {
+                        let _ = tx.send(());
                     }
                 }
                 // Other notifications (`$/setTrace`, ...) need no answer.
@@ -471,52 +435,14 @@ async fn handle_request(
     // A request that can name threads takes its queue places after the connection's previous
     // such request; one that cannot (no thread, state or child in its params) needs no place.
     let names_threads = methods::may_name_threads(&method, &params);
-    let mut admission = Admission(if names_threads {
+    let admission = if names_threads {
         let (tx, rx) = oneshot::channel::<()>();
         Some((conn.admitted.replace(rx), tx))
     } else {
         None
-    });
-    if let Some((prev, admitted)) = admission.take_if_on_pool(&method, &params, spec) {
-        let claim = Arc::new(Claim {
-            taken: AtomicBool::new(false),
-            method: method.clone(),
-        });
-        lock(&conn.cancels).insert(id.clone(), Cancel::Claim(claim.clone()));
-        let job = PoolJob {
-            s: shared.clone(),
-            out: out.clone(),
-            cancels: conn.cancels.clone(),
-            claim,
-            spec,
-            id,
-            method,
-            params,
-            admitted,
-            held: (guard, permit),
-            rt: tokio::runtime::Handle::current(),
-        };
-        let waiting = prev.and_then(|mut p| match p.try_recv() {
-            Err(oneshot::error::TryRecvError::Empty) => Some(p),
-            Ok(()) | Err(oneshot::error::TryRecvError::Closed) => None,
-        });
-        match waiting {
-            Some(prev) => {
-                tokio::spawn(async move {
-                    let _ = prev.await;
-                    tokio::task::spawn_blocking(move || answer_on_pool(job));
-                });
-            }
-            // The previous request has taken its places (or there is none): go now.
-            None => {
-                tokio::task::spawn_blocking(move || answer_on_pool(job));
-            }
-        }
-        return;
-    }
-    let admission = admission.0;
+    };
     let (cancel_tx, cancel_rx) = oneshot::channel::<()>();
-    lock(&conn.cancels).insert(id.clone(), Cancel::Signal(cancel_tx));
+    lock(&conn.cancels).insert(id.clone(), cancel_tx);
     let (s, out, cancels) = (shared.clone(), out.clone(), conn.cancels.clone());
     tokio::spawn(async move {
         let _guard = guard;
@@ -574,149 +500,6 @@ async fn handle_request(
 
 /// A request's place in its threads' queues: the signals to wait for, and its turn.
 type Queued = (Vec<oneshot::Receiver<()>>, Turn);
-
-/// The previous request's "places taken" signal, and this request's own, for a request that
-/// names threads.
-type AdmissionSignals = (Option<oneshot::Receiver<()>>, oneshot::Sender<()>);
-
-/// A request's admission signals, if it names threads.
-struct Admission(Option<AdmissionSignals>);
-
-impl Admission {
-    /// The signals, taken, when the request runs and answers on the blocking pool
-    /// ([`answer_on_pool`]): an inline `explain` or `render` (it only computes, on a
-    /// `state_text` parsed there).
-    fn take_if_on_pool(
-        &mut self,
-        method: &str,
-        params: &Value,
-        spec: methods::Spec,
-    ) -> Option<AdmissionSignals> {
-        if spec.mutates
-            || !methods::runs_where_keys_are_read(method)
-            || !methods::keys_need_work(method, params)
-        {
-            return None;
-        }
-        self.0.take()
-    }
-}
-
-/// A request run on the blocking pool from the read loop, answered from there.
-struct PoolJob {
-    s: Arc<Shared>,
-    out: Out,
-    cancels: Cancels,
-    claim: Arc<Claim>,
-    spec: methods::Spec,
-    id: Id,
-    method: String,
-    params: Value,
-    /// Signalled once the request has taken its queue places.
-    admitted: oneshot::Sender<()>,
-    /// Its in-flight count and its connection's place, held until its response is queued.
-    held: (InFlight, OwnedSemaphorePermit),
-    rt: tokio::runtime::Handle,
-}
-
-/// On the blocking pool: read the request's threads (its `state_text` is parsed), take its
-/// queue places and, when no earlier request of its threads is still running, run it and
-/// queue its framed response straight to the connection's writer: the request wakes the
-/// runtime once (the writer), not twice (a task to queue the response, then the writer).
-/// A request that must wait for earlier ones goes on as any other ([`run_request`]).
-/// Whichever of the result and `$/cancelRequest` takes the request's [`Claim`] first
-/// answers it.
-fn answer_on_pool(job: PoolJob) {
-    let PoolJob {
-        s,
-        out,
-        cancels,
-        claim,
-        spec,
-        id,
-        method,
-        params,
-        admitted,
-        held,
-        rt,
-    } = job;
-    let (keys, parsed) = methods::thread_keys(&s, &method, &params);
-    let (waits, turn) = s.queue(keys);
-    let _ = admitted.send(());
-    if !waits.is_empty() {
-        rt.spawn(async move {
-            let _held = held;
-            // From here the request is cancelled as any queued one: by a signal.
-            let cancel_rx = {
-                let mut c = lock(&cancels);
-                if claim.take() {
-                    let (tx, rx) = oneshot::channel();
-                    if matches!(c.get(&id), Some(Cancel::Claim(k)) if Arc::ptr_eq(k, &claim)) {
-                        c.insert(id.clone(), Cancel::Signal(tx));
-                    }
-                    Some(rx)
-                } else {
-                    None
-                }
-            };
-            match cancel_rx {
-                Some(rx) => {
-                    run_request(
-                        s,
-                        out,
-                        cancels,
-                        rx,
-                        spec,
-                        id,
-                        method,
-                        params,
-                        parsed,
-                        (waits, turn),
-                    )
-                    .await;
-                }
-                None => {
-                    // Cancelled (and answered) already: hand the threads on only once the
-                    // requests ahead have finished.
-                    for w in waits {
-                        let _ = w.await;
-                    }
-                    drop(turn);
-                }
-            }
-        });
-        return;
-    }
-    if claim.taken.load(Ordering::SeqCst) {
-        // Cancelled (and answered) before it ran.
-        return;
-    }
-    let result = methods::call_here(&s, &method, params, turn.clone(), parsed);
-    let msg = reply_json(out.framing, &id, &result);
-    if !claim.take() {
-        return;
-    }
-    {
-        let mut c = lock(&cancels);
-        if matches!(c.get(&id), Some(Cancel::Claim(k)) if Arc::ptr_eq(k, &claim)) {
-            c.remove(&id);
-        }
-    }
-    match out.tx.try_send(msg) {
-        Err(mpsc::error::TrySendError::Full(msg)) => {
-            // The client is not reading: wait for room off the pool, holding the turn.
-            rt.spawn(async move {
-                let _ = out.send_frame(msg).await;
-                drop(turn);
-                drop(held);
-            });
-        }
-        Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {
-            drop(turn);
-            drop(held);
-        }
-    }
-}
 
 /// Reading a request's threads on the blocking pool (a `stateText` is parsed, a `mergeBack`
 /// asks the store). The same hop takes the request's queue places and, when no earlier
