@@ -11,7 +11,12 @@
 //!   "target": ..., "document_root": ..., "context": ...}`. `fields` are the state's other
 //!   fields that differ from the base's, `removed` the state's keys the base had and this input
 //!   has not, and each list gives its length and the elements that differ from the base's at
-//!   the same index. Everything outside `state` is kept whole (it is small).
+//!   the same index. An element set is `[I, ELEMENT]`, or `[I, PATCH, J]`: the base's element
+//!   `J` (`I` itself, or one of the two before it) with a [`super::patch`] applied, whichever is
+//!   shorter (a run that completed is `{"/status": "completed"}`). What is outside `state`
+//!   (`target`, `document_root`, `context`, `stored_items`) is kept where it differs from the
+//!   base's; `"drop": [...]` lists the keys the base had and this input has not. (A delta
+//!   without `drop`, logged before, keeps everything outside `state` whole.)
 //!
 //! Consecutive decisions of a thread differ by a run or two, a handoff, a transfer and the
 //! request, so a delta is a few hundred bytes where a keyframe names every chunk (about 10 KB
@@ -216,27 +221,52 @@ fn lazy(conn: &Connection, row: Map<String, Value>) -> Result<Lazy, String> {
                     .and_then(|n| usize::try_from(n).ok())
                     .ok_or_else(|| format!("`{name}` has no length"))?;
                 let list = lists.entry(name.clone()).or_default();
-                list.len = len;
-                list.overrides.retain(|i, _| *i < len);
+                // Every element set is worked out on the base's list before any is set.
+                let mut now = Vec::new();
                 if let Some(Value::Array(set)) = l.get("set") {
                     for pair in set {
-                        let (Some(i), Some(v)) = (
-                            pair.get(0)
+                        let index = |k: usize| {
+                            pair.get(k)
                                 .and_then(Value::as_u64)
-                                .and_then(|n| usize::try_from(n).ok()),
-                            pair.get(1),
-                        ) else {
+                                .and_then(|n| usize::try_from(n).ok())
+                        };
+                        let (Some(i), Some(v)) = (index(0), pair.get(1)) else {
                             return Err(format!("`{name}` sets an element without an index"));
                         };
-                        list.overrides.insert(i, v.clone());
+                        let v = match index(2) {
+                            Some(j) => {
+                                let Value::Object(p) = v else {
+                                    return Err(format!("`{name}` patches an element with no patch"));
+                                };
+                                let mut e = list.get(conn, &name, j)?;
+                                super::patch::apply(&mut e, p)?;
+                                e
+                            }
+                            None => v.clone(),
+                        };
+                        now.push((i, v));
                     }
                 }
+                list.len = len;
+                list.overrides.retain(|i, _| *i < len);
+                list.overrides.extend(now);
             }
         }
+        let drop = delta.remove("drop");
         for k in ["base", "depth"] {
             delta.remove(k);
         }
-        top = delta;
+        match drop {
+            // Since the decision log kept deltas small: what is outside the state is kept
+            // only where it differs from the base's.
+            Some(Value::Array(drop)) => {
+                for k in drop.iter().filter_map(Value::as_str) {
+                    top.remove(k);
+                }
+                top.extend(delta);
+            }
+            _ => top = delta,
+        }
     }
     Ok(Lazy {
         top,
@@ -544,9 +574,13 @@ fn delta(
             }
             for i in start..end {
                 let Some(cur) = items.get(i) else { break };
-                let same = i < list.len && list.get(conn, name, i)? == *cur;
-                if !same {
-                    set.push(serde_json::json!([i, cur]));
+                let old = if i < list.len {
+                    Some(list.get(conn, name, i)?)
+                } else {
+                    None
+                };
+                if old.as_ref() != Some(cur) {
+                    set.push(element(conn, list, name, i, cur, old)?);
                 }
             }
         }
@@ -561,8 +595,50 @@ fn delta(
     out.insert("fields".into(), Value::Object(fields));
     out.insert("removed".into(), Value::Array(removed));
     out.insert("lists".into(), Value::Object(lists));
+    let drop: Vec<Value> = base
+        .top
+        .keys()
+        .filter(|k| !top.contains_key(*k))
+        .map(|k| Value::String(k.clone()))
+        .collect();
+    out.insert("drop".into(), Value::Array(drop));
     for (k, v) in top {
-        out.insert(k.clone(), v.clone());
+        if base.top.get(k) != Some(v) {
+            out.insert(k.clone(), v.clone());
+        }
     }
     Ok(out)
+}
+
+/// How a delta sets element `i` of list `name` to `cur` (`old`: the base's element `i`):
+/// `[i, ELEMENT]`, or `[i, PATCH, j]`, the base's element `j` patched ([`super::patch`]),
+/// whichever is shorter. `j` is `i` (an element that changed: a run completed, a handoff
+/// superseded) or one of the two before it (a new element is much like the one before it,
+/// or the one before that on a thread alternating between two providers).
+fn element(
+    conn: &Connection,
+    list: &mut List,
+    name: &str,
+    i: usize,
+    cur: &Value,
+    old: Option<Value>,
+) -> Result<Value, String> {
+    let mut best = serde_json::json!([i, cur]);
+    let mut best_len = best.to_string().len();
+    let mut refs: Vec<(usize, Value)> = old.map(|o| (i, o)).into_iter().collect();
+    for back in [1, 2] {
+        if let Some(j) = i.checked_sub(back).filter(|j| *j < list.len) {
+            refs.push((j, list.get(conn, name, j)?));
+        }
+    }
+    for (j, r) in refs {
+        let p = super::patch::diff(&r, cur);
+        let candidate = serde_json::json!([i, Value::Object(p), j]);
+        let len = candidate.to_string().len();
+        if len < best_len {
+            best = candidate;
+            best_len = len;
+        }
+    }
+    Ok(best)
 }

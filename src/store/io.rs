@@ -819,7 +819,7 @@ impl<'c> Cx<'c> {
                 params![sha, body],
             )?;
         }
-        let json = split.decision.to_string();
+        let json = super::trace_log::encode(self.conn, thread, operation, &split.decision);
         let input = self.encoded_input(thread, operation, input)?;
         self.exec(
             "recording the decision",

@@ -11,6 +11,7 @@ mod grants;
 pub mod hint;
 mod input_log;
 mod io;
+mod patch;
 pub mod lifecycle;
 pub mod replay;
 pub mod report;

@@ -1,0 +1,165 @@
+//! A JSON value kept as what differs from another one (the decision log's deltas).
+//!
+//! A patch is a JSON object: each key is an RFC 6901 pointer (`/budget/after`,
+//! `/trace/values/3`) into the value, set to the value the key names; the key `-`, when there
+//! is one, lists the pointers of object keys to remove. [`diff`] only records leaves: where both
+//! sides are objects (or arrays of the same length) it descends, so no recorded pointer is a
+//! prefix of another and the order in which they are applied does not matter.
+
+use serde_json::{Map, Value};
+
+/// The key of a patch listing the removed keys' pointers.
+const REMOVED: &str = "-";
+
+/// The patch that turns `base` into `cur` (empty when they are equal).
+pub(crate) fn diff(base: &Value, cur: &Value) -> Map<String, Value> {
+    let mut set = Map::new();
+    let mut removed = Vec::new();
+    walk(base, cur, &mut String::new(), &mut set, &mut removed);
+    if !removed.is_empty() {
+        set.insert(REMOVED.into(), Value::Array(removed));
+    }
+    set
+}
+
+fn escaped(path: &mut String, key: &str) {
+    path.push('/');
+    for ch in key.chars() {
+        match ch {
+            '~' => path.push_str("~0"),
+            '/' => path.push_str("~1"),
+            c => path.push(c),
+        }
+    }
+}
+
+fn walk(
+    base: &Value,
+    cur: &Value,
+    path: &mut String,
+    set: &mut Map<String, Value>,
+    removed: &mut Vec<Value>,
+) {
+    if base == cur {
+        return;
+    }
+    match (base, cur) {
+        (Value::Object(b), Value::Object(c)) => {
+            for (k, v) in c {
+                let len = path.len();
+                escaped(path, k);
+                match b.get(k) {
+                    Some(bv) => walk(bv, v, path, set, removed),
+                    None => {
+                        set.insert(path.clone(), v.clone());
+                    }
+                }
+                path.truncate(len);
+            }
+            for k in b.keys().filter(|k| !c.contains_key(*k)) {
+                let len = path.len();
+                escaped(path, k);
+                removed.push(Value::String(path.clone()));
+                path.truncate(len);
+            }
+        }
+        (Value::Array(b), Value::Array(c)) if b.len() == c.len() => {
+            for (i, (bv, v)) in b.iter().zip(c).enumerate() {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&i.to_string());
+                walk(bv, v, path, set, removed);
+                path.truncate(len);
+            }
+        }
+        _ => {
+            set.insert(path.clone(), cur.clone());
+        }
+    }
+}
+
+/// The parent pointer and the last key of `pointer` (unescaped).
+fn split(pointer: &str) -> Result<(&str, String), String> {
+    let at = pointer
+        .rfind('/')
+        .ok_or_else(|| format!("`{pointer}` is not a JSON pointer"))?;
+    let (parent, last) = pointer.split_at(at);
+    let last = last.get(1..).unwrap_or_default();
+    Ok((parent, last.replace("~1", "/").replace("~0", "~")))
+}
+
+/// Apply `patch` (as [`diff`] makes it) to `value`.
+pub(crate) fn apply(value: &mut Value, patch: &Map<String, Value>) -> Result<(), String> {
+    for (pointer, v) in patch {
+        if pointer == REMOVED {
+            continue;
+        }
+        if pointer.is_empty() {
+            *value = v.clone();
+            continue;
+        }
+        let (parent, key) = split(pointer)?;
+        let missing = || format!("the patch names `{pointer}`, which its base does not have");
+        match value.pointer_mut(parent).ok_or_else(missing)? {
+            Value::Object(m) => {
+                m.insert(key, v.clone());
+            }
+            Value::Array(a) => {
+                let slot = key
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| a.get_mut(i))
+                    .ok_or_else(missing)?;
+                *slot = v.clone();
+            }
+            _ => return Err(missing()),
+        }
+    }
+    if let Some(removed) = patch.get(REMOVED) {
+        let removed = removed.as_array().ok_or("its removed keys are not a list")?;
+        for pointer in removed.iter().filter_map(Value::as_str) {
+            let (parent, key) = split(pointer)?;
+            if let Some(Value::Object(m)) = value.pointer_mut(parent) {
+                m.remove(&key);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_patch_turns_its_base_into_the_value() {
+        let base = json!({"a": 1, "b": {"c": [1, 2, 3], "d/~": "x", "gone": true},
+                          "l": [1, 2], "same": {"k": "v"}});
+        let cur = json!({"a": 2, "b": {"c": [1, 5, 3], "d/~": "y"}, "l": [1, 2, 3],
+                         "same": {"k": "v"}, "new": null});
+        let p = diff(&base, &cur);
+        assert_eq!(
+            Value::Object(p.clone()),
+            json!({"/a": 2, "/b/c/1": 5, "/b/d~1~0": "y", "/l": [1, 2, 3], "/new": null,
+                   "-": ["/b/gone"]})
+        );
+        let mut back = base.clone();
+        apply(&mut back, &p).unwrap();
+        assert_eq!(back, cur);
+        assert!(diff(&cur, &cur).is_empty());
+        let mut whole = json!([1]);
+        apply(&mut whole, &diff(&json!([1]), &json!("s"))).unwrap();
+        assert_eq!(whole, json!("s"));
+    }
+
+    #[test]
+    fn a_patch_that_does_not_fit_its_base_is_an_error() {
+        let mut v = json!({"a": 1});
+        let p = diff(&json!({"b": {"c": 1}}), &json!({"b": {"c": 2}}));
+        assert_eq!(
+            apply(&mut v, &p).unwrap_err(),
+            "the patch names `/b/c`, which its base does not have"
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! How much a database file grows per turn (issue 14: "database growth per dispatch + complete
+//! turn <= 2 KB + content"). A thread alternates between two providers for 200 turns, each a
+//! `dispatch` and a `complete_run` with four items of known size, on a file database; the bytes
+//! SQLite uses (its pages in use, per table and index from the `dbstat` virtual table) are
+//! read at turn 50 and at turn 200, and the growth per turn is compared with the content the
+//! turns carried.
+//!
+//! **Content** is the text a turn carries that the store must keep as it is: the bytes of the
+//! run's items' `text`, `output` and `diff` fields, of the request's `message`, and of the
+//! handoff document the dispatch delivered (`handoffs.document`, the rendered copy of the
+//! covered run's items, kept because it is what was delivered). Everything else, the runs,
+//! items' JSON around their text, the handoff's other fields, the transfer, the grant, the
+//! decision log and the indexes, is overhead, and must stay under 2 KB a turn.
+//!
+//! `cargo test --test store_growth -- --nocapture` prints the breakdown.
+
+use baton::policy;
+use baton::state::{self, FileChangeKind, Item, RunStatus};
+use baton::store::{self, DispatchRequest, Store};
+use std::collections::BTreeMap;
+
+const TURNS: u32 = 200;
+const FROM: u32 = 50;
+/// The overhead a turn may add, beyond its content.
+const BUDGET: i64 = 2048;
+
+/// A string of `n` bytes that does not compress to nothing (prose-like, varied by `seed`).
+fn text(seed: u32, n: usize) -> String {
+    let words = [
+        "the", "handler", "callback", "route", "test", "session", "token", "refresh", "store",
+        "config", "parse", "error", "retry", "cache", "query", "index",
+    ];
+    let mut out = String::with_capacity(n + 12);
+    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    while out.len() < n {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        out.push_str(words[(x % 16) as usize]);
+        out.push(' ');
+    }
+    out.truncate(n);
+    out
+}
+
+/// A turn's items: a user message, an assistant message, a command with output, a file change
+/// with its diff. Returns them with their content's size.
+fn items(run: u32) -> (Vec<Item>, usize) {
+    let user = text(run, 200);
+    let assistant = text(run + 7_000, 500);
+    let output = text(run + 13_000, 300);
+    let diff = text(run + 21_000, 400);
+    let size = user.len() + assistant.len() + output.len() + diff.len();
+    let items = vec![
+        Item::UserMessage {
+            id: None,
+            text: user,
+        },
+        Item::AssistantMessage {
+            id: None,
+            text: assistant,
+        },
+        Item::Command {
+            id: None,
+            command: "cargo test".into(),
+            exit_code: Some(0),
+            output: Some(output),
+        },
+        Item::FileChange {
+            id: None,
+            path: format!("src/mod_{}.rs", run % 17),
+            change: Some(FileChangeKind::Modified),
+            diff_lines: Some(12),
+            diff: Some(diff),
+        },
+    ];
+    (items, size)
+}
+
+/// The bytes of pages in use, per table or index (`dbstat`), and in all
+/// (`(page_count - freelist_count) * page_size`).
+fn used(store: &Store) -> (i64, BTreeMap<String, i64>) {
+    let c = store.connection();
+    let pragma = |p: &str| -> i64 { c.query_row(&format!("PRAGMA {p}"), [], |r| r.get(0)).unwrap() };
+    let total = (pragma("page_count") - pragma("freelist_count")) * pragma("page_size");
+    let mut st = c
+        .prepare("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
+        .unwrap();
+    let per = st
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+        .unwrap()
+        .collect::<Result<BTreeMap<_, _>, _>>()
+        .unwrap();
+    (total, per)
+}
+
+/// The bytes the handoff documents of `thread` hold.
+fn documents(store: &Store, thread: &str) -> i64 {
+    store
+        .connection()
+        .query_row(
+            "SELECT COALESCE(SUM(length(CAST(document AS BLOB))), 0) FROM handoffs WHERE thread = ?1",
+            [thread],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+#[test]
+fn a_turn_adds_at_most_2_kb_beyond_its_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    let mut store = Store::open(&dir.path().join("growth.db")).unwrap();
+    let yaml = "version: 1\nthread: {id: th_growth, title: Growth}\nprovider_threads:\n  - {id: C1, provider: codex, status: active}\nruns:\n  - ordinal: 1\n    provider: codex\n    provider_thread: C1\n    items:\n      - {kind: user_message, text: \"Start.\"}\nrequest: {provider: claude}\n";
+    store
+        .import(&state::parse_str(yaml, state::Format::Yaml, "growth.yaml").unwrap())
+        .unwrap();
+    let p = policy::load("default").unwrap();
+    let mut content = 0i64;
+    let mut at_from = None;
+    for turn in 1..=TURNS {
+        let target = if turn % 2 == 1 { "claude" } else { "codex" };
+        let message = text(turn + 40_000, 100);
+        let req = DispatchRequest {
+            thread: "th_growth".into(),
+            target: target.into(),
+            message: Some(message.clone()),
+            handoff_dir: Some(docs.clone()),
+            ..Default::default()
+        };
+        let d = store::dispatch(&mut store, &p, &req).unwrap();
+        assert!(d.started && d.handoff.is_some(), "turn {turn}: {d:?}");
+        let (its, size) = items(d.run);
+        store::complete_run(&mut store, "th_growth", d.run, its, RunStatus::Completed).unwrap();
+        if turn > FROM {
+            content += i64::try_from(size + message.len()).unwrap();
+        }
+        if turn == FROM {
+            at_from = Some((used(&store), documents(&store, "th_growth")));
+        }
+    }
+    let ((total0, per0), docs0) = at_from.unwrap();
+    let (total1, per1) = used(&store);
+    let turns = i64::from(TURNS - FROM);
+    let document = documents(&store, "th_growth") - docs0;
+    let growth = total1 - total0;
+    let overhead = (growth - content - document) / turns;
+    eprintln!(
+        "per turn, turns {FROM}-{TURNS}: growth {} B, items + message {} B, handoff document {} B, overhead {overhead} B",
+        growth / turns,
+        content / turns,
+        document / turns
+    );
+    for (name, bytes) in &per1 {
+        let d = bytes - per0.get(name).copied().unwrap_or(0);
+        if d != 0 {
+            eprintln!("  {name:<28} {:>6} B/turn", d / turns);
+        }
+    }
+    assert!(
+        overhead <= BUDGET,
+        "a turn adds {overhead} B beyond its content (growth {} B per turn)",
+        growth / turns
+    );
+    // The compact log gives every decision back as it was made.
+    let report = store::replay(&store, &store::ReplayFilter::default(), &[]).unwrap();
+    assert_eq!(
+        (report.checked, report.differences.len()),
+        (TURNS as usize, 0),
+        "{:?}",
+        report.differences.first()
+    );
+}
