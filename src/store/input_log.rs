@@ -5,7 +5,9 @@
 //! - a **keyframe**: the input as JSON, with each long list of its state (`runs`,
 //!   `provider_threads`, `handoffs`, `transfers`, `checkpoints`) replaced by
 //!   `{"chunks": [sha256, ...]}`, chunks of [`CHUNK_LEN`] elements kept once each in
-//!   `decision_chunks` (every row logged before schema 6 is a keyframe);
+//!   `decision_chunks`, named by the sha256 of the elements as a JSON list and kept packed
+//!   (each element whole or as a patch of one of the two before it; see [`packed`]) (every
+//!   row logged before schema 6 is a keyframe);
 //! - a **delta** on an earlier row of the same thread (its `base`): `{"base": ID, "depth": D,
 //!   "fields": {...}, "removed": [...], "lists": {KEY: {"len": N, "set": [[I, ELEMENT], ...]}},
 //!   "target": ..., "document_root": ..., "context": ...}`. `fields` are the state's other
@@ -46,9 +48,65 @@ pub(crate) const CHUNK_LEN: usize = 64;
 /// The longest chain of deltas before the next row is a keyframe again.
 pub(crate) const MAX_DEPTH: u64 = 32;
 
-/// The JSON text of a chunk (the same for the writer and the comparison).
+/// The JSON text of a chunk's elements, whose sha256 names the chunk (the same for the writer
+/// and the comparison).
 fn chunk_body(chunk: &[Value]) -> String {
     Value::Array(chunk.to_vec()).to_string()
+}
+
+/// A chunk as `decision_chunks` keeps it: each element whole, or `[BACK, PATCH]`, the element
+/// `BACK` places before it in the chunk with a [`super::patch`] applied, whichever is shorter
+/// (the elements of a list are much alike: a run differs from the one two before it in its
+/// ordinal and handoff). Every element of these lists is a JSON object, so a pair is never an
+/// element.
+fn packed(chunk: &[Value]) -> String {
+    let mut out = Vec::with_capacity(chunk.len());
+    for (k, e) in chunk.iter().enumerate() {
+        let mut best = e.clone();
+        let mut best_len = e.to_string().len();
+        if e.is_object() {
+            for back in [1usize, 2] {
+                let Some(r) = k.checked_sub(back).and_then(|j| chunk.get(j)) else {
+                    continue;
+                };
+                let candidate = serde_json::json!([back, Value::Object(super::patch::diff(r, e))]);
+                let len = candidate.to_string().len();
+                if len < best_len {
+                    best = candidate;
+                    best_len = len;
+                }
+            }
+        }
+        out.push(best);
+    }
+    Value::Array(out).to_string()
+}
+
+/// A chunk's elements from its stored form ([`packed`], or a plain list, as chunks were kept
+/// before).
+fn unpacked(entries: Vec<Value>) -> Result<Vec<Value>, String> {
+    let mut out: Vec<Value> = Vec::with_capacity(entries.len());
+    for e in entries {
+        let patched = match &e {
+            Value::Array(pair) => match pair.as_slice() {
+                [Value::Number(back), Value::Object(p)] => {
+                    let mut v = back
+                        .as_u64()
+                        .and_then(|b| usize::try_from(b).ok())
+                        .and_then(|b| out.len().checked_sub(b))
+                        .and_then(|j| out.get(j))
+                        .cloned()
+                        .ok_or("a chunk's element patches one it does not have")?;
+                    super::patch::apply(&mut v, p)?;
+                    Some(v)
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        out.push(patched.unwrap_or(e));
+    }
+    Ok(out)
 }
 
 fn sha_hex(text: &str) -> String {
@@ -87,7 +145,7 @@ impl List {
             .map_err(|e| e.to_string())?;
         let body = body.ok_or_else(|| format!("its chunk {sha} of `{key}` is missing"))?;
         let part: Vec<Value> = serde_json::from_str(&body).map_err(|e| e.to_string())?;
-        self.loaded.insert(c, part);
+        self.loaded.insert(c, unpacked(part)?);
         Ok(())
     }
 
@@ -236,7 +294,9 @@ fn lazy(conn: &Connection, row: Map<String, Value>) -> Result<Lazy, String> {
                         let v = match index(2) {
                             Some(j) => {
                                 let Value::Object(p) = v else {
-                                    return Err(format!("`{name}` patches an element with no patch"));
+                                    return Err(format!(
+                                        "`{name}` patches an element with no patch"
+                                    ));
                                 };
                                 let mut e = list.get(conn, &name, j)?;
                                 super::patch::apply(&mut e, p)?;
@@ -499,15 +559,32 @@ pub(crate) fn encode(
     {
         return Ok((Value::Object(delta).to_string(), Vec::new()));
     }
-    // A keyframe.
+    // A keyframe: the chunks not stored yet are stored packed.
     let mut new_chunks = Vec::new();
     for (name, chunks) in hashed {
+        let elements = match state.remove(name) {
+            Some(Value::Array(a)) => a,
+            _ => Vec::new(),
+        };
+        for ((sha, _), part) in chunks.iter().zip(elements.chunks(CHUNK_LEN)) {
+            let stored = conn
+                .query_row(
+                    "SELECT 1 FROM decision_chunks WHERE sha = ?1",
+                    [sha],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(|e| e.to_string())?
+                .is_some();
+            if !stored {
+                new_chunks.push((sha.clone(), packed(part)));
+            }
+        }
         let shas: Vec<Value> = chunks
             .iter()
             .map(|(s, _)| Value::String(s.clone()))
             .collect();
         state.insert(name.to_string(), serde_json::json!({ "chunks": shas }));
-        new_chunks.extend(chunks);
     }
     top.insert("state".into(), Value::Object(state));
     Ok((Value::Object(top).to_string(), new_chunks))
@@ -564,6 +641,7 @@ fn delta(
         let Some(Value::Array(items)) = state.get(*name) else {
             continue;
         };
+        let had = base.lists.contains_key(*name);
         let list = base.lists.entry(name.to_string()).or_default();
         let mut set = Vec::new();
         for (c, (sha, _)) in chunks.iter().enumerate() {
@@ -584,16 +662,21 @@ fn delta(
                 }
             }
         }
-        lists.insert(
-            name.to_string(),
-            serde_json::json!({ "len": items.len(), "set": set }),
-        );
+        // A list as long as the base's with no element set is left out: unchanged.
+        if !had || items.len() != list.len || !set.is_empty() {
+            lists.insert(
+                name.to_string(),
+                serde_json::json!({ "len": items.len(), "set": set }),
+            );
+        }
     }
     let mut out = Map::new();
     out.insert("base".into(), Value::from(id));
     out.insert("depth".into(), Value::from(base.depth.saturating_add(1)));
     out.insert("fields".into(), Value::Object(fields));
-    out.insert("removed".into(), Value::Array(removed));
+    if !removed.is_empty() {
+        out.insert("removed".into(), Value::Array(removed));
+    }
     out.insert("lists".into(), Value::Object(lists));
     let drop: Vec<Value> = base
         .top

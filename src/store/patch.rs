@@ -2,7 +2,8 @@
 //!
 //! A patch is a JSON object: each key is an RFC 6901 pointer (`/budget/after`,
 //! `/trace/values/3`) into the value, set to the value the key names; the key `-`, when there
-//! is one, lists the pointers of object keys to remove. [`diff`] only records leaves: where both
+//! is one, lists the pointers of object keys to remove; `POINTER/-` on an array lists elements
+//! appended to it. [`diff`] only records leaves: where both
 //! sides are objects (or arrays of the same length) it descends, so no recorded pointer is a
 //! prefix of another and the order in which they are applied does not matter.
 
@@ -63,6 +64,13 @@ fn walk(
                 path.truncate(len);
             }
         }
+        (Value::Array(b), Value::Array(c)) if c.len() > b.len() && c.starts_with(b) => {
+            // Appended to: `POINTER/-` lists what was appended.
+            set.insert(
+                format!("{path}/-"),
+                Value::Array(c.iter().skip(b.len()).cloned().collect()),
+            );
+        }
         (Value::Array(b), Value::Array(c)) if b.len() == c.len() => {
             for (i, (bv, v)) in b.iter().zip(c).enumerate() {
                 let len = path.len();
@@ -104,6 +112,10 @@ pub(crate) fn apply(value: &mut Value, patch: &Map<String, Value>) -> Result<(),
             Value::Object(m) => {
                 m.insert(key, v.clone());
             }
+            Value::Array(a) if key == "-" => {
+                let more = v.as_array().ok_or_else(missing)?;
+                a.extend(more.iter().cloned());
+            }
             Value::Array(a) => {
                 let slot = key
                     .parse::<usize>()
@@ -116,7 +128,9 @@ pub(crate) fn apply(value: &mut Value, patch: &Map<String, Value>) -> Result<(),
         }
     }
     if let Some(removed) = patch.get(REMOVED) {
-        let removed = removed.as_array().ok_or("its removed keys are not a list")?;
+        let removed = removed
+            .as_array()
+            .ok_or("its removed keys are not a list")?;
         for pointer in removed.iter().filter_map(Value::as_str) {
             let (parent, key) = split(pointer)?;
             if let Some(Value::Object(m)) = value.pointer_mut(parent) {
@@ -141,7 +155,7 @@ mod tests {
         let p = diff(&base, &cur);
         assert_eq!(
             Value::Object(p.clone()),
-            json!({"/a": 2, "/b/c/1": 5, "/b/d~1~0": "y", "/l": [1, 2, 3], "/new": null,
+            json!({"/a": 2, "/b/c/1": 5, "/b/d~1~0": "y", "/l/-": [3], "/new": null,
                    "-": ["/b/gone"]})
         );
         let mut back = base.clone();
