@@ -8,9 +8,11 @@
 //! **Content** is the text a turn carries that the store must keep as it is: the bytes of the
 //! run's items' `text`, `output` and `diff` fields, of the request's `message`, and of the
 //! handoff document the dispatch delivered (`handoffs.document`, the rendered copy of the
-//! covered run's items, kept because it is what was delivered). Everything else, the runs,
-//! items' JSON around their text, the handoff's other fields, the transfer, the grant, the
-//! decision log and the indexes, is overhead, and must stay under 2 KB a turn.
+//! covered runs' items, kept because it is what was delivered). Everything else (the run, the
+//! items' JSON around their text, the handoff's other columns, the transfer, the grant, the
+//! decision log, the indexes, the slack in SQLite's pages) is overhead. Issue 14's goal is 2 KB
+//! of overhead a turn; docs/store.md ("How much a turn adds") says where it stands, and this
+//! test keeps it from growing.
 //!
 //! `cargo test --test store_growth -- --nocapture` prints the breakdown.
 
@@ -124,6 +126,7 @@ fn a_turn_adds_little_beyond_its_content() {
     let p = policy::load("default").unwrap();
     let mut content = 0i64;
     let mut at_from = None;
+    let mut last = None;
     for turn in 1..=TURNS {
         let target = if turn % 2 == 1 { "claude" } else { "codex" };
         let message = text(turn + 40_000, 100);
@@ -141,6 +144,7 @@ fn a_turn_adds_little_beyond_its_content() {
         if turn > FROM {
             content += i64::try_from(size + message.len()).unwrap();
         }
+        last = Some(d.decision);
         if turn == FROM {
             at_from = Some((used(&store), documents(&store, "th_growth")));
         }
@@ -183,6 +187,19 @@ fn a_turn_adds_little_beyond_its_content() {
         growth / turns
     );
     // The compact log gives every decision back as it was made.
+    let (id, deltas): (i64, i64) = store
+        .connection()
+        .query_row(
+            "SELECT MAX(id), SUM(instr(decision, '\"~base\"') > 0) FROM decision_log",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(deltas > 150, "{deltas} of {TURNS} decisions are deltas");
+    assert_eq!(
+        store.logged_decision(id).unwrap(),
+        serde_json::to_value(last.unwrap()).unwrap()
+    );
     let report = store::replay(&store, &store::ReplayFilter::default(), &[]).unwrap();
     assert_eq!(
         (report.checked, report.differences.len()),

@@ -725,3 +725,102 @@ fn element(
     }
     Ok(best)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn db() -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE decision_log (id INTEGER PRIMARY KEY, thread TEXT, run INTEGER, input TEXT);
+             CREATE TABLE decision_chunks (sha TEXT PRIMARY KEY, body TEXT NOT NULL);",
+        )
+        .unwrap();
+        c
+    }
+
+    fn run(o: u64, status: &str) -> Value {
+        json!({"ordinal": o, "provider": "codex", "provider_thread": "C1", "status": status})
+    }
+
+    /// Rows logged before deltas patched their elements (a plain chunk, a delta that keeps
+    /// everything outside the state whole and sets whole elements) still read.
+    #[test]
+    fn an_earlier_keyframe_and_delta_still_read() {
+        let c = db();
+        let runs = vec![run(1, "completed"), run(2, "running")];
+        let body = chunk_body(&runs);
+        let sha = sha_hex(&body);
+        c.execute(
+            "INSERT INTO decision_chunks (sha, body) VALUES (?1, ?2)",
+            params![sha, body],
+        )
+        .unwrap();
+        let key = json!({"state": {"version": 1, "runs": {"chunks": [sha]}},
+                         "target": "codex", "document_root": "/d", "context": {}});
+        c.execute(
+            "INSERT INTO decision_log (id, thread, run, input) VALUES (1, 't', 3, ?1)",
+            [key.to_string()],
+        )
+        .unwrap();
+        let delta = json!({"base": 1, "depth": 1, "fields": {}, "removed": [],
+            "lists": {"runs": {"len": 3, "set": [[1, run(2, "completed")], [2, run(3, "running")]]}},
+            "target": "claude", "document_root": "/d", "context": {}});
+        let got = materialize(&c, &delta.to_string()).unwrap();
+        assert_eq!(
+            got,
+            json!({"state": {"version": 1, "runs": [run(1, "completed"), run(2, "completed"), run(3, "running")]},
+                   "target": "claude", "document_root": "/d", "context": {}})
+        );
+    }
+
+    /// A packed chunk gives its elements back, and a new delta patches elements and keeps
+    /// only what differs outside the state.
+    #[test]
+    fn packed_chunks_and_patched_elements_give_the_input_back() {
+        let c = db();
+        let runs: Vec<Value> = (1..=5).map(|o| run(o, "completed")).collect();
+        let packed_body = packed(&runs);
+        assert!(packed_body.len() < chunk_body(&runs).len(), "{packed_body}");
+        assert_eq!(
+            unpacked(serde_json::from_str(&packed_body).unwrap()).unwrap(),
+            runs
+        );
+        let input = |runs: &[Value], target: &str| {
+            json!({"state": {"version": 1, "thread": {"id": "t"}, "runs": runs},
+                   "target": target, "document_root": "/d", "context": {}})
+        };
+        let mut all = runs.clone();
+        all.push(run(6, "running"));
+        let first = input(&all, "codex");
+        let (text, chunks) = encode(&c, "t", "regenerate", first.clone()).unwrap();
+        for (sha, body) in chunks {
+            c.execute(
+                "INSERT INTO decision_chunks (sha, body) VALUES (?1, ?2)",
+                params![sha, body],
+            )
+            .unwrap();
+        }
+        c.execute(
+            "INSERT INTO decision_log (id, thread, run, input) VALUES (1, 't', 7, ?1)",
+            [&text],
+        )
+        .unwrap();
+        assert_eq!(materialize(&c, &text).unwrap(), first);
+        all[5] = run(6, "completed");
+        all.push(run(7, "running"));
+        let second = input(&all, "codex");
+        let (text, chunks) = encode(&c, "t", "regenerate", second.clone()).unwrap();
+        assert!(chunks.is_empty());
+        let row: Value = serde_json::from_str(&text).unwrap();
+        // Run 6 completed is run 5 with another ordinal: the shortest patch.
+        assert_eq!(
+            row["lists"]["runs"]["set"][0],
+            json!([5, {"/ordinal": 6}, 4])
+        );
+        assert!(row.get("target").is_none(), "{row}");
+        assert_eq!(materialize(&c, &text).unwrap(), second);
+    }
+}
