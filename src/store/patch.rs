@@ -3,7 +3,9 @@
 //! A patch is a JSON object: each key is an RFC 6901 pointer (`/budget/after`,
 //! `/trace/values/3`) into the value, set to the value the key names; the key `-`, when there
 //! is one, lists the pointers of object keys to remove; `POINTER/-` on an array lists elements
-//! appended to it. [`diff`] only records leaves: where both
+//! appended to it; `POINTER/~s` on a string is `[PREFIX, MIDDLE, SUFFIX]`: the string's first
+//! `PREFIX` and last `SUFFIX` bytes kept, `MIDDLE` between them (no pointer of a key ends in
+//! `/~s`: a key's `~` is written `~0`). [`diff`] only records leaves: where both
 //! sides are objects (or arrays of the same length) it descends, so no recorded pointer is a
 //! prefix of another and the order in which they are applied does not matter.
 
@@ -80,10 +82,53 @@ fn walk(
                 path.truncate(len);
             }
         }
+        (Value::String(b), Value::String(c)) => match common(b, c) {
+            // A long string that changed in the middle (a document path naming another
+            // handoff): `POINTER/~s` is `[PREFIX, MIDDLE, SUFFIX]`, the lengths in bytes kept.
+            Some((pre, suf, middle)) => {
+                set.insert(
+                    format!("{path}/~s"),
+                    Value::Array(vec![
+                        Value::from(pre),
+                        Value::from(middle),
+                        Value::from(suf),
+                    ]),
+                );
+            }
+            None => {
+                set.insert(path.clone(), cur.clone());
+            }
+        },
         _ => {
             set.insert(path.clone(), cur.clone());
         }
     }
+}
+
+/// The bytes `b` and `c` share at their start and at their end (at character boundaries, not
+/// overlapping) and the middle of `c`, when they share enough to be worth it.
+fn common<'a>(b: &str, c: &'a str) -> Option<(usize, usize, &'a str)> {
+    let pre = b
+        .char_indices()
+        .zip(c.chars())
+        .find(|((_, x), y)| x != y)
+        .map_or(b.len().min(c.len()), |((i, _), _)| i);
+    let room = b.len().min(c.len()).saturating_sub(pre);
+    let suf = b
+        .chars()
+        .rev()
+        .zip(c.chars().rev())
+        .take_while(|(x, y)| x == y)
+        .map(|(x, _)| x.len_utf8())
+        .scan(0usize, |n, l| {
+            *n = n.saturating_add(l);
+            Some(*n)
+        })
+        .take_while(|n| *n <= room)
+        .last()
+        .unwrap_or(0);
+    let middle = c.get(pre..c.len().saturating_sub(suf))?;
+    (pre.saturating_add(suf) >= 16).then_some((pre, suf, middle))
 }
 
 /// The parent pointer and the last key of `pointer` (unescaped).
@@ -111,6 +156,26 @@ pub(crate) fn apply(value: &mut Value, patch: &Map<String, Value>) -> Result<(),
         match value.pointer_mut(parent).ok_or_else(missing)? {
             Value::Object(m) => {
                 m.insert(key, v.clone());
+            }
+            Value::String(st) if key == "~s" => {
+                let bad = || format!("`{pointer}` does not fit its string");
+                let (pre, middle, suf) = match v.as_array().map(Vec::as_slice) {
+                    Some([Value::Number(p), Value::String(m), Value::Number(s)]) => (
+                        p.as_u64().and_then(|n| usize::try_from(n).ok()),
+                        m,
+                        s.as_u64().and_then(|n| usize::try_from(n).ok()),
+                    ),
+                    _ => return Err(bad()),
+                };
+                let (pre, suf) = pre.zip(suf).ok_or_else(bad)?;
+                let head = st.get(..pre).ok_or_else(bad)?;
+                let tail = st
+                    .len()
+                    .checked_sub(suf)
+                    .filter(|at| *at >= pre)
+                    .and_then(|at| st.get(at..))
+                    .ok_or_else(bad)?;
+                *st = format!("{head}{middle}{tail}");
             }
             Value::Array(a) if key == "-" => {
                 let more = v.as_array().ok_or_else(missing)?;
@@ -165,6 +230,26 @@ mod tests {
         let mut whole = json!([1]);
         apply(&mut whole, &diff(&json!([1]), &json!("s"))).unwrap();
         assert_eq!(whole, json!("s"));
+    }
+
+    #[test]
+    fn a_string_changed_in_the_middle_keeps_its_ends() {
+        let base = json!({"d": "/tmp/docs/th_1/H158/handoff.md", "é": "éé/x/H1/ééé/y"});
+        let cur = json!({"d": "/tmp/docs/th_1/H160/handoff.md", "é": "éé/x/H22/ééé/y"});
+        let p = diff(&base, &cur);
+        assert_eq!(p.get("/d/~s"), Some(&json!([17, "60", 11])));
+        let mut back = base.clone();
+        apply(&mut back, &p).unwrap();
+        assert_eq!(back, cur);
+        for (b, c) in [
+            ("abcabcabcabcabcabcabc", "abcabcabcabcabcabc"),
+            ("x", "xyz"),
+            ("", ""),
+        ] {
+            let mut v = json!(b);
+            apply(&mut v, &diff(&json!(b), &json!(c))).unwrap();
+            assert_eq!(v, json!(c));
+        }
     }
 
     #[test]
