@@ -60,24 +60,29 @@ fn chunk_body(chunk: &[Value]) -> String {
 /// ordinal and handoff). Every element of these lists is a JSON object, so a pair is never an
 /// element.
 fn packed(chunk: &[Value]) -> String {
+    // The patch setting fewest keys is the one tried (a keyframe of a long imported thread
+    // packs thousands of elements at once: one diff each, not one serialization per try).
     let mut out = Vec::with_capacity(chunk.len());
     for (k, e) in chunk.iter().enumerate() {
-        let mut best = e.clone();
-        let mut best_len = e.to_string().len();
-        if e.is_object() {
-            for back in [1usize, 2] {
-                let Some(r) = k.checked_sub(back).and_then(|j| chunk.get(j)) else {
-                    continue;
-                };
-                let candidate = serde_json::json!([back, Value::Object(super::patch::diff(r, e))]);
-                let len = candidate.to_string().len();
-                if len < best_len {
-                    best = candidate;
-                    best_len = len;
-                }
+        let Some(keys) = e.as_object().map(Map::len) else {
+            out.push(e.clone());
+            continue;
+        };
+        let mut best: Option<(usize, Map<String, Value>)> = None;
+        for back in [1usize, 2] {
+            let Some(r) = k.checked_sub(back).and_then(|j| chunk.get(j)) else {
+                continue;
+            };
+            let p = super::patch::diff(r, e);
+            if best.as_ref().is_none_or(|(_, b)| p.len() < b.len()) {
+                best = Some((back, p));
             }
         }
-        out.push(best);
+        let candidate = best
+            .filter(|(_, p)| p.len() < keys)
+            .map(|(back, p)| serde_json::json!([back, Value::Object(p)]))
+            .filter(|c| c.to_string().len() < e.to_string().len());
+        out.push(candidate.unwrap_or_else(|| e.clone()));
     }
     Value::Array(out).to_string()
 }
