@@ -144,10 +144,11 @@ impl List {
             .query_row(
                 "SELECT body FROM decision_chunks WHERE sha = ?1",
                 [sha],
-                |r| r.get(0),
+                |r| r.get::<_, super::packed::Text>(0),
             )
             .optional()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())?
+            .map(|t| t.0);
         let body = body.ok_or_else(|| format!("its chunk {sha} of `{key}` is missing"))?;
         let part: Vec<Value> = serde_json::from_str(&body).map_err(|e| e.to_string())?;
         self.loaded.insert(c, unpacked(part)?);
@@ -396,10 +397,11 @@ fn stored_items(conn: &Connection, refs: &Value) -> Result<Vec<(u64, Vec<Value>)
             .query_row(
                 "SELECT body FROM decision_chunks WHERE sha = ?1",
                 [sha],
-                |r| r.get(0),
+                |r| r.get::<_, super::packed::Text>(0),
             )
             .optional()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())?
+            .map(|t| t.0);
         let body = body.ok_or_else(|| format!("its chunk {sha} of `{STORED_ITEMS}` is missing"))?;
         return serde_json::from_str(&body).map_err(|e| e.to_string());
     }

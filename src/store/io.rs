@@ -123,7 +123,7 @@ impl<'c> Cx<'c> {
             self.exec(
                 during,
                 "INSERT OR IGNORE INTO decision_chunks (sha, body) VALUES (?1, ?2)",
-                params![sha, body],
+                params![sha, super::packed::pack(&body)],
             )?;
         }
         for (id, input) in rows {
@@ -316,8 +316,8 @@ impl<'c> Cx<'c> {
                 h.summary,
                 h.supersedes,
                 row.document_path,
-                row.document,
-                row.inline,
+                row.document.as_deref().map(super::packed::pack),
+                row.inline.as_deref().map(super::packed::pack),
                 h.covered_thread,
             ],
         )
@@ -718,7 +718,7 @@ impl<'c> Cx<'c> {
                 thread: thread.to_string(),
                 handoff: id.to_string(),
             })?;
-        let (document_path, inline): (Option<String>, Option<String>) = self
+        let (document_path, inline): (Option<String>, Option<super::packed::Text>) = self
             .conn
             .query_row(
                 "SELECT document_path, inline_prompt FROM handoffs WHERE thread = ?1 AND id = ?2",
@@ -729,7 +729,7 @@ impl<'c> Cx<'c> {
         Ok(crate::store::HandoffRecord {
             id: h.id,
             document_path: document_path.map(std::path::PathBuf::from),
-            inline: inline.unwrap_or_default(),
+            inline: inline.map(|t| t.0).unwrap_or_default(),
             status: h.status,
             covered: h.covered,
             covered_thread: h.covered_thread,
@@ -754,7 +754,7 @@ impl<'c> Cx<'c> {
             self.exec(
                 "recording the decision's input",
                 "INSERT OR IGNORE INTO decision_chunks (sha, body) VALUES (?1, ?2)",
-                params![sha, body],
+                params![sha, super::packed::pack(&body)],
             )?;
         }
         Ok(text)
@@ -819,7 +819,11 @@ impl<'c> Cx<'c> {
                 params![sha, body],
             )?;
         }
-        let json = super::trace_log::encode(self.conn, thread, operation, &split.decision);
+        let json: rusqlite::types::Value =
+            match super::trace_log::encode(self.conn, thread, operation, &split.decision) {
+                super::trace_log::Logged::Whole(text) => text.into(),
+                super::trace_log::Logged::Delta(text) => super::packed::pack(&text).into(),
+            };
         let input = self.encoded_input(thread, operation, input)?;
         self.exec(
             "recording the decision",

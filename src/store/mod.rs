@@ -11,6 +11,7 @@ mod grants;
 pub mod hint;
 mod input_log;
 mod io;
+mod packed;
 pub mod lifecycle;
 mod patch;
 pub mod replay;

@@ -26,7 +26,7 @@ impl Store {
     /// made: the log keeps a trace's text once per policy, and this puts it back.
     pub fn logged_decision(&self, id: i64) -> Result<serde_json::Value, StoreError> {
         let during = "reading the decision log";
-        let logged: String = self
+        let logged: super::packed::Text = self
             .connection()
             .query_row(
                 "SELECT decision FROM decision_log WHERE id = ?1",
@@ -34,6 +34,7 @@ impl Store {
                 |r| r.get(0),
             )
             .map_err(|e| self.err(during, e))?;
+        let logged = logged.0;
         expanded(self, &logged).map_err(|why| StoreError::Corrupt {
             path: self.name(),
             what: format!("decision-log row {id}"),
@@ -344,7 +345,7 @@ fn rows(store: &Store, filter: &ReplayFilter) -> Result<Vec<Row>, StoreError> {
                 operation: r.get(3)?,
                 policy: r.get(4)?,
                 sha: r.get(5)?,
-                decision: r.get(6)?,
+                decision: r.get::<_, super::packed::Text>(6)?.0,
                 input: r.get(7)?,
             })
         })

@@ -129,11 +129,12 @@ pub(crate) const MAX_DEPTH: u64 = 16;
 /// handoff, the covered runs and a few traced values; the rest (the policy, the rule that
 /// decided, the delivery's shape, most of the trace) is the same. Other operations' decisions
 /// are logged whole (a merge-back's is read by the run that takes it).
-pub(crate) fn encode(conn: &Connection, thread: &str, operation: &str, logged: &Value) -> String {
-    let mut best = logged.to_string();
+pub(crate) fn encode(conn: &Connection, thread: &str, operation: &str, logged: &Value) -> Logged {
+    let whole = logged.to_string();
     if operation != "dispatch" {
-        return best;
+        return Logged::Whole(whole);
     }
+    let mut best: Option<String> = None;
     let mut memo = HashMap::new();
     for (id, row) in candidates(conn, thread) {
         let depth = row.get(DEPTH).and_then(Value::as_u64).unwrap_or(0);
@@ -151,11 +152,20 @@ pub(crate) fn encode(conn: &Connection, thread: &str, operation: &str, logged: &
             Value::Object(super::patch::diff(&base, logged)),
         );
         let text = Value::Object(delta).to_string();
-        if text.len() < best.len() {
-            best = text;
+        if text.len() < best.as_ref().map_or(whole.len(), String::len) {
+            best = Some(text);
         }
     }
-    best
+    best.map_or(Logged::Whole(whole), Logged::Delta)
+}
+
+/// A decision row as [`encode`] makes it.
+pub(crate) enum Logged {
+    /// The decision whole, JSON text (SQL reads such rows: `waiting()` reads a merge-back's).
+    Whole(String),
+    /// A delta on an earlier dispatch decision, JSON text that only this module reads: the
+    /// log keeps it packed (`store::packed`).
+    Delta(String),
 }
 
 /// How many of the thread's latest dispatch decisions [`encode`] tries as a base.
@@ -171,12 +181,12 @@ fn candidates(conn: &Connection, thread: &str) -> Vec<(i64, Value)> {
         return Vec::new();
     };
     let Ok(rows) = st.query_map(params![thread, CANDIDATES], |r| {
-        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        Ok((r.get::<_, i64>(0)?, r.get::<_, super::packed::Text>(1)?))
     }) else {
         return Vec::new();
     };
     rows.filter_map(Result::ok)
-        .filter_map(|(id, text)| Some((id, serde_json::from_str(&text).ok()?)))
+        .filter_map(|(id, text)| Some((id, serde_json::from_str(&text.0).ok()?)))
         .collect()
 }
 
@@ -206,7 +216,7 @@ fn compact(
         if u64::try_from(chain.len()).unwrap_or(u64::MAX) > MAX_DEPTH {
             return Err("its chain of deltas is longer than a chain can be".into());
         }
-        let text: Option<String> = conn
+        let text: Option<super::packed::Text> = conn
             .query_row(
                 "SELECT decision FROM decision_log WHERE id = ?1",
                 [base],
@@ -214,7 +224,9 @@ fn compact(
             )
             .optional()
             .map_err(|e| e.to_string())?;
-        let text = text.ok_or_else(|| format!("its base, log row {base}, is missing"))?;
+        let text = text
+            .ok_or_else(|| format!("its base, log row {base}, is missing"))?
+            .0;
         chain.push((
             base,
             serde_json::from_str(&text).map_err(|e| e.to_string())?,
