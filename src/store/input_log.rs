@@ -700,11 +700,16 @@ fn delta(
     Ok(out)
 }
 
+/// How many elements before a new one [`element`] tries as its base.
+const LOOK_BACK: usize = 6;
+
 /// How a delta sets element `i` of list `name` to `cur` (`old`: the base's element `i`):
 /// `[i, ELEMENT]`, or `[i, PATCH, j]`, the base's element `j` patched ([`super::patch`]),
 /// whichever is shorter. `j` is `i` (an element that changed: a run completed, a handoff
-/// superseded) or one of the two before it (a new element is much like the one before it,
-/// or the one before that on a thread alternating between two providers).
+/// superseded) or one of the [`LOOK_BACK`] before it (a new element is much like the one
+/// before it, or the one before that on a thread alternating between two providers, or the
+/// latest one made the same way: a handoff of the same strategy, whose provider-thread list is
+/// that one's with one more).
 fn element(
     conn: &Connection,
     list: &mut List,
@@ -716,7 +721,7 @@ fn element(
     let mut best = serde_json::json!([i, cur]);
     let mut best_len = best.to_string().len();
     let mut refs: Vec<(usize, Value)> = old.map(|o| (i, o)).into_iter().collect();
-    for back in [1, 2] {
+    for back in 1..=LOOK_BACK {
         if let Some(j) = i.checked_sub(back).filter(|j| *j < list.len) {
             refs.push((j, list.get(conn, name, j)?));
         }

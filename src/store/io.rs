@@ -306,7 +306,9 @@ impl<'c> Cx<'c> {
                 seq,
                 h.transfer,
                 h.target_run,
-                self.json("from_provider_threads", &h.from_provider_threads)?,
+                super::packed::pack_long(
+                    self.json("from_provider_threads", &h.from_provider_threads)?
+                ),
                 h.to_provider_thread,
                 h.covered.from,
                 h.covered.to,
@@ -569,7 +571,7 @@ impl<'c> Cx<'c> {
     pub fn handoffs(&self, thread: &str) -> Result<Vec<Handoff>, StoreError> {
         /// The enum and JSON columns, parsed after the query (their errors name the handoff).
         struct Raw {
-            from: String,
+            from: rusqlite::types::Value,
             strategy: String,
             status: String,
         }
@@ -610,8 +612,9 @@ impl<'c> Cx<'c> {
         let mut out = Vec::with_capacity(raw.len());
         for (mut h, raw) in raw {
             let id = &h.id;
-            h.from_provider_threads =
-                self.parse_json(format!("handoff {id}: from_provider_threads"), &raw.from)?;
+            let what = || format!("handoff {id}: from_provider_threads");
+            let from = super::packed::text_of(raw.from).map_err(|e| self.corrupt(what(), e))?;
+            h.from_provider_threads = self.parse_json(what(), &from)?;
             h.strategy = match HandoffStrategy::parse(&raw.strategy) {
                 Some(s) => s,
                 None => self.parse_enum(format!("handoff {id}: strategy"), &raw.strategy)?,

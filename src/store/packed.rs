@@ -29,6 +29,27 @@ pub(crate) fn unpack(bytes: &[u8]) -> Result<String, String> {
     Ok(out)
 }
 
+/// `text` packed when it is long enough to gain from it (a short list of ids stays as it is).
+pub(crate) fn pack_long(text: String) -> rusqlite::types::Value {
+    if text.len() >= LONG {
+        pack(&text).into()
+    } else {
+        text.into()
+    }
+}
+
+/// From how many bytes [`pack_long`] packs.
+const LONG: usize = 64;
+
+/// The text of a column value, plain (TEXT) or packed (BLOB).
+pub(crate) fn text_of(value: rusqlite::types::Value) -> Result<String, String> {
+    match value {
+        rusqlite::types::Value::Text(t) => Ok(t),
+        rusqlite::types::Value::Blob(b) => unpack(&b),
+        _ => Err("it is neither text nor a packed value".into()),
+    }
+}
+
 /// A column's text, whether kept plain (TEXT) or packed (BLOB).
 pub(crate) struct Text(pub String);
 
@@ -60,8 +81,7 @@ mod tests {
             })
             .unwrap();
         assert_eq!((packed.0.as_str(), plain.0.as_str()), (text, text));
-        let bad: rusqlite::Result<Text> =
-            conn.query_row("SELECT x'ff00ff'", [], |r| r.get(0));
+        let bad: rusqlite::Result<Text> = conn.query_row("SELECT x'ff00ff'", [], |r| r.get(0));
         assert!(bad.is_err());
     }
 }

@@ -73,7 +73,39 @@ fn walk(
                 Value::Array(c.iter().skip(b.len()).cloned().collect()),
             );
         }
-        (Value::Array(b), Value::Array(c)) if b.len() == c.len() => {
+        (Value::Array(b), Value::Array(c)) if b.len() != c.len() => {
+            // Grown or shrunk elsewhere than at its end (a handoff's provider threads, a list
+            // that takes one more): `POINTER/~a` is `[PREFIX, MIDDLE, SUFFIX]`, the first
+            // `PREFIX` and last `SUFFIX` elements kept, `MIDDLE` (a list) between them.
+            let pre = b.iter().zip(c).take_while(|(x, y)| x == y).count();
+            let room = b.len().min(c.len()).saturating_sub(pre);
+            let suf = b
+                .iter()
+                .rev()
+                .zip(c.iter().rev())
+                .take(room)
+                .take_while(|(x, y)| x == y)
+                .count();
+            if pre.saturating_add(suf) == 0 {
+                set.insert(path.clone(), cur.clone());
+            } else {
+                let middle = c
+                    .iter()
+                    .skip(pre)
+                    .take(c.len().saturating_sub(pre).saturating_sub(suf))
+                    .cloned()
+                    .collect();
+                set.insert(
+                    format!("{path}/~a"),
+                    Value::Array(vec![
+                        Value::from(pre),
+                        Value::Array(middle),
+                        Value::from(suf),
+                    ]),
+                );
+            }
+        }
+        (Value::Array(b), Value::Array(c)) => {
             for (i, (bv, v)) in b.iter().zip(c).enumerate() {
                 let len = path.len();
                 path.push('/');
@@ -177,6 +209,27 @@ pub(crate) fn apply(value: &mut Value, patch: &Map<String, Value>) -> Result<(),
                     .ok_or_else(bad)?;
                 *st = format!("{head}{middle}{tail}");
             }
+            Value::Array(a) if key == "~a" => {
+                let bad = || format!("`{pointer}` does not fit its list");
+                let (pre, middle, suf) = match v.as_array().map(Vec::as_slice) {
+                    Some([Value::Number(p), Value::Array(m), Value::Number(s)]) => (
+                        p.as_u64().and_then(|n| usize::try_from(n).ok()),
+                        m,
+                        s.as_u64().and_then(|n| usize::try_from(n).ok()),
+                    ),
+                    _ => return Err(bad()),
+                };
+                let (pre, suf) = pre.zip(suf).ok_or_else(bad)?;
+                let at = a
+                    .len()
+                    .checked_sub(suf)
+                    .filter(|at| *at >= pre)
+                    .ok_or_else(bad)?;
+                let tail = a.split_off(at);
+                a.truncate(pre);
+                a.extend(middle.iter().cloned());
+                a.extend(tail);
+            }
             Value::Array(a) if key == "-" => {
                 let more = v.as_array().ok_or_else(missing)?;
                 a.extend(more.iter().cloned());
@@ -250,6 +303,40 @@ mod tests {
             apply(&mut v, &diff(&json!(b), &json!(c))).unwrap();
             assert_eq!(v, json!(c));
         }
+    }
+
+    #[test]
+    fn a_list_changed_in_the_middle_keeps_its_ends() {
+        let base = json!({"l": ["C1", "L1", "L2", "C2", "L3"], "k": [1, 2]});
+        let cur = json!({"l": ["C1", "L1", "L2", "C2", "C3", "L3"], "k": [3]});
+        let p = diff(&base, &cur);
+        assert_eq!(p.get("/l/~a"), Some(&json!([4, ["C3"], 1])));
+        assert_eq!(p.get("/k"), Some(&json!([3])));
+        let mut back = base.clone();
+        apply(&mut back, &p).unwrap();
+        assert_eq!(back, cur);
+        for (b, c) in [
+            (json!([1, 2, 3, 1, 2, 3]), json!([1, 2, 3])),
+            (json!([1, 2, 3]), json!([1, 2, 2, 3])),
+            (json!([1, 1]), json!([1])),
+            (json!([]), json!([1])),
+            (json!([1, 2]), json!([])),
+        ] {
+            let mut v = b.clone();
+            apply(&mut v, &diff(&b, &c)).unwrap();
+            assert_eq!(v, c, "{b} -> {c}");
+        }
+        let mut short = json!([1]);
+        assert_eq!(
+            apply(&mut short, &p_of("/~a", json!([2, [], 1]))).unwrap_err(),
+            "`/~a` does not fit its list"
+        );
+    }
+
+    fn p_of(k: &str, v: Value) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert(k.into(), v);
+        m
     }
 
     #[test]
