@@ -5,14 +5,16 @@
 //! read at turn 50 and at turn 200, and the growth per turn is compared with the content the
 //! turns carried.
 //!
-//! **Content** is the text a turn carries that the store must keep as it is: the bytes of the
-//! run's items' `text`, `output` and `diff` fields, of the request's `message`, and of the
-//! handoff document the dispatch delivered (`handoffs.document`, the rendered copy of the
-//! covered runs' items, kept because it is what was delivered). Everything else (the run, the
-//! items' JSON around their text, the handoff's other columns, the transfer, the grant, the
-//! decision log, the indexes, the slack in SQLite's pages) is overhead. Issue 14's goal is 2 KB
-//! of overhead a turn; docs/store.md ("How much a turn adds") says where it stands, and this
-//! test keeps it from growing.
+//! **Content** is the text a turn carries that the store must keep: the bytes of the run's
+//! items' `text`, `output` and `diff` fields, of the request's `message`, and of the handoff
+//! document the dispatch delivered (`handoffs.document`, the rendered copy of the covered runs'
+//! items, kept because it is what was delivered), counted as text, before the store packs the
+//! document. Everything else (the run, the items' JSON around their text, the handoff's other
+//! columns, the transfer, the grant, the decision log, the indexes, the slack in SQLite's
+//! pages) is **overhead**: the growth less the items' content, the message and the document as
+//! kept (packed). The test asserts issue 14's goal as stated (growth <= content + 2 KB), which
+//! holds because the document is kept packed, and guards the overhead alone, which is above
+//! 2 KB; docs/store.md ("How much a turn adds") gives both.
 //!
 //! `cargo test --test store_growth -- --nocapture` prints the breakdown.
 
@@ -24,11 +26,15 @@ use std::io::Read;
 
 const TURNS: u32 = 200;
 const FROM: u32 = 50;
-/// The overhead a turn may add, beyond its content: issue 14's goal is 2 KB; what holds today
-/// (see docs/store.md#how-much-a-turn-adds) is guarded here so that it does not grow.
-const BUDGET: i64 = 5632;
+/// Issue 14's goal: a turn grows the database by at most its content plus 2 KB. Content is
+/// counted as the text it is (the handoff document's bytes before the store packs it).
+const GOAL: i64 = 2048;
+/// The overhead a turn may add beyond its content as the store keeps it (the packed document):
+/// what holds today (see docs/store.md#how-much-a-turn-adds) is guarded here so that it does
+/// not grow; 2 KB, the goal's figure, does not hold for the overhead alone.
+const BUDGET: i64 = 3584;
 /// What the decision log (its rows, chunks, trace texts and index) may add per turn.
-const LOG_BUDGET: i64 = 2560;
+const LOG_BUDGET: i64 = 1536;
 
 /// A string of `n` bytes that does not compress to nothing (prose-like, varied by `seed`).
 fn text(seed: u32, n: usize) -> String {
@@ -200,9 +206,9 @@ fn a_turn_adds_little_beyond_its_content() {
     );
     eprintln!(
         "  goal: growth {growth} B <= content + 2 KB = {} B: {}; overhead alone {overhead} B <= 2048 B: {}",
-        content + document + 2048,
-        growth <= content + document + 2048,
-        overhead <= 2048
+        content + document + GOAL,
+        growth <= content + document + GOAL,
+        overhead <= GOAL
     );
     for (name, bytes) in &per1 {
         let d = bytes - per0.get(name).copied().unwrap_or(0);
@@ -218,6 +224,11 @@ fn a_turn_adds_little_beyond_its_content() {
         / turns;
     eprintln!("  the decision log in all        {log:>6} B/turn");
     assert!(log <= LOG_BUDGET, "the decision log adds {log} B a turn");
+    assert!(
+        growth <= content + document + GOAL,
+        "a turn grows the database by {growth} B, more than its content ({} B) + 2 KB",
+        content + document
+    );
     assert!(
         overhead <= BUDGET,
         "a turn adds {overhead} B beyond its content (growth {growth} B per turn)"
