@@ -825,7 +825,7 @@ impl<'c> Cx<'c> {
         let json: rusqlite::types::Value =
             match super::trace_log::encode(self.conn, thread, operation, &split.decision) {
                 super::trace_log::Logged::Whole(text) => text.into(),
-                super::trace_log::Logged::Delta(text) => super::packed::pack(&text).into(),
+                super::trace_log::Logged::Delta(text) => super::packed::pack(&text),
             };
         let input = self.encoded_input(thread, operation, input)?;
         self.exec(

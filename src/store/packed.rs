@@ -1,5 +1,6 @@
 //! Text the store keeps and only ever reads back whole, kept deflated (`flate2`, raw deflate):
-//! the handoff's document and first-turn prompt, the decision log's chunks and its delta rows.
+//! the handoff's document and first-turn prompt, its provider-thread list when long, the
+//! decision log's chunks and its delta rows.
 //! A packed value is a BLOB; a TEXT value (a row written before, or one kept plain because
 //! SQL reads it with JSON functions) reads as it is, so both kinds live side by side without
 //! a schema change.
@@ -7,16 +8,16 @@
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
 use flate2::Compression;
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, Value, ValueRef};
 use std::io::{Read, Write};
 
-/// `text` deflated, for a BLOB column value.
-pub(crate) fn pack(text: &str) -> Vec<u8> {
+/// `text` deflated, as a BLOB column value (should deflating fail, which writing into memory
+/// does not, the text as it is: a TEXT value reads back the same).
+pub(crate) fn pack(text: &str) -> Value {
     let mut enc = DeflateEncoder::new(Vec::new(), Compression::best());
-    // Writing into a Vec cannot fail; should it, the text is kept as it is (still readable).
     match enc.write_all(text.as_bytes()).and_then(|()| enc.finish()) {
-        Ok(bytes) => bytes,
-        Err(_) => text.as_bytes().to_vec(),
+        Ok(bytes) => Value::Blob(bytes),
+        Err(_) => Value::Text(text.to_string()),
     }
 }
 
@@ -30,9 +31,9 @@ pub(crate) fn unpack(bytes: &[u8]) -> Result<String, String> {
 }
 
 /// `text` packed when it is long enough to gain from it (a short list of ids stays as it is).
-pub(crate) fn pack_long(text: String) -> rusqlite::types::Value {
+pub(crate) fn pack_long(text: String) -> Value {
     if text.len() >= LONG {
-        pack(&text).into()
+        pack(&text)
     } else {
         text.into()
     }
@@ -42,10 +43,10 @@ pub(crate) fn pack_long(text: String) -> rusqlite::types::Value {
 const LONG: usize = 64;
 
 /// The text of a column value, plain (TEXT) or packed (BLOB).
-pub(crate) fn text_of(value: rusqlite::types::Value) -> Result<String, String> {
+pub(crate) fn text_of(value: Value) -> Result<String, String> {
     match value {
-        rusqlite::types::Value::Text(t) => Ok(t),
-        rusqlite::types::Value::Blob(b) => unpack(&b),
+        Value::Text(t) => Ok(t),
+        Value::Blob(b) => unpack(&b),
         _ => Err("it is neither text nor a packed value".into()),
     }
 }
