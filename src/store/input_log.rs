@@ -5,13 +5,20 @@
 //! - a **keyframe**: the input as JSON, with each long list of its state (`runs`,
 //!   `provider_threads`, `handoffs`, `transfers`, `checkpoints`) replaced by
 //!   `{"chunks": [sha256, ...]}`, chunks of [`CHUNK_LEN`] elements kept once each in
-//!   `decision_chunks` (every row logged before schema 6 is a keyframe);
+//!   `decision_chunks`, named by the sha256 of the elements as a JSON list and kept packed
+//!   (each element whole or as a patch of one of the two before it; see [`packed`]) (every
+//!   row logged before schema 6 is a keyframe);
 //! - a **delta** on an earlier row of the same thread (its `base`): `{"base": ID, "depth": D,
 //!   "fields": {...}, "removed": [...], "lists": {KEY: {"len": N, "set": [[I, ELEMENT], ...]}},
 //!   "target": ..., "document_root": ..., "context": ...}`. `fields` are the state's other
 //!   fields that differ from the base's, `removed` the state's keys the base had and this input
 //!   has not, and each list gives its length and the elements that differ from the base's at
-//!   the same index. Everything outside `state` is kept whole (it is small).
+//!   the same index. An element set is `[I, ELEMENT]`, or `[I, PATCH, J]`: the base's element
+//!   `J` (`I` itself, or one of the two before it) with a [`super::patch`] applied, whichever is
+//!   shorter (a run that completed is `{"/status": "completed"}`). What is outside `state`
+//!   (`target`, `document_root`, `context`, `stored_items`) is kept where it differs from the
+//!   base's; `"drop": [...]` lists the keys the base had and this input has not. (A delta
+//!   without `drop`, logged before, keeps everything outside `state` whole.)
 //!
 //! Consecutive decisions of a thread differ by a run or two, a handoff, a transfer and the
 //! request, so a delta is a few hundred bytes where a keyframe names every chunk (about 10 KB
@@ -41,9 +48,70 @@ pub(crate) const CHUNK_LEN: usize = 64;
 /// The longest chain of deltas before the next row is a keyframe again.
 pub(crate) const MAX_DEPTH: u64 = 32;
 
-/// The JSON text of a chunk (the same for the writer and the comparison).
+/// The JSON text of a chunk's elements, whose sha256 names the chunk (the same for the writer
+/// and the comparison).
 fn chunk_body(chunk: &[Value]) -> String {
     Value::Array(chunk.to_vec()).to_string()
+}
+
+/// A chunk as `decision_chunks` keeps it: each element whole, or `[BACK, PATCH]`, the element
+/// `BACK` places before it in the chunk with a [`super::patch`] applied, whichever is shorter
+/// (the elements of a list are much alike: a run differs from the one two before it in its
+/// ordinal and handoff). Every element of these lists is a JSON object, so a pair is never an
+/// element.
+fn packed(chunk: &[Value]) -> String {
+    // The patch setting fewest keys is the one tried (a keyframe of a long imported thread
+    // packs thousands of elements at once: one diff each, not one serialization per try).
+    let mut out = Vec::with_capacity(chunk.len());
+    for (k, e) in chunk.iter().enumerate() {
+        let Some(keys) = e.as_object().map(Map::len) else {
+            out.push(e.clone());
+            continue;
+        };
+        let mut best: Option<(usize, Map<String, Value>)> = None;
+        for back in [1usize, 2] {
+            let Some(r) = k.checked_sub(back).and_then(|j| chunk.get(j)) else {
+                continue;
+            };
+            let p = super::patch::diff(r, e);
+            if best.as_ref().is_none_or(|(_, b)| p.len() < b.len()) {
+                best = Some((back, p));
+            }
+        }
+        let candidate = best
+            .filter(|(_, p)| p.len() < keys)
+            .map(|(back, p)| serde_json::json!([back, Value::Object(p)]))
+            .filter(|c| c.to_string().len() < e.to_string().len());
+        out.push(candidate.unwrap_or_else(|| e.clone()));
+    }
+    Value::Array(out).to_string()
+}
+
+/// A chunk's elements from its stored form ([`packed`], or a plain list, as chunks were kept
+/// before).
+fn unpacked(entries: Vec<Value>) -> Result<Vec<Value>, String> {
+    let mut out: Vec<Value> = Vec::with_capacity(entries.len());
+    for e in entries {
+        let patched = match &e {
+            Value::Array(pair) => match pair.as_slice() {
+                [Value::Number(back), Value::Object(p)] => {
+                    let mut v = back
+                        .as_u64()
+                        .and_then(|b| usize::try_from(b).ok())
+                        .and_then(|b| out.len().checked_sub(b))
+                        .and_then(|j| out.get(j))
+                        .cloned()
+                        .ok_or("a chunk's element patches one it does not have")?;
+                    super::patch::apply(&mut v, p)?;
+                    Some(v)
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        out.push(patched.unwrap_or(e));
+    }
+    Ok(out)
 }
 
 fn sha_hex(text: &str) -> String {
@@ -76,13 +144,14 @@ impl List {
             .query_row(
                 "SELECT body FROM decision_chunks WHERE sha = ?1",
                 [sha],
-                |r| r.get(0),
+                |r| r.get::<_, super::packed::Text>(0),
             )
             .optional()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())?
+            .map(|t| t.0);
         let body = body.ok_or_else(|| format!("its chunk {sha} of `{key}` is missing"))?;
         let part: Vec<Value> = serde_json::from_str(&body).map_err(|e| e.to_string())?;
-        self.loaded.insert(c, part);
+        self.loaded.insert(c, unpacked(part)?);
         Ok(())
     }
 
@@ -216,27 +285,54 @@ fn lazy(conn: &Connection, row: Map<String, Value>) -> Result<Lazy, String> {
                     .and_then(|n| usize::try_from(n).ok())
                     .ok_or_else(|| format!("`{name}` has no length"))?;
                 let list = lists.entry(name.clone()).or_default();
-                list.len = len;
-                list.overrides.retain(|i, _| *i < len);
+                // Every element set is worked out on the base's list before any is set.
+                let mut now = Vec::new();
                 if let Some(Value::Array(set)) = l.get("set") {
                     for pair in set {
-                        let (Some(i), Some(v)) = (
-                            pair.get(0)
+                        let index = |k: usize| {
+                            pair.get(k)
                                 .and_then(Value::as_u64)
-                                .and_then(|n| usize::try_from(n).ok()),
-                            pair.get(1),
-                        ) else {
+                                .and_then(|n| usize::try_from(n).ok())
+                        };
+                        let (Some(i), Some(v)) = (index(0), pair.get(1)) else {
                             return Err(format!("`{name}` sets an element without an index"));
                         };
-                        list.overrides.insert(i, v.clone());
+                        let v = match index(2) {
+                            Some(j) => {
+                                let Value::Object(p) = v else {
+                                    return Err(format!(
+                                        "`{name}` patches an element with no patch"
+                                    ));
+                                };
+                                let mut e = list.get(conn, &name, j)?;
+                                super::patch::apply(&mut e, p)?;
+                                e
+                            }
+                            None => v.clone(),
+                        };
+                        now.push((i, v));
                     }
                 }
+                list.len = len;
+                list.overrides.retain(|i, _| *i < len);
+                list.overrides.extend(now);
             }
         }
+        let drop = delta.remove("drop");
         for k in ["base", "depth"] {
             delta.remove(k);
         }
-        top = delta;
+        match drop {
+            // Since the decision log kept deltas small: what is outside the state is kept
+            // only where it differs from the base's.
+            Some(Value::Array(drop)) => {
+                for k in drop.iter().filter_map(Value::as_str) {
+                    top.remove(k);
+                }
+                top.extend(delta);
+            }
+            _ => top = delta,
+        }
     }
     Ok(Lazy {
         top,
@@ -301,10 +397,11 @@ fn stored_items(conn: &Connection, refs: &Value) -> Result<Vec<(u64, Vec<Value>)
             .query_row(
                 "SELECT body FROM decision_chunks WHERE sha = ?1",
                 [sha],
-                |r| r.get(0),
+                |r| r.get::<_, super::packed::Text>(0),
             )
             .optional()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())?
+            .map(|t| t.0);
         let body = body.ok_or_else(|| format!("its chunk {sha} of `{STORED_ITEMS}` is missing"))?;
         return serde_json::from_str(&body).map_err(|e| e.to_string());
     }
@@ -475,15 +572,32 @@ pub(crate) fn encode(
     {
         return Ok((Value::Object(delta).to_string(), Vec::new()));
     }
-    // A keyframe.
+    // A keyframe: the chunks not stored yet are stored packed.
     let mut new_chunks = Vec::new();
     for (name, chunks) in hashed {
+        let elements = match state.remove(name) {
+            Some(Value::Array(a)) => a,
+            _ => Vec::new(),
+        };
+        for ((sha, _), part) in chunks.iter().zip(elements.chunks(CHUNK_LEN)) {
+            let stored = conn
+                .query_row(
+                    "SELECT 1 FROM decision_chunks WHERE sha = ?1",
+                    [sha],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(|e| e.to_string())?
+                .is_some();
+            if !stored {
+                new_chunks.push((sha.clone(), packed(part)));
+            }
+        }
         let shas: Vec<Value> = chunks
             .iter()
             .map(|(s, _)| Value::String(s.clone()))
             .collect();
         state.insert(name.to_string(), serde_json::json!({ "chunks": shas }));
-        new_chunks.extend(chunks);
     }
     top.insert("state".into(), Value::Object(state));
     Ok((Value::Object(top).to_string(), new_chunks))
@@ -540,6 +654,7 @@ fn delta(
         let Some(Value::Array(items)) = state.get(*name) else {
             continue;
         };
+        let had = base.lists.contains_key(*name);
         let list = base.lists.entry(name.to_string()).or_default();
         let mut set = Vec::new();
         for (c, (sha, _)) in chunks.iter().enumerate() {
@@ -550,25 +665,180 @@ fn delta(
             }
             for i in start..end {
                 let Some(cur) = items.get(i) else { break };
-                let same = i < list.len && list.get(conn, name, i)? == *cur;
-                if !same {
-                    set.push(serde_json::json!([i, cur]));
+                let old = if i < list.len {
+                    Some(list.get(conn, name, i)?)
+                } else {
+                    None
+                };
+                if old.as_ref() != Some(cur) {
+                    set.push(element(conn, list, name, i, cur, old)?);
                 }
             }
         }
-        lists.insert(
-            name.to_string(),
-            serde_json::json!({ "len": items.len(), "set": set }),
-        );
+        // A list as long as the base's with no element set is left out: unchanged.
+        if !had || items.len() != list.len || !set.is_empty() {
+            lists.insert(
+                name.to_string(),
+                serde_json::json!({ "len": items.len(), "set": set }),
+            );
+        }
     }
     let mut out = Map::new();
     out.insert("base".into(), Value::from(id));
     out.insert("depth".into(), Value::from(base.depth.saturating_add(1)));
     out.insert("fields".into(), Value::Object(fields));
-    out.insert("removed".into(), Value::Array(removed));
+    if !removed.is_empty() {
+        out.insert("removed".into(), Value::Array(removed));
+    }
     out.insert("lists".into(), Value::Object(lists));
+    let drop: Vec<Value> = base
+        .top
+        .keys()
+        .filter(|k| !top.contains_key(*k))
+        .map(|k| Value::String(k.clone()))
+        .collect();
+    out.insert("drop".into(), Value::Array(drop));
     for (k, v) in top {
-        out.insert(k.clone(), v.clone());
+        if base.top.get(k) != Some(v) {
+            out.insert(k.clone(), v.clone());
+        }
     }
     Ok(out)
+}
+
+/// How many elements before a new one [`element`] tries as its base.
+const LOOK_BACK: usize = 6;
+
+/// How a delta sets element `i` of list `name` to `cur` (`old`: the base's element `i`):
+/// `[i, ELEMENT]`, or `[i, PATCH, j]`, the base's element `j` patched ([`super::patch`]),
+/// whichever is shorter. `j` is `i` (an element that changed: a run completed, a handoff
+/// superseded) or one of the [`LOOK_BACK`] before it (a new element is much like the one
+/// before it, or the one before that on a thread alternating between two providers, or the
+/// latest one made the same way: a handoff of the same strategy, whose provider-thread list is
+/// that one's with one more).
+fn element(
+    conn: &Connection,
+    list: &mut List,
+    name: &str,
+    i: usize,
+    cur: &Value,
+    old: Option<Value>,
+) -> Result<Value, String> {
+    let mut best = serde_json::json!([i, cur]);
+    let mut best_len = best.to_string().len();
+    let mut refs: Vec<(usize, Value)> = old.map(|o| (i, o)).into_iter().collect();
+    for back in 1..=LOOK_BACK {
+        if let Some(j) = i.checked_sub(back).filter(|j| *j < list.len) {
+            refs.push((j, list.get(conn, name, j)?));
+        }
+    }
+    for (j, r) in refs {
+        let p = super::patch::diff(&r, cur);
+        let candidate = serde_json::json!([i, Value::Object(p), j]);
+        let len = candidate.to_string().len();
+        if len < best_len {
+            best = candidate;
+            best_len = len;
+        }
+    }
+    Ok(best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn db() -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE decision_log (id INTEGER PRIMARY KEY, thread TEXT, run INTEGER, input TEXT);
+             CREATE TABLE decision_chunks (sha TEXT PRIMARY KEY, body TEXT NOT NULL);",
+        )
+        .unwrap();
+        c
+    }
+
+    fn run(o: u64, status: &str) -> Value {
+        json!({"ordinal": o, "provider": "codex", "provider_thread": "C1", "status": status})
+    }
+
+    /// Rows logged before deltas patched their elements (a plain chunk, a delta that keeps
+    /// everything outside the state whole and sets whole elements) still read.
+    #[test]
+    fn an_earlier_keyframe_and_delta_still_read() {
+        let c = db();
+        let runs = vec![run(1, "completed"), run(2, "running")];
+        let body = chunk_body(&runs);
+        let sha = sha_hex(&body);
+        c.execute(
+            "INSERT INTO decision_chunks (sha, body) VALUES (?1, ?2)",
+            params![sha, body],
+        )
+        .unwrap();
+        let key = json!({"state": {"version": 1, "runs": {"chunks": [sha]}},
+                         "target": "codex", "document_root": "/d", "context": {}});
+        c.execute(
+            "INSERT INTO decision_log (id, thread, run, input) VALUES (1, 't', 3, ?1)",
+            [key.to_string()],
+        )
+        .unwrap();
+        let delta = json!({"base": 1, "depth": 1, "fields": {}, "removed": [],
+            "lists": {"runs": {"len": 3, "set": [[1, run(2, "completed")], [2, run(3, "running")]]}},
+            "target": "claude", "document_root": "/d", "context": {}});
+        let got = materialize(&c, &delta.to_string()).unwrap();
+        assert_eq!(
+            got,
+            json!({"state": {"version": 1, "runs": [run(1, "completed"), run(2, "completed"), run(3, "running")]},
+                   "target": "claude", "document_root": "/d", "context": {}})
+        );
+    }
+
+    /// A packed chunk gives its elements back, and a new delta patches elements and keeps
+    /// only what differs outside the state.
+    #[test]
+    fn packed_chunks_and_patched_elements_give_the_input_back() {
+        let c = db();
+        let runs: Vec<Value> = (1..=5).map(|o| run(o, "completed")).collect();
+        let packed_body = packed(&runs);
+        assert!(packed_body.len() < chunk_body(&runs).len(), "{packed_body}");
+        assert_eq!(
+            unpacked(serde_json::from_str(&packed_body).unwrap()).unwrap(),
+            runs
+        );
+        let input = |runs: &[Value], target: &str| {
+            json!({"state": {"version": 1, "thread": {"id": "t"}, "runs": runs},
+                   "target": target, "document_root": "/d", "context": {}})
+        };
+        let mut all = runs.clone();
+        all.push(run(6, "running"));
+        let first = input(&all, "codex");
+        let (text, chunks) = encode(&c, "t", "regenerate", first.clone()).unwrap();
+        for (sha, body) in chunks {
+            c.execute(
+                "INSERT INTO decision_chunks (sha, body) VALUES (?1, ?2)",
+                params![sha, body],
+            )
+            .unwrap();
+        }
+        c.execute(
+            "INSERT INTO decision_log (id, thread, run, input) VALUES (1, 't', 7, ?1)",
+            [&text],
+        )
+        .unwrap();
+        assert_eq!(materialize(&c, &text).unwrap(), first);
+        all[5] = run(6, "completed");
+        all.push(run(7, "running"));
+        let second = input(&all, "codex");
+        let (text, chunks) = encode(&c, "t", "regenerate", second.clone()).unwrap();
+        assert!(chunks.is_empty());
+        let row: Value = serde_json::from_str(&text).unwrap();
+        // Run 6 completed is run 5 with another ordinal: the shortest patch.
+        assert_eq!(
+            row["lists"]["runs"]["set"][0],
+            json!([5, {"/ordinal": 6}, 4])
+        );
+        assert!(row.get("target").is_none(), "{row}");
+        assert_eq!(materialize(&c, &text).unwrap(), second);
+    }
 }

@@ -129,7 +129,7 @@ impl<'c> Cx<'c> {
             self.exec(
                 during,
                 "INSERT OR IGNORE INTO decision_chunks (sha, body) VALUES (?1, ?2)",
-                params![sha, body],
+                params![sha, super::packed::pack(&body)],
             )?;
         }
         for (id, input) in rows {
@@ -312,7 +312,9 @@ impl<'c> Cx<'c> {
                 seq,
                 h.transfer,
                 h.target_run,
-                self.json("from_provider_threads", &h.from_provider_threads)?,
+                super::packed::pack_long(
+                    self.json("from_provider_threads", &h.from_provider_threads)?
+                ),
                 h.to_provider_thread,
                 h.covered.from,
                 h.covered.to,
@@ -322,8 +324,8 @@ impl<'c> Cx<'c> {
                 h.summary,
                 h.supersedes,
                 row.document_path,
-                row.document,
-                row.inline,
+                row.document.as_deref().map(super::packed::pack),
+                row.inline.as_deref().map(super::packed::pack),
                 h.covered_thread,
             ],
         )
@@ -617,7 +619,7 @@ impl<'c> Cx<'c> {
     ) -> Result<Vec<Handoff>, StoreError> {
         /// The enum and JSON columns, parsed after the query (their errors name the handoff).
         struct Raw {
-            from: String,
+            from: rusqlite::types::Value,
             strategy: String,
             status: String,
         }
@@ -660,8 +662,9 @@ impl<'c> Cx<'c> {
         let mut out = Vec::with_capacity(raw.len());
         for (mut h, raw) in raw {
             let id = &h.id;
-            h.from_provider_threads =
-                self.parse_json(format!("handoff {id}: from_provider_threads"), &raw.from)?;
+            let what = || format!("handoff {id}: from_provider_threads");
+            let from = super::packed::text_of(raw.from).map_err(|e| self.corrupt(what(), e))?;
+            h.from_provider_threads = self.parse_json(what(), &from)?;
             h.strategy = match HandoffStrategy::parse(&raw.strategy) {
                 Some(s) => s,
                 None => self.parse_enum(format!("handoff {id}: strategy"), &raw.strategy)?,
@@ -768,7 +771,7 @@ impl<'c> Cx<'c> {
                 thread: thread.to_string(),
                 handoff: id.to_string(),
             })?;
-        let (document_path, inline): (Option<String>, Option<String>) = self
+        let (document_path, inline): (Option<String>, Option<super::packed::Text>) = self
             .conn
             .query_row(
                 "SELECT document_path, inline_prompt FROM handoffs WHERE thread = ?1 AND id = ?2",
@@ -779,7 +782,7 @@ impl<'c> Cx<'c> {
         Ok(crate::store::HandoffRecord {
             id: h.id,
             document_path: document_path.map(std::path::PathBuf::from),
-            inline: inline.unwrap_or_default(),
+            inline: inline.map(|t| t.0).unwrap_or_default(),
             status: h.status,
             covered: h.covered,
             covered_thread: h.covered_thread,
@@ -804,7 +807,7 @@ impl<'c> Cx<'c> {
             self.exec(
                 "recording the decision's input",
                 "INSERT OR IGNORE INTO decision_chunks (sha, body) VALUES (?1, ?2)",
-                params![sha, body],
+                params![sha, super::packed::pack(&body)],
             )?;
         }
         Ok(text)
@@ -869,7 +872,11 @@ impl<'c> Cx<'c> {
                 params![sha, body],
             )?;
         }
-        let json = split.decision.to_string();
+        let json: rusqlite::types::Value =
+            match super::trace_log::encode(self.conn, thread, operation, &split.decision) {
+                super::trace_log::Logged::Whole(text) => text.into(),
+                super::trace_log::Logged::Delta(text) => super::packed::pack(&text),
+            };
         let input = self.encoded_input(thread, operation, input)?;
         self.exec(
             "recording the decision",

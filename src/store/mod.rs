@@ -12,6 +12,8 @@ pub mod hint;
 mod input_log;
 mod io;
 pub mod lifecycle;
+mod packed;
+mod patch;
 pub mod replay;
 pub mod report;
 mod schema;

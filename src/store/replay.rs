@@ -7,7 +7,6 @@ use crate::eval::{DecisionContext, EvalOptions};
 use crate::policy::Policy;
 use crate::select::PolicySizer;
 use crate::state::State;
-use rusqlite::OptionalExtension;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -17,23 +16,9 @@ fn unchunked(store: &Store, input: &str) -> Result<DecisionInput, String> {
     serde_json::from_value(v).map_err(|e| e.to_string())
 }
 
-/// A logged decision (the `decision` column) with its full trace put back (see
-/// `store::trace_log`).
+/// A logged decision (the `decision` column) as it was returned (see `store::trace_log`).
 fn expanded(store: &Store, logged: &str) -> Result<serde_json::Value, String> {
-    let v: serde_json::Value = serde_json::from_str(logged).map_err(|e| e.to_string())?;
-    let rules: Option<String> = match super::trace_log::rules_sha(&v) {
-        Some(sha) => store
-            .connection()
-            .query_row(
-                "SELECT body FROM decision_rules WHERE sha = ?1",
-                [sha],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| e.to_string())?,
-        None => None,
-    };
-    super::trace_log::expand(v, rules.as_deref())
+    super::trace_log::decision(store.connection(), logged)
 }
 
 impl Store {
@@ -41,7 +26,7 @@ impl Store {
     /// made: the log keeps a trace's text once per policy, and this puts it back.
     pub fn logged_decision(&self, id: i64) -> Result<serde_json::Value, StoreError> {
         let during = "reading the decision log";
-        let logged: String = self
+        let logged: super::packed::Text = self
             .connection()
             .query_row(
                 "SELECT decision FROM decision_log WHERE id = ?1",
@@ -49,6 +34,7 @@ impl Store {
                 |r| r.get(0),
             )
             .map_err(|e| self.err(during, e))?;
+        let logged = logged.0;
         expanded(self, &logged).map_err(|why| StoreError::Corrupt {
             path: self.name(),
             what: format!("decision-log row {id}"),
@@ -359,7 +345,7 @@ fn rows(store: &Store, filter: &ReplayFilter) -> Result<Vec<Row>, StoreError> {
                 operation: r.get(3)?,
                 policy: r.get(4)?,
                 sha: r.get(5)?,
-                decision: r.get(6)?,
+                decision: r.get::<_, super::packed::Text>(6)?.0,
                 input: r.get(7)?,
             })
         })

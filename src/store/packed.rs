@@ -1,0 +1,88 @@
+//! Text the store keeps and only ever reads back whole, kept deflated (`flate2`, raw deflate):
+//! the handoff's document and first-turn prompt, its provider-thread list when long, the
+//! decision log's chunks and its delta rows.
+//! A packed value is a BLOB; a TEXT value (a row written before, or one kept plain because
+//! SQL reads it with JSON functions) reads as it is, so both kinds live side by side without
+//! a schema change.
+
+use flate2::read::DeflateDecoder;
+use flate2::write::DeflateEncoder;
+use flate2::Compression;
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, Value, ValueRef};
+use std::io::{Read, Write};
+
+/// `text` deflated, as a BLOB column value (should deflating fail, which writing into memory
+/// does not, the text as it is: a TEXT value reads back the same).
+pub(crate) fn pack(text: &str) -> Value {
+    let mut enc = DeflateEncoder::new(Vec::new(), Compression::best());
+    match enc.write_all(text.as_bytes()).and_then(|()| enc.finish()) {
+        Ok(bytes) => Value::Blob(bytes),
+        Err(_) => Value::Text(text.to_string()),
+    }
+}
+
+/// The text of a packed BLOB.
+pub(crate) fn unpack(bytes: &[u8]) -> Result<String, String> {
+    let mut out = String::new();
+    DeflateDecoder::new(bytes)
+        .read_to_string(&mut out)
+        .map_err(|e| format!("a packed value does not inflate: {e}"))?;
+    Ok(out)
+}
+
+/// `text` packed when it is long enough to gain from it (a short list of ids stays as it is).
+pub(crate) fn pack_long(text: String) -> Value {
+    if text.len() >= LONG {
+        pack(&text)
+    } else {
+        text.into()
+    }
+}
+
+/// From how many bytes [`pack_long`] packs.
+const LONG: usize = 64;
+
+/// The text of a column value, plain (TEXT) or packed (BLOB).
+pub(crate) fn text_of(value: Value) -> Result<String, String> {
+    match value {
+        Value::Text(t) => Ok(t),
+        Value::Blob(b) => unpack(&b),
+        _ => Err("it is neither text nor a packed value".into()),
+    }
+}
+
+/// A column's text, whether kept plain (TEXT) or packed (BLOB).
+pub(crate) struct Text(pub String);
+
+impl FromSql for Text {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        match value {
+            ValueRef::Text(t) => std::str::from_utf8(t)
+                .map(|s| Text(s.to_string()))
+                .map_err(|e| FromSqlError::Other(Box::new(e))),
+            ValueRef::Blob(b) => unpack(b)
+                .map(Text)
+                .map_err(|e| FromSqlError::Other(e.into())),
+            _ => Err(FromSqlError::InvalidType),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_text_reads_back_and_plain_text_reads_as_it_is() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let text = "{\"a\":\"the handler the handler the handler\"}";
+        let (packed, plain): (Text, Text) = conn
+            .query_row("SELECT ?1, ?2", rusqlite::params![pack(text), text], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((packed.0.as_str(), plain.0.as_str()), (text, text));
+        let bad: rusqlite::Result<Text> = conn.query_row("SELECT x'ff00ff'", [], |r| r.get(0));
+        assert!(bad.is_err());
+    }
+}
