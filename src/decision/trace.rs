@@ -81,7 +81,7 @@ impl Trace {
         self.values.len()
     }
 
-    /// Append the entry of rule `text` (an index in the policy's [`TraceTexts`]) whose values
+    /// Append the entry of rule `text` (an index in the policy's `TraceTexts`) whose values
     /// were added since `from` ([`Trace::values_len`] before the rule was evaluated).
     pub fn push_rule(&mut self, text: usize, outcome: Outcome, from: usize) {
         self.full.take();
