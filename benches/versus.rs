@@ -206,9 +206,7 @@ fn hand_decide(state: &State, root: &Path) -> HandDecision {
         stale,
         covered,
         off_band,
-        provider_thread: pt
-            .filter(|_| strategy != "full_new")
-            .map(|p| p.id.clone()),
+        provider_thread: pt.filter(|_| strategy != "full_new").map(|p| p.id.clone()),
         handoff_id,
         document,
     }
