@@ -619,3 +619,30 @@ fn trace_budget(decision: &mut Decision, report: &BudgetReport, at: &str) {
         because: (!report.reasons.is_empty()).then(|| report.reasons.join(", ")),
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::fewest_fitting;
+
+    /// For every threshold and guess, the least fitting index, as a linear scan finds it.
+    #[test]
+    fn fewest_fitting_finds_the_least_fitting_index_from_any_guess() {
+        for len in 0..40usize {
+            for threshold in 0..=len {
+                for guess in 0..len.saturating_add(3) {
+                    let mut probes = 0;
+                    let mut fits = |i: usize| -> Result<bool, ()> {
+                        probes += 1;
+                        Ok(i >= threshold)
+                    };
+                    let found = fewest_fitting(len, guess, &mut fits).unwrap();
+                    let expected = (threshold < len).then_some(threshold);
+                    assert_eq!(found, expected, "len {len} threshold {threshold} guess {guess}");
+                    if guess == threshold && threshold > 0 && threshold < len {
+                        assert_eq!(probes, 2, "a right guess costs two probes");
+                    }
+                }
+            }
+        }
+    }
+}
