@@ -3,7 +3,8 @@
 //! Public entry point: [`fit`]. The first-turn message (the inline prompt, or the pointer
 //! prompt of an off-band document) must fit the target's `max_input_chars_per_turn`; an
 //! off-band document must fit the policy's `document max`. Over either, the policy's
-//! degradation steps run in order, each re-selecting and re-rendering, until the handoff fits;
+//! degradation steps run in order, each applied to the selection made once (see
+//! [`crate::select::Prepared`]) and re-rendered, until the handoff fits;
 //! the last resort keeps only the must-keep items. When even those do not fit, an inline
 //! handoff moves off-band where the target can read files, or the decision becomes
 //! `unsupported` with the reason. Every step is recorded in the decision's `budget`, in
