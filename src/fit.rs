@@ -348,7 +348,19 @@ fn fit_mode(
                 continue;
             }
         }
-        let (s, r, n) = try_with(&degrade)?;
+        // A step that reaches no included item changes nothing: the summary and its
+        // rendering stay as they are.
+        let kind = match &step {
+            DegradeStep::Drop(k) | DegradeStep::Tail(k, _) | DegradeStep::Paths(k) => Some(k),
+            _ => None,
+        };
+        let untouched = kind.is_some_and(|k| prepared.as_ref().is_some_and(|p| !p.touches(k)));
+        let (s, r, n) = if untouched {
+            let (s, r) = (attempt.summary.clone(), attempt.rendered.clone());
+            (s, r, attempt.after)
+        } else {
+            try_with(&degrade)?
+        };
         record(&mut attempt, step.label(), s, r, n);
         if attempt.kept {
             return Ok(attempt);

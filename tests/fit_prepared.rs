@@ -83,6 +83,37 @@ fn degrading_the_prepared_selection_is_selecting_again(#[case] path: &str, #[cas
         let fresh = select_degraded(&policy, &facts, &decision, &d);
         assert_eq!(prepared.summary(&d), fresh, "{path} {d:?}");
     }
+    // A step about a kind no included item has changes nothing (fitting then keeps the
+    // summary it has).
+    let base = prepared.summary(&Degrade::default());
+    for kind in [
+        "narration",
+        "tool_call",
+        "command",
+        "file_change",
+        "decision",
+        "error",
+    ] {
+        let s = |k: &str| k.to_string();
+        let steps = [
+            Degrade {
+                drop_kinds: vec![s(kind)],
+                ..Degrade::default()
+            },
+            Degrade {
+                tail: vec![(s(kind), 10)],
+                ..Degrade::default()
+            },
+            Degrade {
+                paths: vec![s(kind)],
+                ..Degrade::default()
+            },
+        ];
+        for d in steps {
+            let changed = prepared.summary(&d) != base;
+            assert!(!changed || prepared.touches(kind), "{path} {d:?}");
+        }
+    }
     let d = Degrade::default();
     assert!(
         !prepared.summary(&d).included.is_empty(),

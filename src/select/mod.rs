@@ -437,6 +437,14 @@ impl Prepared<'_, '_> {
         self.clone().into_summary(degrade)
     }
 
+    /// Whether a degradation step about `kind` (`drop`, `tail`, `paths`) can change the
+    /// summary: some item of the kind is taken by an include rule and is not must-keep.
+    pub fn touches(&self, kind: &str) -> bool {
+        self.picks
+            .iter()
+            .any(|p| matches!(p, Pick::Take(t) if !t.must_keep && t.ctx.kind == kind))
+    }
+
     /// [`Prepared::summary`], consuming the prepared selection.
     pub fn into_summary(self, degrade: &Degrade) -> Summary {
         let Prepared {
