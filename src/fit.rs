@@ -3,7 +3,8 @@
 //! Public entry point: [`fit`]. The first-turn message (the inline prompt, or the pointer
 //! prompt of an off-band document) must fit the target's `max_input_chars_per_turn`; an
 //! off-band document must fit the policy's `document max`. Over either, the policy's
-//! degradation steps run in order, each re-selecting and re-rendering, until the handoff fits;
+//! degradation steps run in order, each applied to the selection made once (see
+//! [`crate::select::Prepared`]) and re-rendered, until the handoff fits;
 //! the last resort keeps only the must-keep items. When even those do not fit, an inline
 //! handoff moves off-band where the target can read files, or the decision becomes
 //! `unsupported` with the reason. Every step is recorded in the decision's `budget`, in
@@ -250,8 +251,14 @@ fn fit_mode(
         .filter(|d| !d.is_empty())
         .unwrap_or_else(DegradeStep::default_order);
     let mut degrade = Degrade::default();
+    // Selected once; each step applies its changes to that selection (no rule is evaluated
+    // over the thread again).
+    let prepared = crate::select::prepare(policy, facts, decision);
     let try_with = |degrade: &Degrade| -> Result<(Summary, Rendered, usize), RenderError> {
-        let s = select_degraded(policy, facts, decision, degrade);
+        let s = match &prepared {
+            Some(p) => p.summary(degrade),
+            None => select_degraded(policy, facts, decision, degrade),
+        };
         let r = crate::render::render(policy, state, decision, &s, opts)?;
         let (_, _, n) = limits.measure(mode, &r);
         Ok((s, r, n))
@@ -288,30 +295,42 @@ fn fit_mode(
                 degrade.shorten = Some(degrade.shorten.map_or(*n, |m| m.min(*n)))
             }
             DegradeStep::DropOldestRuns => {
-                // The fewest oldest runs whose items must go (binary search: fewer dropped
-                // runs never make the handoff smaller).
+                // The fewest oldest runs whose items must go (fewer dropped runs never make
+                // the handoff smaller). A halving search over the per-run sizes of the current
+                // summary guesses the count; rendered probes around the guess confirm it.
                 let runs: Vec<u32> = crate::select::decision_runs(facts, decision);
-                let (mut lo, mut hi) = (0usize, runs.len());
-                let mut best = None;
-                while lo < hi {
-                    let mid = lo.saturating_add(hi.saturating_sub(lo) / 2);
+                let guess = oldest_runs_guess(
+                    &attempt.summary,
+                    &runs,
+                    attempt.after.saturating_sub(limit),
+                );
+                let mut best: Option<Probe> = None;
+                let mut last: Option<Probe> = None;
+                let last_index = runs.len().saturating_sub(1);
+                let mut fits = |i: usize| -> Result<bool, RenderError> {
                     let mut d = degrade.clone();
-                    d.drop_runs_before = runs.get(mid).map(|r| r.saturating_add(1));
+                    d.drop_runs_before = runs.get(i).map(|r| r.saturating_add(1));
                     let (s, r, n) = try_with(&d)?;
-                    if n <= limit {
-                        best = Some((d, s, r, n));
-                        hi = mid;
-                    } else {
-                        lo = mid.saturating_add(1);
+                    let ok = n <= limit;
+                    if ok {
+                        if best.as_ref().is_none_or(|b| i < b.0) {
+                            best = Some((i, d, s, r, n));
+                        }
+                    } else if i == last_index {
+                        last = Some((i, d, s, r, n));
                     }
+                    Ok(ok)
+                };
+                if !runs.is_empty() {
+                    fewest_fitting(runs.len(), guess, &mut fits)?;
                 }
-                let (d, s, r, n) = match best {
+                let (_, d, s, r, n) = match best.or(last) {
                     Some(b) => b,
                     None => {
                         let mut d = degrade.clone();
                         d.drop_runs_before = runs.last().map(|r| r.saturating_add(1));
                         let (s, r, n) = try_with(&d)?;
-                        (d, s, r, n)
+                        (last_index, d, s, r, n)
                     }
                 };
                 let label = match (runs.first(), d.drop_runs_before) {
@@ -329,7 +348,19 @@ fn fit_mode(
                 continue;
             }
         }
-        let (s, r, n) = try_with(&degrade)?;
+        // A step that reaches no included item changes nothing: the summary and its
+        // rendering stay as they are.
+        let kind = match &step {
+            DegradeStep::Drop(k) | DegradeStep::Tail(k, _) | DegradeStep::Paths(k) => Some(k),
+            _ => None,
+        };
+        let untouched = kind.is_some_and(|k| prepared.as_ref().is_some_and(|p| !p.touches(k)));
+        let (s, r, n) = if untouched {
+            let (s, r) = (attempt.summary.clone(), attempt.rendered.clone());
+            (s, r, attempt.after)
+        } else {
+            try_with(&degrade)?
+        };
         record(&mut attempt, step.label(), s, r, n);
         if attempt.kept {
             return Ok(attempt);
@@ -339,6 +370,101 @@ fn fit_mode(
     let (s, r, n) = try_with(&degrade)?;
     record(&mut attempt, "must_keep_only".into(), s, r, n);
     Ok(attempt)
+}
+
+/// A probe of `drop_oldest_runs`: the index of the newest run dropped, the changes, the
+/// summary, its rendering and its measured size.
+type Probe = (usize, Degrade, Summary, Rendered, usize);
+
+/// The index in `runs` of the newest run `drop_oldest_runs` must drop to shed `excess`
+/// characters, estimated from the entries of `summary` it would drop (their texts and list
+/// markers): a halving search over the prefix sums of the per-run sizes.
+fn oldest_runs_guess(summary: &Summary, runs: &[u32], excess: usize) -> usize {
+    let mut per_run = vec![0usize; runs.len()];
+    for e in summary.sections.iter().flat_map(|s| &s.entries) {
+        if e.must_keep || matches!(e.kind, "user_message" | "file_change") {
+            continue;
+        }
+        // Dropping through `runs[i]` drops every run up to it.
+        let at = runs.partition_point(|r| *r < e.run);
+        if let Some(n) = per_run.get_mut(at) {
+            *n = n.saturating_add(chars(&e.text).saturating_add(3));
+        }
+    }
+    let mut sum = 0usize;
+    let prefix: Vec<usize> = per_run
+        .iter()
+        .map(|n| {
+            sum = sum.saturating_add(*n);
+            sum
+        })
+        .collect();
+    prefix
+        .partition_point(|s| *s < excess)
+        .min(runs.len().saturating_sub(1))
+}
+
+/// The least index in `0..len` for which `fits` holds (it holds for every index after one
+/// where it holds), found from `guess`: a gallop away from it, then a halving search.
+/// `None` when it holds nowhere. Costs two probes when the guess is right.
+fn fewest_fitting<E>(
+    len: usize,
+    guess: usize,
+    fits: &mut dyn FnMut(usize) -> Result<bool, E>,
+) -> Result<Option<usize>, E> {
+    let last = len.checked_sub(1);
+    let Some(last) = last else {
+        return Ok(None);
+    };
+    let guess = guess.min(last);
+    // `lo`: an index known not to fit (None: below 0); `hi`: an index known to fit.
+    let (mut lo, mut hi): (Option<usize>, usize);
+    if fits(guess)? {
+        hi = guess;
+        lo = None;
+        let mut step = 1usize;
+        while hi > 0 {
+            let c = hi.saturating_sub(step);
+            if fits(c)? {
+                hi = c;
+                step = step.saturating_mul(2);
+            } else {
+                lo = Some(c);
+                break;
+            }
+        }
+    } else {
+        if guess == last {
+            return Ok(None);
+        }
+        lo = Some(guess);
+        let mut step = 1usize;
+        loop {
+            let c = guess.saturating_add(step).min(last);
+            if fits(c)? {
+                hi = c;
+                break;
+            }
+            lo = Some(c);
+            if c == last {
+                return Ok(None);
+            }
+            step = step.saturating_mul(2);
+        }
+    }
+    // Halve between a known miss and a known fit.
+    loop {
+        let from = lo.map_or(0, |l| l.saturating_add(1));
+        if from >= hi {
+            return Ok(Some(hi));
+        }
+        let mid = from.saturating_add(hi.saturating_sub(from) / 2);
+        if fits(mid)? {
+            hi = mid;
+        } else {
+            lo = Some(mid);
+        }
+    }
 }
 
 /// For a full handoff that replaces a delta because `over_budget` held: the size of that
@@ -505,4 +631,31 @@ fn trace_budget(decision: &mut Decision, report: &BudgetReport, at: &str) {
         when: None,
         because: (!report.reasons.is_empty()).then(|| report.reasons.join(", ")),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fewest_fitting;
+
+    /// For every threshold and guess, the least fitting index, as a linear scan finds it.
+    #[test]
+    fn fewest_fitting_finds_the_least_fitting_index_from_any_guess() {
+        for len in 0..40usize {
+            for threshold in 0..=len {
+                for guess in 0..len.saturating_add(3) {
+                    let mut probes = 0;
+                    let mut fits = |i: usize| -> Result<bool, ()> {
+                        probes += 1;
+                        Ok(i >= threshold)
+                    };
+                    let found = fewest_fitting(len, guess, &mut fits).unwrap();
+                    let expected = (threshold < len).then_some(threshold);
+                    assert_eq!(found, expected, "len {len} threshold {threshold} guess {guess}");
+                    if guess == threshold && threshold > 0 && threshold < len {
+                        assert_eq!(probes, 2, "a right guess costs two probes");
+                    }
+                }
+            }
+        }
+    }
 }

@@ -263,19 +263,77 @@ fn select_inner(
     policy: &Policy,
     facts: &Facts<'_>,
     runs: &[u32],
-    mut hits: Option<&mut Vec<RuleHit>>,
+    hits: Option<&mut Vec<RuleHit>>,
     degrade: &Degrade,
 ) -> Summary {
-    let state = facts.state;
-    let Some(rules) = rules_of(policy) else {
-        return Summary {
+    match prepare_runs(policy, facts, runs, hits) {
+        Some(p) => p.into_summary(degrade),
+        None => Summary {
             sections: Vec::new(),
             included: Arc::default(),
             omitted: Arc::default(),
             chars: 0,
             budget: None,
-        };
-    };
+        },
+    }
+}
+
+/// Selection up to the budget's degradation steps, done once: every item's rule, must-keep
+/// status, section and text (docs/rendering.md#budgets). [`Prepared::summary`] applies a
+/// [`Degrade`] to it (dropping entries, cutting texts, the policy's own budget) without
+/// evaluating the rules over the thread again; `select_degraded` with the same changes gives
+/// the same summary.
+#[derive(Clone)]
+pub struct Prepared<'p, 's> {
+    state: &'s State,
+    rules: &'p CSummary,
+    order: Vec<(&'p str, &'p str)>,
+    /// Items left out before any rule (they cover a rolled-back run).
+    omitted: Vec<Omitted>,
+    /// Every other item, in source order.
+    picks: Vec<Pick<'p, 's>>,
+}
+
+/// What the rules made of one item.
+#[derive(Clone)]
+enum Pick<'p, 's> {
+    /// Left out whatever the budget does: hidden reasoning, an exclude rule, no include rule.
+    Omit(ItemCtx<'s>, String),
+    Take(Take<'p, 's>),
+}
+
+/// An item an include rule takes, with its text when no degradation step changes it.
+#[derive(Clone)]
+struct Take<'p, 's> {
+    ctx: ItemCtx<'s>,
+    inc: &'p CInclude,
+    must_keep: bool,
+    section: usize,
+    /// The text rule's cut and whether it is strict.
+    cut: Option<Cut>,
+    strict: bool,
+    /// The entry's text in the include rule's form under the text rule alone.
+    text: String,
+}
+
+/// [`Prepared`] for the covered, eligible runs of `decision`; `None` when there are no
+/// summary rules (the summary is empty).
+pub fn prepare<'p, 's>(
+    policy: &'p Policy,
+    facts: &Facts<'s>,
+    decision: &Decision,
+) -> Option<Prepared<'p, 's>> {
+    prepare_runs(policy, facts, &decision_runs(facts, decision), None)
+}
+
+fn prepare_runs<'p, 's>(
+    policy: &'p Policy,
+    facts: &Facts<'s>,
+    runs: &[u32],
+    mut hits: Option<&mut Vec<RuleHit>>,
+) -> Option<Prepared<'p, 's>> {
+    let state = facts.state;
+    let rules = rules_of(policy)?;
     let order = section_order(rules);
     let mut items: Vec<ItemCtx> = Vec::new();
     // Synthetic items first: the fork anchor, then the compaction summary.
@@ -315,81 +373,142 @@ fn select_inner(
         }
         !undone
     });
-    let omit = |omitted: &mut Vec<Omitted>, ctx: ItemCtx, reason: String| {
-        omitted.push(Omitted {
-            id: ctx.id,
-            kind: ctx.kind,
-            reason,
-        })
-    };
     let holds = |when: &Option<crate::policy::CExpr>, ctx: &ItemCtx| {
         when.as_ref()
             .map(|w| item_holds(w, facts, ctx))
             .unwrap_or(true)
     };
-    let mut chosen: Vec<Candidate> = Vec::new();
+    let mut picks = Vec::with_capacity(items.len());
     for ctx in items {
         let taken = taking_rule(rules, &ctx, &holds, hits.as_deref_mut());
         if ctx.kind == "reasoning" {
             let reason = "hidden reasoning never leaves the thread".to_string();
-            omit(&mut omitted, ctx, reason);
+            picks.push(Pick::Omit(ctx, reason));
             continue;
         }
         match taken {
-            Some(Taken::Exclude(ex)) => omit(&mut omitted, ctx, ex.reason.clone()),
+            Some(Taken::Exclude(ex)) => picks.push(Pick::Omit(ctx, ex.reason.clone())),
             Some(Taken::Include(inc)) => {
                 let keep = must_keep.contains(&ctx.id);
-                if !keep {
-                    if let Some(reason) = degrade.drops(ctx.kind, ctx.run) {
-                        omit(&mut omitted, ctx, reason);
-                        continue;
-                    }
-                }
-                let (mut cut, strict) = text_cut(rules, ctx.kind, &inc.section);
-                if !keep {
-                    if let Some(d) = degrade.cut(ctx.kind) {
-                        cut = cut.map_or(Some(d), |c| Some(c.tighter(d)));
-                    }
-                }
-                let form = if !keep && degrade.paths.iter().any(|k| k == ctx.kind) {
-                    Form::PathOnly
-                } else {
-                    inc.form
-                };
-                let texts = Texts {
-                    cut,
-                    whole: keep && !strict,
-                };
-                // A file change's entry is its file's aggregate (`files::aggregate`, below),
-                // which replaces this text: it is not built.
-                let aggregated =
-                    matches!(ctx.item, Some(Item::FileChange { .. })) && form != Form::Line;
-                let text = if aggregated {
-                    String::new()
-                } else {
-                    entry_text(state, &ctx, form, &texts)
-                };
+                let (cut, strict) = text_cut(rules, ctx.kind, &inc.section);
+                let text = take_text(state, &ctx, inc.form, cut, keep && !strict);
                 let section = order
                     .iter()
                     .position(|(n, _)| *n == inc.section)
                     .unwrap_or(order.len());
-                let label = role_label(&ctx, form);
-                let sep = if form == Form::Transcript { 2 } else { 0 };
-                chosen.push(Candidate {
+                picks.push(Pick::Take(Take {
                     ctx,
-                    section,
-                    form,
-                    text,
-                    merged: Vec::new(),
+                    inc,
                     must_keep: keep,
-                    label,
-                    sep,
-                });
+                    section,
+                    cut,
+                    strict,
+                    text,
+                }));
             }
-            None => omit(&mut omitted, ctx, "no include rule matched".into()),
+            None => picks.push(Pick::Omit(ctx, "no include rule matched".into())),
         }
     }
+    Some(Prepared {
+        state,
+        rules,
+        order,
+        omitted,
+        picks,
+    })
+}
 
+/// The text of an entry taken in `form` under `cut` (`whole`: a must-keep item's own text is
+/// not cut). A file change's entry is its file's aggregate (`files::aggregate`), which replaces
+/// this text: it is not built.
+fn take_text(state: &State, ctx: &ItemCtx, form: Form, cut: Option<Cut>, whole: bool) -> String {
+    let aggregated = matches!(ctx.item, Some(Item::FileChange { .. })) && form != Form::Line;
+    if aggregated {
+        String::new()
+    } else {
+        entry_text(state, ctx, form, &Texts { cut, whole })
+    }
+}
+
+impl Prepared<'_, '_> {
+    /// The summary under a budget's degradation changes (the prepared selection is kept for
+    /// the next step).
+    pub fn summary(&self, degrade: &Degrade) -> Summary {
+        self.clone().into_summary(degrade)
+    }
+
+    /// Whether a degradation step about `kind` (`drop`, `tail`, `paths`) can change the
+    /// summary: some item of the kind is taken by an include rule and is not must-keep.
+    pub fn touches(&self, kind: &str) -> bool {
+        self.picks
+            .iter()
+            .any(|p| matches!(p, Pick::Take(t) if !t.must_keep && t.ctx.kind == kind))
+    }
+
+    /// [`Prepared::summary`], consuming the prepared selection.
+    pub fn into_summary(self, degrade: &Degrade) -> Summary {
+        let Prepared {
+            state,
+            rules,
+            order,
+            mut omitted,
+            picks,
+        } = self;
+        let omit = |omitted: &mut Vec<Omitted>, ctx: ItemCtx, reason: String| {
+            omitted.push(Omitted {
+                id: ctx.id,
+                kind: ctx.kind,
+                reason,
+            })
+        };
+        let mut chosen: Vec<Candidate> = Vec::with_capacity(picks.len());
+        for pick in picks {
+            let t = match pick {
+                Pick::Omit(ctx, reason) => {
+                    omit(&mut omitted, ctx, reason);
+                    continue;
+                }
+                Pick::Take(t) => t,
+            };
+            let keep = t.must_keep;
+            if !keep {
+                if let Some(reason) = degrade.drops(t.ctx.kind, t.ctx.run) {
+                    omit(&mut omitted, t.ctx, reason);
+                    continue;
+                }
+            }
+            let mut cut = t.cut;
+            let mut changed = false;
+            if !keep {
+                if let Some(d) = degrade.cut(t.ctx.kind) {
+                    cut = cut.map_or(Some(d), |c| Some(c.tighter(d)));
+                    changed = true;
+                }
+            }
+            let form = if !keep && degrade.paths.iter().any(|k| k == t.ctx.kind) {
+                changed = true;
+                Form::PathOnly
+            } else {
+                t.inc.form
+            };
+            let text = if changed {
+                take_text(state, &t.ctx, form, cut, keep && !t.strict)
+            } else {
+                t.text
+            };
+            let label = role_label(&t.ctx, form);
+            let sep = if form == Form::Transcript { 2 } else { 0 };
+            chosen.push(Candidate {
+                ctx: t.ctx,
+                section: t.section,
+                form,
+                text,
+                merged: Vec::new(),
+                must_keep: keep,
+                label,
+                sep,
+            });
+        }
     files::aggregate(&mut chosen, state.thread.workspace.as_deref());
 
     // The fork anchor's body appears once: a message that only repeats it is left out when the
@@ -546,6 +665,7 @@ fn select_inner(
         chars,
         budget: rules.budget.map(|(b, _)| b),
     }
+}
 }
 
 /// Whether handoff `id` covers runs of this thread of which one was rolled back.
