@@ -323,16 +323,7 @@ pub(crate) fn eligible_with_caps(
             // these facts need neither eligibility nor a sizer. Per-run values are not traced.
             let caps = caps.unwrap_or_else(|| policy.provider_caps(state, target).caps);
             let facts = Facts::new(state, target, Vec::new(), &RoughSizer).with_caps(caps);
-            let holds = |r: &crate::state::Run| {
-                let ctx = RunCtx { run: r };
-                let env = Env {
-                    facts: &facts,
-                    signals: &[],
-                    run: Some(&ctx),
-                    item: None,
-                };
-                eval_got(cond, &env, &mut None).truthy(&None)
-            };
+            let holds = |r: &crate::state::Run| run_holds(cond, &facts, r);
             // A rule that reads only run facts with few distinct values (status, provider,
             // handoff) is evaluated once per distinct combination of the ones it reads, not
             // once per run.
@@ -378,6 +369,19 @@ pub(crate) fn eligible_with_caps(
                 .collect()
         }
     }
+}
+
+/// Whether the `eligible` condition `cond` holds for `run` (untraced: per-run values are not
+/// recorded).
+fn run_holds(cond: &CExpr, facts: &Facts<'_>, run: &crate::state::Run) -> bool {
+    let ctx = RunCtx { run };
+    let env = Env {
+        facts,
+        signals: &[],
+        run: Some(&ctx),
+        item: None,
+    };
+    eval_got(cond, &env, &mut None).truthy(&None)
 }
 
 /// What an `eligible` rule can tell runs apart by: status, whether it took a handoff (when the
@@ -434,14 +438,7 @@ fn window_of(
             handoff: has_handoff.then(String::new),
             items: Vec::new(),
         };
-        let ctx = RunCtx { run: &run };
-        let env = Env {
-            facts: &facts,
-            signals: &[],
-            run: Some(&ctx),
-            item: None,
-        };
-        Some(eval(cond, &env, &mut None).truthy())
+        Some(run_holds(cond, &facts, &run))
     };
     crate::facts::Window {
         history: history.clone(),
@@ -458,17 +455,9 @@ fn window_of(
     }
 }
 
-/// Whether `e` reads only facts that `ok` admits.
+/// Whether `e` reads only facts that `ok` admits (and no signal).
 fn reads_only(e: &CExpr, ok: &dyn Fn(Fact) -> bool) -> bool {
-    match e {
-        CExpr::Fact(f) => ok(*f),
-        CExpr::Const(_) | CExpr::Let(..) => true,
-        CExpr::Signal(..) | CExpr::AnyStale => false,
-        CExpr::List(xs) | CExpr::And(xs) | CExpr::Or(xs) => xs.iter().all(|x| reads_only(x, ok)),
-        CExpr::Not(x) => reads_only(x, ok),
-        CExpr::Cmp(a, _, b) => reads_only(a, ok) && reads_only(b, ok),
-        CExpr::Sum(xs) => xs.iter().all(|(_, x)| reads_only(x, ok)),
-    }
+    !reads_where(e, &|read| !read.is_some_and(ok))
 }
 
 /// How many distinct (status, provider, handoff) combinations [`eligible_runs`] remembers.
@@ -476,13 +465,19 @@ const DISTINCT_RUN_VALUES: usize = 32;
 
 /// Whether `e` reads any of `facts`.
 fn reads_any(e: &CExpr, facts: &[Fact]) -> bool {
+    reads_where(e, &|read| read.is_some_and(|f| facts.contains(&f)))
+}
+
+/// Whether `e` reads something `hit` picks: a fact (`Some`) or a signal (`None`).
+fn reads_where(e: &CExpr, hit: &dyn Fn(Option<Fact>) -> bool) -> bool {
     match e {
-        CExpr::Fact(f) => facts.contains(f),
-        CExpr::Const(_) | CExpr::Let(..) | CExpr::Signal(..) | CExpr::AnyStale => false,
-        CExpr::List(xs) | CExpr::And(xs) | CExpr::Or(xs) => xs.iter().any(|x| reads_any(x, facts)),
-        CExpr::Not(x) => reads_any(x, facts),
-        CExpr::Cmp(a, _, b) => reads_any(a, facts) || reads_any(b, facts),
-        CExpr::Sum(xs) => xs.iter().any(|(_, x)| reads_any(x, facts)),
+        CExpr::Fact(f) => hit(Some(*f)),
+        CExpr::Const(_) | CExpr::Let(..) => false,
+        CExpr::Signal(..) | CExpr::AnyStale => hit(None),
+        CExpr::List(xs) | CExpr::And(xs) | CExpr::Or(xs) => xs.iter().any(|x| reads_where(x, hit)),
+        CExpr::Not(x) => reads_where(x, hit),
+        CExpr::Cmp(a, _, b) => reads_where(a, hit) || reads_where(b, hit),
+        CExpr::Sum(xs) => xs.iter().any(|(_, x)| reads_where(x, hit)),
     }
 }
 
