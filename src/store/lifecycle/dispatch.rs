@@ -106,29 +106,9 @@ fn prepare(
         })
     });
     let pending_merge = pending_merge_back(&state, &path, next_run(&state))?;
-    // A merge-back waiting for this run, as its own decision delivered it.
-    let context = DecisionContext {
-        record_in: None,
-        waiting: match &pending_merge {
-            Some((_, hid)) => Some(cx.waiting(thread, hid)?),
-            None => None,
-        },
-        history: None,
-    };
+    let context = context(cx, thread, &pending_merge, None)?;
     let anchor = state.request.fork_anchor.take();
-    state.request = Request {
-        provider: req.target.clone(),
-        model: req.model.clone(),
-        runtime_mode: req.runtime_mode.clone(),
-        clean_context: req.clean_context,
-        message: req.message.clone(),
-        kind: if pending_fork.is_some() {
-            RequestKind::Fork
-        } else {
-            RequestKind::Dispatch
-        },
-        fork_anchor: if pending_fork.is_some() { anchor } else { None },
-    };
+    state.request = request(req, pending_fork.is_some().then_some(anchor));
     // Decide on the loaded items; when the decision reaches before them (or a fork resolves),
     // load every item and decide again. Only the final decision is rendered.
     let (eval, render) = options(&req.target, req.dirs());
@@ -159,6 +139,42 @@ fn prepare(
     })
 }
 
+/// The decision context of a dispatch: a merge-back waiting for this run, as its own decision
+/// delivered it, and the history of a windowed thread.
+fn context(
+    cx: &Cx<'_>,
+    thread: &str,
+    pending_merge: &Option<(String, String)>,
+    history: Option<crate::facts::History>,
+) -> Result<DecisionContext, StoreError> {
+    Ok(DecisionContext {
+        record_in: None,
+        waiting: match pending_merge {
+            Some((_, hid)) => Some(cx.waiting(thread, hid)?),
+            None => None,
+        },
+        history,
+    })
+}
+
+/// The request a dispatch decides on; `fork` is the fork's anchor when the run resolves a
+/// pending fork.
+fn request(req: &DispatchRequest, fork: Option<Option<ForkAnchor>>) -> Request {
+    Request {
+        provider: req.target.clone(),
+        model: req.model.clone(),
+        runtime_mode: req.runtime_mode.clone(),
+        clean_context: req.clean_context,
+        message: req.message.clone(),
+        kind: if fork.is_some() {
+            RequestKind::Fork
+        } else {
+            RequestKind::Dispatch
+        },
+        fork_anchor: fork.flatten(),
+    }
+}
+
 /// [`prepare`] on a window of the thread (`store::window`): the runs after the target's last
 /// clean native run and a history of those before. `None` when the thread has no window or
 /// the decision on it could differ from the decision on the whole thread: its facts fall
@@ -182,24 +198,9 @@ fn prepare_windowed(
     let Ok(pending_merge) = pending_merge_back(&state, path, next_run(&state)) else {
         return Ok(None);
     };
-    let context = DecisionContext {
-        record_in: None,
-        waiting: match &pending_merge {
-            Some((_, hid)) => Some(cx.waiting(thread, hid)?),
-            None => None,
-        },
-        history: Some(history),
-    };
+    let context = context(cx, thread, &pending_merge, Some(history))?;
     // Forks are never windowed: this is a plain dispatch.
-    state.request = Request {
-        provider: req.target.clone(),
-        model: req.model.clone(),
-        runtime_mode: req.runtime_mode.clone(),
-        clean_context: req.clean_context,
-        message: req.message.clone(),
-        kind: RequestKind::Dispatch,
-        fork_anchor: None,
-    };
+    state.request = request(req, None);
     let (eval, render) = options(&req.target, req.dirs());
     let sizer = PolicySizer { policy };
     let Ok((decision, facts)) = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
