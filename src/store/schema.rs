@@ -168,6 +168,45 @@ CREATE TABLE decision_rules (
 ) WITHOUT ROWID;
 "#;
 
+/// The trigger body that takes a removed run (`OLD`) out of its tally row: one run fewer, its
+/// oldest and newest recomputed, the row dropped when no run is left.
+macro_rules! tally_remove_old {
+    () => {
+        r#"    UPDATE run_tally SET runs = runs - 1,
+        first = COALESCE((SELECT MIN(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+            AND provider = OLD.provider AND status = OLD.status
+            AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0),
+        last = COALESCE((SELECT MAX(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+            AND provider = OLD.provider AND status = OLD.status
+            AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0)
+    WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+            AND provider = OLD.provider AND status = OLD.status AND has_handoff = (OLD.handoff IS NOT NULL);
+    DELETE FROM run_tally WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
+            AND provider = OLD.provider AND status = OLD.status AND has_handoff = (OLD.handoff IS NOT NULL)
+        AND runs <= 0;
+"#
+    };
+}
+
+/// The trigger body that counts an added run (`NEW`) in its tally row, creating the row.
+macro_rules! tally_add_new {
+    () => {
+        r#"    UPDATE run_tally SET runs = runs + 1, first = MIN(first, NEW.ordinal),
+        last = MAX(last, NEW.ordinal)
+    WHERE thread = NEW.thread AND provider_thread IS NEW.provider_thread
+      AND provider = NEW.provider AND status = NEW.status
+      AND has_handoff = (NEW.handoff IS NOT NULL);
+    INSERT INTO run_tally (thread, provider_thread, provider, status, has_handoff, runs, first,
+        last)
+    SELECT NEW.thread, NEW.provider_thread, NEW.provider, NEW.status, NEW.handoff IS NOT NULL, 1,
+        NEW.ordinal, NEW.ordinal
+    WHERE NOT EXISTS (SELECT 1 FROM run_tally WHERE thread = NEW.thread
+        AND provider_thread IS NEW.provider_thread AND provider = NEW.provider
+        AND status = NEW.status AND has_handoff = (NEW.handoff IS NOT NULL));
+"#
+    };
+}
+
 /// Version 7: a tally of each thread's runs by (provider thread, provider, status, took a
 /// handoff), with how many there are and the oldest and newest, kept by triggers on `runs` in
 /// the same transaction as every change of a run (dispatch, complete, rollback, fork,
@@ -177,7 +216,8 @@ CREATE TABLE decision_rules (
 /// `INDEXED BY`: without statistics the planner prefers the primary key's `thread` prefix, a
 /// scan of the thread's runs), and let a window find the handoffs it needs, without scanning
 /// the thread.
-const V7: &str = r#"
+const V7: &str = concat!(
+    r#"
 CREATE TABLE run_tally (
     thread          TEXT NOT NULL,
     provider_thread TEXT,
@@ -198,63 +238,22 @@ SELECT thread, provider_thread, provider, status, handoff IS NOT NULL, COUNT(*),
 FROM runs GROUP BY thread, provider_thread, provider, status, handoff IS NOT NULL;
 CREATE TRIGGER run_tally_insert AFTER INSERT ON runs
 BEGIN
-    UPDATE run_tally SET runs = runs + 1, first = MIN(first, NEW.ordinal),
-        last = MAX(last, NEW.ordinal)
-    WHERE thread = NEW.thread AND provider_thread IS NEW.provider_thread
-      AND provider = NEW.provider AND status = NEW.status
-      AND has_handoff = (NEW.handoff IS NOT NULL);
-    INSERT INTO run_tally (thread, provider_thread, provider, status, has_handoff, runs, first,
-        last)
-    SELECT NEW.thread, NEW.provider_thread, NEW.provider, NEW.status, NEW.handoff IS NOT NULL, 1,
-        NEW.ordinal, NEW.ordinal
-    WHERE NOT EXISTS (SELECT 1 FROM run_tally WHERE thread = NEW.thread
-        AND provider_thread IS NEW.provider_thread AND provider = NEW.provider
-        AND status = NEW.status AND has_handoff = (NEW.handoff IS NOT NULL));
-END;
+"#,
+    tally_add_new!(),
+    r#"END;
 CREATE TRIGGER run_tally_delete AFTER DELETE ON runs
 BEGIN
-    UPDATE run_tally SET runs = runs - 1,
-        first = COALESCE((SELECT MIN(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
-            AND provider = OLD.provider AND status = OLD.status
-            AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0),
-        last = COALESCE((SELECT MAX(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
-            AND provider = OLD.provider AND status = OLD.status
-            AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0)
-    WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
-            AND provider = OLD.provider AND status = OLD.status AND has_handoff = (OLD.handoff IS NOT NULL);
-    DELETE FROM run_tally WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
-            AND provider = OLD.provider AND status = OLD.status AND has_handoff = (OLD.handoff IS NOT NULL)
-        AND runs <= 0;
-END;
+"#,
+    tally_remove_old!(),
+    r#"END;
 CREATE TRIGGER run_tally_update AFTER UPDATE OF thread, ordinal, provider, provider_thread,
     status, handoff ON runs
 BEGIN
-    UPDATE run_tally SET runs = runs - 1,
-        first = COALESCE((SELECT MIN(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
-            AND provider = OLD.provider AND status = OLD.status
-            AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0),
-        last = COALESCE((SELECT MAX(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
-            AND provider = OLD.provider AND status = OLD.status
-            AND (handoff IS NOT NULL) = (OLD.handoff IS NOT NULL)), 0)
-    WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
-            AND provider = OLD.provider AND status = OLD.status AND has_handoff = (OLD.handoff IS NOT NULL);
-    DELETE FROM run_tally WHERE thread = OLD.thread AND provider_thread IS OLD.provider_thread
-            AND provider = OLD.provider AND status = OLD.status AND has_handoff = (OLD.handoff IS NOT NULL)
-        AND runs <= 0;
-    UPDATE run_tally SET runs = runs + 1, first = MIN(first, NEW.ordinal),
-        last = MAX(last, NEW.ordinal)
-    WHERE thread = NEW.thread AND provider_thread IS NEW.provider_thread
-      AND provider = NEW.provider AND status = NEW.status
-      AND has_handoff = (NEW.handoff IS NOT NULL);
-    INSERT INTO run_tally (thread, provider_thread, provider, status, has_handoff, runs, first,
-        last)
-    SELECT NEW.thread, NEW.provider_thread, NEW.provider, NEW.status, NEW.handoff IS NOT NULL, 1,
-        NEW.ordinal, NEW.ordinal
-    WHERE NOT EXISTS (SELECT 1 FROM run_tally WHERE thread = NEW.thread
-        AND provider_thread IS NEW.provider_thread AND provider = NEW.provider
-        AND status = NEW.status AND has_handoff = (NEW.handoff IS NOT NULL));
-END;
-"#;
+"#,
+    tally_remove_old!(),
+    tally_add_new!(),
+    "END;\n",
+);
 
 /// The migrations, in order: `MIGRATIONS[i]` upgrades version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
