@@ -3,20 +3,29 @@
 //! Starts the release `baton serve --socket` on a fresh database and sends it `explain`
 //! requests carrying the seed state (examples/seed-switch.yaml) as `state_text`, the request
 //! the service's clients send (docs/service.md, examples/node-client), one at a time from one
-//! client. The server's CPU time (user + system, every thread, from `/proc/PID/stat`) is read
-//! before and after a batch: CPU per request. In the same round, the in-process equivalent
-//! runs the calls the handler makes (parse the state text, `Engine::decide`, the human
-//! explanation, the result serialized to JSON) on this thread and is timed with the thread's
-//! CPU clock. The figure is the median over the rounds of (server CPU per request) /
-//! (in-process CPU per call), as benches/versus.rs reports its ratios.
+//! client. The in-process equivalent runs the calls the handler makes (parse the state text,
+//! `Engine::decide`, the human explanation, the result serialized to JSON) on this thread.
+//!
+//! A round alternates batches: a batch of requests to the server, then the same number of
+//! in-process calls, and so on, so that both sides are measured under the same load on a
+//! shared machine. The server's CPU time of a batch is the sum of its threads' run time from
+//! `/proc/PID/task/*/schedstat` (nanoseconds); the in-process side is timed with this thread's
+//! CPU clock. A round's ratio is (server CPU per request) / (in-process CPU per call); the
+//! figure is the median over the rounds, as benches/versus.rs reports its ratios. As a cross
+//! check, the server's CPU over the whole round is also read from `/proc/PID/stat` (every
+//! thread, live or exited, in clock ticks).
+//!
+//! The in-process calls of a batch run back to back (warm caches); a second figure times one
+//! in-process call right after each served request, as an app calling the library once per
+//! run start would (caches shared with the client's socket work): it is printed, not used in
+//! the ratio.
 //!
 //!   cargo bench --bench serve_cpu                                   # 7 rounds x 400 requests
 //!   BATON_SERVE_CPU_ROUNDS=11 BATON_SERVE_CPU_REQUESTS=1000 cargo bench --bench serve_cpu
 //!   cargo bench --bench serve_cpu -- --test                         # a smoke run
 //!   BATON_SERVE_CPU_BIN=/path/to/other/baton cargo bench --bench serve_cpu   # another server
 //!
-//! `/proc/PID/stat` counts in clock ticks (usually 10 ms): keep a batch's server CPU well
-//! above that (400 requests of about 0.3-1 ms each). The client's own CPU is not counted.
+//! The client's own CPU is not counted.
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -43,6 +52,18 @@ fn process_cpu(pid: u32) -> Duration {
     // SAFETY: sysconf only reads a configuration value.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     Duration::from_secs_f64(ticks as f64 / hz.max(1) as f64)
+}
+
+/// Run time (ns) of the live threads of process `pid`, from their `schedstat`.
+fn threads_run_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// Context switches (voluntary, involuntary) summed over the live threads of process `pid`.
@@ -211,45 +232,81 @@ fn main() {
         std::hint::black_box(in_process(&engine, &text));
     }
 
+    // Batches per round: enough to interleave finely, each long enough for its clocks.
+    let batch = (n / 8).max(1);
     let mut ratios = Vec::new();
     let mut served_us = Vec::new();
+    let mut ticks_us = Vec::new();
     let mut local_us = Vec::new();
+    let mut after_request_us = Vec::new();
     let mut wall_us = Vec::new();
     let mut switches = Vec::new();
     for _ in 0..rounds {
-        let (cs0, t0, c0) = (context_switches(pid), Instant::now(), process_cpu(pid));
-        for _ in 0..n {
-            std::hint::black_box(conn.call_raw("explain", &params));
+        let (cs0, c0) = (context_switches(pid), process_cpu(pid));
+        let (mut server_ns, mut local, mut wall, mut done) =
+            (0u64, Duration::ZERO, Duration::ZERO, 0);
+        while done < n {
+            let k = batch.min(n - done);
+            let (r0, t0) = (threads_run_ns(pid), Instant::now());
+            for _ in 0..k {
+                std::hint::black_box(conn.call_raw("explain", &params));
+            }
+            wall += t0.elapsed();
+            server_ns += threads_run_ns(pid).saturating_sub(r0);
+            let l0 = thread_cpu();
+            for _ in 0..k {
+                std::hint::black_box(in_process(&engine, std::hint::black_box(&text)));
+            }
+            local += thread_cpu() - l0;
+            done += k;
         }
-        let (c1, t1, cs1) = (process_cpu(pid), t0.elapsed(), context_switches(pid));
-        let server = (c1 - c0).as_secs_f64() / n as f64;
-        let l0 = thread_cpu();
-        for _ in 0..n {
-            std::hint::black_box(in_process(&engine, std::hint::black_box(&text)));
-        }
-        let local = (thread_cpu() - l0).as_secs_f64() / n as f64;
+        let (c1, cs1) = (process_cpu(pid), context_switches(pid));
+        let server = server_ns as f64 / 1e9 / n as f64;
+        let local = local.as_secs_f64() / n as f64;
         ratios.push(server / local);
         served_us.push(server * 1e6);
+        ticks_us.push((c1 - c0).as_secs_f64() * 1e6 / n as f64);
         local_us.push(local * 1e6);
-        wall_us.push(t1.as_secs_f64() * 1e6 / n as f64);
+        wall_us.push(wall.as_secs_f64() * 1e6 / n as f64);
         switches
             .push((cs1.0.saturating_sub(cs0.0) + cs1.1.saturating_sub(cs0.1)) as f64 / n as f64);
+        // One in-process call after each served request (not in the ratio).
+        let mut spent = Duration::ZERO;
+        for _ in 0..batch {
+            std::hint::black_box(conn.call_raw("explain", &params));
+            let l0 = thread_cpu();
+            std::hint::black_box(in_process(&engine, std::hint::black_box(&text)));
+            spent += thread_cpu() - l0;
+        }
+        after_request_us.push(spent.as_secs_f64() * 1e6 / batch as f64);
     }
     println!(
-        "serve_cpu: inline explain of examples/seed-switch.yaml, {rounds} rounds x {n} requests, one client"
+        "serve_cpu: inline explain of examples/seed-switch.yaml, {rounds} rounds x {n} requests in batches of {batch}, one client"
     );
     println!(
-        "  server CPU per request  {:>8.1} us (median; wall time per request {:.1} us)",
+        "  server CPU per request  {:>8.1} us (median; /proc/PID/stat over the round: {:.1} us; wall time per request {:.1} us)",
         median(served_us),
+        median(ticks_us),
         median(wall_us)
     );
     println!(
-        "  in-process CPU per call {:>8.1} us (median)",
-        median(local_us)
+        "  in-process CPU per call {:>8.1} us (median; one call after each served request: {:.1} us)",
+        median(local_us),
+        median(after_request_us)
     );
     println!(
         "  server context switches per request {:.1} (median, live threads)",
         median(switches)
+    );
+    let mut sorted = ratios.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "  per-round ratios: {}",
+        sorted
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     println!(
         "ratio serve/explain_inline: server CPU / in-process CPU = {:.2}x",

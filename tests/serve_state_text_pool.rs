@@ -1,22 +1,48 @@
 //! An inline `explain`/`render` with a `state_text` reads its threads and, when none is
-//! busy, runs in the same hop to the blocking pool (`session::KeysHop`): the per-thread
-//! order and cancellation hold on that path as for any request.
+//! busy, runs where they were read (`session::KeysHop`): on the connection's worker when the
+//! text is small (at most `COMPUTE_WHERE_READ_MAX`, 16 KiB), in one hop to the blocking pool
+//! when it is larger. The per-thread order and cancellation hold on both paths, as for any
+//! request: every test runs with a small and a large `state_text`.
 
 mod serve_support;
 
-use serde_json::json;
+use rstest::rstest;
+use serde_json::{json, Value};
 use serve_support::*;
+
+/// Which path a `state_text` takes: small texts are answered on the worker, large ones hop.
+#[derive(Debug, Clone, Copy)]
+enum Size {
+    Small,
+    Large,
+}
+
+/// The YAML text of `state` renamed to thread `id`, padded past the 16 KiB worker limit
+/// when `size` is `Large` (more runs of the same shape).
+fn text(id: &str, size: Size) -> String {
+    let mut state: Value = match size {
+        Size::Small => example_state("seed-run6.yaml"),
+        Size::Large => long_state(id, 80),
+    };
+    state["thread"]["id"] = json!(id);
+    let text = serde_yaml::to_string(&state).unwrap();
+    match size {
+        Size::Small => assert!(text.len() <= 16 * 1024, "{} bytes", text.len()),
+        Size::Large => assert!(text.len() > 16 * 1024, "{} bytes", text.len()),
+    }
+    text
+}
 
 /// `state_text` requests for one thread, pipelined behind a slow request of that thread,
 /// are answered in arrival order; requests of other threads do not wait for them.
-#[test]
-fn state_text_requests_for_one_thread_answer_in_arrival_order() {
+#[rstest]
+fn state_text_requests_for_one_thread_answer_in_arrival_order(
+    #[values(Size::Small, Size::Large)] size: Size,
+) {
     let dir = tempfile::tempdir().unwrap();
     let mut s = stdio(dir.path(), &[]);
     let heavy = long_state("th_pool", 1500);
-    let mut light = example_state("seed-run6.yaml");
-    light["thread"]["id"] = json!("th_pool");
-    let text = serde_yaml::to_string(&light).unwrap();
+    let text = text("th_pool", size);
     let mut ids = Vec::new();
     for i in 0..12 {
         let id = if i % 4 == 0 {
@@ -41,14 +67,12 @@ fn state_text_requests_for_one_thread_answer_in_arrival_order() {
 
 /// A `state_text` request queued behind a slow one on its thread can be cancelled: it is
 /// answered at once with -32800, once; the slow one and the next one still answer, in order.
-#[test]
-fn a_queued_state_text_request_is_cancelled_once() {
+#[rstest]
+fn a_queued_state_text_request_is_cancelled_once(#[values(Size::Small, Size::Large)] size: Size) {
     let dir = tempfile::tempdir().unwrap();
     let mut s = stdio(dir.path(), &[]);
     let heavy = long_state("th_pool_cancel", 3000);
-    let mut light = example_state("seed-run6.yaml");
-    light["thread"]["id"] = json!("th_pool_cancel");
-    let text = serde_yaml::to_string(&light).unwrap();
+    let text = text("th_pool_cancel", size);
     let slow = json!({"jsonrpc": "2.0", "id": 1, "method": "explain", "params": {"state": heavy}});
     let queued = json!({"jsonrpc": "2.0", "id": 2, "method": "explain",
         "params": {"state_text": text}});
@@ -83,14 +107,13 @@ fn a_queued_state_text_request_is_cancelled_once() {
 
 /// A cancellation racing a `state_text` request that runs at once gets exactly one answer:
 /// its result or -32800.
-#[test]
-fn a_running_state_text_request_gets_one_answer_when_cancelled() {
+#[rstest]
+fn a_running_state_text_request_gets_one_answer_when_cancelled(
+    #[values(Size::Small, Size::Large)] size: Size,
+) {
     let dir = tempfile::tempdir().unwrap();
     let mut s = stdio(dir.path(), &[]);
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/seed-switch.yaml"),
-    )
-    .unwrap();
+    let text = text("th_pool_running", size);
     for n in 0..20 {
         let id = 100 + n;
         let req = json!({"jsonrpc": "2.0", "id": id, "method": "explain",

@@ -50,7 +50,7 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
             max_per_thread: Some(a.gc_keep),
         },
     });
-    bound_malloc_arenas();
+    tune_malloc();
     match serve::serve(cfg) {
         Ok(()) => super::commands::OK,
         Err(e) => {
@@ -60,22 +60,39 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
     }
 }
 
-/// Cap glibc's malloc arenas at one per core (at least 2), unless the environment sets
-/// `MALLOC_ARENA_MAX` itself. glibc lets threads open up to 8 arenas per core, and each arena
-/// keeps the memory of the largest requests it served; with library work spread over tokio's
-/// blocking-pool threads, the server's resident memory then climbs in steps for a long time
-/// (docs/performance.md has the measurements). One arena per core keeps it flat: no more
-/// threads than cores run at once anyway. No-op on other platforms and C libraries. The
-/// command does this, not the library: an embedding app owns its process's allocator.
-fn bound_malloc_arenas() {
+/// Tune glibc's malloc for a long-running server, each setting unless the environment sets
+/// it itself (glibc's `MALLOC_*_` variables win). No-op on other platforms and C libraries.
+/// The command does this, not the library: an embedding app owns its process's allocator.
+///
+/// * **Arenas: one per core** (at least 2), not glibc's 8 per core. Each arena keeps the memory
+///   of the largest requests it served; with library work spread over tokio's threads, the
+///   server's resident memory then climbs in steps for a long time (docs/performance.md has
+///   the measurements). No more threads than cores run at once anyway.
+/// * **Trim threshold 4 MiB, mmap threshold 1 MiB** (glibc's defaults start at 128 KiB and
+///   move with the largest block freed). A request builds and frees a few hundred KiB; at the
+///   default threshold a thread's arena gave that back to the kernel after nearly every
+///   request (`madvise`) and faulted it in again on the next one, about 5% of the server's
+///   CPU per inline `explain` (benches/serve_cpu.rs). An arena now keeps up to 4 MiB free
+///   at its top; a block of 1 MiB or more is mapped on its own and unmapped when freed.
+fn tune_malloc() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+    {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         let arenas = i32::try_from(cores.max(2)).unwrap_or(i32::MAX);
-        #[allow(unsafe_code)]
-        // SAFETY: mallopt(3) only changes an allocator tuning parameter; it takes no pointers.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, arenas);
+        let settings = [
+            ("MALLOC_ARENA_MAX", libc::M_ARENA_MAX, arenas),
+            ("MALLOC_TRIM_THRESHOLD_", libc::M_TRIM_THRESHOLD, 4 << 20),
+            ("MALLOC_MMAP_THRESHOLD_", libc::M_MMAP_THRESHOLD, 1 << 20),
+        ];
+        for (env, param, value) in settings {
+            if std::env::var_os(env).is_none() {
+                #[allow(unsafe_code)]
+                // SAFETY: mallopt(3) only changes an allocator tuning parameter; it takes no
+                // pointers.
+                unsafe {
+                    libc::mallopt(param, value);
+                }
+            }
         }
     }
 }

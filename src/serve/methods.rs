@@ -69,6 +69,20 @@ pub fn keys_need_work(method: &str, params: &Value) -> bool {
     method == "mergeBack" || state_text(params).is_some()
 }
 
+/// The largest `state_text` an inline `explain` or `render` may carry to be answered on the
+/// connection's worker thread instead of the blocking pool. Parsing, deciding and rendering
+/// such a state takes well under a millisecond (benches/serve_cpu.rs: 4 KB in about 0.3 ms),
+/// about what a hop to the pool and back costs in CPU and wake-ups; a larger state could hold
+/// a worker long enough to delay other connections' reads, so it hops.
+pub const COMPUTE_WHERE_READ_MAX: usize = 16 * 1024;
+
+/// Whether a request is an inline `explain` or `render` small enough to be answered on the
+/// worker that read it ([`COMPUTE_WHERE_READ_MAX`]).
+pub fn computes_where_read(method: &str, params: &Value) -> bool {
+    runs_where_keys_are_read(method)
+        && state_text(params).is_some_and(|t| t.len() <= COMPUTE_WHERE_READ_MAX)
+}
+
 /// The `state_text` param (or its deprecated alias `stateText`).
 fn state_text(params: &Value) -> Option<&str> {
     params

@@ -456,6 +456,42 @@ async fn handle_request(
                 if let Some(prev) = prev {
                     let _ = prev.await;
                 }
+                if methods::computes_where_read(&method, &params) {
+                    // A small inline `explain`/`render`: read its threads, take its places and
+                    // (when nothing of its threads runs ahead of it) answer it on this worker,
+                    // without a hop to the pool and back.
+                    let hop = KeysHop {
+                        s: s.clone(),
+                        method: method.clone(),
+                        id: id.clone(),
+                        framing: out.framing,
+                    };
+                    // A panic is answered as the pool's would be (`HopEnd::Failed`), not
+                    // left unanswered with the worker's task.
+                    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        hop.read(params, admitted)
+                    }));
+                    match read {
+                        Ok(HopOutcome::Ran(msg, turn)) => {
+                            lock(&cancels).remove(&id);
+                            let _ = out.send_frame(msg).await;
+                            drop(turn);
+                        }
+                        Err(_) => {
+                            lock(&cancels).remove(&id);
+                            let e = RpcError::internal(format!("`{method}` failed (a panic)"));
+                            let _ = out.send(rpc::error_response(Some(&id), &e)).await;
+                        }
+                        Ok(HopOutcome::Queued(params, parsed, queued)) => {
+                            run_request(
+                                s, out, cancels, cancel_rx, spec, id, method, params, parsed,
+                                queued,
+                            )
+                            .await;
+                        }
+                    }
+                    return;
+                }
                 if methods::keys_need_work(&method, &params) {
                     let hop = KeysHop {
                         s: s.clone(),
@@ -501,10 +537,12 @@ async fn handle_request(
 /// A request's place in its threads' queues: the signals to wait for, and its turn.
 type Queued = (Vec<oneshot::Receiver<()>>, Turn);
 
-/// Reading a request's threads on the blocking pool (a `stateText` is parsed, a `mergeBack`
-/// asks the store). The same hop takes the request's queue places and, when no earlier
-/// request of its threads is still running and the method only computes (an inline
-/// `explain` or `render`), runs it there and then: one hop to the pool, not two.
+/// Reading a request's threads off the read loop (a `stateText` is parsed, a `mergeBack`
+/// asks the store): on the blocking pool, or, for a small inline `explain`/`render`
+/// ([`methods::computes_where_read`]), on the worker that read it. The same step takes the
+/// request's queue places and, when no earlier request of its threads is still running and
+/// the method only computes, runs it there and then: at most one hop to the pool, none for a
+/// small inline request.
 struct KeysHop {
     s: Arc<Shared>,
     method: String,
@@ -532,6 +570,27 @@ enum HopEnd {
 }
 
 impl KeysHop {
+    /// Read the request's threads, take its queue places, and run it at once when it only
+    /// computes and nothing of its threads runs ahead of it. Blocking: on the pool, or on a
+    /// worker for a request small enough ([`methods::computes_where_read`]).
+    fn read(self, params: Value, admitted: oneshot::Sender<()>) -> HopOutcome {
+        let KeysHop {
+            s,
+            method,
+            id,
+            framing,
+        } = self;
+        let (keys, parsed) = methods::thread_keys(&s, &method, &params);
+        let (waits, turn) = s.queue(keys);
+        let _ = admitted.send(());
+        if waits.is_empty() && methods::runs_where_keys_are_read(&method) {
+            let result = methods::call_here(&s, &method, params, turn.clone(), parsed);
+            HopOutcome::Ran(reply_json(framing, &id, &result), turn)
+        } else {
+            HopOutcome::Queued(params, parsed, (waits, turn))
+        }
+    }
+
     async fn run(
         self,
         params: Value,
@@ -539,24 +598,8 @@ impl KeysHop {
         spec: methods::Spec,
         cancel_rx: &mut oneshot::Receiver<()>,
     ) -> HopEnd {
-        let KeysHop {
-            s,
-            method,
-            id,
-            framing,
-        } = self;
-        let (m, request) = (method.clone(), id.clone());
-        let mut hop = tokio::task::spawn_blocking(move || {
-            let (keys, parsed) = methods::thread_keys(&s, &m, &params);
-            let (waits, turn) = s.queue(keys);
-            let _ = admitted.send(());
-            if waits.is_empty() && methods::runs_where_keys_are_read(&m) {
-                let result = methods::call_here(&s, &m, params, turn.clone(), parsed);
-                HopOutcome::Ran(reply_json(framing, &request, &result), turn)
-            } else {
-                HopOutcome::Queued(params, parsed, (waits, turn))
-            }
-        });
+        let (method, id, framing) = (self.method.clone(), self.id.clone(), self.framing);
+        let mut hop = tokio::task::spawn_blocking(move || self.read(params, admitted));
         let done = if spec.mutates {
             Some((&mut hop).await)
         } else {
