@@ -121,13 +121,15 @@ pub(crate) fn gc(a: GcArgs) -> u8 {
         }
     };
     // A store error keeps the handoff (never delete on doubt) and is reported after the pass.
-    let lookup = |thread: &str, handoff: &str| match &store {
-        None => Ok(HandoffLiveness::Live),
-        Some(s) => s
-            .handoff_liveness(thread, handoff)
-            .map_err(|e| e.to_string()),
+    // With a store, liveness is read under its write lock (`Store::collect_documents`), so a
+    // dispatch in progress in another process cannot lose its document.
+    let result = match store {
+        Some(mut s) => s.collect_documents(&offband, &retention, SystemTime::now(), a.dry_run),
+        None => {
+            let lookup = |_: &str, _: &str| Ok(HandoffLiveness::Live);
+            deliver::gc_checked(&offband, &retention, &lookup, SystemTime::now(), a.dry_run)
+        }
     };
-    let result = deliver::gc_checked(&offband, &retention, &lookup, SystemTime::now(), a.dry_run);
     if let Ok(report) = &result {
         for w in &report.warnings {
             eprintln!("warning: {w}");

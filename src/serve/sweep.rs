@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 
 use super::session::Shared;
-use crate::deliver::{self, GcReport, OffbandStore, Retention};
+use crate::deliver::{GcReport, OffbandStore, Retention};
 
 /// When and what the sweep removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,24 +34,15 @@ impl Default for GcSweep {
     }
 }
 
-/// One pass: liveness from the store; a store that cannot answer keeps the handoff.
+/// One pass: liveness from the store, under its write lock (and this process's writer lock:
+/// see [`crate::store::Store::collect_documents`]); a store that cannot answer keeps the
+/// handoff.
 pub fn sweep_once(shared: &Shared, sweep: &GcSweep) -> Result<GcReport, String> {
     let offband = OffbandStore::new(shared.cfg.handoff_dir.clone());
     shared
         .stores
-        .with(|store| {
-            let lookup = |thread: &str, handoff: &str| {
-                store
-                    .handoff_liveness(thread, handoff)
-                    .map_err(|e| e.to_string())
-            };
-            Ok(deliver::gc_checked(
-                &offband,
-                &sweep.retention,
-                &lookup,
-                SystemTime::now(),
-                false,
-            ))
+        .write(|store| {
+            Ok(store.collect_documents(&offband, &sweep.retention, SystemTime::now(), false))
         })
         .map_err(|e| e.message)?
         .map_err(|e| e.to_string())

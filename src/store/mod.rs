@@ -7,6 +7,7 @@
 //! the thread inside the transaction, so concurrent callers serialize. Every decision is logged
 //! with what it was decided from ([`DecisionInput`]); [`replay()`] decides the log again.
 
+mod collect;
 mod grants;
 pub mod hint;
 mod input_log;
@@ -20,9 +21,8 @@ mod schema;
 mod trace_log;
 mod window;
 
-use crate::deliver::HandoffLiveness;
 use crate::state::State;
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -569,28 +569,6 @@ impl Store {
     /// Every stored thread id, sorted.
     pub fn threads(&self) -> Result<Vec<String>, StoreError> {
         io::Cx::new(&self.conn, &self.name(), self.busy).threads()
-    }
-
-    /// For off-band GC: is this handoff live, superseded, or unknown (thread/handoff deleted)?
-    pub fn handoff_liveness(
-        &self,
-        thread: &str,
-        handoff: &str,
-    ) -> Result<HandoffLiveness, StoreError> {
-        let status: Option<String> = self
-            .conn
-            .query_row(
-                "SELECT status FROM handoffs WHERE thread = ?1 AND id = ?2",
-                (thread, handoff),
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| self.err("looking up a handoff", e))?;
-        Ok(match status.as_deref() {
-            None => HandoffLiveness::Unknown,
-            Some("superseded") => HandoffLiveness::Superseded,
-            Some(_) => HandoffLiveness::Live,
-        })
     }
 
     /// `BEGIN IMMEDIATE`: take the write lock now (waiting up to the busy timeout), so that a
