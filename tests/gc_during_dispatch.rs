@@ -13,7 +13,7 @@ use baton::deliver::{GcReport, OffbandStore, Retention};
 use baton::policy;
 use baton::state;
 use baton::store::{self, DispatchRequest, Store};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -22,11 +22,11 @@ static PLACES: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
 /// The report of the pass run inside the dispatch.
 static DURING: Mutex<Option<GcReport>> = Mutex::new(None);
 
-fn pass(db: &PathBuf, root: &PathBuf, busy: Duration) -> GcReport {
+fn pass(db: &Path, root: &Path, busy: Duration) -> GcReport {
     let mut other = Store::open_with_busy_timeout(db, busy).unwrap();
     other
         .collect_documents(
-            &OffbandStore::new(Some(root.clone())),
+            &OffbandStore::new(Some(root.to_path_buf())),
             &Retention::default(),
             SystemTime::now(),
             false,
