@@ -69,12 +69,11 @@ fn a_pass_during_a_dispatch_keeps_the_document_being_delivered() {
         ..Default::default()
     };
     let d = store::dispatch(&mut store, &p, &req).unwrap();
-    let doc = PathBuf::from(
-        d.handoff
-            .expect("a handoff")
-            .document_path
-            .expect("off-band"),
-    );
+    let doc = d
+        .handoff
+        .expect("a handoff")
+        .document_path
+        .expect("off-band");
 
     let during = DURING.lock().unwrap().take().expect("the hook ran a pass");
     assert!(
