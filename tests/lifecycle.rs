@@ -239,6 +239,28 @@ fn a_run_taking_a_merge_back_keeps_its_message_and_its_decision_is_truthful() {
 
 /// Bug 4: a delta through the store never shows an empty `Handoff: ` line for a handoff that
 /// carries no summary (every dispatch-made handoff).
+/// A handoff goes with the run that took it. In seed-switch, claude's thread L1 was created
+/// for run 6 and received H1 (runs 1-5) there. Rolling back to run 5 undoes run 6, so L1 no
+/// longer holds H1. The profiles that resume a rolled-back thread (t3code) or trust coverage
+/// (mcode) used to answer "resume L1, no handoff": claude would continue with none of runs 1-5.
+/// The rollback now supersedes H1 with the runs, and every profile hands runs 1-5 over again.
+#[rstest]
+#[case::default("default")]
+#[case::t3code("t3code")]
+#[case::mcode("mcode")]
+fn a_handoff_taken_by_an_undone_run_no_longer_counts_as_seen(#[case] profile: &str) {
+    let p = policy::load(profile).unwrap();
+    let mut db = Db::new();
+    db.dispatch(&p, "th_1", "codex");
+    db.complete("th_1", 9, "done", RunStatus::Completed);
+    let r = store::rollback(&mut db.store, "th_1", 5).unwrap();
+    assert_eq!(r.handoffs_superseded, ["H1", "H2"]);
+    let d = db.dispatch(&p, "th_1", "claude");
+    assert_ne!(d.decision.strategy.as_str(), "no_handoff", "{profile}");
+    let covered = d.decision.covered_runs.expect("runs handed over");
+    assert_eq!((covered.from, covered.to), (1, 5), "{profile}");
+}
+
 #[test]
 fn a_delta_through_the_store_shows_no_empty_handoff_line() {
     let mut db = Db::new();

@@ -254,11 +254,12 @@ fn seed_000_built_run_by_run_has_the_seed_coverage() {
     ]);
     assert_eq!(e["covered_runs"]["from"], 9);
 
-    // Rollback to 5: runs 6-9 rolled back, H2 superseded, L1 rolled back (claude can roll
-    // back), C1 divergent (codex cannot).
+    // Rollback to 5: runs 6-9 rolled back; H2 superseded (it covers them) and H1 too (run 6,
+    // which took it, is undone); L1 rolled back (claude can roll back), C1 divergent (codex
+    // cannot).
     let r = db.json(&["rollback", "--thread", "th_1", "--to", "5", "--json"]);
     assert_eq!(r["runs_rolled_back"], serde_json::json!([6, 7, 8, 9]));
-    assert_eq!(r["handoffs_superseded"], serde_json::json!(["H2"]));
+    assert_eq!(r["handoffs_superseded"], serde_json::json!(["H1", "H2"]));
     let s2 = db.export("th_1");
     let status = |id: &str| {
         s2.provider_threads
@@ -272,6 +273,7 @@ fn seed_000_built_run_by_run_has_the_seed_coverage() {
     assert!(s2.runs[5..]
         .iter()
         .all(|r| r.status == RunStatus::RolledBack));
+    assert_eq!(s2.handoffs[0].status, HandoffStatus::Superseded);
     assert_eq!(s2.handoffs[1].status, HandoffStatus::Superseded);
     // Nothing else about H2 changed.
     assert_eq!(
@@ -721,14 +723,16 @@ fn a_rollback_supersedes_a_taken_merge_back_and_keeps_a_waiting_one() {
     let parent = db.export("th_1");
     assert_eq!(parent.handoffs[1].status, HandoffStatus::Ready);
     assert_eq!(parent.transfers[1].status, TransferStatus::Pending);
-    // Run 9 takes it; rolling back to 8 supersedes it with its transfer.
+    // Run 9 takes it (with H3, the handoff of that dispatch); rolling back to 8 supersedes
+    // both, the merge-back with its transfer.
     db.ok(&["dispatch", "--thread", "th_1", "--target", "claude"]);
     let items = db.dir.path().join("i.yaml");
     std::fs::write(&items, "- {kind: decision, text: \"y\"}\n").unwrap();
     db.complete("th_1", 9, &items);
     let r = db.json(&["rollback", "--thread", "th_1", "--to", "8", "--json"]);
-    assert_eq!(r["handoffs_superseded"], serde_json::json!(["H2"]));
+    assert_eq!(r["handoffs_superseded"], serde_json::json!(["H2", "H3"]));
     let parent = db.export("th_1");
+    assert_eq!(parent.handoffs[2].target_run, Some(9), "H3 went into run 9");
     assert_eq!(parent.handoffs[1].status, HandoffStatus::Superseded);
     assert_eq!(parent.transfers[1].status, TransferStatus::Superseded);
 }

@@ -7,7 +7,7 @@ use crate::store::{Store, StoreError};
 use rusqlite::params;
 
 /// Roll the thread back to run `to`: later runs become `rolled_back`, handoffs covering any
-/// of them `superseded`, and provider threads that saw them `rolled_back` when their provider
+/// of them or taken by any of them `superseded`, and provider threads that saw them `rolled_back` when their provider
 /// can roll back, `divergent` otherwise (the next dispatch sees the `diverged` signal).
 pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackReport, StoreError> {
     let (tx, path, busy) = store.begin("rolling back")?;
@@ -36,14 +36,13 @@ pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackRepo
         .handoffs
         .iter()
         .filter(|h| {
+            // A handoff goes with the run that took it: once that run is undone, the provider
+            // thread it went into no longer holds it (one still waiting for its run stays).
+            let taken_by_undone_run = h.target_run.is_some_and(|t| runs.contains(&t));
             h.status != HandoffStatus::Superseded
-                && if h.covers_own_runs(thread) {
-                    h.covered.to > to
-                } else {
-                    // A merge-back covers its fork's runs: it goes with the run that took it
-                    // (one still waiting for the next run stays).
-                    h.target_run.is_some_and(|t| runs.contains(&t))
-                }
+                && (taken_by_undone_run
+                    // A merge-back covers its fork's runs, not this thread's.
+                    || (h.covers_own_runs(thread) && h.covered.to > to))
         })
         .collect();
     let mut changes = Vec::new();
