@@ -456,42 +456,6 @@ async fn handle_request(
                 if let Some(prev) = prev {
                     let _ = prev.await;
                 }
-                if methods::computes_where_read(&method, &params) {
-                    // A small inline `explain`/`render`: read its threads, take its places and
-                    // (when nothing of its threads runs ahead of it) answer it on this worker,
-                    // without a hop to the pool and back.
-                    let hop = KeysHop {
-                        s: s.clone(),
-                        method: method.clone(),
-                        id: id.clone(),
-                        framing: out.framing,
-                    };
-                    // A panic is answered as the pool's would be (`HopEnd::Failed`), not
-                    // left unanswered with the worker's task.
-                    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        hop.read(params, admitted)
-                    }));
-                    match read {
-                        Ok(HopOutcome::Ran(msg, turn)) => {
-                            lock(&cancels).remove(&id);
-                            let _ = out.send_frame(msg).await;
-                            drop(turn);
-                        }
-                        Err(_) => {
-                            lock(&cancels).remove(&id);
-                            let e = RpcError::internal(format!("`{method}` failed (a panic)"));
-                            let _ = out.send(rpc::error_response(Some(&id), &e)).await;
-                        }
-                        Ok(HopOutcome::Queued(params, parsed, queued)) => {
-                            run_request(
-                                s, out, cancels, cancel_rx, spec, id, method, params, parsed,
-                                queued,
-                            )
-                            .await;
-                        }
-                    }
-                    return;
-                }
                 if methods::keys_need_work(&method, &params) {
                     let hop = KeysHop {
                         s: s.clone(),
@@ -499,7 +463,14 @@ async fn handle_request(
                         id: id.clone(),
                         framing: out.framing,
                     };
-                    match hop.run(params, admitted, spec, &mut cancel_rx).await {
+                    // A small inline `explain`/`render` is answered on this worker, without
+                    // a hop to the pool and back.
+                    let end = if methods::computes_where_read(&method, &params) {
+                        hop.run_here(params, admitted)
+                    } else {
+                        hop.run(params, admitted, spec, &mut cancel_rx).await
+                    };
+                    match end {
                         HopEnd::Answered(msg, held) => {
                             lock(&cancels).remove(&id);
                             let _ = out.send_frame(msg).await;
@@ -558,6 +529,15 @@ enum HopOutcome {
     Queued(Value, Option<methods::ParsedText>, Queued),
 }
 
+impl From<HopOutcome> for HopEnd {
+    fn from(outcome: HopOutcome) -> HopEnd {
+        match outcome {
+            HopOutcome::Ran(msg, turn) => HopEnd::Answered(msg, Some(turn)),
+            HopOutcome::Queued(params, parsed, queued) => HopEnd::Queued(params, parsed, queued),
+        }
+    }
+}
+
 /// How the hop ended for the session.
 enum HopEnd {
     /// The response to queue (the result, or the cancellation), and the turn to hold until
@@ -591,6 +571,20 @@ impl KeysHop {
         }
     }
 
+    /// [`KeysHop::read`] on the calling thread (a runtime worker). A panic is answered as a
+    /// pool task's is ([`HopEnd::Failed`]), not left unanswered with the worker's task.
+    fn run_here(self, params: Value, admitted: oneshot::Sender<()>) -> HopEnd {
+        let method = self.method.clone();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.read(params, admitted)
+        })) {
+            Ok(outcome) => outcome.into(),
+            Err(_) => HopEnd::Failed(RpcError::internal(format!(
+                "reading the request's threads failed: `{method}` panicked"
+            ))),
+        }
+    }
+
     async fn run(
         self,
         params: Value,
@@ -615,10 +609,7 @@ impl KeysHop {
             }
         };
         match done {
-            Some(Ok(HopOutcome::Ran(msg, turn))) => HopEnd::Answered(msg, Some(turn)),
-            Some(Ok(HopOutcome::Queued(params, parsed, queued))) => {
-                HopEnd::Queued(params, parsed, queued)
-            }
+            Some(Ok(outcome)) => outcome.into(),
             Some(Err(e)) => HopEnd::Failed(RpcError::internal(format!(
                 "reading the request's threads failed: {e}"
             ))),
