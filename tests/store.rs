@@ -242,13 +242,13 @@ fn a_database_from_a_newer_baton_is_refused() {
     let db = dir.path().join("new.db");
     rusqlite::Connection::open(&db)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 8")
+        .execute_batch("PRAGMA user_version = 9")
         .unwrap();
     let err = Store::open(&db).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: error: database schema version 8 is newer than this baton supports (7); upgrade baton",
+            "{}: error: database schema version 9 is newer than this baton supports (8); upgrade baton",
             db.display()
         )
     );
@@ -291,7 +291,10 @@ fn plan(store: &Store, sql: &str) -> String {
     "SELECT uses_left FROM grants WHERE thread = 't' AND run = 3 AND path = '/x'"
 )]
 #[case::an_item_id_in_a_thread(
-    "SELECT run, idx FROM items WHERE thread = 't' AND item_id = 'i1' ORDER BY run DESC, idx DESC LIMIT 1"
+    "SELECT run, idx FROM items WHERE thread = 't' AND item_id = 'i1' AND item_id <> 'r' || run || '.' || (idx + 1) ORDER BY run DESC, idx DESC LIMIT 1"
+)]
+#[case::a_generated_item_id_at_its_place(
+    "SELECT run, idx FROM items WHERE thread = 't' AND run = 3 AND idx = 0 AND item_id = 'r3.1'"
 )]
 #[case::a_dispatch_window_s_handoffs(
     "SELECT id FROM handoffs WHERE thread = 't' AND (covered_to >= 5 OR target_run > 5) ORDER BY seq"
@@ -301,6 +304,12 @@ fn plan(store: &Store, sql: &str) -> String {
 )]
 #[case::a_tally_combination_s_newest_run(
     "SELECT MAX(ordinal) FROM runs INDEXED BY runs_by_key WHERE thread = 't' AND provider_thread IS 'C1' AND provider = 'codex' AND status = 'completed' AND (handoff IS NOT NULL) = 0"
+)]
+#[case::the_transfers_a_completed_run_consumes(
+    "UPDATE transfers SET status = 'consumed' WHERE thread = 't' AND type IN ('provider_handoff', 'merge_back') AND status = 'resolved_portable' AND status IN ('resolved_native', 'resolved_portable')"
+)]
+#[case::the_fork_transfer_a_completed_run_consumes(
+    "UPDATE transfers SET status = 'consumed' WHERE thread = 't' AND type = 'fork' AND target_thread = 't' AND status IN ('resolved_native', 'resolved_portable') AND source_run + 1 = 3"
 )]
 #[case::the_thread_s_latest_logged_input(
     "SELECT id, input FROM decision_log WHERE thread = 't' AND input IS NOT NULL ORDER BY run DESC, id DESC LIMIT 1"
@@ -613,6 +622,88 @@ fn a_version_5_database_gets_item_ids_so_complete_checks_them_without_loading_th
         )
         .unwrap();
     assert_eq!(id, "a2");
+}
+
+/// A version-7 database, as baton wrote it before version 8 (logged inputs as plain JSON, item
+/// bodies with their `kind`, an index of every transfer), opens, migrates, and reads back as
+/// it was: the same export, every logged decision given back and replayed without a
+/// difference; and the thread goes on: the running run completes (consuming its transfer
+/// through the new index) and the next dispatch builds on the rows written before.
+#[test]
+fn a_version_7_database_migrates_to_8_and_reads_back_identically() {
+    use baton::state::Item;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v7.db");
+    apply_sql(&db, "v7.sql");
+    let mut store = Store::open(&db).unwrap();
+    assert_eq!(store.schema_version().unwrap(), store::SCHEMA_VERSION);
+    let want = state::load_file(&root().join("tests/fixtures/db/v7-export.yaml")).unwrap();
+    assert_eq!(store.export("th_1").unwrap(), want);
+    let ids: Vec<i64> = store
+        .connection()
+        .prepare("SELECT id FROM decision_log ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(ids.len(), 4);
+    for id in &ids {
+        let d = store.logged_decision(*id).unwrap();
+        assert!(d.get("run").is_some_and(|r| r.is_u64()), "{d}");
+    }
+    let report = store::replay(&store, &store::ReplayFilter::default(), &[]).unwrap();
+    assert_eq!(
+        (report.checked, report.differences.len()),
+        (4, 0),
+        "{report:?}"
+    );
+    let index = |name: &str| -> i64 {
+        store
+            .connection()
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    assert_eq!(
+        (index("transfers_pending"), index("transfers_open")),
+        (0, 1)
+    );
+    // The thread goes on.
+    let running = want.runs.last().unwrap().ordinal;
+    let item = Item::AssistantMessage {
+        id: None,
+        text: "Reviewed.".into(),
+    };
+    store::complete_run(
+        &mut store,
+        "th_1",
+        running,
+        vec![item],
+        RunStatus::Completed,
+    )
+    .unwrap();
+    let after = store.export("th_1").unwrap();
+    assert!(after
+        .transfers
+        .iter()
+        .all(|t| t.status == baton::state::TransferStatus::Consumed));
+    assert_eq!(
+        after.runs[..after.runs.len() - 1],
+        want.runs[..want.runs.len() - 1]
+    );
+    let p = policy::load("default").unwrap();
+    let docs = dir.path().join("docs");
+    store::dispatch(&mut store, &p, &request("th_1", "codex", &docs)).unwrap();
+    let report = store::replay(&store, &store::ReplayFilter::default(), &[]).unwrap();
+    assert_eq!(
+        (report.checked, report.differences.len()),
+        (5, 0),
+        "{report:?}"
+    );
 }
 
 #[test]

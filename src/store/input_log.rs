@@ -20,6 +20,10 @@
 //!   base's; `"drop": [...]` lists the keys the base had and this input has not. (A delta
 //!   without `drop`, logged before, keeps everything outside `state` whole.)
 //!
+//! Either form is kept packed (`store::packed::pack_input`: deflated, behind a header that
+//! keeps the text `"stored_items"` findable by SQL); a row logged before as plain TEXT reads
+//! as it is.
+//!
 //! Consecutive decisions of a thread differ by a run or two, a handoff, a transfer and the
 //! request, so a delta is a few hundred bytes where a keyframe names every chunk (about 10 KB
 //! at 10,000 runs) and rewrites the chunks that changed (the last chunk of runs changes at
@@ -198,14 +202,14 @@ fn parse(text: &str) -> Result<Map<String, Value>, String> {
 }
 
 fn read_row(conn: &Connection, id: i64) -> Result<Map<String, Value>, String> {
-    let text: Option<Option<String>> = conn
+    let text: Option<Option<super::packed::Input>> = conn
         .query_row("SELECT input FROM decision_log WHERE id = ?1", [id], |r| {
             r.get(0)
         })
         .optional()
         .map_err(|e| e.to_string())?;
     match text.flatten() {
-        Some(t) => parse(&t),
+        Some(t) => parse(&t.0),
         None => Err(format!(
             "its base, log row {id}, is missing or has no input"
         )),
@@ -411,7 +415,7 @@ fn stored_items(conn: &Connection, refs: &Value) -> Result<Vec<(u64, Vec<Value>)
         .ok_or("its stored items name no thread")?;
     let mut st = conn
         .prepare_cached(
-            "SELECT run, body FROM items WHERE thread = ?1 AND run BETWEEN ?2 AND ?3
+            "SELECT run, kind, body FROM items WHERE thread = ?1 AND run BETWEEN ?2 AND ?3
              ORDER BY run, idx",
         )
         .map_err(|e| e.to_string())?;
@@ -419,14 +423,19 @@ fn stored_items(conn: &Connection, refs: &Value) -> Result<Vec<(u64, Vec<Value>)
     for [from, to, n] in ranges {
         let rows = st
             .query_map(params![thread, from, to], |r| {
-                Ok((r.get::<_, u64>(0)?, r.get::<_, String>(1)?))
+                Ok((
+                    r.get::<_, u64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
             })
             .map_err(|e| e.to_string())?;
         let mut count = 0u64;
         for row in rows {
-            let (run, body) = row.map_err(|e| e.to_string())?;
+            let (run, kind, body) = row.map_err(|e| e.to_string())?;
             let item: crate::state::Item =
-                serde_json::from_str(&body).map_err(|e| e.to_string())?;
+                serde_json::from_str(&super::io::item_json(&kind, &body))
+                    .map_err(|e| e.to_string())?;
             let item = serde_json::to_value(item).map_err(|e| e.to_string())?;
             count = count.saturating_add(1);
             match out.last_mut() {
@@ -457,7 +466,9 @@ pub(crate) fn freeze(conn: &Connection, thread: &str) -> Result<Frozen, String> 
         )
         .map_err(|e| e.to_string())?;
     let rows: Vec<(i64, String)> = st
-        .query_map([thread], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_map([thread], |r| {
+            Ok((r.get(0)?, r.get::<_, super::packed::Input>(1)?.0))
+        })
         .map_err(|e| e.to_string())?
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
@@ -611,7 +622,7 @@ fn base_of(conn: &Connection, thread: &str) -> Option<(i64, Lazy)> {
              WHERE thread = ?1 AND input IS NOT NULL
              ORDER BY run DESC, id DESC LIMIT 1",
             params![thread],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get::<_, super::packed::Input>(1)?.0)),
         )
         .optional()
         .ok()

@@ -136,7 +136,7 @@ impl<'c> Cx<'c> {
             self.exec(
                 during,
                 "UPDATE decision_log SET input = ?2 WHERE id = ?1",
-                params![id, input],
+                params![id, super::packed::pack_input(&input)],
             )?;
         }
         for sql in [
@@ -277,7 +277,7 @@ impl<'c> Cx<'c> {
             )
             .map_err(|e| self.err(&during, e))?;
         for (i, item) in items.iter().enumerate() {
-            let body = self.json("item", item)?;
+            let body = body_of(self.json("item", item)?, item.kind());
             let idx = first.saturating_add(i);
             st.execute(params![
                 thread,
@@ -563,7 +563,8 @@ impl<'c> Cx<'c> {
         let mut st = self
             .conn
             .prepare_cached(
-                "SELECT run, idx, body FROM items WHERE thread = ?1 AND run > ?2 ORDER BY run, idx",
+                "SELECT run, idx, kind, body FROM items WHERE thread = ?1 AND run > ?2
+                 ORDER BY run, idx",
             )
             .map_err(|e| self.err(during, e))?;
         let rows = st
@@ -572,14 +573,16 @@ impl<'c> Cx<'c> {
                     r.get::<_, u32>(0)?,
                     r.get::<_, i64>(1)?,
                     r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
                 ))
             })
             .map_err(|e| self.err(during, e))?;
         // Runs are contiguous (validated on the way in), so the ordinal gives the index.
         // Streamed, not collected: a long history's items are parsed straight into their run.
         for row in rows {
-            let (run, idx, body) = row.map_err(|e| self.err(during, e))?;
-            let item: Item = self.parse_json(format!("run {run} item {idx}"), &body)?;
+            let (run, idx, kind, body) = row.map_err(|e| self.err(during, e))?;
+            let item: Item =
+                self.parse_json(format!("run {run} item {idx}"), &item_json(&kind, &body))?;
             match runs.get_mut(run.wrapping_sub(first) as usize) {
                 Some(r) if r.ordinal == run => r.items.push(item),
                 _ => {
@@ -890,8 +893,61 @@ impl<'c> Cx<'c> {
                 decision.policy.name,
                 decision.policy.sha256,
                 json,
-                input
+                super::packed::pack_input(&input)
             ],
         )
+    }
+}
+
+/// An item's JSON (`{"kind":"K",...}`, as serialized: the tag first) as `items.body` keeps it,
+/// without its `kind`, which the row's `kind` column holds (since schema 8).
+fn body_of(json: String, kind: &str) -> String {
+    let tag = format!("{{\"kind\":{}", serde_json::Value::from(kind));
+    match json.strip_prefix(tag.as_str()) {
+        Some(rest) => {
+            let rest = rest.strip_prefix(',').unwrap_or(rest);
+            format!("{{{rest}")
+        }
+        None => json,
+    }
+}
+
+/// An item row's JSON with its `kind` put back ([`body_of`]); a body written before schema 8
+/// has it already and is read as it is.
+pub(crate) fn item_json<'a>(kind: &str, body: &'a str) -> std::borrow::Cow<'a, str> {
+    let Some(rest) = body.strip_prefix('{') else {
+        return body.into();
+    };
+    if rest.starts_with("\"kind\":") {
+        return body.into();
+    }
+    let sep = if rest.trim_start().starts_with('}') {
+        ""
+    } else {
+        ","
+    };
+    format!("{{\"kind\":{}{sep}{rest}", serde_json::Value::from(kind)).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{body_of, item_json};
+
+    #[test]
+    fn an_item_body_keeps_no_kind_and_reads_back_with_it() {
+        for (json, kind, kept) in [
+            (
+                r#"{"kind":"user_message","text":"Hi."}"#,
+                "user_message",
+                r#"{"text":"Hi."}"#,
+            ),
+            (r#"{"kind":"protocol"}"#, "protocol", "{}"),
+        ] {
+            let body = body_of(json.to_string(), kind);
+            assert_eq!(body, kept);
+            assert_eq!(item_json(kind, &body), json);
+            // A body written before schema 8 keeps its kind and reads as it is.
+            assert_eq!(item_json(kind, json), json);
+        }
     }
 }

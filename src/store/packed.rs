@@ -1,6 +1,6 @@
 //! Text the store keeps and only ever reads back whole, kept deflated (`flate2`, raw deflate):
 //! the handoff's document and first-turn prompt, its provider-thread list when long, the
-//! decision log's chunks and its delta rows.
+//! decision log's chunks, its delta rows and its logged inputs ([`pack_input`]).
 //! A packed value is a BLOB; a TEXT value (a row written before, or one kept plain because
 //! SQL reads it with JSON functions) reads as it is, so both kinds live side by side without
 //! a schema change.
@@ -68,6 +68,59 @@ impl FromSql for Text {
     }
 }
 
+/// What a packed logged input starts with when its text names stored items
+/// (`input_log`'s `stored_items` key), so that SQL finds it with
+/// `instr(input, '"stored_items"')` as it finds such a plain input (`input_log::freeze`).
+const NAMES_ITEMS: &[u8] = b"\"stored_items\"";
+/// The byte that ends a packed input's header (a header is [`NAMES_ITEMS`] or nothing).
+const HEADER_END: u8 = 0;
+
+/// A logged input (`decision_log.input`, JSON text) as the log keeps it: a BLOB of a header
+/// (the text `"stored_items"` when the input names stored items, else nothing, then a zero
+/// byte) and the text deflated. Should deflating fail, the text as it is.
+pub(crate) fn pack_input(text: &str) -> Value {
+    let Value::Blob(packed) = pack(text) else {
+        return Value::Text(text.to_string());
+    };
+    let header: &[u8] = if text.contains("\"stored_items\"") {
+        NAMES_ITEMS
+    } else {
+        b""
+    };
+    let mut out = Vec::with_capacity(header.len().saturating_add(packed.len()).saturating_add(1));
+    out.extend_from_slice(header);
+    out.push(HEADER_END);
+    out.extend_from_slice(&packed);
+    Value::Blob(out)
+}
+
+/// The text of a packed logged input ([`pack_input`]).
+fn unpack_input(bytes: &[u8]) -> Result<String, String> {
+    let rest = bytes.strip_prefix(NAMES_ITEMS).unwrap_or(bytes);
+    match rest.split_first() {
+        Some((&HEADER_END, packed)) => unpack(packed),
+        _ => Err("a packed input has no header".into()),
+    }
+}
+
+/// A logged input's text, kept plain (TEXT, as rows were logged before) or packed
+/// ([`pack_input`]).
+pub(crate) struct Input(pub String);
+
+impl FromSql for Input {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        match value {
+            ValueRef::Text(t) => std::str::from_utf8(t)
+                .map(|s| Input(s.to_string()))
+                .map_err(|e| FromSqlError::Other(Box::new(e))),
+            ValueRef::Blob(b) => unpack_input(b)
+                .map(Input)
+                .map_err(|e| FromSqlError::Other(e.into())),
+            _ => Err(FromSqlError::InvalidType),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +136,28 @@ mod tests {
             .unwrap();
         assert_eq!((packed.0.as_str(), plain.0.as_str()), (text, text));
         let bad: rusqlite::Result<Text> = conn.query_row("SELECT x'ff00ff'", [], |r| r.get(0));
+        assert!(bad.is_err());
+    }
+
+    #[test]
+    fn a_packed_input_reads_back_and_sql_still_finds_the_stored_items_it_names() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        for (text, names) in [
+            ("{\"base\":1,\"stored_items\":{\"runs\":[[1,2,3]]}}", 1),
+            ("{\"base\":1,\"target\":\"codex\"}", 0),
+        ] {
+            let (back, found): (Input, i64) = conn
+                .query_row(
+                    "SELECT ?1, instr(?1, '\"stored_items\"') > 0",
+                    [pack_input(text)],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .unwrap();
+            assert_eq!((back.0.as_str(), found), (text, names));
+        }
+        let plain: Input = conn.query_row("SELECT 'x'", [], |r| r.get(0)).unwrap();
+        assert_eq!(plain.0, "x");
+        let bad: rusqlite::Result<Input> = conn.query_row("SELECT x'ff00ff'", [], |r| r.get(0));
         assert!(bad.is_err());
     }
 }

@@ -346,7 +346,7 @@ fn rows(store: &Store, filter: &ReplayFilter) -> Result<Vec<Row>, StoreError> {
                 policy: r.get(4)?,
                 sha: r.get(5)?,
                 decision: r.get::<_, super::packed::Text>(6)?.0,
-                input: r.get(7)?,
+                input: r.get::<_, Option<super::packed::Input>>(7)?.map(|t| t.0),
             })
         })
         .map_err(|e| store.err(during, e))?;

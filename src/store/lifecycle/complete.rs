@@ -89,7 +89,7 @@ pub fn complete_run(
         "consuming the transfers",
         "UPDATE transfers SET status = 'consumed'
          WHERE thread = ?1 AND type IN ('provider_handoff', 'merge_back')
-           AND status = 'resolved_portable'
+           AND status = 'resolved_portable' AND status IN ('resolved_native', 'resolved_portable')
            AND handoff IN (SELECT id FROM handoffs
                            WHERE thread = ?1 AND target_run = ?2 AND status = 'ready')",
         params![thread, run],
@@ -119,6 +119,21 @@ pub fn complete_run(
     })
 }
 
+/// The place (`run`, `n`: the item's 1-based index) whose generated id `id` is, when it has
+/// the generated form `r<run>.<n>` (decimal numbers as `state::item_id` writes them).
+fn generated_place(id: &str) -> Option<(u32, i64)> {
+    fn number<T: std::str::FromStr>(s: &str) -> Option<T> {
+        let plain = !s.is_empty()
+            && s.bytes().all(|b| b.is_ascii_digit())
+            && (s == "0" || !s.starts_with('0'));
+        plain.then(|| s.parse().ok()).flatten()
+    }
+    let (run, n) = id.strip_prefix('r')?.split_once('.')?;
+    let run: u32 = number(run)?;
+    let n: i64 = number(n)?;
+    (n >= 1).then_some((run, n))
+}
+
 /// Refuse new items of `run` (appended after its `first` stored ones) whose ids are already
 /// taken in the thread or repeat among themselves, with the validator's message
 /// (`runs[i].items[j].id: duplicate item id "x" (also at runs[k].items[l])`).
@@ -135,11 +150,21 @@ fn check_item_ids(
             (ordinal as usize).saturating_sub(1)
         )
     };
-    let mut st = cx
+    // An item whose id is the one generated for its place (`r<run>.<n>`) is not in the index
+    // `items_by_id` (schema 8): an id of that form is looked up at that place.
+    let mut named = cx
         .conn
         .prepare_cached(
             "SELECT run, idx FROM items WHERE thread = ?1 AND item_id = ?2
+               AND item_id <> 'r' || run || '.' || (idx + 1)
              ORDER BY run DESC, idx DESC LIMIT 1",
+        )
+        .map_err(|e| cx.err("checking the items' ids", e))?;
+    let mut placed = cx
+        .conn
+        .prepare_cached(
+            "SELECT run, idx FROM items WHERE thread = ?1 AND run = ?2 AND idx = ?3
+               AND item_id = ?4",
         )
         .map_err(|e| cx.err("checking the items' ids", e))?;
     let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
@@ -147,10 +172,20 @@ fn check_item_ids(
     for (j, item) in items.iter().enumerate() {
         let idx = first.saturating_add(j);
         let id = item_id(item, run, idx);
-        let stored: Option<(u32, i64)> = st
+        let mut stored: Option<(u32, i64)> = named
             .query_row(params![thread, id], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()
             .map_err(|e| cx.err("checking the items' ids", e))?;
+        if let Some((r, n)) = generated_place(&id) {
+            let at_place: Option<(u32, i64)> = placed
+                .query_row(params![thread, r, n.saturating_sub(1), id], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })
+                .optional()
+                .map_err(|e| cx.err("checking the items' ids", e))?;
+            // As the validator does: the latest earlier item with the same id.
+            stored = stored.max(at_place);
+        }
         // As the validator does: the latest earlier item with the same id.
         let prev = match seen.get(&id) {
             Some(&k) => Some(at(run, k)),
