@@ -56,15 +56,21 @@ pub(crate) struct Text(pub String);
 
 impl FromSql for Text {
     fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        match value {
-            ValueRef::Text(t) => std::str::from_utf8(t)
-                .map(|s| Text(s.to_string()))
-                .map_err(|e| FromSqlError::Other(Box::new(e))),
-            ValueRef::Blob(b) => unpack(b)
-                .map(Text)
-                .map_err(|e| FromSqlError::Other(e.into())),
-            _ => Err(FromSqlError::InvalidType),
-        }
+        column_text(value, unpack).map(Text)
+    }
+}
+
+/// A column's text: a TEXT value as it is, a BLOB through `unpack_blob`.
+fn column_text(
+    value: ValueRef<'_>,
+    unpack_blob: fn(&[u8]) -> Result<String, String>,
+) -> FromSqlResult<String> {
+    match value {
+        ValueRef::Text(t) => std::str::from_utf8(t)
+            .map(str::to_string)
+            .map_err(|e| FromSqlError::Other(Box::new(e))),
+        ValueRef::Blob(b) => unpack_blob(b).map_err(|e| FromSqlError::Other(e.into())),
+        _ => Err(FromSqlError::InvalidType),
     }
 }
 
@@ -109,15 +115,7 @@ pub(crate) struct Input(pub String);
 
 impl FromSql for Input {
     fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        match value {
-            ValueRef::Text(t) => std::str::from_utf8(t)
-                .map(|s| Input(s.to_string()))
-                .map_err(|e| FromSqlError::Other(Box::new(e))),
-            ValueRef::Blob(b) => unpack_input(b)
-                .map(Input)
-                .map_err(|e| FromSqlError::Other(e.into())),
-            _ => Err(FromSqlError::InvalidType),
-        }
+        column_text(value, unpack_input).map(Input)
     }
 }
 
