@@ -134,3 +134,61 @@ fn a_running_state_text_request_gets_one_answer_when_cancelled(
     assert_eq!(s.client.result("health", json!({}))["status"], "ok");
     assert_eq!(s.stop(), 0);
 }
+
+/// A small inline `render` under a policy with an external summarizer runs a command, which
+/// may take seconds: it goes to the blocking pool, never to a runtime worker. With as many
+/// such renders held in their summarizer as the runtime has workers, the server still
+/// answers `health` (with the renders on the workers, it could not read it).
+#[test]
+fn a_render_that_runs_a_summarizer_never_holds_a_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let gated = GatedPolicy::new(dir.path());
+    let mut s = stdio(
+        dir.path(),
+        &["--policy", gated.policy.to_str().unwrap(), "--no-watch"],
+    );
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+    let held: Vec<i64> = (0..workers)
+        .map(|n| {
+            let mut state = example_state("seed-switch.yaml");
+            state["thread"]["id"] = json!(format!("th_held_{n}"));
+            let text = serde_yaml::to_string(&state).unwrap();
+            assert!(text.len() <= 16 * 1024);
+            s.client.start("render", json!({"state_text": text}))
+        })
+        .collect();
+    gated.wait_started_n(held.len());
+    // Every render waits in its summarizer: the server still reads and answers. (Should it
+    // not, a watchdog ends the server after a minute, so the test fails instead of hanging.)
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let (answered, pid) = (answered.clone(), s.child.id());
+        std::thread::spawn(move || {
+            for _ in 0..600 {
+                if answered.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
+        })
+    };
+    let health = s.client.call("health", json!({}));
+    answered.store(true, std::sync::atomic::Ordering::SeqCst);
+    watchdog.join().unwrap();
+    assert_eq!(health["result"]["status"], "ok", "{health}");
+    let go = gated.release_n(held.len());
+    for id in held {
+        let r = s.client.response_to(id);
+        assert!(
+            r["result"]["handoff"]["document"]
+                .as_str()
+                .is_some_and(|d| d.contains("Written when let go.")),
+            "{r}"
+        );
+    }
+    drop(go);
+    assert_eq!(s.stop(), 0);
+}

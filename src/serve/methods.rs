@@ -77,10 +77,24 @@ pub fn keys_need_work(method: &str, params: &Value) -> bool {
 pub const COMPUTE_WHERE_READ_MAX: usize = 16 * 1024;
 
 /// Whether a request is an inline `explain` or `render` small enough to be answered on the
-/// worker that read it ([`COMPUTE_WHERE_READ_MAX`]).
-pub fn computes_where_read(method: &str, params: &Value) -> bool {
-    runs_where_keys_are_read(method)
-        && state_text(params).is_some_and(|t| t.len() <= COMPUTE_WHERE_READ_MAX)
+/// worker that read it ([`COMPUTE_WHERE_READ_MAX`]). A `render` under a policy with an
+/// external summarizer is not: it runs a command, which may take seconds.
+pub fn computes_where_read(shared: &Shared, method: &str, params: &Value) -> bool {
+    let small = state_text(params).is_some_and(|t| t.len() <= COMPUTE_WHERE_READ_MAX);
+    small
+        && match method {
+            "explain" => true,
+            "render" => !runs_a_command(&shared.policies.current().policy),
+            _ => false,
+        }
+}
+
+/// Whether rendering under `policy` runs its external summarizer.
+fn runs_a_command(policy: &crate::policy::Policy) -> bool {
+    policy
+        .summary
+        .as_ref()
+        .is_some_and(|s| crate::deliver::ExternalCommand::from_source(&s.source).is_some())
 }
 
 /// The `state_text` param (or its deprecated alias `stateText`).

@@ -465,7 +465,7 @@ async fn handle_request(
                     };
                     // A small inline `explain`/`render` is answered on this worker, without
                     // a hop to the pool and back.
-                    let end = if methods::computes_where_read(&method, &params) {
+                    let end = if methods::computes_where_read(&s, &method, &params) {
                         hop.run_here(params, admitted)
                     } else {
                         hop.run(params, admitted, spec, &mut cancel_rx).await

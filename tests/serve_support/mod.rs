@@ -330,6 +330,37 @@ impl GatedPolicy {
         assert_eq!(line.trim(), "started");
     }
 
+    /// Block until `n` summary commands have started. One reader reads every line: commands
+    /// that start together may write theirs while one reader has the FIFO open.
+    pub fn wait_started_n(&self, n: usize) {
+        let mut r = BufReader::new(std::fs::File::open(&self.started).unwrap());
+        let mut seen = 0;
+        while seen < n {
+            let mut line = String::new();
+            if r.read_line(&mut line).unwrap() == 0 {
+                // Every writer closed: open again for the next one.
+                r = BufReader::new(std::fs::File::open(&self.started).unwrap());
+                continue;
+            }
+            assert_eq!(line.trim(), "started");
+            seen += 1;
+        }
+    }
+
+    /// Let `n` waiting summary commands finish. The returned writer keeps the FIFO open:
+    /// hold it until they have answered, so that a command that opens it late still reads
+    /// its line.
+    pub fn release_n(&self, n: usize) -> std::fs::File {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.go)
+            .unwrap();
+        for _ in 0..n {
+            f.write_all(b"go\n").unwrap();
+        }
+        f
+    }
+
     /// Let the waiting summary command finish.
     pub fn release(&self) {
         let mut f = std::fs::OpenOptions::new()
