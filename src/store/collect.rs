@@ -15,7 +15,7 @@ use rusqlite::{Connection, OptionalExtension};
 use std::time::{Duration, SystemTime};
 
 impl Store {
-    /// One garbage-collection pass over `offband` ([`deliver::gc_checked`]), with each
+    /// One garbage-collection pass over `offband` (`deliver::gc_checked`), with each
     /// handoff's liveness read under the database's write lock (see the module docs); the
     /// lock is held for the pass and nothing is written to the database. A store that cannot
     /// take the lock (busy past its timeout) answers no lookup: the pass keeps every
