@@ -34,7 +34,8 @@ pub use pregrant::{
 };
 pub use stage::{deliver, Delivered};
 pub use summarizer::{
-    created_by, run_external, run_external_blocking, summarize_blocking, ExternalCommand,
+    created_by, run_external, run_external_blocking, runs_command, summarize_blocking,
+    ExternalCommand,
     SummarizerFailure, SummaryOutcome, SummarySource,
 };
 

@@ -54,6 +54,15 @@ impl ExternalCommand {
     }
 }
 
+/// Whether a handoff under `policy` is summarized by an external command (which may take
+/// seconds), not by the deterministic sections.
+pub fn runs_command(policy: &crate::policy::Policy) -> bool {
+    matches!(
+        policy.summary.as_ref().map(|s| &s.source),
+        Some(SummarySource::Command { .. })
+    )
+}
+
 /// What `created_by` records for a summary `source` wrote: `deterministic` or
 /// `command:<the policy's command line>`.
 pub fn created_by(source: &SummarySource) -> String {

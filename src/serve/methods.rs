@@ -84,17 +84,9 @@ pub fn computes_where_read(shared: &Shared, method: &str, params: &Value) -> boo
     small
         && match method {
             "explain" => true,
-            "render" => !runs_a_command(&shared.policies.current().policy),
+            "render" => !crate::deliver::runs_command(&shared.policies.current().policy),
             _ => false,
         }
-}
-
-/// Whether rendering under `policy` runs its external summarizer.
-fn runs_a_command(policy: &crate::policy::Policy) -> bool {
-    policy
-        .summary
-        .as_ref()
-        .is_some_and(|s| crate::deliver::ExternalCommand::from_source(&s.source).is_some())
 }
 
 /// The `state_text` param (or its deprecated alias `stateText`).

@@ -85,6 +85,8 @@ pub fn complete_run(
     )?;
     // What the run took (its handoff, and a merge-back alongside it) is consumed: the
     // transfers say so; the handoffs stay `ready`, and the run names the one it consumed.
+    // The `status IN (...)` term repeats the condition of the partial index `transfers_open`
+    // (schema 8): SQLite uses a partial index only when the query names its condition.
     cx.exec(
         "consuming the transfers",
         "UPDATE transfers SET status = 'consumed'
@@ -183,7 +185,6 @@ fn check_item_ids(
                 })
                 .optional()
                 .map_err(|e| cx.err("checking the items' ids", e))?;
-            // As the validator does: the latest earlier item with the same id.
             stored = stored.max(at_place);
         }
         // As the validator does: the latest earlier item with the same id.

@@ -12,15 +12,6 @@ use crate::store::io::Cx;
 use crate::store::{sql_err, Store, StoreError};
 use std::time::Duration;
 
-/// Whether the policy's summary is written by an external command (which may take seconds).
-fn runs_summarizer(policy: &Policy) -> bool {
-    policy
-        .summary
-        .as_ref()
-        .and_then(|s| crate::deliver::ExternalCommand::from_source(&s.source))
-        .is_some()
-}
-
 /// The names of an operation's steps, as its errors say them.
 pub(super) struct Steps {
     /// The one write transaction, without a summarizer (`"starting a dispatch"`).
@@ -43,7 +34,7 @@ pub(super) fn prepare_then_record<P, T, G>(
     mut prepare: impl FnMut(&Cx<'_>, &str, &mut Reads) -> Result<P, StoreError>,
     record: impl FnOnce(rusqlite::Transaction<'_>, &str, Duration, P) -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
-    if !runs_summarizer(policy) {
+    if !crate::deliver::runs_command(policy) {
         let _writer = writer();
         let (tx, path, busy) = store.begin(steps.at_once)?;
         let cx = Cx::new(&tx, &path, busy);

@@ -7,8 +7,9 @@ use crate::store::{Store, StoreError};
 use rusqlite::params;
 
 /// Roll the thread back to run `to`: later runs become `rolled_back`, handoffs covering any
-/// of them or taken by any of them `superseded`, and provider threads that saw them `rolled_back` when their provider
-/// can roll back, `divergent` otherwise (the next dispatch sees the `diverged` signal).
+/// of them or taken by any of them `superseded`, and provider threads that saw them
+/// `rolled_back` when their provider can roll back, `divergent` otherwise (the next dispatch
+/// sees the `diverged` signal).
 pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackReport, StoreError> {
     let (tx, path, busy) = store.begin("rolling back")?;
     let cx = Cx::new(&tx, &path, busy);
