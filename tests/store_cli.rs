@@ -972,3 +972,21 @@ fn a_dispatch_killed_midway_leaves_the_database_before_or_after(
         assert_eq!(db.export("th_1").runs.len(), 9);
     }
 }
+
+/// The rollback's advice for a provider thread that can roll back says how many of its turns
+/// to keep; when every one of them was undone, it says so in words.
+#[rstest::rstest]
+#[case::all_undone("5", "claude thread L1: roll it back with claude's own rollback, undoing all its turns (its turns for runs 6-8 were undone)")]
+#[case::one_kept("6", "claude thread L1: roll it back with claude's own rollback, keeping its first turn (its turns for runs 7-8 were undone)")]
+#[case::two_kept("7", "claude thread L1: roll it back with claude's own rollback, keeping its first 2 turns (its turn for run 8 was undone)")]
+fn rollback_advice_counts_the_turns_kept(#[case] to: &str, #[case] line: &str) {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    let out = db.ok(&[
+        "rollback", "--thread", "th_1", "--to", to, "--policy", "t3code",
+    ]);
+    assert!(
+        out.lines().any(|l| l.trim_start().starts_with(line)),
+        "{out}"
+    );
+}

@@ -64,12 +64,17 @@ pub(crate) fn advice(p: &ProviderThreadChange) -> String {
     };
     let head = format!("{} thread {}", p.provider, p.id);
     let action = match p.app_action {
-        AppAction::RollBack => format!(
-            "roll it back with {}'s own rollback, keeping its first {} turn{} ({undone})",
-            p.provider,
-            p.turns_kept,
-            if p.turns_kept == 1 { "" } else { "s" }
-        ),
+        AppAction::RollBack => {
+            let kept = match p.turns_kept {
+                0 => "undoing all its turns".to_string(),
+                1 => "keeping its first turn".to_string(),
+                n => format!("keeping its first {n} turns"),
+            };
+            format!(
+                "roll it back with {}'s own rollback, {kept} ({undone})",
+                p.provider
+            )
+        }
         AppAction::Discard => format!("discard it, do not resume it ({undone})"),
         AppAction::Keep => format!(
             "keep it as it is: the policy resumes it, though the provider thread still holds what was undone ({undone})"
