@@ -374,7 +374,7 @@ fn policy_text() -> impl Strategy<Value = String> {
 fn ast(text: &str) -> Result<String, String> {
     let sources = vec![Source {
         name: "p.policy".into(),
-        text: text.to_string(),
+        text: text.into(),
     }];
     parse(&sources, 0)
         .map(|f| strip_spans(&format!("{f:?}")))

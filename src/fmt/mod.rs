@@ -25,7 +25,7 @@ use lex::{lex, Tok};
 pub fn format_source(name: &str, text: &str) -> Result<String, PolicyError> {
     let sources = vec![Source {
         name: name.to_string(),
-        text: text.to_string(),
+        text: text.into(),
     }];
     crate::policy::parser::parse(&sources, 0)?;
     Ok(format_tokens(&lex(text)))

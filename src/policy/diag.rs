@@ -22,8 +22,18 @@ pub struct ByteRange {
 
 /// The source a diagnostic points into, for miette's snippet rendering. It is context, not
 /// identity: two diagnostics compare equal whatever their source texts are.
+///
+/// It shares the text of its [`Source`] (one `Arc<str>`): a policy with thousands of
+/// diagnostics holds its text once, not once per diagnostic (issue 27).
 #[derive(Clone)]
-pub struct SourceText(Arc<miette::NamedSource<String>>);
+pub struct SourceText(miette::NamedSource<Arc<str>>);
+
+impl SourceText {
+    /// The shared text (the same allocation as the [`Source`]'s `text`).
+    pub fn text(&self) -> &Arc<str> {
+        self.0.inner()
+    }
+}
 
 impl fmt::Debug for SourceText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -44,7 +54,8 @@ impl Eq for SourceText {}
 pub struct Source {
     /// The name shown in diagnostics and traces (`default.policy`, `policies/x.policy`).
     pub name: String,
-    pub text: String,
+    /// The text, shared with every diagnostic that points into it.
+    pub text: Arc<str>,
 }
 
 /// How bad a diagnostic is.
@@ -121,11 +132,11 @@ impl Diagnostic {
                     start,
                     end: span.end.clamp(start, src.text.len()),
                 };
-                let named = miette::NamedSource::new(src.name.clone(), src.text.clone());
+                let named = miette::NamedSource::new(src.name.clone(), Arc::clone(&src.text));
                 (
                     src.name.clone(),
                     snippet(&src.text, span),
-                    Some(SourceText(Arc::new(named))),
+                    Some(SourceText(named)),
                     Some(range),
                 )
             }
@@ -304,7 +315,7 @@ impl miette::Diagnostic for Diagnostic {
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
         self.source
             .as_ref()
-            .map(|s| &*s.0 as &dyn miette::SourceCode)
+            .map(|s| &s.0 as &dyn miette::SourceCode)
     }
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {

@@ -17,7 +17,7 @@ pub const MAX_NESTING: usize = 64;
 /// Parse source `index` of `sources`.
 pub fn parse(sources: &[Source], index: usize) -> Result<PolicyFile, PolicyError> {
     let text = match sources.get(index) {
-        Some(s) => s.text.as_str(),
+        Some(s) => &*s.text,
         None => {
             return Err(PolicyError::single(Diagnostic::file_level(
                 "<policy>",

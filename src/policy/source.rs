@@ -281,7 +281,7 @@ impl Loader {
         let index = self.sources.len();
         self.sources.push(Source {
             name: name.clone(),
-            text,
+            text: text.into(),
         });
         self.origins.push(origin.clone());
         let file = parser::parse(&self.sources, index)?;

@@ -33,7 +33,10 @@ impl FirstMatch {
 /// signals that no rule reads.
 pub(super) fn unused(c: &mut Checker<'_>, merged: &Merged<'_>) {
     for l in &merged.lets {
-        if !c.used_lets.contains(&l.name.node) {
+        // A `let` that does not check (a cycle, a fact in its value) has its error already:
+        // a warning per link of a broken chain would bury it (issue 27).
+        let name = l.name.node.as_str();
+        if !c.used_lets.contains(name) && !c.let_failed.contains(name) {
             c.warn(
                 l.name.span,
                 format!("unused `let {}`", l.name.node),

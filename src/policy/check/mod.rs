@@ -431,7 +431,9 @@ pub fn check(
     if errors {
         let mut diags = diags;
         // Errors first, in source order; warnings after.
-        diags.sort_by_key(|d| (!d.is_error(), d.file.clone(), d.line, d.col));
+        diags.sort_by(|a, b| {
+            (!a.is_error(), &a.file, a.line, a.col).cmp(&(!b.is_error(), &b.file, b.line, b.col))
+        });
         return Err(super::diag::PolicyError { diagnostics: diags });
     }
     let name = merged
