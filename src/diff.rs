@@ -6,7 +6,8 @@
 //! `baton explain` does (decide, select and fit), so the `budget` is compared too. Compared
 //! fields: strategy, handoff_strategy, provider_thread, covered_runs, stale, delivery,
 //! pregrant and budget ([`compare`]); the budget by its outcome (scope, limits, kept, steps,
-//! reasons), not by its sizes, which move with any change of the text.
+//! reasons), not by its sizes, which move with any change of the text. A handoff whose
+//! included items drop to zero is reported too (`included`: the new summary selects nothing).
 
 pub mod compare;
 
@@ -206,9 +207,20 @@ pub fn diff_state(
 ) {
     let mut compared = false;
     let mut changed = false;
+    // Decide, select and fit, as `Engine::decide` does, keeping the selection: its included
+    // items are compared too.
+    let decide = |engine: &Engine, target: &str| {
+        crate::pipeline::explain(
+            engine.policy(),
+            state,
+            &engine.eval_options(Some(target)),
+            &engine.render_options(),
+        )
+        .map_err(crate::error::Error::from)
+    };
     for target in opts.targets.of(state) {
-        let a = old.decide(state, Some(&target));
-        let b = new.decide(state, Some(&target));
+        let a = decide(old, &target);
+        let b = decide(new, &target);
         let (a, b) = match (a, b) {
             (Ok(a), Ok(b)) => (a, b),
             (a, b) => {
@@ -223,7 +235,8 @@ pub fn diff_state(
         };
         compared = true;
         report.decisions_compared = report.decisions_compared.saturating_add(1);
-        let changes = compare::compare(&a, &b, new.policy());
+        let mut changes = compare::compare(&a.decision, &b.decision, new.policy());
+        changes.extend(compare::included_dropped(&a, &b, new.policy()));
         if changes.is_empty() {
             continue;
         }
@@ -233,7 +246,7 @@ pub fn diff_state(
         report.decisions.push(DecisionDiff {
             state: name.to_string(),
             target,
-            run: b.run,
+            run: b.decision.run,
             changes,
         });
     }

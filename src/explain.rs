@@ -98,11 +98,7 @@ pub fn render(d: &Decision, verbose: bool) -> String {
     }
     match &d.delivery {
         Some(del) => {
-            let mut line = format!(
-                "  delivery  {} (inline limit {})",
-                del.mode.as_str(),
-                del.inline_limit
-            );
+            let mut line = format!("  delivery  {}", delivery_words(del));
             if let Some(r) = &del.fallback_reason {
                 let _ = write!(line, "; fell back: {r}");
             }
@@ -215,4 +211,22 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         let _ = writeln!(out);
     }
     out
+}
+
+/// How a decision's delivery reads in `explain` and `baton diff`: the mode, and what
+/// `inline_limit` limits, named so that it cannot be read as a limit on an inline handoff
+/// (issue 27: "inline (inline limit 500)" stood above a 1,398-character inline prompt).
+/// Off-band, the limit is the pointer prompt's; inline, nothing limits the prompt.
+pub fn delivery_words(d: &crate::decision::Delivery) -> String {
+    match d.mode {
+        crate::decision::DeliveryMode::OffBand => format!(
+            "{} (pointer prompt limit {} characters)",
+            d.mode.as_str(),
+            d.inline_limit
+        ),
+        crate::decision::DeliveryMode::Inline => format!(
+            "{} (the handoff is in the prompt, whole; inline_limit limits only an off-band pointer prompt)",
+            d.mode.as_str()
+        ),
+    }
 }

@@ -71,6 +71,22 @@ const F: &str = "tests/fixtures/policies";
   |   ^^^^^^^^^^^
   = help: add `and fork.native_possible` to its condition"
 )]
+#[case::summary_that_drops_the_base_includes(
+    "summary-drops-base-includes.policy",
+    "summary-drops-base-includes.policy:4:1: warning: this `summary` block includes nothing: it replaces the block of `default.policy` whole, dropping its 16 `include` rules, so every handoff says \"No items from these runs are included\"
+  |
+4 | summary {
+  | ^^^^^^^^^
+  = help: a block in an extending policy replaces the base's: restate the base's block with your rule added (`baton policy show NAME` prints a shipped one; docs/policy-language.md, \"Adding a rule to the base's summary\")"
+)]
+#[case::summary_that_includes_nothing(
+    "summary-includes-nothing.policy",
+    "summary-includes-nothing.policy:5:1: warning: this `summary` block includes nothing, so every handoff says \"No items from these runs are included\"
+  |
+5 | summary {
+  | ^^^^^^^^^
+  = help: add `include KIND into SECTION` rules (docs/policy-language.md#summary)"
+)]
 fn trap_is_a_warning(#[case] fixture: &str, #[case] warning: &str) {
     let path = format!("{F}/{fixture}");
     let out = baton(&["check", &path]);
@@ -103,6 +119,14 @@ fn trap_codes_in_json() {
             "baton::check::resume_without_thread",
         ),
         ("fork-unguarded.policy", "baton::check::fork_without_source"),
+        (
+            "summary-drops-base-includes.policy",
+            "baton::lint::summary_includes_nothing",
+        ),
+        (
+            "summary-includes-nothing.policy",
+            "baton::lint::summary_includes_nothing",
+        ),
     ] {
         let out = baton(&["check", "--json", &format!("{F}/{fixture}")]);
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -153,6 +177,33 @@ fn guarded_rules_check_clean(#[case] policy: &str) {
     let p = baton::policy::load_text("clean.policy", policy).expect("checks");
     let shown: Vec<String> = p.warnings.iter().map(|w| w.to_string()).collect();
     assert!(shown.is_empty(), "{shown:#?}");
+}
+
+/// The documented way to add one rule to the base's summary (restate its block with the rule
+/// added) checks clean, and its handoffs still include items; the trap's include none.
+#[test]
+fn restating_the_base_summary_with_one_more_rule_keeps_its_items() {
+    let state = baton::State::load("examples/seed-switch.yaml").unwrap();
+    let items = |policy: &str| {
+        let engine = baton::Engine::new(policy).unwrap();
+        let o = engine.run(&state, Some("codex")).unwrap();
+        (
+            engine.policy().warnings.len(),
+            o.summary.map(|s| s.included.len()),
+        )
+    };
+    let (default_warnings, default_items) = items("default");
+    assert_eq!(default_warnings, 0);
+    let (warnings, kept) = items("docs/examples/summary-one-more-rule.policy");
+    assert_eq!(warnings, 0);
+    assert_eq!(
+        kept, default_items,
+        "no tool call in this state is over 2,000 characters"
+    );
+    assert!(kept.is_some_and(|n| n > 0), "{kept:?}");
+    let (warnings, trapped) = items("docs/examples/summary-trap.policy");
+    assert_eq!(warnings, 1);
+    assert_eq!(trapped, Some(0));
 }
 
 #[test]

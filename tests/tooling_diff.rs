@@ -47,7 +47,7 @@ fn diff_for_one_target_decides_only_for_it() {
     assert!(out.lines().all(|l| !l.contains("-> codex:")), "{out}");
     assert!(
         out.contains(&format!(
-            "  delivery: off_band (inline limit 500) -> inline (inline limit 500) (now decided by delivery inline at {to}:7:3)\n  \
+            "  delivery: off_band (pointer prompt limit 500) -> inline (no pointer prompt; inline_limit 500 unused) (now decided by delivery inline at {to}:7:3)\n  \
              pregrant: Read for 1 turn, 1 use -> null (now decided by delivery inline at {to}:7:3)\n"
         )),
         "{out}"
@@ -60,6 +60,68 @@ fn diff_for_one_target_decides_only_for_it() {
 
 /// By default each state is decided for the providers it involves: seed-switch has run on
 /// claude and codex, so both are decided (claude's decision does not change here).
+/// A policy whose `summary` block drops the base's `include` rules (it meant to add one
+/// `exclude`): the diff says the handoff's included items drop to zero, credited to that
+/// block, in the text and in `--json` (it used to show budget lines only; issue 27).
+#[test]
+fn diff_says_when_included_items_drop_to_zero() {
+    let to = "docs/examples/summary-trap.policy";
+    let args = [
+        "diff",
+        "--from",
+        "default",
+        "--to",
+        to,
+        "--corpus",
+        &format!("{T}/corpus"),
+        "--target",
+        "codex",
+    ];
+    let o = baton(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(&format!(
+            "(now decided by budget document at {to}:4:1)\n  included: 8 items -> 0 items (the handoff includes nothing from these runs) (now decided by summary at {to}:4:1)\ntests/fixtures/tooling/corpus/stale-model-changed.yaml -> codex:\n"
+        )),
+        "{out}"
+    );
+    assert_eq!(out.matches("  included: ").count(), 3, "{out}");
+    let o = baton(&[&args[..], &["--json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let change = v["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["changes"].as_array().unwrap())
+        .find(|c| c["field"] == "included")
+        .expect("an included change");
+    assert_eq!(change["new"], 0, "{change}");
+    assert!(change["old"].as_u64().is_some_and(|n| n > 0), "{change}");
+    assert_eq!(change["causes"][0]["rule"], "summary", "{change}");
+    assert_eq!(change["causes"][0]["at"], format!("{to}:4:1"), "{change}");
+}
+
+/// Other changes of the number of included items are not reported (they follow any edit of
+/// the summary rules): restating the base's block with one more rule changes nothing here.
+#[test]
+fn diff_reports_no_included_change_when_items_remain() {
+    let o = baton(&[
+        "diff",
+        "--from",
+        "default",
+        "--to",
+        "docs/examples/summary-one-more-rule.policy",
+        "--corpus",
+        &format!("{T}/corpus"),
+        "--target",
+        "codex",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.contains("included:"), "{out}");
+}
+
 #[test]
 fn diff_decides_for_the_providers_of_each_state() {
     let o = baton(&[

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Change {
     /// `strategy`, `handoff_strategy`, `provider_thread`, `covered_runs`, `stale`,
-    /// `delivery`, `pregrant` or `budget`.
+    /// `delivery`, `pregrant` or `budget`; `included` when the handoff's included items drop
+    /// to zero ([`included_dropped`]).
     pub field: String,
     /// The field as the old policy decided it (the decision's JSON value).
     pub old: serde_json::Value,
@@ -140,7 +141,18 @@ fn thread_text(d: &Decision) -> String {
 
 fn delivery_text(d: &Decision) -> String {
     match &d.delivery {
-        Some(x) => format!("{} (inline limit {})", x.mode.as_str(), x.inline_limit),
+        Some(x) => match x.mode {
+            DeliveryMode::OffBand => format!(
+                "{} (pointer prompt limit {})",
+                x.mode.as_str(),
+                x.inline_limit
+            ),
+            DeliveryMode::Inline => format!(
+                "{} (no pointer prompt; inline_limit {} unused)",
+                x.mode.as_str(),
+                x.inline_limit
+            ),
+        },
         None => "null".into(),
     }
 }
@@ -438,4 +450,41 @@ pub fn compare(old: &Decision, new: &Decision, policy: &Policy) -> Vec<Change> {
         });
     }
     out
+}
+
+/// `included: 12 items -> 0 items` when the new policy's summary selects no item where the
+/// old one selected some: every handoff would say "No items from these runs are included"
+/// (an extending policy's `summary` block that drops the base's `include` rules; issue 27).
+/// Credited to the new policy's `summary` block. Other changes of the count are not reported:
+/// they follow any edit of the summary rules.
+pub fn included_dropped(
+    old: &crate::outcome::Outcome,
+    new: &crate::outcome::Outcome,
+    policy: &Policy,
+) -> Option<Change> {
+    let count = |o: &crate::outcome::Outcome| o.summary.as_ref().map(|s| s.included.len());
+    let before = count(old).filter(|n| *n > 0)?;
+    if count(new) != Some(0) {
+        return None;
+    }
+    let at = policy
+        .summary
+        .as_ref()
+        .map(|s| policy.at(s.span))
+        .unwrap_or_default();
+    let items = |n: usize| {
+        format!(
+            "{} {}",
+            crate::cut::thousands(n),
+            if n == 1 { "item" } else { "items" }
+        )
+    };
+    Some(Change {
+        field: "included".into(),
+        old: serde_json::json!(before),
+        new: serde_json::json!(0),
+        old_text: items(before),
+        new_text: format!("{} (the handoff includes nothing from these runs)", items(0)),
+        causes: vec![Cause::plain("summary", at, Effect::Decides)],
+    })
 }

@@ -57,7 +57,7 @@ pub const KEYWORDS: &[(&str, &str)] = &[
     ("when", "The rule's condition (a bool expression)."),
     ("budget", "`budget N [newest_first | oldest_first]`: a character budget for the summary."),
     ("source", "`source deterministic` or `source command \"CMD\" [timeout_ms N]`: who writes the summary."),
-    ("inline_limit", "`inline_limit N`: the character limit of the inline prompt (default 500)."),
+    ("inline_limit", "`inline_limit N`: the pointer prompt limit: the characters the first-turn prompt of an off-band handoff aims to stay within (default 500); an inline handoff is not limited by it."),
     ("off_band", "Delivery as a private file the first-turn prompt points to."),
     ("inline", "Delivery in the prompt itself."),
 ];

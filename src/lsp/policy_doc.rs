@@ -827,7 +827,10 @@ pub fn completion(
                 for (n, m) in [
                     ("off_band", "deliver as a private file"),
                     ("inline", "deliver in the prompt"),
-                    ("inline_limit", "the inline prompt's character limit"),
+                    (
+                        "inline_limit",
+                        "the off-band pointer prompt's character limit",
+                    ),
                 ] {
                     out.push(item(
                         n,

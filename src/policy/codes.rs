@@ -83,6 +83,7 @@ const CODES: &[(&str, &str)] = &[
     ("unused `let", "baton::lint::unused_let"),
     ("cannot change any decision", "baton::lint::unused_signal"),
     ("declares a new provider", "baton::lint::provider_typo"),
+    ("block includes nothing", "baton::lint::summary_includes_nothing"),
 ];
 
 /// The code of a diagnostic with this message.

@@ -442,7 +442,8 @@ pub fn render(
         document.push('\n');
     }
 
-    // The inline prompt: pointer + gist + message, shrunk to fit the limit.
+    // The inline prompt: pointer + gist + message; off-band, shrunk to fit `inline_limit` (the
+    // pointer prompt limit). Inline, nothing limits it: the handoff is the prompt.
     let mode = delivery.map(|d| d.mode).unwrap_or(DeliveryMode::Inline);
     let limit = delivery
         .map(|d| d.inline_limit)
@@ -480,7 +481,7 @@ pub fn render(
         }
         let Some((_, shorter)) = sentences.split_last() else {
             inline_note = Some(format!(
-                "the inline prompt needs {n} characters but inline_limit is {limit}; the user's message ({} characters) is sent whole, not cut",
+                "the off-band pointer prompt needs {n} characters but inline_limit is {limit}; the user's message ({} characters) is sent whole, not cut",
                 message.chars().count()
             ));
             break text;

@@ -16,6 +16,9 @@ pub(super) struct Merged<'a> {
     pub(super) stales: Vec<&'a StaleRule>,
     pub(super) strategy: Option<&'a Ladder>,
     pub(super) summary: Option<&'a SummaryBlock>,
+    /// The last `summary` block with `include` rules that a later file's block replaced (the
+    /// base's block an extending policy drops; see `traps::summary_includes_nothing`).
+    pub(super) summary_replaced: Option<&'a SummaryBlock>,
     pub(super) delivery: Option<&'a DeliveryBlock>,
     pub(super) pregrant: Option<&'a PregrantBlock>,
     /// The `providers` entries merged per provider and per key, providers in order of first
@@ -127,6 +130,7 @@ pub(super) fn merge(files: &[PolicyFile]) -> Merged<'_> {
         stales: Vec::new(),
         strategy: None,
         summary: None,
+        summary_replaced: None,
         delivery: None,
         pregrant: None,
         providers: Vec::new(),
@@ -152,6 +156,9 @@ pub(super) fn merge(files: &[PolicyFile]) -> Merged<'_> {
             m.strategy = f.strategy.as_ref();
         }
         if f.summary.is_some() {
+            if let Some(prev) = m.summary.filter(|s| !s.includes.is_empty()) {
+                m.summary_replaced = Some(prev);
+            }
             m.summary = f.summary.as_ref();
         }
         if f.delivery.is_some() {

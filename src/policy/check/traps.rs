@@ -3,7 +3,9 @@
 //! - off-band delivery to a provider that cannot read files: its agent never sees the
 //!   document;
 //! - a ladder rung that resumes (`delta_existing`, `full_existing`) or forks natively
-//!   (`native_fork`) when there may be no thread: the decision fails at run time.
+//!   (`native_fork`) when there may be no thread: the decision fails at run time;
+//! - a `summary` block that includes nothing (often an extending policy's block that meant to
+//!   add one rule and dropped every `include` of its base's): every handoff is empty.
 //!
 //! The guards are found by a small implication test on the conditions: a rule is guarded when
 //! its own condition implies the guard (`target.has_thread and ...`), or when a rule above it
@@ -35,6 +37,40 @@ pub(super) fn check(c: &mut Checker<'_>, merged: &Merged<'_>) {
     unknown_providers(c, merged);
     offband_without_file_read(c, merged);
     resume_without_thread(c, merged);
+    summary_includes_nothing(c, merged);
+}
+
+/// A `summary` block without an `include` rule selects no item, so every handoff document says
+/// "No items from these runs are included". A block replaces its base's whole, so an extending
+/// policy that writes a block to add one `exclude` drops every `include` of the base's (issue
+/// 27); the warning names the base's block and how to keep it.
+fn summary_includes_nothing(c: &mut Checker<'_>, merged: &Merged<'_>) {
+    let Some(s) = merged.summary.filter(|s| s.includes.is_empty()) else {
+        return;
+    };
+    match merged.summary_replaced {
+        Some(base) => {
+            let file = c
+                .sources
+                .get(base.span.source)
+                .map(|src| src.name.clone())
+                .unwrap_or_default();
+            let n = base.includes.len();
+            let rules = if n == 1 { "rule" } else { "rules" };
+            c.warn(
+                s.span,
+                format!(
+                    "this `summary` block includes nothing: it replaces the block of `{file}` whole, dropping its {n} `include` {rules}, so every handoff says \"No items from these runs are included\""
+                ),
+                Some("a block in an extending policy replaces the base's: restate the base's block with your rule added (`baton policy show NAME` prints a shipped one; docs/policy-language.md, \"Adding a rule to the base's summary\")".into()),
+            );
+        }
+        None => c.warn(
+            s.span,
+            "this `summary` block includes nothing, so every handoff says \"No items from these runs are included\"",
+            Some("add `include KIND into SECTION` rules (docs/policy-language.md#summary)".into()),
+        ),
+    }
 }
 
 /// The providers a policy may name: the shipped ones, those its header declares
