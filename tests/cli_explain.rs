@@ -222,3 +222,33 @@ fn explain_snapshot(#[case] example: &str) {
         common::redact_sha(&stdout(&out))
     );
 }
+
+/// `inline_limit` limits only the off-band pointer prompt; explain names it so, and an inline
+/// handoff (here 11,814 characters with the default limit of 500) is not shown under a limit it
+/// does not have (it printed "inline (inline limit 500)"; issue 27). The decision JSON keeps
+/// `delivery.inline_limit`.
+#[test]
+fn explain_says_what_inline_limit_limits() {
+    let out = baton(&[
+        "explain",
+        "--state",
+        "tests/fixtures/budget/far-over-budget.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("\n  delivery  inline (the handoff is in the prompt, whole; inline_limit limits only an off-band pointer prompt)\n"),
+        "{text}"
+    );
+    assert!(!text.contains("inline limit"), "{text}");
+    let off_band = baton(&["explain", "--state", "examples/seed-switch.yaml"]);
+    assert!(
+        stdout(&off_band)
+            .contains("\n  delivery  off_band (pointer prompt limit 500 characters)\n"),
+        "{}",
+        stdout(&off_band)
+    );
+    let v = explain_json(&["--state", "tests/fixtures/budget/far-over-budget.yaml"]);
+    assert_eq!(v["delivery"]["mode"], "inline", "{v}");
+    assert_eq!(v["delivery"]["inline_limit"], 500, "{v}");
+}
