@@ -45,10 +45,12 @@ fn requests_for_one_thread_run_in_arrival_order() {
 #[case::fork_child("child")]
 fn every_form_naming_a_thread_queues_on_it(#[case] form: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let policy = slow_policy(dir.path(), 1);
+    // The render is held in its summarizer until the test lets it go (it used to sleep one
+    // second, and a loaded machine took longer than that to answer the other thread).
+    let gated = GatedPolicy::new(dir.path());
     let mut s = stdio(
         dir.path(),
-        &["--policy", policy.to_str().unwrap(), "--no-watch"],
+        &["--policy", gated.policy.to_str().unwrap(), "--no-watch"],
     );
     let mut st = example_state("seed-run6.yaml");
     st["thread"]["id"] = json!("th_q");
@@ -57,6 +59,7 @@ fn every_form_naming_a_thread_queues_on_it(#[case] form: &str) {
     s.client.result("thread/import", json!({"state": st}));
     s.client.result("thread/import", json!({"state": parent}));
     let slow = s.client.start("render", json!({"state": st}));
+    gated.wait_started();
     let (method, params) = match form {
         "thread" => ("explain", json!({"thread": "th_q"})),
         "state" => ("explain", json!({"state": st})),
@@ -74,9 +77,10 @@ fn every_form_naming_a_thread_queues_on_it(#[case] form: &str) {
     let mut other_st = st.clone();
     other_st["thread"]["id"] = json!("th_other");
     let other = s.client.start("explain", json!({"state": other_st}));
-    let order: Vec<i64> = (0..3)
-        .map(|_| s.client.response()["id"].as_i64().unwrap())
-        .collect();
+    // While the render is held, only th_other can be answered.
+    let mut order = vec![s.client.response()["id"].as_i64().unwrap()];
+    gated.release();
+    order.extend((0..2).map(|_| s.client.response()["id"].as_i64().unwrap()));
     assert_eq!(
         order,
         vec![other, slow, queued],
@@ -412,14 +416,16 @@ fn template_directory_reloads_with_the_set() {
 #[test]
 fn a_slow_summarizer_on_one_thread_does_not_block_others() {
     let dir = tempfile::tempdir().unwrap();
-    let policy = slow_policy(dir.path(), 1);
+    // Held until the quick ones are answered (an event, not a one-second sleep).
+    let gated = GatedPolicy::new(dir.path());
     let mut s = stdio(
         dir.path(),
-        &["--policy", policy.to_str().unwrap(), "--no-watch"],
+        &["--policy", gated.policy.to_str().unwrap(), "--no-watch"],
     );
     let mut slow_state = example_state("seed-run6.yaml");
     slow_state["thread"]["id"] = json!("th_slow");
     let slow = s.client.start("render", json!({"state": slow_state}));
+    gated.wait_started();
     let quick: Vec<i64> = (0..5)
         .map(|i| {
             let mut st = example_state("seed-switch.yaml");
@@ -432,9 +438,10 @@ fn a_slow_summarizer_on_one_thread_does_not_block_others() {
         .collect();
     first.sort();
     assert_eq!(first, quick, "the other threads were answered first");
+    gated.release();
     let r = s.client.response();
     assert_eq!(r["id"], slow);
     let prov = &r["result"]["handoff"]["provenance"];
-    assert!(prov.to_string().contains("slow.sh"), "{prov}");
+    assert!(prov.to_string().contains("gated.sh"), "{prov}");
     assert_eq!(s.stop(), 0);
 }

@@ -159,24 +159,23 @@ fn a_render_that_runs_a_summarizer_never_holds_a_worker() {
         .collect();
     gated.wait_started_n(held.len());
     // Every render waits in its summarizer: the server still reads and answers. (Should it
-    // not, a watchdog ends the server after a minute, so the test fails instead of hanging.)
-    let answered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // not, a watchdog ends the server after HANG_GUARD, so the test fails instead of hanging:
+    // a hang guard, not a budget; the answer ends the watchdog's wait at once.)
+    let (answered, watched) = std::sync::mpsc::channel::<()>();
     let watchdog = {
-        let (answered, pid) = (answered.clone(), s.child.id());
+        let pid = s.child.id();
         std::thread::spawn(move || {
-            for _ in 0..600 {
-                if answered.load(std::sync::atomic::Ordering::SeqCst) {
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                watched.recv_timeout(HANG_GUARD)
+            {
+                let _ = std::process::Command::new("kill")
+                    .arg(pid.to_string())
+                    .status();
             }
-            let _ = std::process::Command::new("kill")
-                .arg(pid.to_string())
-                .status();
         })
     };
     let health = s.client.call("health", json!({}));
-    answered.store(true, std::sync::atomic::Ordering::SeqCst);
+    answered.send(()).unwrap();
     watchdog.join().unwrap();
     assert_eq!(health["result"]["status"], "ok", "{health}");
     let go = gated.release_n(held.len());

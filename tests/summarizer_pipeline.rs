@@ -22,6 +22,10 @@ fn script(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The timeout of a command that must finish: a hang guard, not a budget (10 s used to be a
+/// budget a loaded machine could miss, turning an `exit_status` case into `timeout`).
+const GUARD_MS: u64 = 600_000;
+
 /// A policy extending `default` whose summary is written by `command`.
 fn policy_with(dir: &Path, command: &str, timeout_ms: u64) -> PathBuf {
     let path = dir.join("external.policy");
@@ -63,7 +67,7 @@ fn pipeline(policy: &Path) -> baton::pipeline::Outcome {
 fn a_succeeding_command_writes_the_summary() {
     let tmp = TempDir::new().unwrap();
     let command = command_for("ok.sh");
-    let o = pipeline(&policy_with(tmp.path(), &command, 10_000));
+    let o = pipeline(&policy_with(tmp.path(), &command, GUARD_MS));
     let r = o.rendered.expect("a handoff");
     assert!(
         r.document.contains("## Summary by the external summarizer"),
@@ -92,25 +96,25 @@ fn a_succeeding_command_writes_the_summary() {
 )]
 #[case::non_zero(
     "fail.sh",
-    10_000,
+    GUARD_MS,
     "exit_status",
     "summarizer exited with status 3: model quota exhausted"
 )]
 #[case::nothing(
     "empty.sh",
-    10_000,
+    GUARD_MS,
     "empty_output",
     "summarizer printed nothing on stdout"
 )]
 #[case::too_much(
     "big.sh",
-    10_000,
+    GUARD_MS,
     "over_budget",
     "summarizer output has 200000 characters, over the budget of 2000"
 )]
 #[case::not_utf8(
     "binary.sh",
-    10_000,
+    GUARD_MS,
     "invalid_utf8",
     "summarizer output is not valid UTF-8"
 )]
@@ -137,7 +141,7 @@ fn a_failing_command_falls_back_to_deterministic(
 #[test]
 fn render_cli_records_the_fallback_in_handoff_json() {
     let tmp = TempDir::new().unwrap();
-    let policy = policy_with(tmp.path(), &command_for("fail.sh"), 10_000);
+    let policy = policy_with(tmp.path(), &command_for("fail.sh"), GUARD_MS);
     let out_dir = tmp.path().join("out");
     let out = baton_cmd()
         .args(["render", "--state", STATE, "--policy"])
@@ -164,7 +168,7 @@ fn render_cli_records_the_fallback_in_handoff_json() {
 #[test]
 fn render_cli_uses_the_command_output() {
     let tmp = TempDir::new().unwrap();
-    let policy = policy_with(tmp.path(), &command_for("ok.sh"), 10_000);
+    let policy = policy_with(tmp.path(), &command_for("ok.sh"), GUARD_MS);
     let out = baton_cmd()
         .args(["render", "--state", STATE, "--policy"])
         .arg(&policy)
