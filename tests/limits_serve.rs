@@ -2,7 +2,9 @@
 //! policy that used to abort the server, a bad edit announced in a loop, `state_text` parsed on
 //! the read loop, YAML alias bombs, a client that sends without reading, `accept()` failing
 //! when descriptors run out, and too many clients. Waits are for explicit signals (a response,
-//! a notification, a blocked write) with a timeout, never sleeps.
+//! a notification, a blocked write), never sleeps; the only timeouts are a hang guard
+//! ([`PATIENCE`]) and two windows in which something must NOT happen (a load can only make
+//! those pass more easily, never fail).
 
 mod serve_support;
 
@@ -15,8 +17,11 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-/// Generous: every wait below ends at a signal long before this, unless the fix regressed.
-const PATIENCE: Duration = Duration::from_secs(30);
+/// A hang guard, not a budget: every wait below ends at a signal (a response, a notification,
+/// the server's exit closing the channel); this only turns a server that would never answer
+/// into a failure instead of a test that hangs forever. (It was 30 s, and a loaded 2-core
+/// machine missed a hot reload within it: issue 27.)
+const PATIENCE: Duration = Duration::from_secs(600);
 
 /// A stdio server whose messages arrive on a channel, so that a test can wait for one with a
 /// timeout.
@@ -143,6 +148,58 @@ fn a_hot_reloaded_long_let_chain_never_aborts_the_server() {
     assert_eq!(s.stop(), 0);
 }
 
+/// Hot-reloading a policy with 10,000 warnings, then a clean one, leaves the server's memory
+/// where it was: each warning used to hold its own copy of the 300 KB source (3 GB at the
+/// reload, and 0.6-1.9 GB kept after it; issue 27); now they share the one copy. Measured
+/// from /proc (VmRSS, and VmHWM for the peak), after the `policy/loaded` notifications:
+/// nothing here is timed.
+#[test]
+fn a_hot_reload_with_many_warnings_gives_its_memory_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = policy_copy(dir.path());
+    let pdir = file.parent().unwrap();
+    let mut s = chan(
+        dir.path(),
+        &["--policy", pdir.to_str().unwrap(), "--debounce-ms", "50"],
+    );
+    assert_eq!(s.call("health", json!({}))["result"]["status"], "ok");
+    let pid = s.child.id();
+    let before = vm_kb(pid, "VmRSS:");
+    let mut lets = String::new();
+    for i in 0..10_000 {
+        lets.push_str(&format!("let unused_number_{i} = {i}\n"));
+    }
+    assert!(lets.len() > 290_000);
+    replace(&pdir.join("lets.policy"), &lets);
+    s.notification("policy/loaded", PATIENCE)
+        .expect("the policy with 10,000 warnings loads");
+    let status = s.call("policy/status", json!({}));
+    assert_eq!(
+        status["result"]["warnings"].as_array().map(Vec::len),
+        Some(10_000)
+    );
+    let peak = vm_kb(pid, "VmHWM:");
+    replace(&pdir.join("lets.policy"), "let one_unused = 1\n");
+    s.notification("policy/loaded", PATIENCE)
+        .expect("the clean policy loads");
+    let status = s.call("policy/status", json!({}));
+    assert_eq!(
+        status["result"]["warnings"].as_array().map(Vec::len),
+        Some(1)
+    );
+    let after = vm_kb(pid, "VmRSS:");
+    eprintln!("serve VmRSS before {before} kB, peak {peak} kB, after {after} kB");
+    assert!(
+        peak < before + 256 * 1024,
+        "the reload peaked at {peak} kB (from {before} kB)"
+    );
+    assert!(
+        after < before + 64 * 1024,
+        "kept {after} kB after the reload (from {before} kB)"
+    );
+    assert_eq!(s.stop(), 0);
+}
+
 /// One bad edit is one `policy/rejected`, not one every debounce period (the reload read the
 /// files, the watcher reported the reads, and that triggered the next reload). A good edit
 /// after it loads.
@@ -157,7 +214,9 @@ fn a_bad_edit_is_announced_once() {
     replace(&file, &text.replace("strategy {", "strategy {{"));
     s.notification("policy/rejected", PATIENCE)
         .expect("the bad edit is rejected");
-    // Forty debounce periods: the loop announced a rejection in every one of them.
+    // Forty debounce periods: the loop announced a rejection in every one of them. (A window
+    // for an announcement that must not come: a slow machine makes it pass more easily, never
+    // fail.)
     let again = s.notification("policy/rejected", Duration::from_secs(2));
     assert_eq!(again, None, "announced again without a change");
     replace(&file, &format!("{text}\n# fixed\n"));
@@ -367,7 +426,8 @@ fn accept_failures_back_off_and_warn_rarely() {
             ),
         "{warning}"
     );
-    // Two seconds of failing accepts: no more warnings (the loop printed thousands).
+    // Two seconds of failing accepts: no more warnings (the loop printed thousands). (A window
+    // for warnings that must not come: a slow machine makes it pass more easily, never fail.)
     let end = Instant::now() + Duration::from_secs(2);
     let mut more = 0;
     while let Ok(l) = lines.recv_timeout(end.saturating_duration_since(Instant::now())) {
@@ -405,9 +465,10 @@ fn clients_past_the_connection_limit_are_refused() {
     assert_eq!(a.result("health", json!({}))["status"], "ok");
     drop(b);
     // A place is free again once the server has seen `b` leave: each attempt gets a definite
-    // answer (a refusal or a response).
+    // answer (a refusal or a response), so the loop waits for that event; the count is a
+    // hang guard only (a loaded machine may take many round trips to see `b` leave).
     let mut d = None;
-    for _ in 0..200 {
+    for _ in 0..1_000_000 {
         let mut c = Client::connect(&sock, false);
         c.start("health", json!({}));
         let r = c.read().expect("a response or a refusal");
