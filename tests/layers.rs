@@ -210,3 +210,55 @@ fn the_path_reader_sees_grouped_and_root_imports() {
         Vec::<String>::new()
     );
 }
+
+/// The test files that may sleep, each because it polls for an event that has no
+/// notification (a socket appearing, a process gone, a file created, a thread's runs
+/// committed) or, in crash_safety, to kill a command at a random point of its run.
+const SLEEPERS: &[&str] = &[
+    "crash_safety.rs",
+    "deliver_summarizer.rs",
+    "serve_store.rs",
+    "serve_support/mod.rs",
+    "summarizer_outside_lock.rs",
+];
+
+/// Tests wait for events, never for wall-clock budgets (issue 27: a 30 s wait for a hot reload
+/// failed the suite on a loaded 2-core machine). A guard against a hang (`PATIENCE`,
+/// `HANG_GUARD`) is at least ten minutes, so that only a test that would hang forever fails on
+/// it; only the files in [`SLEEPERS`] sleep (polling for an event); and no test sleeps to let
+/// something happen first (a summarizer that sleeps is a `GatedPolicy`).
+#[test]
+fn tests_wait_for_events_not_budgets() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut files = Vec::new();
+    rs_files(&tests, &mut files);
+    let mut problems = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&tests).unwrap().display().to_string();
+        if rel == "layers.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let at = format!("tests/{rel}:{}", i + 1);
+            let guard = line.contains("const PATIENCE") || line.contains("const HANG_GUARD");
+            if guard {
+                let secs = line
+                    .split("from_secs(")
+                    .nth(1)
+                    .and_then(|r| r.split(')').next())
+                    .and_then(|n| n.replace('_', "").parse::<u64>().ok());
+                if !secs.is_some_and(|s| s >= 600) {
+                    problems.push(format!("{at}: a hang guard under ten minutes: {line}"));
+                }
+            }
+            if line.contains("thread::sleep(") && !SLEEPERS.contains(&rel.as_str()) {
+                problems.push(format!("{at}: sleeps: wait for an event instead: {line}"));
+            }
+            if line.contains("sleep {secs}") || line.contains("sleep 1\\n") {
+                problems.push(format!("{at}: a command that sleeps to be slow: {line}"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
