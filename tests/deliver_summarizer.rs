@@ -65,12 +65,11 @@ fn wait_dead(pid: u32) -> bool {
     false
 }
 
-fn read_pid(p: &Path) -> u32 {
-    std::fs::read_to_string(p)
-        .expect("pid file")
-        .trim()
-        .parse()
-        .expect("pid")
+/// The pid a script wrote before its 300 ms timeout killed it; `None` when the kill came
+/// first (a machine so loaded that the shell had not run its first line yet): there is then
+/// no process to check, which makes that run of the test weaker, never a false failure.
+fn read_pid(p: &Path) -> Option<u32> {
+    std::fs::read_to_string(p).ok()?.trim().parse().ok()
 }
 
 #[tokio::test]
@@ -125,7 +124,9 @@ async fn hanging_command_times_out_and_is_killed() {
     // Not a timing assertion: the command sleeps an hour, so only a run that waited for it to
     // end on its own (instead of killing it) gets anywhere near this.
     assert!(elapsed < Duration::from_secs(1800), "took {elapsed:?}");
-    assert!(wait_dead(read_pid(&pid_file)), "child still running");
+    if let Some(pid) = read_pid(&pid_file) {
+        assert!(wait_dead(pid), "child still running");
+    }
 }
 
 #[tokio::test]
@@ -142,7 +143,9 @@ async fn timeout_kills_grandchildren_too() {
         .await
         .expect_err("timeout");
     assert_eq!(err.kind(), "timeout");
-    assert!(wait_dead(read_pid(&pid_file)), "grandchild still running");
+    if let Some(pid) = read_pid(&pid_file) {
+        assert!(wait_dead(pid), "grandchild still running");
+    }
 }
 
 #[tokio::test]

@@ -329,6 +329,8 @@ fn a_client_that_does_not_read_is_not_buffered_without_limit() {
         bytes.extend(framer.frame(msg.to_string().as_bytes()));
     }
     // Write until the server stops reading (a write blocks for 3 s) or everything is sent.
+    // (Not a budget: a loaded server that is merely slow to read also blocks the write, and
+    // the test goes on as if it had stopped; what follows holds either way.)
     w.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
     let mut sent = 0;
     let blocked = loop {
