@@ -562,11 +562,10 @@ fn not_started(d: &Dispatched, db: &Path, thread: &str) -> String {
 
 fn read_items(path: &Path) -> Result<Vec<Item>, u8> {
     let name = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        eprintln!(
-            "{name}: error: cannot read items file: {}",
-            crate::state::io_reason(&e)
-        );
+    // An items file is a state's worth of items at most.
+    let limit = crate::state::MAX_STATE_BYTES;
+    let text = crate::input::read_to_string(path, limit, " (256 MiB)").map_err(|e| {
+        eprintln!("{name}: error: cannot read items file: {e}");
         FAIL
     })?;
     let de = serde_yaml::Deserializer::from_str(&text);
