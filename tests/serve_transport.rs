@@ -243,7 +243,7 @@ fn a_new_client_takes_the_slot_of_the_idlest_incomplete_connection() {
     // messages all along, keeps its own.
     let h = monitor.result("health", json!({}));
     assert_eq!(h["connections"], json!({"open": 3, "incomplete": 1}));
-    b.send_raw(body[5..].as_bytes());
+    b.send_raw(&body.as_bytes()[5..]);
     assert_eq!(b.response_to(7)["result"]["status"], "ok");
     // Full again, and nobody is partway through a message: a new client is refused.
     let mut d = Client::connect(&sock, false);

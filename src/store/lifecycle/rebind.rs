@@ -22,8 +22,6 @@ use rusqlite::OptionalExtension;
 /// A waiting merge-back decided and rendered again for the run that takes it, not yet
 /// recorded.
 pub(super) struct Rebound {
-    /// The merge-back transfer (in the parent).
-    pub tid: String,
     /// The waiting handoff it supersedes.
     pub old: String,
     /// The fork.
@@ -153,7 +151,6 @@ pub(super) fn rebind(
         return Ok(None);
     }
     Ok(Some(Rebound {
-        tid: tid.to_string(),
         old: hid.to_string(),
         fork,
         outcome,
