@@ -296,6 +296,10 @@ fn a_merge_back_taken_on_another_provider_is_made_for_the_run_that_takes_it() {
     }
     assert!(prompt.ends_with(message), "{prompt}");
     assert_eq!(prompt.matches(message).count(), 1, "{prompt}");
+    assert!(
+        prompt.contains("it summarises the work done in a fork of this thread, now merged back"),
+        "the merge-back's part says what it is: {prompt}"
+    );
     assert!(db.allows("th_1", 10, &doc_path));
     // A rollback of the run undoes what claude's thread took, not C1.
     db.complete("th_1", 10, "Claude merged.", RunStatus::Completed);
