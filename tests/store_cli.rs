@@ -582,7 +582,7 @@ fn a_merge_back_from_a_second_fork_waits_for_the_first() {
     assert_eq!(
         out,
         format!(
-            "merge-back for parent run 9 on claude\n  into provider thread: L1 (the parent's next run resumes it)\n  handoff H2 (fork_delta_summary) covers runs 6-6 of fork f1, ready\n  document: {}\n",
+            "merge-back for parent run 9 on claude\n  into provider thread: L1 (the parent's next run resumes it; a run elsewhere gets the merge-back made again for it)\n  handoff H2 (fork_delta_summary) covers runs 6-6 of fork f1, ready\n  document: {}\n",
             doc.display()
         )
     );

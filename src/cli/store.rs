@@ -428,9 +428,9 @@ fn print_dispatched(d: &Dispatched, out: JsonArgs, what: &str) {
         print(&format!("{what} run {} on {}", d.run, dec.target));
         match &d.provider_thread {
             Some(pt) => print(&format!(
-                "  into provider thread: {pt} (the parent's next run resumes it)"
+                "  into provider thread: {pt} (the parent's next run resumes it; a run elsewhere gets the merge-back made again for it)"
             )),
-            None => print("  into provider thread: none yet (the parent's next run creates one)"),
+            None => print("  into provider thread: none yet (the parent's next run creates one; a run elsewhere gets the merge-back made again for it)"),
         }
     } else {
         print(&format!(
