@@ -217,7 +217,12 @@ fn wait_incomplete(monitor: &mut Client, n: u64) {
 #[test]
 fn a_new_client_takes_the_slot_of_the_idlest_incomplete_connection() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, sock) = socket_server(dir.path(), &["--max-connections", "3"]);
+    // A long message timeout: the stalled clients are evicted, never timed out, however
+    // slowly this test runs.
+    let (mut child, sock) = socket_server(
+        dir.path(),
+        &["--max-connections", "3", "--message-timeout", "1h"],
+    );
     let mut monitor = Client::connect(&sock, false);
     let h = monitor.result("health", json!({}));
     assert_eq!(h["connections"], json!({"open": 1, "incomplete": 0}));
