@@ -105,8 +105,8 @@ pub mod cli;
 pub mod schema;
 
 internal!(
-    coverage, cut, deliver, diff, eval, explain, facts, fit, fmt, ids, import, pipeline, policy,
-    quality, render, select, suggest,
+    coverage, cut, deliver, diff, eval, explain, facts, fit, fmt, ids, import, input, pipeline,
+    policy, quality, render, select, suggest,
 );
 
 #[cfg(feature = "unstable")]

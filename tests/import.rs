@@ -871,3 +871,81 @@ fn handoff_documents_of_the_fixtures() {
         insta::assert_snapshot!(format!("handoff_{name}"), common::redact_sha(doc));
     }
 }
+
+fn mkfifo(p: &Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(p)
+        .status()
+        .unwrap();
+    assert!(made.success());
+}
+
+/// A device or a FIFO given as a log is refused at once: `/dev/zero` (one endless line) used
+/// to abort the import, and a FIFO to hang it.
+#[test]
+fn devices_and_fifos_are_refused_as_logs() {
+    let o = common::baton(&["import", "--from", "codex", "/dev/zero"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "/dev/zero: error: cannot read session log: it is a character device, not a regular file (baton reads only regular files)\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("rollout-fifo.jsonl");
+    mkfifo(&fifo);
+    let o = common::baton(&["import", "--from", "codex", fifo.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).ends_with(
+            "rollout-fifo.jsonl: error: cannot read session log: it is a FIFO (named pipe), not a regular file (baton reads only regular files)\n"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// A FIFO named like a Codex rollout under `~/.codex/sessions` is reported and passed over by
+/// `sessions list`, and named as unreadable by `handoff --from ID` (both used to hang on it).
+#[test]
+fn a_fifo_among_the_sessions_is_reported_not_read() {
+    let h = home();
+    let xdir = h.path().join(".codex/sessions/2026/11/30");
+    let fifo = xdir.join("rollout-2026-11-30T10-00-00-stuck.jsonl");
+    mkfifo(&fifo);
+    let o = in_home(h.path(), &["sessions", "list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).lines().count(), 2, "{}", stdout(&o));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "{}: warning: cannot read: it is a FIFO (named pipe), not a regular file (baton reads only regular files)\n",
+            fifo.display()
+        )
+    );
+    let o = in_home(h.path(), &["handoff", "--from", "stuck", "--to", "claude"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "--from: error: the session log {} cannot be read: it is a FIFO (named pipe), not a regular file (baton reads only regular files)\n",
+            fifo.display()
+        )
+    );
+    // Named by its path: refused as a FIFO.
+    let o = in_home(
+        h.path(),
+        &[
+            "handoff",
+            "--from",
+            fifo.to_str().unwrap(),
+            "--to",
+            "claude",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("it is a FIFO (named pipe), not a regular file"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -192,11 +192,8 @@ fn a_run_taking_a_merge_back_keeps_its_message_and_its_decision_is_truthful() {
     assert_eq!(m.provider_thread.as_deref(), Some("L1"));
     assert_eq!(
         m.decision.provider_thread,
-        baton::decision::ProviderThreadAction::new(
-            baton::decision::ThreadAction::Resume,
-            Some("L1")
-        ),
-        "the merge-back goes into L1, which the parent's next run resumes"
+        baton::decision::ProviderThreadAction::new(baton::decision::ThreadAction::None, None),
+        "a merge-back starts no run: the run that takes it names the provider thread"
     );
     let why = m.decision.decided_by.because.clone().unwrap();
     assert!(
@@ -235,6 +232,82 @@ fn a_run_taking_a_merge_back_keeps_its_message_and_its_decision_is_truthful() {
     assert_eq!(grant.path, doc.display().to_string());
     assert_eq!(d.decision.handoff_id.as_deref(), Some(mb.id.as_str()));
     assert!(db.allows("th_1", 9, &doc));
+}
+
+/// Issue 27 point 4: a merge-back binds to the run that takes it. Made while the parent's
+/// last run was on codex (for codex, into C1), it is taken by a run on claude: it is made
+/// again for claude, recorded into that run's provider thread (superseding the waiting one),
+/// and the run gets one first-turn prompt for both handoffs; a rollback of that run leaves C1
+/// alone, and every logged decision replays.
+#[test]
+fn a_merge_back_taken_on_another_provider_is_made_for_the_run_that_takes_it() {
+    use baton::decision::{ProviderThreadAction, ThreadAction};
+    let mut db = Db::new();
+    let p = policy::load("default").unwrap();
+    fork_with_a_run(&mut db, &p);
+    db.dispatch(&p, "th_1", "codex");
+    db.complete("th_1", 9, "Codex did run 9.", RunStatus::Completed);
+    let opts = db.opts();
+    let m = store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
+    assert_eq!(m.decision.target, "codex");
+    assert_eq!(m.provider_thread.as_deref(), Some("C1"));
+    assert_eq!(
+        m.decision.provider_thread,
+        ProviderThreadAction::new(ThreadAction::None, None),
+        "no `resume` beside the ladder's strategy: the merge-back starts no run"
+    );
+    let waiting = m.handoff.unwrap();
+
+    let message = "Now wire up the logout button.";
+    let r = db.req("th_1", "claude", Some(message));
+    let d = store::dispatch(&mut db.store, &p, &r).unwrap();
+    let pt = d
+        .provider_thread
+        .clone()
+        .expect("the run's provider thread");
+    assert_ne!(pt, "C1");
+    let own = d.handoff.clone().expect("claude gets a handoff of its own");
+    let mb = d.merge_back.clone().expect("and the merge-back beside it");
+    assert_ne!(mb.id, waiting.id);
+    assert_eq!(mb.supersedes.as_deref(), Some(waiting.id.as_str()));
+    assert_eq!(mb.covered_thread.as_deref(), Some("f"));
+    // Recorded against the provider thread of the run that takes it, not C1.
+    let parent = db.store.load("th_1").unwrap();
+    let row = parent.handoffs.iter().find(|h| h.id == mb.id).unwrap();
+    assert_eq!(row.to_provider_thread.as_deref(), Some(pt.as_str()));
+    assert_eq!(row.target_run, Some(10));
+    let old = parent.handoffs.iter().find(|h| h.id == waiting.id).unwrap();
+    assert_eq!(old.status, baton::state::HandoffStatus::Superseded);
+    let t = parent
+        .transfers
+        .iter()
+        .find(|t| t.kind == baton::state::TransferType::MergeBack)
+        .unwrap();
+    assert_eq!(t.handoff.as_deref(), Some(mb.id.as_str()));
+    // The document speaks to claude, and claude may read it.
+    let doc_path = mb.document_path.clone().expect("off-band");
+    let doc = std::fs::read_to_string(&doc_path).unwrap();
+    assert!(doc.contains(" on claude."), "{doc}");
+    assert!(!doc.contains(" on codex."), "{doc}");
+    // One first-turn prompt: both documents, the run's message once, at the end.
+    let prompt = d.prompt.clone().expect("one prompt");
+    for path in [&doc_path, own.document_path.as_ref().unwrap()] {
+        assert!(prompt.contains(&path.display().to_string()), "{prompt}");
+    }
+    assert!(prompt.ends_with(message), "{prompt}");
+    assert_eq!(prompt.matches(message).count(), 1, "{prompt}");
+    assert!(
+        prompt.contains("it summarises the work done in a fork of this thread, now merged back"),
+        "the merge-back's part says what it is: {prompt}"
+    );
+    assert!(db.allows("th_1", 10, &doc_path));
+    // A rollback of the run undoes what claude's thread took, not C1.
+    db.complete("th_1", 10, "Claude merged.", RunStatus::Completed);
+    let rb = store::rollback(&mut db.store, "th_1", 9).unwrap();
+    let touched: Vec<&str> = rb.provider_threads.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(touched, [pt.as_str()]);
+    let report = store::replay(&db.store, &store::ReplayFilter::default(), &[]).unwrap();
+    assert!(report.differences.is_empty(), "{report:?}");
 }
 
 /// Bug 4: a delta through the store never shows an empty `Handoff: ` line for a handoff that
@@ -346,8 +419,24 @@ fn every_logged_decision_replays_to_itself() {
     let opts = db.opts();
     store::regenerate(&mut db.store, &p, "th_1", &h.id, &opts).unwrap();
     db.dispatch(&p, "f", "claude");
+    // A merge-back made for cursor (the parent's last run) and taken on codex is made again
+    // for the run that takes it (issue 27): both of its decisions replay.
+    let cursor_run = d.run;
+    db.complete("th_1", cursor_run, "Cursor's run.", RunStatus::Completed);
+    store::fork(&mut db.store, "th_1", cursor_run, Some("g")).unwrap();
+    let g = db.dispatch(&p, "g", "claude");
+    db.complete("g", g.run, "Fork g's work.", RunStatus::Completed);
+    let m = store::merge_back(&mut db.store, &p, "g", &opts).unwrap();
+    assert_eq!(m.decision.target, "cursor");
+    let d = db.dispatch(&p, "th_1", "codex");
+    let taken = d.merge_back.or(d.handoff).unwrap();
+    assert_eq!(
+        taken.supersedes,
+        m.handoff.map(|h| h.id),
+        "made again for codex"
+    );
     let report = store::replay(&db.store, &store::ReplayFilter::default(), &[]).unwrap();
-    assert_eq!(report.checked, 7, "{report:?}");
+    assert_eq!(report.checked, 11, "{report:?}");
     assert!(report.differences.is_empty(), "{report:?}");
     if let Some(keep) = std::env::var_os("BATON_LIFECYCLE_DB") {
         let from = db.store.path().unwrap().to_path_buf();

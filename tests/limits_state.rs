@@ -163,6 +163,40 @@ fn a_state_file_over_the_size_limit_is_refused() {
     );
 }
 
+/// A device or a FIFO is refused before anything is read: `/dev/zero` was read until memory
+/// ran out (the size limit looked at the size the file claims, 0), and a FIFO blocked.
+#[test]
+fn a_state_that_is_not_a_regular_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("state.yaml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for (path, kind) in [
+        (Path::new("/dev/zero"), "a character device"),
+        (fifo.as_path(), "a FIFO (named pipe)"),
+        (dir.path(), "a directory"),
+    ] {
+        let out = common::baton_cmd()
+            .arg("explain")
+            .arg("--state")
+            .arg(path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "{}: error: cannot read state file: it is {kind}, not a regular file (baton reads only regular files)\n",
+                path.display()
+            )
+        );
+    }
+}
+
 /// The store refuses a thread that is its own parent too (so it can never merge back into
 /// itself): `baton db import` validates like `explain`.
 #[test]

@@ -472,6 +472,42 @@ fn test_files_run_against_the_open_policy_buffers() {
     c.stop();
 }
 
+/// A test file naming a FIFO or a device as a case's state gets a diagnostic on that case; the
+/// server neither blocks on the FIFO nor reads the device until memory runs out.
+#[test]
+fn test_files_naming_a_fifo_or_a_device_get_diagnostics() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("state.yaml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let text = format!(
+        "policy: default\ncases:\n  - name: piped\n    state: {}\n    expect:\n      strategy: full_new\n  - name: endless\n    state: /dev/zero\n    expect:\n      strategy: full_new\n",
+        fifo.display()
+    );
+    let tu = uri(&dir.path().join("t.yaml"));
+    let mut c = Client::start(10);
+    c.open(&tu, "yaml", &text);
+    let diags = c.diagnostics(&tu, 1);
+    let messages: Vec<&str> = diags
+        .iter()
+        .map(|d| d["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages[0].contains("it is a FIFO (named pipe), not a regular file"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].contains("it is a character device, not a regular file"),
+        "{messages:?}"
+    );
+    // The server goes on.
+    c.stop();
+}
+
 #[test]
 fn exit_without_shutdown_is_an_error() {
     let (server, client) = lsp_server::Connection::memory();
@@ -588,4 +624,160 @@ fn providers_block_keys_values_and_hover_come_from_the_catalogue() {
     let h = hover_text(&c.at("textDocument/hover", u, l, ch));
     assert!(h.contains("provider capabilities"), "{h}");
     c.stop();
+}
+
+/// The real `baton lsp` process on pipes: raw frames in, framed messages out.
+struct Process {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    output: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Process {
+    fn start() -> Process {
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["lsp", "--stdio"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("baton lsp starts");
+        let input = child.stdin.take().unwrap();
+        let output = std::io::BufReader::new(child.stdout.take().unwrap());
+        Process {
+            child,
+            input,
+            output,
+        }
+    }
+
+    fn send_raw(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        self.input.write_all(bytes).unwrap();
+        self.input.flush().unwrap();
+    }
+
+    fn send(&mut self, msg: Value) {
+        let body = msg.to_string();
+        self.send_raw(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    }
+
+    /// The next message the server writes.
+    fn recv(&mut self) -> Value {
+        use std::io::{BufRead, Read};
+        let mut len = None;
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.output.read_line(&mut line).unwrap() > 0,
+                "stdout closed"
+            );
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(n) = line.strip_prefix("Content-Length: ") {
+                len = Some(n.parse::<usize>().unwrap());
+            }
+        }
+        let mut body = vec![0; len.expect("a Content-Length")];
+        self.output.read_exact(&mut body).unwrap();
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    /// The response to request `id`, skipping notifications.
+    fn response(&mut self, id: Value) -> Value {
+        loop {
+            let m = self.recv();
+            if m.get("id") == Some(&id) && m.get("method").is_none() {
+                return m;
+            }
+        }
+    }
+
+    fn initialize(&mut self) {
+        self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}));
+        assert_eq!(
+            self.response(json!(1))["result"]["serverInfo"]["name"],
+            "baton"
+        );
+        self.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+    }
+
+    /// `shutdown`, `exit`, and the exit status.
+    fn stop(mut self) -> std::process::ExitStatus {
+        self.send(json!({"jsonrpc": "2.0", "id": 99, "method": "shutdown"}));
+        assert_eq!(self.response(json!(99))["result"], Value::Null);
+        self.send(json!({"jsonrpc": "2.0", "method": "exit"}));
+        self.child.wait().unwrap()
+    }
+}
+
+#[test]
+fn the_process_answers_invalid_json_with_a_parse_error_and_goes_on() {
+    let mut p = Process::start();
+    p.initialize();
+    let bad = b"{\"jsonrpc\": \"2.0\", \"id\": 2, \"method\": ";
+    p.send_raw(format!("Content-Length: {}\r\n\r\n", bad.len()).as_bytes());
+    p.send_raw(bad);
+    let r = p.recv();
+    assert_eq!(r["id"], Value::Null, "{r}");
+    assert_eq!(r["error"]["code"], -32700, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid JSON at line 1 column"),
+        "{r}"
+    );
+    // Valid JSON that is no JSON-RPC message: an invalid request, with its id.
+    p.send(json!({"id": 3, "what": "nothing"}));
+    let r = p.recv();
+    assert_eq!(
+        (&r["id"], &r["error"]["code"]),
+        (&json!(3), &json!(-32600)),
+        "{r}"
+    );
+    // A bad header: answered, and the next frame is read.
+    p.send_raw(b"Nonsense\r\n\r\n");
+    let r = p.recv();
+    assert_eq!(r["error"]["code"], -32700, "{r}");
+    assert_eq!(
+        r["error"]["message"],
+        "bad header: `Nonsense` is not `Name: value`"
+    );
+    // The session goes on.
+    p.send(json!({"jsonrpc": "2.0", "id": 4, "method": "textDocument/hover",
+        "params": {"textDocument": {"uri": "file:///nowhere.policy"}, "position": {"line": 0, "character": 0}}}));
+    assert_eq!(p.response(json!(4))["result"], Value::Null);
+    assert!(p.stop().success());
+}
+
+#[test]
+fn the_process_refuses_a_huge_content_length_and_ends_cleanly() {
+    let mut p = Process::start();
+    p.initialize();
+    p.send_raw(b"Content-Length: 1099511627776\r\n\r\n{\"jsonrpc\": \"2.0\"");
+    let r = p.recv();
+    assert_eq!(r["id"], Value::Null, "{r}");
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    assert_eq!(
+        r["error"]["message"],
+        "message of 1099511627776 bytes exceeds the limit of 8388608 bytes"
+    );
+    // The announced body never comes: at the end of input the server ends, without an abort.
+    drop(p.input);
+    let status = p.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    // A refused body that does arrive is skipped, and the next message is served.
+    let mut p = Process::start();
+    p.initialize();
+    let big = "x".repeat(8 * 1024 * 1024 + 1);
+    p.send_raw(format!("Content-Length: {}\r\n\r\n{big}", big.len()).as_bytes());
+    assert_eq!(p.recv()["error"]["code"], -32600);
+    p.send(json!({"jsonrpc": "2.0", "id": 5, "method": "textDocument/hover",
+        "params": {"textDocument": {"uri": "file:///nowhere.policy"}, "position": {"line": 0, "character": 0}}}));
+    assert_eq!(p.response(json!(5))["result"], Value::Null);
+    assert!(p.stop().success());
 }

@@ -185,3 +185,108 @@ fn sigterm_on_a_socket_server_finishes_requests_in_flight() {
     assert_eq!(child.wait().unwrap().code(), Some(0));
     assert!(!sock.exists());
 }
+
+fn socket_server(
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> (std::process::Child, std::path::PathBuf) {
+    let sock = dir.join("s.sock");
+    let args = [
+        &["--socket", sock.to_str().unwrap(), "--no-watch", "--no-gc"],
+        extra,
+    ]
+    .concat();
+    (serve_cmd(dir, &args).spawn().unwrap(), sock)
+}
+
+/// Ask `health` (on `monitor`) until the server counts `n` connections partway through a
+/// message: the event that the server has read their first bytes.
+fn wait_incomplete(monitor: &mut Client, n: u64) {
+    loop {
+        let h = monitor.result("health", json!({}));
+        if h["connections"]["incomplete"] == json!(n) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Clients that start a message and never finish it cannot hold every connection slot: a new
+/// client takes the slot of the idlest of them, which is told why and closed; clients between
+/// messages keep theirs.
+#[test]
+fn a_new_client_takes_the_slot_of_the_idlest_incomplete_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    // A long message timeout: the stalled clients are evicted, never timed out, however
+    // slowly this test runs.
+    let (mut child, sock) = socket_server(
+        dir.path(),
+        &["--max-connections", "3", "--message-timeout", "1h"],
+    );
+    let mut monitor = Client::connect(&sock, false);
+    let h = monitor.result("health", json!({}));
+    assert_eq!(h["connections"], json!({"open": 1, "incomplete": 0}));
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "health"}).to_string();
+    let head = format!("Content-Length: {}\r\n\r\n{}", body.len(), &body[..5]);
+    let mut a = Client::connect(&sock, false);
+    a.send_raw(head.as_bytes());
+    wait_incomplete(&mut monitor, 1);
+    let mut b = Client::connect(&sock, false);
+    b.send_raw(head.as_bytes());
+    wait_incomplete(&mut monitor, 2);
+    // Every slot is taken: the new client is served, in `a`'s place.
+    let mut c = Client::connect(&sock, false);
+    assert_eq!(c.result("health", json!({}))["status"], "ok");
+    let closed = a.read().expect("the reason before the connection closes");
+    assert_eq!(closed["error"]["code"], -32600, "{closed}");
+    assert_eq!(
+        closed["error"]["message"],
+        "connection closed: all 3 connection slots were taken (serve --max-connections) and this connection had sent only part of a message, and nothing for the longest; finish each message you start"
+    );
+    assert!(a.read().is_none(), "then the connection is closed");
+    // `b` keeps its slot and is answered once it finishes its message; the monitor, between
+    // messages all along, keeps its own.
+    let h = monitor.result("health", json!({}));
+    assert_eq!(h["connections"], json!({"open": 3, "incomplete": 1}));
+    b.send_raw(&body.as_bytes()[5..]);
+    assert_eq!(b.response_to(7)["result"]["status"], "ok");
+    // Full again, and nobody is partway through a message: a new client is refused.
+    let mut d = Client::connect(&sock, false);
+    let refused = d.read().expect("a refusal");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("too many connections"),
+        "{refused}"
+    );
+    monitor.result("shutdown", json!({}));
+    monitor.notify("exit", json!({}));
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+/// The rest of a message must come within `--message-timeout` of its first byte; a client
+/// idle between messages is not timed out.
+#[test]
+fn a_message_not_finished_in_time_closes_its_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, sock) = socket_server(dir.path(), &["--message-timeout", "50ms"]);
+    let mut idle = Client::connect(&sock, false);
+    assert_eq!(idle.result("health", json!({}))["status"], "ok");
+    let mut slow = Client::connect(&sock, false);
+    slow.send_raw(b"Content-Length: 40\r\n");
+    let closed = slow
+        .read()
+        .expect("the reason before the connection closes");
+    assert_eq!(closed["error"]["code"], -32600, "{closed}");
+    assert_eq!(
+        closed["error"]["message"],
+        "connection closed: a message was started but not finished within 50 ms (serve --message-timeout)"
+    );
+    assert!(slow.read().is_none(), "then the connection is closed");
+    // The idle client waited longer than the timeout, between messages: still served.
+    assert_eq!(idle.result("health", json!({}))["status"], "ok");
+    idle.result("shutdown", json!({}));
+    idle.notify("exit", json!({}));
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}

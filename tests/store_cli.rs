@@ -516,14 +516,30 @@ fn a_merge_back_rides_alongside_a_handoff_of_the_parents_own() {
     assert_eq!(check(&first["handoff"]["document_path"]), false);
     assert_eq!(check(&again["handoff"]["document_path"]), true);
     // The parent switches to codex: C1 needs runs 6-8 (a handoff of its own), and the
-    // merge-back travels beside it.
+    // merge-back travels beside it, made again for codex (it was made for claude) and
+    // recorded into C1.
     let d = db.json(&[
         "dispatch", "--thread", "th_1", "--target", "codex", "--json",
     ]);
     assert_eq!(d["strategy"], "delta_existing");
     assert_eq!(d["handoff"]["strategy"], "delta_since_target_last_seen");
-    assert_eq!(d["merge_back"]["id"], again["handoff"]["id"]);
+    assert_eq!(d["merge_back"]["supersedes"], again["handoff"]["id"]);
     assert_eq!(d["merge_back"]["covered_thread"], "f");
+    let parent = db.export("th_1");
+    let mb = parent
+        .handoffs
+        .iter()
+        .find(|h| Some(h.id.as_str()) == d["merge_back"]["id"].as_str())
+        .unwrap();
+    assert_eq!(mb.to_provider_thread.as_deref(), Some("C1"));
+    // One first-turn prompt names both documents.
+    let prompt = d["prompt"].as_str().unwrap();
+    for doc in [
+        &d["handoff"]["document_path"],
+        &d["merge_back"]["document_path"],
+    ] {
+        assert!(prompt.contains(doc.as_str().unwrap()), "{prompt}");
+    }
     let parent = db.export("th_1");
     assert_eq!(
         parent.runs[8].handoff,
@@ -566,7 +582,7 @@ fn a_merge_back_from_a_second_fork_waits_for_the_first() {
     assert_eq!(
         out,
         format!(
-            "merge-back for parent run 9 on claude\n  into provider thread: L1 (the parent's next run resumes it)\n  handoff H2 (fork_delta_summary) covers runs 6-6 of fork f1, ready\n  document: {}\n",
+            "merge-back for parent run 9 on claude\n  into provider thread: L1 (the parent's next run resumes it; a run elsewhere gets the merge-back made again for it)\n  handoff H2 (fork_delta_summary) covers runs 6-6 of fork f1, ready\n  document: {}\n",
             doc.display()
         )
     );
@@ -723,17 +739,25 @@ fn a_rollback_supersedes_a_taken_merge_back_and_keeps_a_waiting_one() {
     let parent = db.export("th_1");
     assert_eq!(parent.handoffs[1].status, HandoffStatus::Ready);
     assert_eq!(parent.transfers[1].status, TransferStatus::Pending);
-    // Run 9 takes it (with H3, the handoff of that dispatch); rolling back to 8 supersedes
-    // both, the merge-back with its transfer.
+    // Run 9 takes it (with H3, the handoff of that dispatch). The rollback left L1, which
+    // H2 was made for, divergent: run 9 starts another thread, and the merge-back is made
+    // again for it (H4, superseding H2). Rolling back to 8 supersedes H3 and H4, the
+    // merge-back with its transfer.
     db.ok(&["dispatch", "--thread", "th_1", "--target", "claude"]);
     let items = db.dir.path().join("i.yaml");
     std::fs::write(&items, "- {kind: decision, text: \"y\"}\n").unwrap();
     db.complete("th_1", 9, &items);
+    let parent = db.export("th_1");
+    assert_eq!(parent.handoffs[1].status, HandoffStatus::Superseded);
+    assert_eq!(parent.handoffs[3].supersedes.as_deref(), Some("H2"));
+    assert_eq!(
+        parent.handoffs[3].to_provider_thread, parent.runs[8].provider_thread,
+        "H4 went into the provider thread of run 9"
+    );
     let r = db.json(&["rollback", "--thread", "th_1", "--to", "8", "--json"]);
-    assert_eq!(r["handoffs_superseded"], serde_json::json!(["H2", "H3"]));
+    assert_eq!(r["handoffs_superseded"], serde_json::json!(["H3", "H4"]));
     let parent = db.export("th_1");
     assert_eq!(parent.handoffs[2].target_run, Some(9), "H3 went into run 9");
-    assert_eq!(parent.handoffs[1].status, HandoffStatus::Superseded);
     assert_eq!(parent.transfers[1].status, TransferStatus::Superseded);
 }
 

@@ -158,6 +158,20 @@ fn bad_states_fail_their_case(#[case] file: &str, #[case] message: &str) {
     assert_eq!(out.lines().last(), Some("0 passed, 1 failed"));
 }
 
+/// A case whose state is a device fails with what it is, without reading it (`/dev/zero` was
+/// read until memory ran out).
+#[test]
+fn a_case_naming_a_device_as_its_state_fails_without_reading_it() {
+    let o = baton(&["test", &format!("{T}/device-state.yaml")]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(
+        out.contains("  /dev/zero: error: cannot read state file: it is a character device, not a regular file (baton reads only regular files)"),
+        "{out}"
+    );
+    assert_eq!(out.lines().last(), Some("0 passed, 1 failed"));
+}
+
 /// A directory without test files would pass with nothing tested: it is an error.
 #[test]
 fn a_directory_without_test_files_is_an_error() {

@@ -80,8 +80,9 @@ fn suggestion(db: &Path) -> Option<PathBuf> {
 fn is_sqlite(path: &Path) -> bool {
     use std::io::Read as _;
     let mut head = [0u8; 16];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok()
+    crate::input::open(path)
+        .ok()
+        .and_then(|mut f| f.read_exact(&mut head).ok())
+        .is_some()
         && &head == b"SQLite format 3\0"
 }

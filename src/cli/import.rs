@@ -340,7 +340,8 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
     }
     let (tool, path) = {
         let p = PathBuf::from(&a.from);
-        if p.is_file() {
+        // Anything at the path is the log (a FIFO or a device is refused as such).
+        if p.is_file() || (a.from.contains('/') && std::fs::metadata(&p).is_ok()) {
             match import::detect_tool(&p) {
                 Ok(t) => (t, p),
                 Err(e) => {

@@ -267,6 +267,12 @@ pub struct ServeArgs {
     /// Most socket clients connected at once; one more is told so and closed.
     #[arg(long, default_value_t = crate::serve::DEFAULT_MAX_CONNECTIONS, value_name = "N")]
     pub max_connections: usize,
+    /// How long the rest of a socket client's message may take after its first byte (e.g. 30s,
+    /// 500ms); a client that does not finish it in time is told so and closed. When every
+    /// connection is taken, a new client takes the place of the one partway through a message
+    /// that has sent nothing for the longest.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = delivery::parse_age)]
+    pub message_timeout: std::time::Duration,
     /// Quiet time before a burst of policy/template file changes is reloaded.
     #[arg(long, default_value_t = 200, value_name = "MS")]
     pub debounce_ms: u64,

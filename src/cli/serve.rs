@@ -37,6 +37,11 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
         return super::commands::USAGE;
     }
     cfg.max_connections = a.max_connections;
+    if a.message_timeout.is_zero() {
+        eprintln!("error: --message-timeout must be longer than zero");
+        return super::commands::USAGE;
+    }
+    cfg.message_timeout = a.message_timeout;
     cfg.debounce = std::time::Duration::from_millis(a.debounce_ms);
     cfg.watch = !a.no_watch;
     if a.gc_every.is_zero() {

@@ -428,9 +428,9 @@ fn print_dispatched(d: &Dispatched, out: JsonArgs, what: &str) {
         print(&format!("{what} run {} on {}", d.run, dec.target));
         match &d.provider_thread {
             Some(pt) => print(&format!(
-                "  into provider thread: {pt} (the parent's next run resumes it)"
+                "  into provider thread: {pt} (the parent's next run resumes it; a run elsewhere gets the merge-back made again for it)"
             )),
-            None => print("  into provider thread: none yet (the parent's next run creates one)"),
+            None => print("  into provider thread: none yet (the parent's next run creates one; a run elsewhere gets the merge-back made again for it)"),
         }
     } else {
         print(&format!(
@@ -562,11 +562,10 @@ fn not_started(d: &Dispatched, db: &Path, thread: &str) -> String {
 
 fn read_items(path: &Path) -> Result<Vec<Item>, u8> {
     let name = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        eprintln!(
-            "{name}: error: cannot read items file: {}",
-            crate::state::io_reason(&e)
-        );
+    // An items file is a state's worth of items at most.
+    let limit = crate::state::MAX_STATE_BYTES;
+    let text = crate::input::read_to_string(path, limit, " (256 MiB)").map_err(|e| {
+        eprintln!("{name}: error: cannot read items file: {e}");
         FAIL
     })?;
     let de = serde_yaml::Deserializer::from_str(&text);

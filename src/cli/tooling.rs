@@ -185,7 +185,8 @@ pub(crate) fn fmt(a: FmtArgs) -> u8 {
         };
         for path in files {
             let name = crate::state::display_path(&path);
-            let text = match std::fs::read_to_string(&path) {
+            let limit = crate::policy::source::MAX_POLICY_BYTES;
+            let text = match crate::input::read_to_string(&path, limit, " (16 MiB)") {
                 Ok(t) => t,
                 Err(e) => {
                     eprintln!("{name}: error: cannot read the policy file: {e}");

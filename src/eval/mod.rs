@@ -516,6 +516,12 @@ pub struct RecordIn {
     pub handoff_id: String,
     /// The provider thread that run would resume; none when it would create one.
     pub provider_thread: Option<String>,
+    /// The handoff goes into the provider thread of the run that takes it, which this
+    /// decision does not start: its `provider_thread` is `none` (a merge-back since the
+    /// merge-back is bound to the run that takes it). False in merge-backs logged before: their
+    /// decisions name `provider_thread` as `resume` or `create`, and replay so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bound_by_run: bool,
 }
 
 /// A handoff already made and delivered for the run being decided (a fork's merge-back
@@ -671,11 +677,13 @@ pub fn evaluate_in<'a>(
         Strategy::Unsupported => ProviderThreadAction::new(ThreadAction::None, None),
         // Recorded in another thread: the provider thread of that thread's next run.
         _ if cx.record_in.is_some() => {
+            let bound_by_run = cx.record_in.as_ref().is_some_and(|r| r.bound_by_run);
             let pt = cx
                 .record_in
                 .as_ref()
                 .and_then(|r| r.provider_thread.as_deref());
             match pt {
+                _ if bound_by_run => ProviderThreadAction::new(ThreadAction::None, None),
                 Some(id) => ProviderThreadAction::new(ThreadAction::Resume, Some(id)),
                 None => ProviderThreadAction::new(ThreadAction::Create, None),
             }

@@ -202,9 +202,9 @@ pub(crate) trait Adapter {
 /// Import the session log at `path`, written by `tool`. The file is opened read-only.
 pub fn import_file(tool: Tool, path: &Path, opts: &ImportOptions) -> Result<Imported, ImportError> {
     let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| ImportError::Io {
+    let file = crate::input::open(path).map_err(|e| ImportError::Io {
         path: name.clone(),
-        reason: crate::state::io_reason(&e),
+        reason: e.to_string(),
     })?;
     import_reader(tool, file, &name, opts)
 }
@@ -226,18 +226,30 @@ pub fn import_reader<R: Read>(
     let mut no: u64 = 0;
     loop {
         buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| ImportError::Io {
-                path: file.to_string(),
-                reason: crate::state::io_reason(&e),
+        let (n, over) =
+            read_line_bounded(&mut reader, &mut buf, MAX_LINE_BYTES).map_err(|e| {
+                ImportError::Io {
+                    path: file.to_string(),
+                    reason: crate::state::io_reason(&e),
+                }
             })?;
         if n == 0 {
             break;
         }
         no = no.saturating_add(1);
         report.lines = report.lines.saturating_add(1);
-        report.bytes = report.bytes.saturating_add(n as u64);
+        report.bytes = report.bytes.saturating_add(n);
+        if over {
+            report.malformed = report.malformed.saturating_add(1);
+            report.warnings.push(Warning {
+                file: file.to_string(),
+                line: no,
+                message: format!(
+                    "the line is over the line limit of {MAX_LINE_BYTES} bytes (64 MiB); line skipped"
+                ),
+            });
+            continue;
+        }
         let complete = buf.last() == Some(&b'\n');
         let Some(value) = parse_line(&buf, no, complete, file, &mut report) else {
             continue;
@@ -292,6 +304,43 @@ fn new_adapter(tool: Tool) -> Box<dyn Adapter> {
 }
 
 /// Parse one line; `None` for blank, malformed (warned) or incomplete last lines.
+/// The longest log line read: 64 MiB. A longer line is skipped (with a warning) without
+/// being held in memory.
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Read one line (up to and including `\n`) into `buf`, keeping at most `max` bytes of it.
+/// Returns the bytes consumed (0 at the end of input) and whether the line was longer than
+/// `max` (then `buf` is cleared and the rest of the line consumed).
+fn read_line_bounded<R: BufRead>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<(u64, bool)> {
+    let mut consumed: u64 = 0;
+    let mut over = false;
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok((consumed, over));
+        }
+        let (n, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i.saturating_add(1), true),
+            None => (chunk.len(), false),
+        };
+        if !over && buf.len().saturating_add(n) <= max {
+            buf.extend_from_slice(chunk.get(..n).unwrap_or(chunk));
+        } else {
+            over = true;
+            buf.clear();
+        }
+        reader.consume(n);
+        consumed = consumed.saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+        if done {
+            return Ok((consumed, over));
+        }
+    }
+}
+
 fn parse_line(
     buf: &[u8],
     no: u64,
@@ -475,9 +524,9 @@ impl Sniffer {
 /// Guess which tool wrote a log from its first lines (for `baton handoff --from FILE`).
 pub fn detect_tool(path: &Path) -> Result<Tool, ImportError> {
     let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| ImportError::Io {
+    let file = crate::input::open(path).map_err(|e| ImportError::Io {
         path: name.clone(),
-        reason: crate::state::io_reason(&e),
+        reason: e.to_string(),
     })?;
     let mut reader = BufReader::new(file.take(4 * 1024 * 1024));
     let mut sniff = Sniffer::default();
@@ -520,4 +569,34 @@ pub fn detect_tool(path: &Path) -> Result<Tool, ImportError> {
 /// The default output path for a session imported into a directory.
 pub fn state_file_name(imported: &Imported) -> PathBuf {
     PathBuf::from(format!("{}.yaml", imported.state.thread.id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_line_bounded;
+
+    #[test]
+    fn a_line_over_the_limit_is_consumed_without_being_kept() {
+        let input = b"short\nmuch too long a line\nok\nend";
+        let mut r = std::io::BufReader::with_capacity(4, &input[..]);
+        let mut lines = Vec::new();
+        loop {
+            let mut buf = Vec::new();
+            let (n, over) = read_line_bounded(&mut r, &mut buf, 8).expect("reads");
+            if n == 0 {
+                break;
+            }
+            assert!(buf.len() <= 8);
+            lines.push((n, over, String::from_utf8(buf).expect("utf-8")));
+        }
+        assert_eq!(
+            lines,
+            vec![
+                (6, false, "short\n".to_string()),
+                (21, true, String::new()),
+                (3, false, "ok\n".into()),
+                (3, false, "end".into()),
+            ]
+        );
+    }
 }

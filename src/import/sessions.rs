@@ -108,17 +108,33 @@ pub fn list_sessions(
 
 /// The session whose id is `id` (or starts with it, when only one does).
 pub fn find_session(dirs: &SessionDirs, id: &str) -> Result<SessionInfo, String> {
-    let (all, _) = list_sessions(dirs, None, None);
+    let (all, unreadable) = list_sessions(dirs, None, None);
     if let Some(s) = all.iter().find(|s| s.id == id) {
         return Ok(s.clone());
     }
     let matches: Vec<&SessionInfo> = all.iter().filter(|s| s.id.starts_with(id)).collect();
     match matches.as_slice() {
         [one] => Ok((*one).clone()),
-        [] => Err(format!(
-            "no session \"{id}\" in {}; `baton sessions list` shows the sessions found, or give the log's path",
-            searched(dirs)
-        )),
+        [] => {
+            // A log named for the id that could not be read (a FIFO, a device, ...): say so.
+            let named = unreadable.iter().find(|w| {
+                Path::new(&w.file)
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .is_some_and(|s| s.contains(id))
+            });
+            Err(match named {
+                Some(w) => format!(
+                    "the session log {} cannot be read: {}",
+                    w.file,
+                    w.message.strip_prefix("cannot read: ").unwrap_or(&w.message)
+                ),
+                None => format!(
+                    "no session \"{id}\" in {}; `baton sessions list` shows the sessions found, or give the log's path",
+                    searched(dirs)
+                ),
+            })
+        }
         many => Err(format!(
             "\"{id}\" matches {} sessions ({}); give more of the id",
             many.len(),
@@ -152,8 +168,8 @@ fn describe(tool: Tool, path: &Path) -> Result<SessionInfo, Warning> {
         line: 0,
         message,
     };
-    let file = std::fs::File::open(path)
-        .map_err(|e| warn(format!("cannot read: {}", crate::state::io_reason(&e))))?;
+    // A FIFO or a device named like a log is refused without blocking on it.
+    let file = crate::input::open(path).map_err(|e| warn(format!("cannot read: {e}")))?;
     let meta = file
         .metadata()
         .map_err(|e| warn(format!("cannot read: {}", crate::state::io_reason(&e))))?;

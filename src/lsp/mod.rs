@@ -15,6 +15,7 @@ mod policy_doc;
 mod scan;
 mod test_doc;
 mod text;
+mod transport;
 
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
 use lsp_types::notification::{
@@ -94,7 +95,9 @@ pub fn capabilities() -> ServerCapabilities {
 
 /// Run the server on standard input and output until the client says `exit`.
 pub fn run_stdio(options: Options) -> Result<(), LspError> {
-    let (connection, io_threads) = Connection::stdio();
+    // lsp-server's `Connection::stdio` reads any announced body length into memory and ends
+    // on the first body that does not parse: this transport bounds and answers both.
+    let (connection, io_threads) = transport::stdio()?;
     serve(&connection, options)?;
     drop(connection);
     io_threads.join()?;

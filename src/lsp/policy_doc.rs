@@ -215,7 +215,9 @@ fn related(
             else {
                 continue;
             };
-            let other_text = std::fs::read_to_string(&l.file).unwrap_or_default();
+            let limit = crate::policy::source::MAX_POLICY_BYTES;
+            let other_text =
+                crate::input::read_to_string(Path::new(&l.file), limit, "").unwrap_or_default();
             Location::new(other, range_of(&other_text, l.range.start, l.range.end))
         };
         out.push(DiagnosticRelatedInformation {
@@ -345,7 +347,9 @@ fn read(path: &Path, overlay: &Overlay) -> Option<String> {
         .iter()
         .find(|(p, _)| same_file(p, path))
         .map(|(_, t)| t.clone())
-        .or_else(|| std::fs::read_to_string(path).ok())
+        .or_else(|| {
+            crate::input::read_to_string(path, crate::policy::source::MAX_POLICY_BYTES, "").ok()
+        })
 }
 
 /// The document and its bases (files only, through `extends`), nearest first, each with its

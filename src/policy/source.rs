@@ -198,13 +198,12 @@ impl Loader {
                 return Err(self.error_at(from, &name, msg));
             }
         }
-        let bytes = std::fs::read(path).map_err(|e| {
-            let msg = format!(
-                "cannot read policy `{name}`: {}",
-                crate::state::io_reason(&e)
-            );
-            self.error_at(from, &name, msg)
-        })?;
+        // Bounded while reading, and only a regular file (a device or a FIFO is refused).
+        let bytes = crate::input::read(path, MAX_POLICY_BYTES, " (16 MiB, the policy size limit)")
+            .map_err(|e| {
+                let msg = format!("cannot read policy `{name}`: {e}");
+                self.error_at(from, &name, msg)
+            })?;
         let text = String::from_utf8(bytes).map_err(|e| {
             let msg = format!(
                 "policy `{name}` is not UTF-8 text (invalid byte at offset {})",

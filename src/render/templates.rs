@@ -148,6 +148,11 @@ fn read_dir(dir: &Path) -> Result<BTreeMap<String, String>, RenderError> {
         line: 0,
         message: format!("{what}: {}", crate::state::io_reason(&e)),
     };
+    let io_input = |path: &Path, what: &str, e: crate::input::InputError| RenderError {
+        template: path.display().to_string(),
+        line: 0,
+        message: format!("{what}: {e}"),
+    };
     let rd = std::fs::read_dir(dir).map_err(|e| io(dir, "cannot read template directory", e))?;
     let mut out = BTreeMap::new();
     for entry in rd.filter_map(|e| e.ok()) {
@@ -158,8 +163,8 @@ fn read_dir(dir: &Path) -> Result<BTreeMap<String, String>, RenderError> {
         if !name.ends_with(".j2") || !path.is_file() {
             continue;
         }
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| io(&path, "cannot read template", e))?;
+        let text = crate::input::read_to_string(&path, crate::input::MAX_TEXT_BYTES, " (64 MiB)")
+            .map_err(|e| io_input(&path, "cannot read template", e))?;
         out.insert(name.to_string(), text);
     }
     Ok(out)

@@ -76,6 +76,12 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// Wait until the next message's first byte is in (`true`) or the stream has ended
+    /// (`false`), consuming nothing.
+    pub async fn ready(&mut self) -> std::io::Result<bool> {
+        Ok(!self.inner.fill_buf().await?.is_empty())
+    }
+
     /// Read up to and including `\n`, keeping at most `limit` bytes; returns (bytes, overflowed).
     async fn read_line(&mut self, limit: usize) -> std::io::Result<Option<(Vec<u8>, bool)>> {
         let mut out = Vec::new();

@@ -209,12 +209,17 @@ pub async fn call(
         }
         "health" => {
             let _: Empty = parse_params(method, params)?;
+            let (open, incomplete) = shared.slots.counts();
             Ok(json!({
                 "status": "ok",
                 "version": env!("CARGO_PKG_VERSION"),
                 "uptime_ms": u64::try_from(shared.started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 "in_flight": shared.in_flight().saturating_sub(1),
                 "queued_threads": shared.queued_threads(),
+                "connections": {
+                    "open": open,
+                    "incomplete": incomplete,
+                },
                 "policy": shared.policies.current().reference(),
                 "methods": NAMES,
             }))

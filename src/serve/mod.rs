@@ -6,11 +6,13 @@
 //! * `policy_set`: the policy + templates set, checked as a whole, swapped atomically,
 //!   reloaded on change;
 //! * `session`: one connection: per-thread FIFO queues, cancellation, graceful shutdown;
+//! * `slots`: the socket's connection slots: the message timeout, evicting the idlest
+//!   connection partway through a message when every slot is taken;
 //! * `methods`: the method router, a thin layer over the library (no policy logic);
 //! * `json`: results written as JSON text with sorted members, without a `Value` tree;
 //! * `sweep`: the periodic garbage collection of off-band documents.
 
-internal!(framing, json, methods, policy_set, rpc, session, stored, sweep);
+internal!(framing, json, methods, policy_set, rpc, session, slots, stored, sweep);
 
 pub use framing::Framing;
 pub use policy_set::{PolicyHolder, PolicySet};
@@ -67,6 +69,10 @@ pub struct ServeConfig {
     pub max_message: usize,
     /// Most socket clients connected at once (`--max-connections`).
     pub max_connections: usize,
+    /// How long the rest of a socket client's message may take after its first byte
+    /// (`--message-timeout`); the connection is closed after it. Time between messages is not
+    /// limited.
+    pub message_timeout: Duration,
     /// Quiet period before a burst of file changes triggers a reload.
     pub debounce: Duration,
     /// Watch the policy and template directories.
@@ -76,7 +82,8 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
-    /// Defaults: Content-Length framing, 8 MiB messages, 200 ms debounce, watching on,
+    /// Defaults: Content-Length framing, 8 MiB messages, 256 connections, a 30 s message
+    /// timeout, 200 ms debounce, watching on,
     /// the hourly document sweep of [`GcSweep::default`].
     pub fn new(transport: Transport, policy: impl Into<String>, db: impl Into<PathBuf>) -> Self {
         ServeConfig {
@@ -88,6 +95,7 @@ impl ServeConfig {
             handoff_dir: None,
             max_message: DEFAULT_MAX_MESSAGE,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            message_timeout: slots::DEFAULT_MESSAGE_TIMEOUT,
             debounce: Duration::from_millis(200),
             watch: true,
             gc: Some(GcSweep::default()),
@@ -312,14 +320,18 @@ async fn serve_socket(shared: Arc<session::Shared>, path: &Path) -> Result<(), S
                         backoff = ACCEPT_BACKOFF_MIN;
                         // Reap finished connections so a long-lived server holds none of them.
                         while conns.try_join_next().is_some() {}
-                        if conns.len() >= shared.cfg.max_connections {
-                            tokio::spawn(refuse_connection(stream, shared.cfg.framing, shared.cfg.max_connections));
-                            continue;
-                        }
+                        let slot = match shared.slots.admit(shared.cfg.max_connections) {
+                            slots::Admit::Free(slot) | slots::Admit::Evicting(slot) => slot,
+                            slots::Admit::Full => {
+                                tokio::spawn(refuse_connection(stream, shared.cfg.framing, shared.cfg.max_connections));
+                                continue;
+                            }
+                        };
                         let (r, w) = stream.into_split();
                         let s = shared.clone();
                         conns.spawn(async move {
-                            session::run_connection(s, tokio::io::BufReader::new(r), w).await;
+                            let r = tokio::io::BufReader::new(slots::Tracked::new(r, slot.clone()));
+                            session::run_connection_in(s, r, w, Some(slot)).await;
                         });
                     }
                     Err(e) => {

@@ -110,8 +110,13 @@ fn load_templates(dir: &Path) -> Result<BTreeMap<String, String>, PolicyError> {
         if !name.ends_with(".j2") || !path.is_file() {
             continue;
         }
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| io_diag(&path, "cannot read template", &e))?;
+        let text = crate::input::read_to_string(&path, crate::input::MAX_TEXT_BYTES, " (64 MiB)")
+            .map_err(|e| {
+                PolicyError::single(Diagnostic::file_level(
+                    &path.display().to_string(),
+                    format!("cannot read template: {e}"),
+                ))
+            })?;
         out.insert(name.to_string(), text);
     }
     let mut env = minijinja::Environment::new();

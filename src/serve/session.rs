@@ -3,6 +3,7 @@
 
 use super::framing::{self, Frame, FrameError, FrameReader};
 use super::methods;
+use super::slots::{Slot, Slots};
 use super::policy_set::PolicyHolder;
 use super::rpc::{self, code, Id, Incoming, RpcError};
 use super::stored::StorePool;
@@ -76,6 +77,8 @@ pub struct Shared {
     exiting: AtomicBool,
     notifications: broadcast::Sender<Value>,
     pub started: Instant,
+    /// The socket transport's connection slots.
+    pub slots: Slots,
 }
 
 /// Counts a request as in flight until dropped.
@@ -104,6 +107,7 @@ impl Shared {
             exiting: AtomicBool::new(false),
             notifications: broadcast::channel(64).0,
             started: Instant::now(),
+            slots: Slots::default(),
         })
     }
 
@@ -251,6 +255,21 @@ where
     R: AsyncBufRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    run_connection_in(shared, reader, writer, None).await;
+}
+
+/// [`run_connection`] in a socket connection slot: the rest of a message must arrive within
+/// `message_timeout` of its first byte, and the connection closes when the slot is evicted
+/// (see [`super::slots`]). Each ends the connection with one error response saying why.
+pub async fn run_connection_in<R, W>(
+    shared: Arc<Shared>,
+    reader: R,
+    writer: W,
+    slot: Option<Arc<Slot>>,
+) where
+    R: AsyncBufRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let framing = shared.cfg.framing;
     let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(MAX_QUEUED_RESPONSES);
     let notes = shared.notifications.subscribe();
@@ -276,9 +295,20 @@ where
             },
             _ = shared.exit_requested() => break,
         };
-        let frame = tokio::select! {
-            f = frames.next() => f,
-            _ = shared.exit_requested() => break,
+        let frame = match &slot {
+            None => tokio::select! {
+                f = frames.next() => f,
+                _ = shared.exit_requested() => break,
+            },
+            Some(slot) => match next_in_slot(&shared, &mut frames, slot).await {
+                Slotted::Frame(f) => f,
+                Slotted::Exit => break,
+                Slotted::Closed(why) => {
+                    let err = RpcError::new(code::INVALID_REQUEST, why);
+                    let _ = conn.out.send(rpc::error_response(None, &err)).await;
+                    break;
+                }
+            },
         };
         let body = match frame {
             Ok(Frame::Message(b)) => b,
@@ -328,6 +358,64 @@ where
     // Responses of requests still running are sent as they finish; the writer ends when the
     // last of them drops its sender.
     let _ = writer_task.await;
+}
+
+/// What waiting for the next frame in a slot gave.
+enum Slotted {
+    Frame(std::io::Result<Frame>),
+    /// The server is exiting.
+    Exit,
+    /// The connection is closed, for this reason (told to the client).
+    Closed(String),
+}
+
+/// The next frame of a connection in a slot: waiting for a message's first byte is not
+/// limited; the rest of it must come within `--message-timeout`. An eviction ends either wait.
+async fn next_in_slot<R: AsyncBufRead + Unpin>(
+    shared: &Shared,
+    frames: &mut FrameReader<R>,
+    slot: &Slot,
+) -> Slotted {
+    let evicted = || {
+        Slotted::Closed(format!(
+            "connection closed: all {} connection slots were taken (serve --max-connections) and this connection had sent only part of a message, and nothing for the longest; finish each message you start",
+            shared.cfg.max_connections
+        ))
+    };
+    let ready = tokio::select! {
+        r = frames.ready() => r,
+        _ = shared.exit_requested() => return Slotted::Exit,
+        _ = slot.evicted() => return evicted(),
+    };
+    match ready {
+        Ok(true) => {}
+        Ok(false) => return Slotted::Frame(Ok(Frame::Eof)),
+        Err(e) => return Slotted::Frame(Err(e)),
+    }
+    slot.set_incomplete(true);
+    let limit = shared.cfg.message_timeout;
+    let frame = tokio::select! {
+        f = tokio::time::timeout(limit, frames.next()) => match f {
+            Ok(f) => Slotted::Frame(f),
+            Err(_) => Slotted::Closed(format!(
+                "connection closed: a message was started but not finished within {} (serve --message-timeout)",
+                humanize(limit)
+            )),
+        },
+        _ = shared.exit_requested() => Slotted::Exit,
+        _ = slot.evicted() => evicted(),
+    };
+    slot.set_incomplete(false);
+    frame
+}
+
+/// A timeout as `30 s` or `250 ms`.
+fn humanize(d: std::time::Duration) -> String {
+    if d.subsec_millis() == 0 && d.as_secs() > 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
 }
 
 /// A connection's bounded response queue. Messages go in serialized and framed, so the

@@ -114,7 +114,7 @@ pub fn load_file(path: &Path) -> Result<State, StateError> {
         buf
     } else {
         if let Ok(meta) = std::fs::metadata(path) {
-            if meta.len() > MAX_STATE_BYTES {
+            if meta.is_file() && meta.len() > MAX_STATE_BYTES {
                 return Err(StateError::one(
                     &name,
                     "",
@@ -125,13 +125,9 @@ pub fn load_file(path: &Path) -> Result<State, StateError> {
                 ));
             }
         }
-        std::fs::read(path).map_err(|e| {
-            StateError::one(
-                &name,
-                "",
-                format!("cannot read state file: {}", io_reason(&e)),
-            )
-        })?
+        // Bounded while reading, and only a regular file: a device or a FIFO is refused.
+        crate::input::read(path, MAX_STATE_BYTES, " (256 MiB, the state size limit)")
+            .map_err(|e| StateError::one(&name, "", format!("cannot read state file: {e}")))?
     };
     let text = std::str::from_utf8(&bytes).map_err(|e| {
         StateError::one(
@@ -167,11 +163,7 @@ pub fn thread_id_in_text(text: &str) -> Option<String> {
 }
 
 pub(crate) fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file".to_string(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-        _ => e.to_string(),
-    }
+    crate::input::io_reason(e)
 }
 
 /// Parse and validate a state document held in memory. `file` names it in errors. A UTF-8

@@ -29,6 +29,11 @@ pub struct DispatchReport {
     pub fork_point: Option<super::lifecycle::ForkPoint>,
     /// What the store recorded.
     pub recorded: Recorded,
+    /// The run's one first-turn prompt, what the app sends first: the handoff's prompt; with
+    /// a merge-back beside a handoff of its own, both in one (the merge-back's, then the
+    /// handoff's, the run's message once at the end); with no handoff, the run's message;
+    /// null when there is none.
+    pub prompt: Option<String>,
 }
 
 /// The run a dispatch recorded.
@@ -54,6 +59,7 @@ impl From<Dispatched> for DispatchReport {
                 provider_thread: d.provider_thread,
                 started: d.started,
             },
+            prompt: d.prompt,
         }
     }
 }

@@ -290,10 +290,11 @@ pub struct DocumentExpect {
 /// Load and validate a test file.
 pub fn load(path: &Path) -> Result<TestFile, TestFileError> {
     let file = crate::state::display_path(path);
-    let text = std::fs::read_to_string(path).map_err(|e| TestFileError::Read {
-        file: file.clone(),
-        message: e.to_string(),
-    })?;
+    let text = crate::input::read_to_string(path, crate::input::MAX_TEXT_BYTES, " (64 MiB)")
+        .map_err(|e| TestFileError::Read {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
     let mut tf = parse_str(&text, &file)?;
     tf.path = path.to_path_buf();
     Ok(tf)

@@ -13,7 +13,10 @@ fn test_files_in(dir: &Path) -> Vec<PathBuf> {
     files_in(dir, &["yaml", "yml"])
         .unwrap_or_default()
         .into_iter()
-        .filter(|f| std::fs::read_to_string(f).is_ok_and(|t| is_test_file(&t)))
+        .filter(|f| {
+            crate::input::read_to_string(f, crate::input::MAX_TEXT_BYTES, "")
+                .is_ok_and(|t| is_test_file(&t))
+        })
         .collect()
 }
 

@@ -108,6 +108,8 @@ export interface Dispatched extends Decision {
   /** Set for a fork's first run that forks natively (`provider_thread.action` is `fork_native`). */
   fork_point: ForkPoint | null;
   recorded: { run: number; provider_thread: string | null; started: boolean };
+  /** The run's one first-turn prompt: what to send as its first message (both handoffs and the message in one when a merge-back rides beside a handoff of its own - docs/store.md#merge-back). */
+  prompt: string | null;
 }
 
 /** A provider thread a rollback changed and what the app must do with it (docs/store.md#rollback). */

@@ -1,5 +1,6 @@
 //! Dispatch: decide, render and record the next run of a stored thread.
 
+use super::rebind::{self, Rebound};
 use super::recheck::{prepare_then_record, Reads, Steps};
 use super::{
     commit, logged_input, next_id, next_run, next_transfer_id, options, pending_merge_back,
@@ -68,6 +69,9 @@ struct Prepared {
     state: State,
     pending_fork: Option<usize>,
     pending_merge: Option<(String, String)>,
+    /// The waiting merge-back made again for this run (it was made for another provider or
+    /// provider thread).
+    rebound: Option<Rebound>,
     outcome: crate::pipeline::Outcome,
     input: serde_json::Value,
 }
@@ -127,13 +131,48 @@ fn prepare(
             .map_err(|e| err(e.into()))?;
     }
     let (decision, facts) = evaluated;
+    // A merge-back waiting for this run but made for another provider or provider thread is
+    // made again for the run; the run is decided with that one waiting.
+    let rebound = match &pending_merge {
+        Some((tid, hid)) => {
+            let run_pt = rebind::run_provider_thread(&decision, || {
+                new_provider_thread_id(&state, &req.target)
+            });
+            rebind::rebind(
+                cx,
+                &path,
+                policy,
+                req,
+                &state,
+                &decision,
+                run_pt.as_deref(),
+                (tid, hid),
+            )?
+        }
+        None => None,
+    };
+    let (decision, facts, context) = match rebound.as_ref().and_then(Rebound::waiting) {
+        Some(waiting) => {
+            drop(facts);
+            let context = DecisionContext {
+                waiting: Some(waiting),
+                ..context
+            };
+            let (d, f) = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
+                .map_err(|e| err(e.into()))?;
+            (d, f, context)
+        }
+        None => (decision, facts, context),
+    };
     let input = logged_input(&state, &req.target, req.dirs(), &context, &path)?;
     let outcome =
         crate::pipeline::finish(policy, &state, decision, &facts, &render).map_err(&err)?;
+    drop(facts);
     Ok(Prepared {
         state,
         pending_fork,
         pending_merge,
+        rebound,
         outcome,
         input,
     })
@@ -195,9 +234,13 @@ fn prepare_windowed(
     if refuse_running(&state, path).is_err() {
         return Ok(None);
     }
-    let Ok(pending_merge) = pending_merge_back(&state, path, next_run(&state)) else {
-        return Ok(None);
-    };
+    // A waiting merge-back may have to be made again for this run (`rebind`), which needs
+    // the whole thread's handoffs: the whole thread decides.
+    match pending_merge_back(&state, path, next_run(&state)) {
+        Ok(None) => {}
+        Ok(Some(_)) | Err(_) => return Ok(None),
+    }
+    let pending_merge = None;
     let context = context(cx, thread, &pending_merge, Some(history))?;
     // Forks are never windowed: this is a plain dispatch.
     state.request = request(req, None);
@@ -226,6 +269,7 @@ fn prepare_windowed(
         state,
         pending_fork: None,
         pending_merge,
+        rebound: None,
         outcome,
         input,
     }))
@@ -245,9 +289,9 @@ fn record(
         mut state,
         pending_fork,
         pending_merge,
+        rebound,
         mut outcome,
         input,
-        ..
     } = prepared;
     fault("dispatch:after_decide");
     let run = outcome.decision.run;
@@ -264,6 +308,7 @@ fn record(
             started: false,
             merge_back: None,
             fork_point: None,
+            prompt: None,
         });
     }
 
@@ -362,6 +407,38 @@ fn record(
         ..NewHandoff::own(&state, &outcome, run, provider_thread.clone())
     };
     let handoff = record_handoff(&cx, &mut outcome, req.handoff_dir.as_ref(), new)?;
+    // A merge-back made again for this run: recorded into the run's provider thread,
+    // superseding the waiting one, its transfer re-linked, its decision logged.
+    let pending_merge = match (pending_merge, rebound) {
+        (Some((tid, _)), Some(mut rb)) => {
+            let new = NewHandoff {
+                thread: thread.to_string(),
+                target_run: Some(run),
+                to_provider_thread: provider_thread.clone(),
+                transfer: Some(tid.clone()),
+                supersedes: Some(rb.old.clone()),
+                covered_thread: Some(rb.fork.clone()),
+                // The fork's provider threads are the fork's, unknown in the parent.
+                from_provider_threads: Vec::new(),
+                summary: Some(rebind::summary(&rb)),
+            };
+            let old = rb.old.clone();
+            match record_handoff(&cx, &mut rb.outcome, req.handoff_dir.as_ref(), new)? {
+                Some(rec) => {
+                    cx.supersede_handoff(thread, &old, false)?;
+                    cx.exec(
+                        "linking the merge-back to its new handoff",
+                        "UPDATE transfers SET handoff = ?3 WHERE thread = ?1 AND id = ?2",
+                        params![thread, tid, rec.id],
+                    )?;
+                    cx.log_decision(thread, "merge_back", &rb.outcome.decision, rb.input)?;
+                    Some((tid, rec.id))
+                }
+                None => Some((tid, old)),
+            }
+        }
+        (pending, _) => pending,
+    };
     // A fork's merge-back waiting for this run: the run takes it, as its handoff when it
     // makes none of its own, else alongside its own.
     let merge_back = match &pending_merge {
@@ -387,6 +464,11 @@ fn record(
         }
         (h, m) => (h, m),
     };
+    let prompt = rebind::one_prompt(
+        handoff.as_ref(),
+        merge_back.as_ref(),
+        req.message.as_deref(),
+    );
     cx.insert_run(
         thread,
         &Run {
@@ -418,6 +500,7 @@ fn record(
         started: true,
         merge_back,
         fork_point,
+        prompt,
     })
 }
 

@@ -14,7 +14,7 @@ use crate::store::{Store, StoreError};
 
 /// A merge-back's `summary`: the fork and its runs, then the text of every entry the policy
 /// selected, in document order.
-fn merge_back_summary(child: &str, outcome: &Outcome) -> String {
+pub(super) fn merge_back_summary(child: &str, outcome: &Outcome) -> String {
     let runs = outcome
         .decision
         .covered_runs
@@ -84,6 +84,25 @@ pub fn merge_back_with_writer<G>(
         |cx, path, reads| prepare(cx, path, policy, child, opts, reads),
         |tx, path, busy, prepared| record(tx, path, busy, child, opts, prepared),
     )
+}
+
+/// The fork as `target`, the parent's provider, sees it: none of the fork's provider threads
+/// are the parent's, so the whole delta since the fork point is handed over.
+pub(super) fn fork_view(fork: &State, target: &str, message: Option<String>) -> State {
+    let mut view = fork.clone();
+    for p in &mut view.provider_threads {
+        p.status = ProviderThreadStatus::Closed;
+    }
+    view.request = Request {
+        provider: target.to_string(),
+        model: None,
+        runtime_mode: None,
+        clean_context: false,
+        message,
+        kind: RequestKind::MergeBack,
+        fork_anchor: None,
+    };
+    view
 }
 
 /// A decided, rendered merge-back, not yet recorded.
@@ -166,21 +185,7 @@ fn prepare(
         .map(|r| r.provider.clone())
         .unwrap_or_else(|| parent.request.provider.clone());
     let parent_pt = crate::facts::find_target_thread(&parent, &target).map(|p| p.id.clone());
-    // Decide on the fork as the parent's provider sees it: none of the fork's provider
-    // threads are the parent's, so the whole delta since the fork point is handed over.
-    let mut view = state.clone();
-    for p in &mut view.provider_threads {
-        p.status = ProviderThreadStatus::Closed;
-    }
-    view.request = Request {
-        provider: target.clone(),
-        model: None,
-        runtime_mode: None,
-        clean_context: false,
-        message: opts.message.clone(),
-        kind: RequestKind::MergeBack,
-        fork_anchor: None,
-    };
+    let view = fork_view(&state, &target, opts.message.clone());
     // The handoff is the parent's: its id, its next run, its document directory, and the
     // provider thread that run would resume. The evaluation numbers and names it so.
     let hid = crate::eval::next_handoff_id(&parent);
@@ -190,6 +195,8 @@ fn prepare(
             run,
             handoff_id: hid.clone(),
             provider_thread: parent_pt.clone(),
+            // The run that takes it binds it (see `rebind`).
+            bound_by_run: true,
         }),
         waiting: None,
         history: None,
@@ -267,6 +274,7 @@ fn record(
     )?;
     cx.log_decision(&parent_id, "merge_back", &outcome.decision, input)?;
     commit(tx, path, busy, "committing the merge-back")?;
+    let prompt = record.as_ref().map(|h| h.inline.clone());
     Ok(Dispatched {
         decision: outcome.decision,
         run,
@@ -275,5 +283,6 @@ fn record(
         started: false,
         merge_back: None,
         fork_point: None,
+        prompt,
     })
 }

@@ -6,6 +6,7 @@ mod complete;
 mod dispatch;
 mod fork;
 mod merge_back;
+mod rebind;
 mod recheck;
 mod regenerate;
 mod rollback;
@@ -122,6 +123,12 @@ pub struct Dispatched {
     /// For a fork's first run that forks natively (`provider_thread.action` `fork_native`):
     /// where the app calls the provider's fork API. Null otherwise.
     pub fork_point: Option<ForkPoint>,
+    /// The run's one first-turn prompt, what the app sends as the run's first message: the
+    /// handoff's prompt; with a merge-back beside a handoff of its own, the merge-back's
+    /// prompt then the handoff's, the run's message once at the end; with no handoff, the
+    /// run's message (none when there is none). For `merge_back` and `regenerate`, the
+    /// handoff's prompt.
+    pub prompt: Option<String>,
 }
 
 /// Where a native fork forks the parent's provider thread.

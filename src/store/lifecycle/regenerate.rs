@@ -209,6 +209,7 @@ fn record(
         }
     }
     commit(tx, path, busy, "committing the regeneration")?;
+    let prompt = record.as_ref().map(|h| h.inline.clone());
     Ok(Dispatched {
         decision: outcome.decision,
         run: t,
@@ -217,5 +218,6 @@ fn record(
         started: false,
         merge_back: None,
         fork_point: None,
+        prompt,
     })
 }
