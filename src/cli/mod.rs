@@ -13,10 +13,12 @@ mod out;
 mod commands;
 mod dbcheck;
 mod delivery;
+mod handoff_start;
 mod import;
 #[cfg(feature = "lsp")]
 mod lsp;
 mod quality;
+mod quality_sessions;
 mod reference;
 mod replay;
 mod report;

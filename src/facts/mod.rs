@@ -122,7 +122,7 @@ facts! {
     TargetThreadFirstRun => "target.thread.first_run", Type::Int, true, Thread, "Ordinal of the first run on the target provider thread, whatever its status (null when there is no thread or no run used it); `request.run - target.thread.first_run` is the thread's age in runs.";
     TargetLastSeen => "target.last_seen", Type::Int, false, Eligibility, "Highest run the target thread covers, natively or through a live handoff (0 when none).";
     TargetRunsSinceLastSeen => "target.runs_since_last_seen", Type::Int, false, Eligibility, "Eligible runs after `target.last_seen`.";
-    TargetOffProviderRuns => "target.off_provider_runs", Type::Int, false, Eligibility, "Eligible runs on other providers since the target thread's last native run.";
+    TargetOffProviderRuns => "target.off_provider_runs", Type::Int, false, Eligibility, "Eligible runs on other providers since the target thread's last native run (0 when the target has no thread).";
     TargetNativeRuns => "target.native_runs", Type::Int, false, Eligibility, "Eligible runs the target thread ran itself.";
     TargetChainedHandoffs => "target.chained_handoffs", Type::Int, false, Eligibility, "Live handoffs into the target thread since its last native run that took no handoff (the delta chain).";
     TargetCapsResume => "target.caps.resume", Type::Bool, false, Thread, "The target provider can resume a thread.";

@@ -195,6 +195,81 @@ impl Builder {
         }
     }
 
+    /// The user interrupted the current run (`how`: the log's own words): the run is
+    /// `interrupted`, and an `error` item says so, with what the run had finished since its
+    /// last answer (the results of its completed tool calls and commands), so that work done
+    /// before the interruption (web research, a passing check) reaches the next agent.
+    pub fn interrupted_by_user(&mut self, how: &str) {
+        if self.runs.is_empty() {
+            return;
+        }
+        self.interrupted();
+        let finished = self.finished_since_answer();
+        let mut text = format!("The user interrupted run {} before it finished ({how}).", self.runs.len());
+        if !finished.is_empty() {
+            text.push_str(" What it had finished by then:\n");
+            text.push_str(&finished);
+        }
+        self.error(&text);
+    }
+
+    /// The completed tool calls and commands of the current run after its last assistant
+    /// text, each with the head of its output.
+    fn finished_since_answer(&self) -> String {
+        const EACH: usize = 3000;
+        const TOTAL: usize = 12_000;
+        let Some(run) = self.runs.last() else {
+            return String::new();
+        };
+        let from = run.last_text.map_or(0, |i| i.saturating_add(1));
+        let mut out = String::new();
+        for item in run.items.iter().skip(from) {
+            let (head, output) = match item {
+                Item::ToolCall {
+                    tool,
+                    input,
+                    status: Some(ToolStatus::Completed),
+                    output,
+                    ..
+                } => (
+                    format!("{tool} {}", one_line(input.as_deref().unwrap_or(""), 200)),
+                    output.as_deref().unwrap_or(""),
+                ),
+                Item::Command {
+                    command,
+                    exit_code: Some(code),
+                    output,
+                    ..
+                } => (
+                    format!("ran {} (exit {code})", one_line(command, 200)),
+                    output.as_deref().unwrap_or(""),
+                ),
+                _ => continue,
+            };
+            if out.chars().count() > TOTAL {
+                out.push_str("- (more results not shown)\n");
+                break;
+            }
+            out.push_str(&format!("- {}", head.trim()));
+            let output = output.trim();
+            if !output.is_empty() {
+                let kept: String = output.chars().take(EACH).collect();
+                out.push_str(":\n");
+                for l in kept.lines() {
+                    out.push_str("  ");
+                    out.push_str(l);
+                    out.push('\n');
+                }
+                if kept.len() < output.len() {
+                    out.push_str("  [...]\n");
+                }
+            } else {
+                out.push('\n');
+            }
+        }
+        out
+    }
+
     /// The compaction summary the tool carried over from an earlier context.
     pub fn compact_summary(&mut self, text: &str) {
         let through = u32::try_from(self.runs.len()).unwrap_or(u32::MAX);
@@ -235,6 +310,11 @@ impl Builder {
         if !id.is_empty() {
             self.pending.insert(id.to_string(), (r, i, pending));
         }
+    }
+
+    /// Whether call `id` waits for its result.
+    pub fn is_waiting(&self, id: &str) -> bool {
+        self.pending.contains_key(id)
     }
 
     /// The tool says whether the waiting edit `id` created or changed its file.
@@ -562,14 +642,47 @@ pub(crate) fn elide(text: &str, max: usize) -> Option<String> {
     ))
 }
 
-/// The first line of `text`, at most `max` characters.
+/// The first line of `text`, at most `max` characters, cut at a word boundary (` ...` says
+/// that something follows).
 pub(crate) fn one_line(text: &str, max: usize) -> String {
     let line = text.trim().lines().next().unwrap_or("");
-    let mut out: String = line.chars().take(max).collect();
-    if line.chars().count() > max || text.trim().lines().nth(1).is_some() {
+    let mut out = cut_words(line, max);
+    if out.len() < line.len() || text.trim().lines().nth(1).is_some() {
         out.push_str(" ...");
     }
     out
+}
+
+/// `text` on one line (whitespace runs as one space), at most `max` characters, cut at a
+/// word boundary with `...` when longer.
+pub(crate) fn gist(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let out = cut_words(&flat, max);
+    if out.len() < flat.len() {
+        format!("{out} ...")
+    } else {
+        out
+    }
+}
+
+/// The longest head of `line` of at most `max` characters that ends at a word boundary (in
+/// the last half of the room; else at `max` characters).
+fn cut_words(line: &str, max: usize) -> String {
+    if line.chars().count() <= max {
+        return line.to_string();
+    }
+    let end = line.char_indices().nth(max).map_or(line.len(), |(i, _)| i);
+    let head = line.get(..end).unwrap_or(line);
+    let at_space = line.get(end..).is_some_and(|r| r.starts_with(' '));
+    if at_space {
+        return head.trim_end().to_string();
+    }
+    match head.rfind(' ') {
+        Some(i) if head.get(..i).is_some_and(|h| h.chars().count() >= max / 2) => {
+            head.get(..i).unwrap_or(head).trim_end().to_string()
+        }
+        _ => head.to_string(),
+    }
 }
 
 /// Lines of a text, as a diff counts them (a trailing newline ends the last line).
@@ -690,6 +803,14 @@ mod tests {
         assert_eq!((f[0].path.as_str(), f[0].diff_lines), ("a.txt", 2));
         assert_eq!((f[1].path.as_str(), f[1].diff_lines), ("src/b.rs", 2));
         assert_eq!(f[2].change, FileChangeKind::Deleted);
+    }
+
+    #[test]
+    fn cuts_fall_between_words() {
+        assert_eq!(one_line("fix the login redirect loop", 12), "fix the ...");
+        assert_eq!(one_line("fix the", 12), "fix the");
+        assert_eq!(gist("a  bb\ncdefgh ijk", 8), "a bb ...");
+        assert_eq!(one_line("abcdefghijkl", 5), "abcde ...");
     }
 
     #[test]

@@ -11,8 +11,10 @@
 
 pub mod claude;
 pub mod codex;
+mod codex_turns;
 pub mod mapping;
 pub mod sessions;
+mod unified_exec;
 
 use crate::state::State;
 use std::fmt;
@@ -191,6 +193,8 @@ pub struct ImportOptions {
 /// One JSON line of a log, parsed.
 pub(crate) struct Line<'a> {
     pub value: &'a serde_json::Value,
+    /// The 1-based line number, for warnings.
+    pub no: u64,
 }
 
 /// An adapter: fed the log's lines in order, then finished into a state.
@@ -222,8 +226,9 @@ pub fn import_reader<R: Read>(
     let mut sniff = Sniffer::default();
     let mut adapter: Option<Box<dyn Adapter>> = None;
     // Lines read before the format is known are held (parsed) until it is.
-    let mut held: Vec<serde_json::Value> = Vec::new();
+    let mut held: Vec<(u64, serde_json::Value)> = Vec::new();
     let mut no: u64 = 0;
+    let mut clock = Clock::default();
     loop {
         buf.clear();
         let n = reader
@@ -242,15 +247,16 @@ pub fn import_reader<R: Read>(
         let Some(value) = parse_line(&buf, no, complete, file, &mut report) else {
             continue;
         };
+        clock.look(&value, no);
         match adapter.as_mut() {
-            Some(a) => a.feed(Line { value: &value }, &mut report, file),
+            Some(a) => a.feed(Line { value: &value, no }, &mut report, file),
             None => {
                 sniff.look(&value);
-                held.push(value);
+                held.push((no, value));
                 if let Some(a) = sniff.decide(tool) {
                     let mut a = a;
-                    for v in held.drain(..) {
-                        a.feed(Line { value: &v }, &mut report, file);
+                    for (n, v) in held.drain(..) {
+                        a.feed(Line { value: &v, no: n }, &mut report, file);
                     }
                     adapter = Some(a);
                 } else if let Some(recognised) = sniff.wrong_tool(tool) {
@@ -275,13 +281,61 @@ pub fn import_reader<R: Read>(
             }
             // Recognised lines but too few to be sure: take them.
             let mut a = new_adapter(tool);
-            for v in held.drain(..) {
-                a.feed(Line { value: &v }, &mut report, file);
+            for (n, v) in held.drain(..) {
+                a.feed(Line { value: &v, no: n }, &mut report, file);
             }
             a
         }
     };
+    if let Some(w) = clock.warning(file) {
+        report.warnings.push(w);
+    }
     Ok(adapter.finish(&mut report, opts))
+}
+
+/// Entries whose `timestamp` is earlier than the entry before them (clock skew, or lines
+/// appended out of order): they are kept in file order, and one warning says so. Both tools
+/// write UTC timestamps of one shape (`2026-11-28T09:00:11.000Z`), which order as text; two
+/// timestamps of different shapes are not compared.
+#[derive(Default)]
+struct Clock {
+    last: Option<String>,
+    backwards: u64,
+    first: Option<(u64, String, String)>,
+}
+
+impl Clock {
+    fn look(&mut self, v: &serde_json::Value, no: u64) {
+        let Some(ts) = v.get("timestamp").and_then(|t| t.as_str()) else {
+            return;
+        };
+        if !ts.ends_with('Z') {
+            return;
+        }
+        if let Some(prev) = &self.last {
+            if prev.len() == ts.len() && ts < prev.as_str() {
+                self.backwards = self.backwards.saturating_add(1);
+                if self.first.is_none() {
+                    self.first = Some((no, ts.to_string(), prev.clone()));
+                }
+                return;
+            }
+        }
+        self.last = Some(ts.to_string());
+    }
+
+    fn warning(&self, file: &str) -> Option<Warning> {
+        let (line, ts, prev) = self.first.as_ref()?;
+        Some(Warning {
+            file: file.to_string(),
+            line: *line,
+            message: format!(
+                "timestamp {ts} is earlier than {prev} on an earlier line (clock skew); {} entr{} out of time order kept in file order, nothing skipped",
+                self.backwards,
+                if self.backwards == 1 { "y" } else { "ies" }
+            ),
+        })
+    }
 }
 
 fn new_adapter(tool: Tool) -> Box<dyn Adapter> {
@@ -345,13 +399,42 @@ fn parse_line(
                 file: file.to_string(),
                 line: no,
                 message: format!(
-                    "malformed JSON ({} at column {}); line skipped",
+                    "malformed JSON ({} at column {}); line skipped{}",
                     describe_json_error(&e),
-                    e.column()
+                    e.column(),
+                    lost_prompt_note(&text)
                 ),
             });
             None
         }
+    }
+}
+
+/// A note for a skipped line that looks like it carried a user prompt: the prompt is lost, and
+/// the warning says so with its first words.
+fn lost_prompt_note(text: &str) -> String {
+    let prompt_like = text.contains("\"user_message\"")
+        || text.contains("\"role\":\"user\"")
+        || text.contains("\"role\": \"user\"")
+        || (text.contains("\"type\":\"user\"") && !text.contains("tool_result"));
+    if !prompt_like {
+        return String::new();
+    }
+    let start = ["\"message\":\"", "\"message\": \"", "\"text\":\"", "\"text\": \"", "\"content\":\""]
+        .iter()
+        .filter_map(|k| text.find(k).map(|i| i.saturating_add(k.len())))
+        .min();
+    let words: String = start
+        .and_then(|i| text.get(i..))
+        .unwrap_or("")
+        .chars()
+        .take_while(|c| *c != '"')
+        .take(80)
+        .collect();
+    if words.is_empty() {
+        "; it looks like a user prompt, which is lost".to_string()
+    } else {
+        format!("; it looks like a user prompt, which is lost: \"{words}...\"")
     }
 }
 
