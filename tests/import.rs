@@ -84,6 +84,8 @@ fn claude_code_mapping_item_by_item() {
             ("tool_call", "Edit".into()),
             ("tool_call", "Edit".into()),
             ("approval", "Allow Edit: /home/dev/oauth-app/.env.example? (declined)".into()),
+            // The interruption says so, with what the run had finished by then.
+            ("error", "The user interrupted run 1 before it finished ([Request interrupted by user for tool use]). What it had finished by then:\n- ran ls src (exit 0):\n  main.rs\n  router.rs\n- ran cargo test (exit 101):\n  test auth::callback ... FAILED\n".into()),
             ("plan", "".into()),
             ("user_message", "also check the logout route".into()),
             ("assistant_message", "The callback route is in place; the session table migration is written. Tests still fail on the callback.".into()),
@@ -139,7 +141,7 @@ fn claude_code_mapping_item_by_item() {
         }
     ));
     assert!(matches!(real[9], Item::Approval { resolved: true, .. }));
-    match real[10] {
+    match real[11] {
         Item::Plan { steps, .. } => {
             let st: Vec<StepStatus> = steps.iter().map(|s| s.status).collect();
             assert_eq!(
@@ -296,7 +298,9 @@ fn codex_mapping_item_by_item() {
             "command",
             "error",
             "reasoning",
-            "assistant_message"
+            "assistant_message",
+            // `turn_aborted`: the interruption, said.
+            "error"
         ]
     );
     let real: Vec<&Item> = r2.items.iter().filter(|i| i.kind() != "protocol").collect();
@@ -757,9 +761,10 @@ fn handoff_by_session_id_prints_prompt_and_command() {
         "{out}"
     );
     assert!(out.contains("Finish the rate limiter."));
+    // An interactive session that opens with the prompt, by default.
     assert!(
         out.ends_with(&format!(
-            "start codex with:\n  codex exec --cd /home/dev/oauth-app - < {}\n",
+            "start codex with:\n  codex --cd /home/dev/oauth-app \"$(cat {})\"\n",
             doc_dir.join("inline.md").display()
         )),
         "{out}"
@@ -794,11 +799,15 @@ fn handoff_to_claude_with_out_and_explain() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.starts_with("run 3 on claude: full_new"), "{out}");
+    // The whole set: the prompt, the document, its provenance and the start command.
     let prompt = out_dir.join("prompt.md");
-    assert!(out.contains(&format!(
-        "wrote the first-turn prompt to {}",
-        prompt.display()
-    )));
+    assert!(
+        out.contains(&format!(
+            "wrote the handoff to {} (prompt.md, handoff.json, start.sh, handoff.md)",
+            out_dir.display()
+        )),
+        "{out}"
+    );
     let doc = h
         .path()
         .join("docs")
@@ -806,14 +815,73 @@ fn handoff_to_claude_with_out_and_explain() {
         .unwrap()
         .join(CODEX_ID)
         .join("H1/handoff.md");
-    assert!(out.ends_with(&format!(
-        "start claude with:\n  cd /home/dev/oauth-app && claude -p --allowedTools 'Read(/{})' < {}\n",
+    let start = format!(
+        "cd /home/dev/oauth-app && claude --allowedTools 'Read(/{})' \"$(cat {})\"",
         doc.display(),
         prompt.display()
-    )), "{out}");
-    assert!(std::fs::read_to_string(&prompt)
+    );
+    assert!(
+        out.ends_with(&format!("start claude with:\n  {start}\n")),
+        "{out}"
+    );
+    let prompt_text = std::fs::read_to_string(&prompt).unwrap();
+    assert!(prompt_text.contains(&doc.display().to_string()));
+    // No --message: the task is derived from the session's last request.
+    assert!(
+        prompt_text.contains(
+            "Continue this session's work. The user's last request in it was: \"Review the OAuth flow for CSRF issues."
+        ),
+        "{prompt_text}"
+    );
+    assert!(
+        stderr(&o).contains("note: no --message given"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("handoff.md")).unwrap(),
+        std::fs::read_to_string(&doc).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("start.sh")).unwrap(),
+        format!("#!/bin/sh\n{start}\n")
+    );
+    assert!(std::fs::read_to_string(out_dir.join("handoff.json"))
         .unwrap()
-        .contains(&doc.display().to_string()));
+        .contains("\"handoff\": \"H1\""));
+
+    // A second handoff of the same session gets its own id; `--headless` prints the one-turn
+    // form.
+    let o = in_home(
+        h.path(),
+        &[
+            "handoff",
+            "--from",
+            CODEX_ID,
+            "--to",
+            "claude",
+            "--headless",
+            "--message",
+            "Fix the CSRF check.",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let doc2 = doc
+        .parent()
+        .unwrap()
+        .with_file_name("H2")
+        .join("handoff.md");
+    assert!(doc2.exists(), "{out}");
+    assert!(
+        out.ends_with(&format!(
+            "start claude with:\n  cd /home/dev/oauth-app && claude -p --allowedTools 'Read(/{})' < {}\n",
+            doc2.display(),
+            doc2.with_file_name("inline.md").display()
+        )),
+        "{out}"
+    );
+    assert!(doc.exists(), "the first handoff's document is kept");
 }
 
 #[test]

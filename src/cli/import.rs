@@ -389,12 +389,7 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
         );
         outln!(
             "  {}",
-            resume_command(
-                tool,
-                &imported.session_id,
-                cwd,
-                imported.state.request.message.as_deref()
-            )
+            resume_command(tool, &imported.session_id, cwd, a.message.as_deref())
         );
         return OK;
     }

@@ -29,11 +29,23 @@ impl Twins {
     /// dropped); otherwise it is remembered and must be kept.
     pub(crate) fn is_echo(&mut self, text: &str, form: Form) -> bool {
         let key = normalise(text);
-        if let Some(at) = self
+        // The same text; else one form holding the other and more (an `[image]` line, bytes
+        // one form replaced), when the shorter is long enough to be no coincidence.
+        let exact = self
             .unpaired
             .iter()
-            .position(|(t, f)| *f != form && *t == key)
-        {
+            .position(|(t, f)| *f != form && *t == key);
+        let near = || {
+            self.unpaired.iter().position(|(t, f)| {
+                let (short, long) = if t.len() < key.len() {
+                    (t.as_str(), key.as_str())
+                } else {
+                    (key.as_str(), t.as_str())
+                };
+                *f != form && short.chars().count() >= MIN_NEAR_CHARS && long.starts_with(short)
+            })
+        };
+        if let Some(at) = exact.or_else(near) {
             self.unpaired.remove(at);
             return true;
         }
@@ -41,6 +53,9 @@ impl Twins {
         false
     }
 }
+
+/// The shortest text paired with a longer one that starts with it.
+const MIN_NEAR_CHARS: usize = 20;
 
 /// Whitespace runs as one space, trimmed: the two forms differ in trailing newlines.
 fn normalise(text: &str) -> String {
@@ -102,6 +117,9 @@ mod tests {
         // The same words twice in one form are two messages.
         assert!(!t.is_echo("continue", Form::Event));
         assert!(!t.is_echo("continue", Form::Event));
+        // One form with more in it (an image, replaced bytes).
+        assert!(!t.is_echo("Review the OAuth flow for CSRF issues. caf\u{fffd}", Form::Item));
+        assert!(t.is_echo("Review the OAuth flow for CSRF issues.", Form::Event));
     }
 
     #[test]
