@@ -475,7 +475,9 @@ fn thread_text_cannot_break_the_document() {
     let headings: Vec<&str> = doc
         .lines()
         .filter(|l| {
-            if l.trim_start().starts_with("````") {
+            // A fence may open a list item (`- ````markdown`).
+            let t = l.trim_start();
+            if t.strip_prefix("- ").unwrap_or(t).starts_with("````") {
                 in_fence = !in_fence;
             }
             !in_fence && l.trim_start().starts_with('#')
@@ -501,7 +503,7 @@ fn thread_text_cannot_break_the_document() {
     }
     // The message's own markdown is quoted whole in a longer fence, not backslash-escaped.
     assert!(
-        doc.contains("````markdown\n  Do this:\n  # Not a heading\n  ```\n  ---\n"),
+        doc.contains("- ````markdown\n  Do this:\n  # Not a heading\n  ```\n  ---\n"),
         "{doc}"
     );
     assert!(!doc.contains("\\#") && !doc.contains("\\```"), "{doc}");

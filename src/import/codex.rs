@@ -59,6 +59,16 @@ const PROTOCOL_EVENTS: &[&str] = &[
     "undo_started",
     "undo_completed",
     "warning",
+    "thread_goal_updated",
+    "thread_settings_applied",
+    "thread_name_updated",
+    "image_generation_end",
+    "sub_agent_activity",
+    "realtime_conversation_closed",
+    "item_started",
+    "deprecation_notice",
+    "request_user_input",
+    "elicitation_request",
 ];
 
 /// Whether a JSON line looks like a Codex rollout line.
@@ -127,6 +137,31 @@ impl CodexAdapter {
         match self.turns.place_prompt() {
             PromptPlace::NewRun => self.b.user_prompt(text),
             PromptPlace::SameRun => self.b.user_message_mid_run(text),
+        }
+    }
+
+    /// An `item_completed` event's turn item (paginated rollouts write messages this way).
+    fn completed_item(&mut self, item: &Value, report: &mut ImportReport) {
+        let ty = str_field(item, "type").unwrap_or("");
+        let text = || {
+            item.get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| match str_field(c, "type") {
+                    Some("image" | "local_image") => Some("[image]".to_string()),
+                    _ => str_field(c, "text").map(str::to_string),
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        match ty {
+            "UserMessage" => self.prompt(&text(), Form::Completed, report),
+            "AgentMessage" => self.answer(&text(), Form::Completed, report),
+            "Reasoning" => report.echoes = report.echoes.saturating_add(1),
+            other => self
+                .b
+                .protocol(&format!("codex/event_msg: item_completed {other}")),
         }
     }
 
@@ -305,7 +340,15 @@ impl CodexAdapter {
                 };
                 self.b.result(&id, outcome);
             }
-            "ghost_snapshot" | "compaction" | "compaction_summary" => {
+            "ghost_snapshot"
+            | "compaction"
+            | "compaction_summary"
+            | "compaction_trigger"
+            | "context_compaction"
+            | "tool_search_call"
+            | "tool_search_output"
+            | "additional_tools"
+            | "image_generation_call" => {
                 self.b.protocol(&format!("codex/response_item: {ty}"))
             }
             other => {
@@ -394,6 +437,13 @@ impl CodexAdapter {
                 let text = str_field(p, "message").unwrap_or("");
                 self.answer(text, Form::Event, report);
             }
+            "thread_rolled_back" => {
+                let n = p.get("num_turns").and_then(Value::as_u64).unwrap_or(0);
+                self.b.roll_back(usize::try_from(n).unwrap_or(usize::MAX));
+                self.b
+                    .protocol(&format!("codex/event_msg: thread_rolled_back {n} turns"));
+            }
+            "item_completed" => self.completed_item(p.get("item").unwrap_or(&Value::Null), report),
             t if ECHO_EVENTS.contains(&t) => report.echoes = report.echoes.saturating_add(1),
             "task_started" | "turn_started" => {
                 self.turns.started();

@@ -2,8 +2,9 @@
 //!
 //! A Codex rollout writes a user prompt (and an answer) as a `response_item` `message` and as
 //! an `event_msg` (`user_message`, `agent_message`); recent builds (Codex Desktop, the IDE
-//! extension, `cli_version` 0.128) write the prompt only as the event. [`Twins`] keeps a
-//! message whichever form carries it and drops the second form when both do. [`Turns`] follows
+//! extension, `cli_version` 0.128) write the prompt only as the event, and paginated rollouts
+//! as an `item_completed` event. [`Twins`] keeps a message whichever form carries it and drops
+//! the other forms when several do. [`Turns`] follows
 //! the log's own turn markers (`task_started` / `turn_started` opens a turn, `task_complete` /
 //! `turn_complete` / `turn_aborted` closes it): the first prompt of a turn starts a run, a
 //! later one (the user steering the running turn) is a message of that run. A log without
@@ -13,15 +14,23 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Form {
     /// A `response_item` `message`.
-    Item,
+    Item = 1,
     /// An `event_msg` (`user_message`, `agent_message`).
-    Event,
+    Event = 2,
+    /// An `event_msg` `item_completed` (`UserMessage`, `AgentMessage`: paginated rollouts).
+    Completed = 4,
 }
 
-/// Messages seen in one form and not yet in the other, to recognise the second form.
+impl Form {
+    fn bit(self) -> u8 {
+        self as u8
+    }
+}
+
+/// Messages kept, with the forms each was seen in, to recognise its other forms.
 #[derive(Debug, Default)]
 pub(crate) struct Twins {
-    unpaired: Vec<(String, Form)>,
+    seen: Vec<(String, u8)>,
 }
 
 impl Twins {
@@ -31,25 +40,28 @@ impl Twins {
         let key = normalise(text);
         // The same text; else one form holding the other and more (an `[image]` line, bytes
         // one form replaced), when the shorter is long enough to be no coincidence.
+        let bit = form.bit();
         let exact = self
-            .unpaired
+            .seen
             .iter()
-            .position(|(t, f)| *f != form && *t == key);
+            .position(|(t, f)| f & bit == 0 && *t == key);
         let near = || {
-            self.unpaired.iter().position(|(t, f)| {
+            self.seen.iter().position(|(t, f)| {
                 let (short, long) = if t.len() < key.len() {
                     (t.as_str(), key.as_str())
                 } else {
                     (key.as_str(), t.as_str())
                 };
-                *f != form && short.chars().count() >= MIN_NEAR_CHARS && long.starts_with(short)
+                f & bit == 0 && short.chars().count() >= MIN_NEAR_CHARS && long.starts_with(short)
             })
         };
         if let Some(at) = exact.or_else(near) {
-            self.unpaired.remove(at);
+            if let Some((_, f)) = self.seen.get_mut(at) {
+                *f |= bit;
+            }
             return true;
         }
-        self.unpaired.push((key, form));
+        self.seen.push((key, bit));
         false
     }
 }
@@ -120,6 +132,10 @@ mod tests {
         // One form with more in it (an image, replaced bytes).
         assert!(!t.is_echo("Review the OAuth flow for CSRF issues. caf\u{fffd}", Form::Item));
         assert!(t.is_echo("Review the OAuth flow for CSRF issues.", Form::Event));
+        // Three forms of one answer are one answer.
+        assert!(!t.is_echo("done", Form::Completed));
+        assert!(t.is_echo("done", Form::Event));
+        assert!(t.is_echo("done", Form::Item));
     }
 
     #[test]

@@ -195,6 +195,15 @@ impl Builder {
         }
     }
 
+    /// The user rolled back the last `n` runs (Codex's `thread_rolled_back`): they are
+    /// `rolled_back`, never handed over.
+    pub fn roll_back(&mut self, n: usize) {
+        let keep = self.runs.len().saturating_sub(n);
+        for r in self.runs.iter_mut().skip(keep) {
+            r.status = RunStatus::RolledBack;
+        }
+    }
+
     /// The user interrupted the current run (`how`: the log's own words): the run is
     /// `interrupted`, and an `error` item says so, with what the run had finished since its
     /// last answer (the results of its completed tool calls and commands), so that work done

@@ -293,35 +293,46 @@ pub fn import_reader<R: Read>(
     Ok(adapter.finish(&mut report, opts))
 }
 
-/// Entries whose `timestamp` is earlier than the entry before them (clock skew, or lines
-/// appended out of order): they are kept in file order, and one warning says so. Both tools
-/// write UTC timestamps of one shape (`2026-11-28T09:00:11.000Z`), which order as text; two
-/// timestamps of different shapes are not compared.
+/// Entries whose `timestamp` is more than [`SKEW_TOLERANCE_SECS`] earlier than an entry
+/// before them (clock skew, or lines appended out of order): they are kept in file order, and
+/// one warning says so. Smaller steps back are normal (Claude Code stamps a streamed message
+/// when it starts and writes it when it ends). Entries that carry a time of their own
+/// (`queue-operation`, `file-history-snapshot`) are not compared.
 #[derive(Default)]
 struct Clock {
-    last: Option<String>,
+    /// The latest time seen: seconds since 1970, and the text.
+    last: Option<(i64, String)>,
     backwards: u64,
     first: Option<(u64, String, String)>,
 }
 
+/// How far back a timestamp may step without a warning.
+const SKEW_TOLERANCE_SECS: i64 = 60;
+
 impl Clock {
     fn look(&mut self, v: &serde_json::Value, no: u64) {
+        let ty = v.get("type").and_then(|t| t.as_str()).unwrap_or("");
+        if matches!(ty, "queue-operation" | "file-history-snapshot") {
+            return;
+        }
         let Some(ts) = v.get("timestamp").and_then(|t| t.as_str()) else {
             return;
         };
-        if !ts.ends_with('Z') {
+        let Some(t) = epoch_seconds(ts) else {
             return;
-        }
-        if let Some(prev) = &self.last {
-            if prev.len() == ts.len() && ts < prev.as_str() {
-                self.backwards = self.backwards.saturating_add(1);
-                if self.first.is_none() {
-                    self.first = Some((no, ts.to_string(), prev.clone()));
+        };
+        if let Some((prev, prev_text)) = &self.last {
+            if t < *prev {
+                if prev.saturating_sub(t) > SKEW_TOLERANCE_SECS {
+                    self.backwards = self.backwards.saturating_add(1);
+                    if self.first.is_none() {
+                        self.first = Some((no, ts.to_string(), prev_text.clone()));
+                    }
                 }
                 return;
             }
         }
-        self.last = Some(ts.to_string());
+        self.last = Some((t, ts.to_string()));
     }
 
     fn warning(&self, file: &str) -> Option<Warning> {
@@ -330,7 +341,7 @@ impl Clock {
             file: file.to_string(),
             line: *line,
             message: format!(
-                "timestamp {ts} is earlier than {prev} on an earlier line (clock skew); {} entr{} out of time order kept in file order, nothing skipped",
+                "timestamp {ts} is earlier than {prev} on an earlier line (clock skew); {} entr{} more than a minute out of time order kept in file order, nothing skipped",
                 self.backwards,
                 if self.backwards == 1 { "y" } else { "ies" }
             ),
@@ -410,6 +421,42 @@ fn parse_line(
     }
 }
 
+/// Seconds since 1970 of a UTC timestamp `YYYY-MM-DDTHH:MM:SS[.fff]Z` (what both tools
+/// write); `None` for anything else.
+fn epoch_seconds(ts: &str) -> Option<i64> {
+    let ts = ts.strip_suffix('Z')?;
+    let (date, time) = ts.split_once('T')?;
+    let mut d = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let time = time.split('.').next()?;
+    let mut t = time.splitn(3, ':').map(|p| p.parse::<i64>().ok());
+    let (h, min, s) = (t.next()??, t.next()??, t.next()??);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || !(0..=9999).contains(&y) {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm), every step checked.
+    let y = if m <= 2 { y.checked_sub(1)? } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.checked_sub(era.checked_mul(400)?)?;
+    let mp = m.checked_add(9)?.rem_euclid(12);
+    let doy = mp
+        .checked_mul(153)?
+        .checked_add(2)?
+        .checked_div(5)?
+        .checked_add(day)?
+        .checked_sub(1)?;
+    let doe = yoe
+        .checked_mul(365)?
+        .checked_add(yoe.checked_div(4)?)?
+        .checked_sub(yoe.checked_div(100)?)?
+        .checked_add(doy)?;
+    let days = era.checked_mul(146_097)?.checked_add(doe)?.checked_sub(719_468)?;
+    days.checked_mul(86_400)?
+        .checked_add(h.checked_mul(3600)?)?
+        .checked_add(min.checked_mul(60)?)?
+        .checked_add(s)
+}
+
 /// A note for a skipped line that looks like it carried a user prompt: the prompt is lost, and
 /// the warning says so with its first words.
 fn lost_prompt_note(text: &str) -> String {
@@ -456,6 +503,18 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
         .rposition(|c| !c.is_ascii_whitespace())
         .map_or(start, |i| i.saturating_add(1));
     b.get(start..end).unwrap_or(&[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(epoch_seconds("1970-01-01T00:00:00.000Z"), Some(0));
+        assert_eq!(epoch_seconds("2026-11-30T10:23:00.000Z"), Some(1_796_034_180));
+        assert_eq!(epoch_seconds("2026-11-30 10:23"), None);
+    }
 }
 
 /// Recognises which tool (and which generation of its format) wrote a log from its first

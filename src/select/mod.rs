@@ -896,15 +896,25 @@ fn compact_note(state: &State, through: u32) -> String {
             if last > 1 { "are" } else { "is" }
         );
     }
+    if through >= last {
+        return format!(
+            "(Written when the context was compacted in run {last}, the last run: what the run did after that point is listed below and is newer.)"
+        );
+    }
     let later = runs(through.saturating_add(1), last);
-    let after = if later.is_empty() {
-        format!("the rest of run {through}")
-    } else {
-        format!("the rest of run {through} and {later}")
-    };
     format!(
-        "(Written when the context was compacted in run {through}: it covers the conversation up to that point. What came after it ({after}) is listed below and is newer: where they differ, trust the later work.)"
+        "(Written when the context was compacted; it covers the conversation through run {through}. {} came after it and {} listed below: where they differ, trust the later work.)",
+        capitalise(&later),
+        if later.starts_with("runs") { "are" } else { "is" }
     )
+}
+
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
 }
 
 fn file_name(path: &str) -> &str {
