@@ -345,12 +345,27 @@ impl Builder {
             (Pending::Silent, _) => return true,
             (Pending::Command { command, .. }, Outcome::Ok { output, exit_code })
             | (Pending::Command { command, .. }, Outcome::Failed { output, exit_code }) => {
-                vec![Item::Command {
+                // A passing `rm` deletes files: each is a `file_change` `deleted`, so that a
+                // file created and removed again is not handed over as changed.
+                let deleted = if exit_code == Some(0) {
+                    removed_paths(&command)
+                } else {
+                    Vec::new()
+                };
+                let mut v = vec![Item::Command {
                     id: None,
                     command,
                     exit_code,
                     output: Some(self.cap(&output, MAX_OUTPUT_CHARS)),
-                }]
+                }];
+                v.extend(deleted.into_iter().map(|p| Item::FileChange {
+                    id: None,
+                    path: self.absolute(&p),
+                    change: Some(FileChangeKind::Deleted),
+                    diff_lines: Some(0),
+                    diff: None,
+                }));
+                v
             }
             (Pending::Edit { changes, .. }, Outcome::Ok { .. }) => changes
                 .into_iter()
@@ -470,6 +485,19 @@ impl Builder {
             if *pr == r && *pi >= at {
                 *pi = pi.saturating_add(n);
             }
+        }
+    }
+
+    /// A path a command names, as the tool names the files it edits: Claude Code's edits carry
+    /// absolute paths, so a relative path is joined to the working directory; Codex's patches
+    /// name paths relative to it, so they stay relative.
+    fn absolute(&self, path: &str) -> String {
+        match (&self.cwd, self.tool) {
+            (Some(cwd), Tool::ClaudeCode) if !path.starts_with('/') => {
+                let rel = path.strip_prefix("./").unwrap_or(path);
+                format!("{}/{rel}", cwd.trim_end_matches('/'))
+            }
+            _ => path.to_string(),
         }
     }
 
@@ -694,6 +722,31 @@ fn cut_words(line: &str, max: usize) -> String {
     }
 }
 
+/// The files a plain `rm` (or `git rm`) command line removes: `rm [-flags] PATH...`, each part
+/// of a `&&` / `;` chain read alone. Nothing when the line has quotes, globs, variables,
+/// substitutions, redirections or pipes, or changes directory: the paths could not be read
+/// for certain.
+pub(crate) fn removed_paths(command: &str) -> Vec<String> {
+    if command.contains(|c: char| "'\"*?$`{}<>|()\\".contains(c)) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for part in command.split("&&").flat_map(|p| p.split(';')) {
+        let words: Vec<&str> = part.split_whitespace().collect();
+        let args = match words.as_slice() {
+            ["cd", ..] | ["pushd", ..] => return Vec::new(),
+            ["rm", rest @ ..] | ["git", "rm", rest @ ..] => rest,
+            _ => continue,
+        };
+        out.extend(
+            args.iter()
+                .filter(|a| !a.starts_with('-'))
+                .map(|a| a.to_string()),
+        );
+    }
+    out
+}
+
 /// Lines of a text, as a diff counts them (a trailing newline ends the last line).
 pub(crate) fn count_lines(text: &str) -> i64 {
     if text.is_empty() {
@@ -812,6 +865,16 @@ mod tests {
         assert_eq!((f[0].path.as_str(), f[0].diff_lines), ("a.txt", 2));
         assert_eq!((f[1].path.as_str(), f[1].diff_lines), ("src/b.rs", 2));
         assert_eq!(f[2].change, FileChangeKind::Deleted);
+    }
+
+    #[test]
+    fn removed_files() {
+        assert_eq!(removed_paths("rm scratch/repro.ts"), ["scratch/repro.ts"]);
+        assert_eq!(removed_paths("rm -f a.txt b.txt && ls"), ["a.txt", "b.txt"]);
+        assert_eq!(removed_paths("git rm -q old.rs"), ["old.rs"]);
+        assert!(removed_paths("rm *.tmp").is_empty());
+        assert!(removed_paths("cd x && rm a").is_empty());
+        assert!(removed_paths("echo rm a").is_empty());
     }
 
     #[test]
