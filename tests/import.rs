@@ -1236,3 +1236,41 @@ fn quality_sessions_gate() {
         "{out}"
     );
 }
+
+/// A provider that never had a thread in the session has nothing to go stale: a long Claude
+/// Code session handed to Codex reports no `too_many_off_provider_runs`.
+#[test]
+fn no_staleness_for_a_provider_without_a_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("long.jsonl");
+    let mut lines = Vec::new();
+    for n in 0..14 {
+        lines.push(claude_line(
+            "user",
+            serde_json::json!(format!("step {n}: do it")),
+        ));
+        lines.push(claude_line(
+            "assistant",
+            serde_json::json!([{"type": "text", "text": format!("done {n}")}]),
+        ));
+    }
+    write_lines(&p, &lines);
+    let opts = ImportOptions {
+        request_provider: Some("codex".into()),
+        request_message: Some("Go on.".into()),
+    };
+    let im = import::import_file(Tool::ClaudeCode, &p, &opts).unwrap();
+    assert_eq!(im.state.runs.len(), 14);
+    let policy = baton::policy::load("default").unwrap();
+    let d = baton::pipeline::decide(
+        &policy,
+        &im.state,
+        &baton::EvalOptions {
+            target: None,
+            document_root: Some(PathBuf::from(common::DOC_ROOT)),
+        },
+    )
+    .unwrap();
+    assert!(d.stale.is_empty(), "{:?}", d.stale);
+    assert_eq!(d.strategy.as_str(), "full_new");
+}
