@@ -41,6 +41,11 @@ impl Twins {
         // The same text; else one form holding the other and more (an `[image]` line, bytes
         // one form replaced), when the shorter is long enough to be no coincidence.
         let bit = form.bit();
+        // The forms of one message are written close together: only the newest messages are
+        // compared (bounded time and memory on long sessions).
+        if self.seen.len() >= WINDOW {
+            self.seen.drain(..WINDOW / 2);
+        }
         let exact = self
             .seen
             .iter()
@@ -65,6 +70,9 @@ impl Twins {
         false
     }
 }
+
+/// How many recent messages the forms of a message are looked for among.
+const WINDOW: usize = 64;
 
 /// The shortest text paired with a longer one that starts with it.
 const MIN_NEAR_CHARS: usize = 20;
