@@ -189,15 +189,13 @@ pub(super) fn mark_resolved(items: &mut [ItemCtx<'_>]) {
     for ctx in items.iter_mut().rev() {
         let settled = plan_done == Some(true);
         match ctx.item {
-            Some(Item::Plan { steps, .. }) => {
-                if plan_done.is_none() {
-                    plan_done = Some(
-                        !steps.is_empty()
-                            && steps
-                                .iter()
-                                .all(|s| s.status == crate::state::StepStatus::Done),
-                    );
-                }
+            Some(Item::Plan { steps, .. }) if plan_done.is_none() => {
+                plan_done = Some(
+                    !steps.is_empty()
+                        && steps
+                            .iter()
+                            .all(|s| s.status == crate::state::StepStatus::Done),
+                );
             }
             Some(Item::FileChange { path, .. }) => {
                 // A rename `old -> new` changes both.
