@@ -24,7 +24,7 @@ const TOP_TYPES: &[&str] = &[
 
 /// `event_msg` types that repeat a `response_item` (the answer, the reasoning). The prompt's
 /// `user_message` event is not one of them: recent builds write a prompt only as that event,
-/// so it is read as a prompt and paired with its `response_item` twin (see [`Prompts`]).
+/// so it is read as a prompt and paired with its `response_item` twin (see `codex_turns`).
 const ECHO_EVENTS: &[&str] = &[
     "agent_message",
     "agent_reasoning",
