@@ -345,30 +345,32 @@ fn structural(line: &str) -> bool {
         && (marks.chars().count() >= 3 || first == '=')
 }
 
-/// Thread text made safe as markdown prose: controls escaped, and every line that could
-/// create a heading, close or open a code fence, or start a front-matter block gets a `\`
-/// before its first mark. `first_at_line_start`: whether the first line starts a markdown line
-/// (false when a label such as `User: ` precedes it).
+/// Thread text made safe as markdown prose: controls escaped, and a text with a line that
+/// could create a heading, open or close a code fence, or start a thematic break, setext
+/// underline or front-matter block is quoted whole in a `markdown` code fence longer than any
+/// backtick run inside it, so its own markdown (a fenced snippet, a heading) reads as written
+/// and cannot change the document's structure. `first_at_line_start`: whether the first line
+/// starts a markdown line (false when a label such as `User: ` precedes it; the fence then
+/// starts on the next line).
 pub fn prose(text: &str, first_at_line_start: bool) -> String {
     let text = escape_controls(text);
     if !text.contains('\n') && !first_at_line_start {
         return text;
     }
-    let mut out = String::with_capacity(text.len().saturating_add(4));
-    for (i, line) in text.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        if (i > 0 || first_at_line_start) && structural(line) {
-            let indent = line.len().saturating_sub(line.trim_start_matches([' ', '\t']).len());
-            out.push_str(line.get(..indent).unwrap_or(""));
-            out.push('\\');
-            out.push_str(line.get(indent..).unwrap_or(""));
-        } else {
-            out.push_str(line);
-        }
+    let risky = text
+        .split('\n')
+        .enumerate()
+        .any(|(i, line)| (i > 0 || first_at_line_start) && structural(line));
+    if !risky {
+        return text;
     }
-    out
+    let fence = "`".repeat((longest_backtick_run(&text).saturating_add(1)).max(3));
+    let block = format!("{fence}markdown\n{}\n{fence}", text.trim_end_matches('\n'));
+    if first_at_line_start {
+        block
+    } else {
+        format!("\n{block}")
+    }
 }
 
 /// Text from the thread on one line (a title): controls escaped, whitespace collapsed.

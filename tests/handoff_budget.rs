@@ -475,7 +475,9 @@ fn thread_text_cannot_break_the_document() {
     let headings: Vec<&str> = doc
         .lines()
         .filter(|l| {
-            if l.trim_start().starts_with("````") {
+            // A fence may open a list item (`- ````markdown`).
+            let t = l.trim_start();
+            if t.strip_prefix("- ").unwrap_or(t).starts_with("````") {
                 in_fence = !in_fence;
             }
             !in_fence && l.trim_start().starts_with('#')
@@ -499,7 +501,12 @@ fn thread_text_cannot_break_the_document() {
     for c in ['\u{0}', '\u{7}', '\u{1b}'] {
         assert!(!doc.contains(c), "raw control {c:?} in\n{doc}");
     }
-    assert!(doc.contains("\\# Not a heading") && doc.contains("\\```") && doc.contains("\\---"));
+    // The message's own markdown is quoted whole in a longer fence, not backslash-escaped.
+    assert!(
+        doc.contains("- ````markdown\n  Do this:\n  # Not a heading\n  ```\n  ---\n"),
+        "{doc}"
+    );
+    assert!(!doc.contains("\\#") && !doc.contains("\\```"), "{doc}");
     // The output is fenced longer than its own backtick runs, and kept verbatim inside.
     assert!(
         doc.contains("  ````\n  intro\n  ```rust\n  fn main() {}\n  ```\n  # end\n  ````"),

@@ -84,6 +84,8 @@ fn claude_code_mapping_item_by_item() {
             ("tool_call", "Edit".into()),
             ("tool_call", "Edit".into()),
             ("approval", "Allow Edit: /home/dev/oauth-app/.env.example? (declined)".into()),
+            // The interruption says so, with what the run had finished by then.
+            ("error", "The user interrupted run 1 before it finished ([Request interrupted by user for tool use]). What it had finished by then:\n- ran ls src (exit 0):\n  main.rs\n  router.rs\n- ran cargo test (exit 101):\n  test auth::callback ... FAILED\n".into()),
             ("plan", "".into()),
             ("user_message", "also check the logout route".into()),
             ("assistant_message", "The callback route is in place; the session table migration is written. Tests still fail on the callback.".into()),
@@ -139,7 +141,7 @@ fn claude_code_mapping_item_by_item() {
         }
     ));
     assert!(matches!(real[9], Item::Approval { resolved: true, .. }));
-    match real[10] {
+    match real[11] {
         Item::Plan { steps, .. } => {
             let st: Vec<StepStatus> = steps.iter().map(|s| s.status).collect();
             assert_eq!(
@@ -296,7 +298,9 @@ fn codex_mapping_item_by_item() {
             "command",
             "error",
             "reasoning",
-            "assistant_message"
+            "assistant_message",
+            // `turn_aborted`: the interruption, said.
+            "error"
         ]
     );
     let real: Vec<&Item> = r2.items.iter().filter(|i| i.kind() != "protocol").collect();
@@ -757,9 +761,10 @@ fn handoff_by_session_id_prints_prompt_and_command() {
         "{out}"
     );
     assert!(out.contains("Finish the rate limiter."));
+    // An interactive session that opens with the prompt, by default.
     assert!(
         out.ends_with(&format!(
-            "start codex with:\n  codex exec --cd /home/dev/oauth-app - < {}\n",
+            "start codex with:\n  codex --cd /home/dev/oauth-app \"$(cat {})\"\n",
             doc_dir.join("inline.md").display()
         )),
         "{out}"
@@ -794,11 +799,15 @@ fn handoff_to_claude_with_out_and_explain() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.starts_with("run 3 on claude: full_new"), "{out}");
+    // The whole set: the prompt, the document, its provenance and the start command.
     let prompt = out_dir.join("prompt.md");
-    assert!(out.contains(&format!(
-        "wrote the first-turn prompt to {}",
-        prompt.display()
-    )));
+    assert!(
+        out.contains(&format!(
+            "wrote the handoff to {} (prompt.md, handoff.json, start.sh, handoff.md)",
+            out_dir.display()
+        )),
+        "{out}"
+    );
     let doc = h
         .path()
         .join("docs")
@@ -806,14 +815,73 @@ fn handoff_to_claude_with_out_and_explain() {
         .unwrap()
         .join(CODEX_ID)
         .join("H1/handoff.md");
-    assert!(out.ends_with(&format!(
-        "start claude with:\n  cd /home/dev/oauth-app && claude -p --allowedTools 'Read(/{})' < {}\n",
+    let start = format!(
+        "cd /home/dev/oauth-app && claude --allowedTools 'Read(/{})' \"$(cat {})\"",
         doc.display(),
         prompt.display()
-    )), "{out}");
-    assert!(std::fs::read_to_string(&prompt)
+    );
+    assert!(
+        out.ends_with(&format!("start claude with:\n  {start}\n")),
+        "{out}"
+    );
+    let prompt_text = std::fs::read_to_string(&prompt).unwrap();
+    assert!(prompt_text.contains(&doc.display().to_string()));
+    // No --message: the task is derived from the session's last request.
+    assert!(
+        prompt_text.contains(
+            "Continue this session's work. The user's last request in it was: \"Review the OAuth flow for CSRF issues."
+        ),
+        "{prompt_text}"
+    );
+    assert!(
+        stderr(&o).contains("note: no --message given"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("handoff.md")).unwrap(),
+        std::fs::read_to_string(&doc).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("start.sh")).unwrap(),
+        format!("#!/bin/sh\n{start}\n")
+    );
+    assert!(std::fs::read_to_string(out_dir.join("handoff.json"))
         .unwrap()
-        .contains(&doc.display().to_string()));
+        .contains("\"handoff\": \"H1\""));
+
+    // A second handoff of the same session gets its own id; `--headless` prints the one-turn
+    // form.
+    let o = in_home(
+        h.path(),
+        &[
+            "handoff",
+            "--from",
+            CODEX_ID,
+            "--to",
+            "claude",
+            "--headless",
+            "--message",
+            "Fix the CSRF check.",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let doc2 = doc
+        .parent()
+        .unwrap()
+        .with_file_name("H2")
+        .join("handoff.md");
+    assert!(doc2.exists(), "{out}");
+    assert!(
+        out.ends_with(&format!(
+            "start claude with:\n  cd /home/dev/oauth-app && claude -p --allowedTools 'Read(/{})' < {}\n",
+            doc2.display(),
+            doc2.with_file_name("inline.md").display()
+        )),
+        "{out}"
+    );
+    assert!(doc.exists(), "the first handoff's document is kept");
 }
 
 #[test]
@@ -948,4 +1016,338 @@ fn a_fifo_among_the_sessions_is_reported_not_read() {
         "{}",
         stderr(&o)
     );
+}
+// ---- the real-format corpus (tests/fixtures/import/corpus) ----
+
+const CORPUS: &str = "tests/fixtures/import/corpus";
+
+fn corpus(name: &str) -> import::Imported {
+    let p = format!("{CORPUS}/{name}");
+    let tool = import::detect_tool(&fixture(&p)).unwrap();
+    import(tool, &p)
+}
+
+fn open_problems(state: &baton::state::State) -> Vec<String> {
+    let runs: Vec<u32> = state.runs.iter().map(|r| r.ordinal).collect();
+    baton::facts::item_contexts(state, &runs)
+        .iter()
+        .filter(|c| c.is_open())
+        .map(|c| match c.item {
+            Some(Item::Command { command, .. }) => command.clone(),
+            Some(i) => format!("{} {}", i.kind(), i.primary_text()),
+            None => c.kind.to_string(),
+        })
+        .collect()
+}
+
+/// Codex 0.128 writes prompts only as `user_message` events: each is kept, the turn markers
+/// make the runs, and a prompt sent while a turn ran is a message of that run.
+#[test]
+fn codex_event_only_prompts_keep_every_prompt_and_turn() {
+    let im = corpus("codex-0128-unified-exec.jsonl");
+    let s = &im.state;
+    assert_eq!(
+        s.thread.title.as_deref(),
+        Some("Add per-client rate limiting to the /transfers endpoint: 20 requests a minute, ...")
+    );
+    assert_eq!(s.runs.len(), 3);
+    let prompts: Vec<Vec<String>> = s
+        .runs
+        .iter()
+        .map(|r| {
+            r.items
+                .iter()
+                .filter_map(|i| match i {
+                    Item::UserMessage { text, .. } => Some(text.clone()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
+    assert!(prompts[0][0].starts_with("Add per-client rate limiting"));
+    assert!(prompts[1][0].starts_with("Now write tests for it"));
+    assert_eq!(
+        prompts[2],
+        [
+            "Start the dev server so I can try it with curl.",
+            "Use port 9090, 8080 is taken by the gateway."
+        ]
+    );
+    // Each answer once, though written as an event and a response item.
+    let answers = s.runs[0]
+        .items
+        .iter()
+        .filter(|i| matches!(i, Item::Narration { .. } | Item::AssistantMessage { .. }))
+        .count();
+    assert_eq!(answers, 2);
+    assert!(im.report.warnings.is_empty(), "{:?}", im.report.warnings);
+}
+
+/// Unified exec: the polls give their command its output and final exit code and are no
+/// items; a process still running at the end keeps its output, without an exit code.
+#[test]
+fn unified_exec_polls_complete_their_commands() {
+    let im = corpus("codex-0128-unified-exec.jsonl");
+    let commands: Vec<(&str, Option<i64>, &str)> = im
+        .state
+        .runs
+        .iter()
+        .flat_map(|r| r.items.iter())
+        .filter_map(|i| match i {
+            Item::Command {
+                command,
+                exit_code,
+                output,
+                ..
+            } => Some((
+                command.as_str(),
+                *exit_code,
+                output.as_deref().unwrap_or(""),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(commands.len(), 9, "{commands:?}");
+    let build = commands[2];
+    assert_eq!((build.0, build.1), ("cargo build", Some(101)));
+    assert_eq!(
+        build.2,
+        "   Compiling ledger-api v0.4.0 (/home/dev/ledger-api)\n   Compiling tower v0.5.1\nerror[E0412]: cannot find type `RedisError` in this scope\n --> src/middleware/rate_limit.rs:5:55\nerror: could not compile `ledger-api` (lib) due to 1 previous error\n"
+    );
+    assert_eq!((commands[3].0, commands[3].1), ("cargo build", Some(0)));
+    let stopped = commands[7];
+    assert_eq!(
+        (stopped.0, stopped.1),
+        ("cargo run --bin ledger-api", Some(130))
+    );
+    assert!(stopped.2.contains("[stdin: \\u{3}]"), "{}", stopped.2);
+    let server = commands[8];
+    assert_eq!(
+        server,
+        (
+            "PORT=9090 cargo run --bin ledger-api",
+            None,
+            "listening on 127.0.0.1:9090\n"
+        )
+    );
+    assert!(!im
+        .state
+        .runs
+        .iter()
+        .flat_map(|r| r.items.iter())
+        .any(|i| matches!(i, Item::ToolCall { tool, .. } if tool == "write_stdin")));
+    assert_eq!(im.state.runs[2].status, RunStatus::Completed);
+}
+
+/// Open problems on real-format logs: only what is still broken.
+#[rstest::rstest]
+#[case::codex(
+    "codex-0128-unified-exec.jsonl",
+    // Not: the build and test fixed later, the patch applied on the second try, the `rg` that
+    // found nothing, the server stopped with Ctrl-C.
+    &["cargo clippy --all-targets -- -D warnings"]
+)]
+#[case::claude(
+    "claude-compacted-fixes.jsonl",
+    // Not: the Read of a missing file, the `rg` with no match, the Edit redone, the test fixed.
+    &["npx eslint src/cart"]
+)]
+#[case::claude_interrupted("claude-interrupted-research.jsonl", &[])]
+#[case::codex_interrupted("codex-interrupted-research.jsonl", &[])]
+fn open_problems_are_the_live_ones(#[case] log: &str, #[case] open: &[&str]) {
+    let im = corpus(log);
+    assert_eq!(open_problems(&im.state), open);
+}
+
+/// A run the user interrupted says so, with the research it had finished.
+#[test]
+fn an_interrupted_run_keeps_what_it_finished() {
+    let im = corpus("claude-interrupted-research.jsonl");
+    let r1 = &im.state.runs[0];
+    assert_eq!(r1.status, RunStatus::Interrupted);
+    let said = r1
+        .items
+        .iter()
+        .find_map(|i| match i {
+            Item::Error { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(said.starts_with(
+        "The user interrupted run 1 before it finished ([Request interrupted by user for tool use]). What it had finished by then:\n- WebSearch RDS PostgreSQL point-in-time recovery RPO:\n"
+    ), "{said}");
+    assert!(said.contains("RESEARCH-RDS-5MIN") && said.contains("RESEARCH-CLOUDSQL-WAL"));
+    // The handoff document carries it.
+    let opts = ImportOptions {
+        request_provider: Some("codex".into()),
+        request_message: Some("Go on.".into()),
+    };
+    let im = import::import_file(
+        Tool::ClaudeCode,
+        &fixture(&format!("{CORPUS}/claude-interrupted-research.jsonl")),
+        &opts,
+    )
+    .unwrap();
+    let policy = baton::policy::load("default").unwrap();
+    let out = baton::pipeline::run(
+        &policy,
+        &im.state,
+        &baton::EvalOptions {
+            target: None,
+            document_root: Some(PathBuf::from(common::DOC_ROOT)),
+        },
+        &baton::render::RenderOptions::default(),
+    )
+    .unwrap();
+    let doc = &out.rendered.unwrap().document;
+    assert!(
+        doc.contains("The user interrupted run 1") && doc.contains("RESEARCH-RDS-5MIN"),
+        "{doc}"
+    );
+    assert!(doc.contains("The user interrupted run 3"), "{doc}");
+}
+
+/// Bad input: what was skipped and why, never a silent loss of a prompt.
+#[test]
+fn bad_codex_input_is_named_in_warnings() {
+    let im = corpus("codex-interrupted-research.jsonl");
+    let file = fixture(&format!("{CORPUS}/codex-interrupted-research.jsonl"))
+        .display()
+        .to_string();
+    let warnings: Vec<String> = im
+        .report
+        .all_warnings(&file)
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            format!("{file}:18: warning: write_stdin call call_orphan_poll polls process session 4242, which no exec_command of this log started (the command is missing); its output is kept as a protocol item only"),
+            format!("{file}:24: warning: the last line is incomplete (the session is still being written); ignored"),
+            format!("{file}:12: warning: timestamp 2026-11-20T08:49:58.000Z is earlier than 2026-11-20T09:00:12.000Z on an earlier line (clock skew); 3 entries more than a minute out of time order kept in file order, nothing skipped"),
+            format!("{file}: warning: 1 entry of unknown type kept as protocol items: event_msg/mcp_startup_update (1)"),
+        ]
+    );
+    // Every prompt is there once, from either form.
+    let prompts: Vec<&str> = im
+        .state
+        .runs
+        .iter()
+        .flat_map(|r| r.items.iter())
+        .filter_map(|i| match i {
+            Item::UserMessage { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(prompts.len(), 3, "{prompts:?}");
+    assert_eq!(im.state.runs[0].status, RunStatus::Interrupted);
+}
+
+/// A skipped line that carried a prompt says the prompt is lost.
+#[test]
+fn a_lost_prompt_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("rollout.jsonl");
+    let lines = [
+        r#"{"timestamp":"2026-11-20T09:00:00.000Z","type":"session_meta","payload":{"id":"s1","cwd":"/w","cli_version":"0.128.0"}}"#.to_string(),
+        r#"{"timestamp":"2026-11-20T09:00:01.000Z","type":"event_msg","payload":{"type":"task_started"}}"#.to_string(),
+        r#"{"timestamp":"2026-11-20T09:00:02.000Z","type":"event_msg","payload":{"type":"user_message","message":"Add rate limiting to the API"#.to_string(),
+        r#"{"timestamp":"2026-11-20T09:00:03.000Z","type":"event_msg","payload":{"type":"user_message","message":"Keep it simple"}}"#.to_string(),
+    ];
+    write_lines(&p, &lines);
+    let im = import::import_file(Tool::Codex, &p, &ImportOptions::default()).unwrap();
+    let w: Vec<String> = im
+        .report
+        .warnings
+        .iter()
+        .map(|w| w.message.clone())
+        .collect();
+    assert_eq!(
+        w,
+        ["malformed JSON (EOF while parsing a string at column 131); line skipped; it looks like a user prompt, which is lost: \"Add rate limiting to the API...\""]
+    );
+}
+
+/// `baton quality --sessions`: the corpus passes; a label the import misses fails it.
+#[test]
+fn quality_sessions_gate() {
+    let o = common::baton(&["quality", "--sessions", CORPUS]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("  prompts kept                  100.0%  (12/12)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  commands with results         100.0%  (15/15)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  open-problem precision        100.0%  (2/2)\n"),
+        "{out}"
+    );
+    assert!(out.ends_with("PASS\n"), "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = "claude-compacted-fixes.jsonl";
+    std::fs::copy(fixture(&format!("{CORPUS}/{log}")), dir.path().join(log)).unwrap();
+    std::fs::write(
+        dir.path().join("claude-compacted-fixes.expect.yaml"),
+        "prompts: [\"a prompt the log never had\"]\ncommands: []\nopen: []\n",
+    )
+    .unwrap();
+    let o = common::baton(&["quality", "--sessions", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(
+        out.contains("    prompt lost: \"a prompt the log never had\"\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("    listed as open but solved: \"npx eslint src/cart\"\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("FAIL: prompts and command results must be 100%"),
+        "{out}"
+    );
+}
+
+/// A provider that never had a thread in the session has nothing to go stale: a long Claude
+/// Code session handed to Codex reports no `too_many_off_provider_runs`.
+#[test]
+fn no_staleness_for_a_provider_without_a_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("long.jsonl");
+    let mut lines = Vec::new();
+    for n in 0..14 {
+        lines.push(claude_line(
+            "user",
+            serde_json::json!(format!("step {n}: do it")),
+        ));
+        lines.push(claude_line(
+            "assistant",
+            serde_json::json!([{"type": "text", "text": format!("done {n}")}]),
+        ));
+    }
+    write_lines(&p, &lines);
+    let opts = ImportOptions {
+        request_provider: Some("codex".into()),
+        request_message: Some("Go on.".into()),
+    };
+    let im = import::import_file(Tool::ClaudeCode, &p, &opts).unwrap();
+    assert_eq!(im.state.runs.len(), 14);
+    let policy = baton::policy::load("default").unwrap();
+    let d = baton::pipeline::decide(
+        &policy,
+        &im.state,
+        &baton::EvalOptions {
+            target: None,
+            document_root: Some(PathBuf::from(common::DOC_ROOT)),
+        },
+    )
+    .unwrap();
+    assert!(d.stale.is_empty(), "{:?}", d.stale);
+    assert_eq!(d.strategy.as_str(), "full_new");
 }

@@ -2,6 +2,9 @@
 //! [`crate::import`], the pipeline and the delivery stage.
 
 use super::commands::{FAIL, OK, USAGE};
+use super::handoff_start::{
+    derived_task, fresh_handoff_id, headless_command, interactive_command, sh,
+};
 use crate::deliver::{self, MemoryGrantStore, OffbandStore};
 use crate::import::{self, ImportOptions, Imported, SessionDirs, Tool};
 use clap::{Args, Subcommand, ValueEnum};
@@ -108,12 +111,18 @@ pub struct HandoffArgs {
     /// Policy file, directory, or shipped profile (default, t3code, t3code-legacy, mcode).
     #[arg(long, default_value = "default", value_name = "P")]
     pub policy: String,
-    /// What to ask the target to do first.
+    /// What to ask the target to do first (default: asked for on a terminal, else derived
+    /// from the session's last request).
     #[arg(long, value_name = "TEXT")]
     pub message: Option<String>,
-    /// Write the first-turn prompt to DIR/prompt.md instead of printing it.
+    /// Write the handoff set to DIR (prompt.md, the document handoff.md when off-band,
+    /// handoff.json, start.sh) instead of printing the prompt.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Print the command for one headless turn (`codex exec`, `claude -p`) instead of an
+    /// interactive session that opens with the prompt.
+    #[arg(long)]
+    pub headless: bool,
     /// Show the decision and why it was made.
     #[arg(long)]
     pub explain: bool,
@@ -271,49 +280,6 @@ fn human_size(n: u64) -> String {
     }
 }
 
-/// Quote a word for a POSIX shell.
-fn sh(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
-/// The command that starts `provider` on the prompt in `prompt` (a file) in `cwd`.
-/// `read_grant` is the document the agent may read without asking.
-pub(crate) fn start_command(
-    provider: &str,
-    cwd: Option<&str>,
-    prompt: &Path,
-    read_grant: Option<&Path>,
-) -> String {
-    let p = sh(&prompt.display().to_string());
-    let cd = cwd.map(|c| format!("cd {} && ", sh(c))).unwrap_or_default();
-    match provider {
-        "codex" => match cwd {
-            Some(c) => format!("codex exec --cd {} - < {p}", sh(c)),
-            None => format!("codex exec - < {p}"),
-        },
-        "claude" => {
-            let allow = read_grant
-                .map(|g| {
-                    // Claude Code's permission rules spell an absolute path with `//`.
-                    let abs = g.display().to_string();
-                    format!(" --allowedTools {}", sh(&format!("Read(/{abs})")))
-                })
-                .unwrap_or_default();
-            format!("{cd}claude -p{allow} < {p}")
-        }
-        "cursor" => format!("{cd}cursor-agent -p \"$(cat {p})\""),
-        "copilot" => format!("{cd}copilot -p \"$(cat {p})\""),
-        other => format!("{cd}{other} \"$(cat {p})\""),
-    }
-}
-
 /// The command that resumes `session` natively in `tool`.
 fn resume_command(tool: Tool, session: &str, cwd: Option<&str>, message: Option<&str>) -> String {
     let cd = cwd.map(|c| format!("cd {} && ", sh(c))).unwrap_or_default();
@@ -363,17 +329,36 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
         request_provider: Some(a.to.clone()),
         request_message: a.message.clone(),
     };
-    let imported = match import_one(tool, &path, &opts) {
+    let mut imported = match import_one(tool, &path, &opts) {
         Ok(i) => i,
         Err(c) => return c,
     };
+    if a.message.is_none() {
+        imported.state.request.message = ask_task(&a.to).or_else(|| {
+            let task = derived_task(&imported.state);
+            if task.is_some() {
+                eprintln!(
+                    "note: no --message given; the first message asks {} to continue the session's last request (give --message to say what to do)",
+                    a.to
+                );
+            }
+            task
+        });
+    }
     let root = super::handoff_root(a.handoff_dir.clone());
     let engine = match super::commands::load_engine(&a.policy, None, root.clone()) {
         Ok(e) => e,
         Err(c) => return c,
     };
     let state = &imported.state;
-    let mut outcome = match engine.run(state, None) {
+    let offband = OffbandStore::new(root);
+    let decided = engine.decide(state, None).and_then(|mut d| {
+        if d.needs_handoff() {
+            fresh_handoff_id(&mut d, &offband, &state.thread.id);
+        }
+        engine.render(state, &d)
+    });
+    let mut outcome = match decided {
         Ok(o) => o,
         Err(e) => {
             eprintln!("{e}");
@@ -409,7 +394,6 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
         );
         return OK;
     }
-    let offband = OffbandStore::new(root);
     let mut grants = MemoryGrantStore::new();
     let delivered = deliver::deliver(&mut outcome, &offband, &state.thread.id, &mut grants);
     if let Some(reason) = &delivered.fallback_reason {
@@ -424,11 +408,29 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
     if let Some(doc) = &delivered.document_path {
         eprintln!("handoff document (private): {}", doc.display());
     }
-    let prompt_file: Option<PathBuf> = match &a.out {
-        Some(dir) => {
-            let file = dir.join("prompt.md");
-            let written =
-                std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&file, &rendered.inline));
+    let grant = delivered.grant.as_ref().map(|g| g.path.as_path());
+    let command = |prompt: &Path| {
+        if a.headless {
+            headless_command(&a.to, cwd, prompt, grant)
+        } else {
+            interactive_command(&a.to, cwd, prompt, grant)
+        }
+    };
+    if let Some(dir) = &a.out {
+        let prompt = dir.join("prompt.md");
+        let start = command(&prompt);
+        let provenance = serde_json::to_string_pretty(&rendered.provenance).unwrap_or_default();
+        let mut files: Vec<(&str, String)> = vec![
+            ("prompt.md", rendered.inline.clone()),
+            ("handoff.json", provenance + "\n"),
+            ("start.sh", format!("#!/bin/sh\n{start}\n")),
+        ];
+        if delivered.document_path.is_some() {
+            files.push(("handoff.md", rendered.document.clone()));
+        }
+        for (name, text) in &files {
+            let file = dir.join(name);
+            let written = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&file, text));
             if let Err(e) = written {
                 eprintln!(
                     "{}: error: cannot write: {}",
@@ -437,40 +439,58 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
                 );
                 return FAIL;
             }
-            outln!("wrote the first-turn prompt to {}", file.display());
-            Some(file)
         }
-        None => {
-            out!("{}", rendered.inline);
-            if !rendered.inline.ends_with('\n') {
-                outln!();
-            }
-            delivered
-                .document_path
-                .as_ref()
-                .and_then(|d| d.parent())
-                .map(|d| d.join(deliver::stage::INLINE_FILE))
-        }
-    };
-    let grant = delivered.grant.as_ref().map(|g| g.path.as_path());
+        let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
+        outln!(
+            "wrote the handoff to {} ({})",
+            dir.display(),
+            names.join(", ")
+        );
+        outln!();
+        outln!("start {} with:", a.to);
+        outln!("  {start}");
+        return OK;
+    }
+    out!("{}", rendered.inline);
+    if !rendered.inline.ends_with('\n') {
+        outln!();
+    }
+    let saved = delivered
+        .document_path
+        .as_ref()
+        .and_then(|d| d.parent())
+        .map(|d| d.join(deliver::stage::INLINE_FILE));
     outln!();
-    match prompt_file {
+    match saved {
         Some(file) => {
             outln!("start {} with:", a.to);
-            outln!("  {}", start_command(&a.to, cwd, &file, grant));
+            outln!("  {}", command(&file));
         }
         None => {
             outln!(
                 "start {} with the prompt above (save it as prompt.md, or give --out DIR):",
                 a.to
             );
-            outln!(
-                "  {}",
-                start_command(&a.to, cwd, Path::new("prompt.md"), grant)
-            );
+            outln!("  {}", command(Path::new("prompt.md")));
         }
     }
     OK
+}
+
+/// On a terminal, ask what the target should do first; `None` when stdin is not a terminal
+/// or the answer is empty (then the task is derived).
+fn ask_task(to: &str) -> Option<String> {
+    use std::io::{BufRead as _, IsTerminal as _, Write as _};
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return None;
+    }
+    eprint!("What should {to} do first? (Enter: continue the session's last request) ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    stdin.lock().read_line(&mut line).ok()?;
+    let line = line.trim();
+    (!line.is_empty()).then(|| line.to_string())
 }
 
 #[cfg(test)]
@@ -478,21 +498,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn commands_quote_paths() {
-        let c = start_command(
-            "claude",
-            Some("/home/me/my app"),
-            Path::new("/tmp/p.md"),
-            Some(Path::new("/tmp/b/h.md")),
-        );
-        assert_eq!(
-            c,
-            "cd '/home/me/my app' && claude -p --allowedTools 'Read(//tmp/b/h.md)' < /tmp/p.md"
-        );
-        assert_eq!(
-            start_command("codex", Some("/r"), Path::new("/tmp/p.md"), None),
-            "codex exec --cd /r - < /tmp/p.md"
-        );
+    fn sizes() {
         assert_eq!(human_size(23_265), "22.7 KB");
     }
 }

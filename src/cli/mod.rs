@@ -13,10 +13,12 @@ mod out;
 mod commands;
 mod dbcheck;
 mod delivery;
+mod handoff_start;
 mod import;
 #[cfg(feature = "lsp")]
 mod lsp;
 mod quality;
+mod quality_sessions;
 mod reference;
 mod replay;
 mod report;
@@ -143,7 +145,7 @@ pub enum Command {
     Sessions(import::SessionsArgs),
     /// Carry a Claude Code or Codex CLI session over to another provider, in one step.
     #[command(
-        after_help = "Examples:\n  baton handoff --from 3f1c2a9e --to codex --message \"Finish the CSRF tests\"\n  baton handoff --from ~/.codex/sessions/2026/11/30/rollout-....jsonl --to claude --out /tmp/next --explain\n\nImports the session, decides and renders the handoff, writes the off-band document to the\nprivate handoff directory, prints the first-turn prompt (or writes DIR/prompt.md with --out)\nand the command that starts the target tool with it. Nothing is run."
+        after_help = "Examples:\n  baton handoff --from 3f1c2a9e --to codex --message \"Finish the CSRF tests\"\n  baton handoff --from ~/.codex/sessions/2026/11/30/rollout-....jsonl --to claude --out /tmp/next --explain\n\nImports the session, decides and renders the handoff, writes the off-band document to the\nprivate handoff directory (a new H<n> for every handoff), prints the first-turn prompt (or\nwrites the handoff set to DIR with --out) and the command that opens the target tool in an\ninteractive session with it (--headless: one turn that exits). Without --message, the task\nis asked for on a terminal, else derived from the session's last request. Nothing is run."
     )]
     Handoff(import::HandoffArgs),
     /// List the shipped policies and templates, or print one's source.

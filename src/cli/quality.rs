@@ -8,8 +8,12 @@ use std::path::PathBuf;
 #[derive(Args, Debug)]
 pub struct QualityArgs {
     /// Directory of state files (*.yaml, *.yml, *.json).
+    #[arg(long, value_name = "DIR", required_unless_present = "sessions")]
+    pub corpus: Option<PathBuf>,
+    /// Directory of labelled session logs (*.jsonl with *.expect.yaml): measure the import
+    /// (prompts kept, commands with results, open-problem precision and recall).
     #[arg(long, value_name = "DIR")]
-    pub corpus: PathBuf,
+    pub sessions: Option<PathBuf>,
     /// Policy file, directory or shipped profile.
     #[arg(long, default_value = "default")]
     pub policy: String,
@@ -19,10 +23,17 @@ pub struct QualityArgs {
 }
 
 pub(crate) fn quality(a: QualityArgs) -> u8 {
+    let mut code = OK;
+    if let Some(dir) = &a.sessions {
+        code = super::quality_sessions::run(dir, a.json);
+    }
+    let Some(corpus) = &a.corpus else {
+        return code;
+    };
     let Ok(policy) = super::commands::load_policy(&a.policy) else {
         return FAIL;
     };
-    let report = match crate::quality::measure_corpus(&policy, &a.corpus) {
+    let report = match crate::quality::measure_corpus(&policy, corpus) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{e}");
@@ -44,7 +55,7 @@ pub(crate) fn quality(a: QualityArgs) -> u8 {
         }
     }
     if report.pass {
-        OK
+        code
     } else {
         FAIL
     }

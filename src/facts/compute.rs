@@ -347,16 +347,21 @@ impl<'a> Facts<'a> {
             let last_seen = cov.last_seen;
             let last_native = cov.last_native;
             let runs_since = self.eligible_after(last_seen).len() as i64;
-            let off = self
-                .state
-                .runs
-                .iter()
-                .filter(|r| {
-                    r.ordinal > last_native
-                        && self.is_eligible(r.ordinal)
-                        && r.provider != self.target
-                })
-                .count() as i64;
+            // A provider that never had a thread here has nothing to go stale: 0, as in the
+            // windowed view.
+            let off = match self.target_thread() {
+                None => 0,
+                Some(_) => self
+                    .state
+                    .runs
+                    .iter()
+                    .filter(|r| {
+                        r.ordinal > last_native
+                            && self.is_eligible(r.ordinal)
+                            && r.provider != self.target
+                    })
+                    .count() as i64,
+            };
             // A delta chain: every handoff into the thread since its last native run that took
             // none. A run that consumes a handoff is native too, so counting from the last
             // native run alone would never see a chain.

@@ -122,7 +122,7 @@ facts! {
     TargetThreadFirstRun => "target.thread.first_run", Type::Int, true, Thread, "Ordinal of the first run on the target provider thread, whatever its status (null when there is no thread or no run used it); `request.run - target.thread.first_run` is the thread's age in runs.";
     TargetLastSeen => "target.last_seen", Type::Int, false, Eligibility, "Highest run the target thread covers, natively or through a live handoff (0 when none).";
     TargetRunsSinceLastSeen => "target.runs_since_last_seen", Type::Int, false, Eligibility, "Eligible runs after `target.last_seen`.";
-    TargetOffProviderRuns => "target.off_provider_runs", Type::Int, false, Eligibility, "Eligible runs on other providers since the target thread's last native run.";
+    TargetOffProviderRuns => "target.off_provider_runs", Type::Int, false, Eligibility, "Eligible runs on other providers since the target thread's last native run (0 when the target has no thread).";
     TargetNativeRuns => "target.native_runs", Type::Int, false, Eligibility, "Eligible runs the target thread ran itself.";
     TargetChainedHandoffs => "target.chained_handoffs", Type::Int, false, Eligibility, "Live handoffs into the target thread since its last native run that took no handoff (the delta chain).";
     TargetCapsResume => "target.caps.resume", Type::Bool, false, Thread, "The target provider can resume a thread.";
@@ -155,12 +155,12 @@ facts! {
     ItemChars => "item.chars", Type::Int, false, Item, "Characters the item carries (text, output, diff).";
     ItemOutputChars => "item.output_chars", Type::Int, true, Item, "Characters of a command's or tool call's output (0 when it has none; null for other items).";
     ItemDiffLines => "item.diff_lines", Type::Int, true, Item, "Lines in a file change's diff.";
-    ItemResolved => "item.resolved", Type::Bool, true, Item, "Whether a problem item was resolved: an approval decided, a question answered, a failing command or tool call run again successfully (null for items that are no problem).";
-    ItemOpen => "item.open", Type::Bool, false, Item, "The item is an open problem: an undecided approval, an unanswered question, or a failing command or tool call that no later run resolved or re-ran.";
+    ItemResolved => "item.resolved", Type::Bool, true, Item, "Whether a problem item was resolved: an approval decided, a question answered, a failing command or tool call run again successfully, a failed edit's files changed later, or a finished plan after it (null for items that are no problem).";
+    ItemOpen => "item.open", Type::Bool, false, Item, "The item is an open problem: an undecided approval, an unanswered question, or a failing command or tool call that no later item resolved or re-ran.";
     ItemIsTest => "item.is_test", Type::Bool, false, Item, "A command whose command line runs tests (a word such as `test`, `pytest`, `jest`, `vitest`).";
     ItemAnswered => "item.answered", Type::Bool, true, Item, "Whether a question was answered.";
     ItemExitCode => "item.exit_code", Type::Int, true, Item, "A command's exit code.";
-    ItemFailed => "item.failed", Type::Bool, false, Item, "A command with a non-zero exit code or a failed tool call.";
+    ItemFailed => "item.failed", Type::Bool, false, Item, "A failing command or tool call ([Open problems](#open-problems): a non-zero exit code, except a search that found nothing or a command stopped by a signal; a failed tool call, except a lookup).";
     ItemTool => "item.tool", Type::Str, true, Item, "A tool call's tool name.";
     ItemPath => "item.path", Type::Str, true, Item, "A file change's path.";
     ItemAgent => "item.agent", Type::Str, true, Item, "A subagent result's agent name.";

@@ -98,7 +98,7 @@ impl ClaudeAdapter {
         }
         if t.starts_with("[Request interrupted by user") {
             self.b.protocol(&format!("claude-code/interrupt: {t}"));
-            self.b.interrupted();
+            self.b.interrupted_by_user(t.trim());
             return;
         }
         if t.starts_with(CONTINUATION) {
@@ -123,9 +123,14 @@ impl ClaudeAdapter {
         let outcome = if rejected {
             Outcome::Declined { output: text }
         } else if is_error {
+            let exit_code = exit_code_prefix(&text);
             Outcome::Failed {
-                exit_code: exit_code_prefix(&text),
-                output: text,
+                output: match exit_code {
+                    // `Exit code N` heads the text; the exit code is kept on its own.
+                    Some(_) => text.split_once('\n').map_or("", |(_, rest)| rest).to_string(),
+                    None => text,
+                },
+                exit_code,
             }
         } else {
             let obj = structured.filter(|s| s.is_object());
@@ -372,21 +377,31 @@ impl Adapter for ClaudeAdapter {
 
 const CONTINUATION: &str = "This session is being continued from a previous conversation";
 
-/// The summary without Claude Code's lead-in sentence ("This session is being continued ...
-/// summarized below:"), which would only confuse the reader of a handoff.
+/// The summary without Claude Code's lead-in ("This session is being continued from a previous
+/// conversation that ran out of context. The conversation is summarized below:" in older
+/// builds, "... The summary below covers the earlier portion of the conversation." in newer
+/// ones: its first paragraph) and without its closing instruction to the model ("Please
+/// continue the conversation from where we left it off ..."), which would only confuse the
+/// reader of a handoff.
 fn strip_continuation(text: &str) -> &str {
     let t = text.trim_start();
     if !t.starts_with(CONTINUATION) {
         return text;
     }
-    match t.find("summarized below:") {
-        Some(i) => t
-            .get(i.saturating_add("summarized below:".len())..)
-            .unwrap_or(t)
-            .trim_start(),
-        None => t,
+    let body = match t.find("summarized below:") {
+        Some(i) => t.get(i.saturating_add("summarized below:".len())..),
+        None => t.find('\n').and_then(|i| t.get(i..)),
+    }
+    .unwrap_or(t)
+    .trim();
+    match body.rfind(CONTINUE_INSTRUCTION) {
+        Some(i) => body.get(..i).unwrap_or(body).trim_end(),
+        None => body,
     }
 }
+
+/// The instruction Claude Code ends a compaction summary with.
+const CONTINUE_INSTRUCTION: &str = "Please continue the conversation from where we left";
 
 /// An `attachment` carrying a prompt the user queued while the agent worked.
 fn is_queued_prompt(v: &Value) -> bool {
@@ -487,6 +502,14 @@ mod tests {
     fn exit_codes() {
         assert_eq!(exit_code_prefix("Exit code 2\nboom"), Some(2));
         assert_eq!(exit_code_prefix("boom"), None);
+    }
+
+    #[test]
+    fn lead_in_and_instruction_removed() {
+        let old = "This session is being continued from a previous conversation that ran out of context. The conversation is summarized below:\nAnalysis: x";
+        assert_eq!(strip_continuation(old), "Analysis: x");
+        let new = "This session is being continued from a previous conversation that ran out of context. The summary below covers the earlier portion of the conversation.\n\nSummary:\n1. Fix it.\n\nPlease continue the conversation from where we left it off without asking the user any further questions.";
+        assert_eq!(strip_continuation(new), "Summary:\n1. Fix it.");
     }
 
     #[test]

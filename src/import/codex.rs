@@ -8,7 +8,9 @@
 use super::mapping::{
     is_harness_markup, parse_patch, step_status, str_field, text_of, Builder, Outcome, Pending,
 };
-use super::{Adapter, ImportOptions, ImportReport, Imported, Line, Tool};
+use super::codex_turns::{Form, PromptPlace, Turns, Twins};
+use super::unified_exec::{self, PollResult, UnifiedExec};
+use super::{Adapter, ImportOptions, ImportReport, Imported, Line, Tool, Warning};
 use crate::state::PlanStep;
 use serde_json::Value;
 
@@ -20,9 +22,10 @@ const TOP_TYPES: &[&str] = &[
     "compacted",
 ];
 
-/// `event_msg` types that repeat a `response_item` (the prompt, the answer, the reasoning).
+/// `event_msg` types that repeat a `response_item` (the answer, the reasoning). The prompt's
+/// `user_message` event is not one of them: recent builds write a prompt only as that event,
+/// so it is read as a prompt and paired with its `response_item` twin (see `codex_turns`).
 const ECHO_EVENTS: &[&str] = &[
-    "user_message",
     "agent_message",
     "agent_reasoning",
     "agent_reasoning_raw_content",
@@ -32,10 +35,6 @@ const ECHO_EVENTS: &[&str] = &[
 /// `event_msg` types that are bookkeeping; kept as `protocol`.
 const PROTOCOL_EVENTS: &[&str] = &[
     "token_count",
-    "task_started",
-    "task_complete",
-    "turn_started",
-    "turn_complete",
     "exec_command_begin",
     "exec_command_end",
     "exec_command_output_delta",
@@ -60,6 +59,16 @@ const PROTOCOL_EVENTS: &[&str] = &[
     "undo_started",
     "undo_completed",
     "warning",
+    "thread_goal_updated",
+    "thread_settings_applied",
+    "thread_name_updated",
+    "image_generation_end",
+    "sub_agent_activity",
+    "realtime_conversation_closed",
+    "item_started",
+    "deprecation_notice",
+    "request_user_input",
+    "elicitation_request",
 ];
 
 /// Whether a JSON line looks like a Codex rollout line.
@@ -87,6 +96,12 @@ pub(crate) fn looks_like_legacy(v: &Value) -> bool {
 pub(crate) struct CodexAdapter {
     b: Builder,
     synthetic: u64,
+    twins: Twins,
+    turns: Turns,
+    exec: UnifiedExec,
+    /// The file and line being read, for warnings.
+    file: String,
+    no: u64,
 }
 
 impl CodexAdapter {
@@ -94,6 +109,122 @@ impl CodexAdapter {
         CodexAdapter {
             b: Builder::new(Tool::Codex),
             synthetic: 0,
+            twins: Twins::default(),
+            turns: Turns::default(),
+            exec: UnifiedExec::default(),
+            file: String::new(),
+            no: 0,
+        }
+    }
+
+    fn warn(&self, report: &mut ImportReport, message: String) {
+        report.warnings.push(Warning {
+            file: self.file.clone(),
+            line: self.no,
+            message,
+        });
+    }
+
+    /// A user prompt in either form: kept once, placed by the turn markers.
+    fn prompt(&mut self, text: &str, form: Form, report: &mut ImportReport) {
+        if text.trim().is_empty() {
+            return;
+        }
+        if self.twins.is_echo(text, form) {
+            report.echoes = report.echoes.saturating_add(1);
+            return;
+        }
+        match self.turns.place_prompt() {
+            PromptPlace::NewRun => self.b.user_prompt(text),
+            PromptPlace::SameRun => self.b.user_message_mid_run(text),
+        }
+    }
+
+    /// An `item_completed` event's turn item (paginated rollouts write messages this way).
+    fn completed_item(&mut self, item: &Value, report: &mut ImportReport) {
+        let ty = str_field(item, "type").unwrap_or("");
+        let text = || {
+            item.get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| match str_field(c, "type") {
+                    Some("image" | "local_image") => Some("[image]".to_string()),
+                    _ => str_field(c, "text").map(str::to_string),
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        match ty {
+            "UserMessage" => self.prompt(&text(), Form::Completed, report),
+            "AgentMessage" => self.answer(&text(), Form::Completed, report),
+            "Reasoning" => report.echoes = report.echoes.saturating_add(1),
+            other => self
+                .b
+                .protocol(&format!("codex/event_msg: item_completed {other}")),
+        }
+    }
+
+    /// An assistant answer in either form: kept once.
+    fn answer(&mut self, text: &str, form: Form, report: &mut ImportReport) {
+        if self.twins.is_echo(text, form) {
+            report.echoes = report.echoes.saturating_add(1);
+            return;
+        }
+        self.b.assistant_text(text);
+    }
+
+    /// A command's final result (a unified exec process that exited).
+    fn command_result(&mut self, call_id: &str, output: String, exit_code: Option<i64>) {
+        let outcome = if exit_code.is_some_and(|c| c != 0) {
+            Outcome::Failed { output, exit_code }
+        } else {
+            Outcome::Ok { output, exit_code }
+        };
+        self.b.result(call_id, outcome);
+    }
+
+    /// A `write_stdin` call: a poll of a running command, never an item of its own.
+    fn poll(&mut self, id: &str, args: &Value) {
+        let session = args.get("session_id").map(text_of).unwrap_or_default();
+        let chars = str_field(args, "chars").unwrap_or("");
+        self.exec.poll(id, &session, chars);
+    }
+
+    /// The output of a call; true when it belonged to unified exec (a poll, or a command
+    /// whose process still runs) and is handled.
+    fn exec_output(&mut self, id: &str, out: &str, report: &mut ImportReport) -> bool {
+        match self.exec.poll_output(id, out) {
+            PollResult::NotAPoll => {}
+            PollResult::StillRunning => return true,
+            PollResult::Exited {
+                call_id,
+                output,
+                exit_code,
+            } => {
+                self.command_result(&call_id, output, Some(exit_code));
+                return true;
+            }
+            PollResult::UnknownSession { session } => {
+                self.warn(
+                    report,
+                    format!(
+                        "write_stdin call {id} polls process session {session}, which no exec_command of this log started (the command is missing); its output is kept as a protocol item only"
+                    ),
+                );
+                self.b.protocol(&format!(
+                    "codex/write_stdin for unknown session {session}: {out}"
+                ));
+                return true;
+            }
+        }
+        let h = unified_exec::header(out);
+        match h.session {
+            Some(session) if h.exit_code.is_none() && self.b.is_waiting(id) => {
+                self.exec.started(session, id, &h.body);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -106,8 +237,8 @@ impl CodexAdapter {
                     "user" if is_instructions(&text) => {
                         self.b.protocol(&format!("codex/context: {text}"))
                     }
-                    "user" => self.b.user_prompt(&text),
-                    "assistant" => self.b.assistant_text(&text),
+                    "user" => self.prompt(&text, Form::Item, report),
+                    "assistant" => self.answer(&text, Form::Item, report),
                     role => self.b.protocol(&format!("codex/{role} message: {text}")),
                 }
             }
@@ -131,7 +262,11 @@ impl CodexAdapter {
                 let args: Value =
                     serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()));
                 let id = call_id(p);
-                self.function_call(&id, name, &args);
+                if name == "write_stdin" {
+                    self.poll(&id, &args);
+                } else {
+                    self.function_call(&id, name, &args);
+                }
             }
             "custom_tool_call" => {
                 let name = str_field(p, "name").unwrap_or("tool");
@@ -167,6 +302,9 @@ impl CodexAdapter {
             "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
                 let id = call_id(p);
                 let out = p.get("output").map(output_text).unwrap_or_default();
+                if self.exec_output(&id, &out, report) {
+                    return;
+                }
                 let outcome = outcome_of(&out, p.get("output"));
                 if !self.b.result(&id, outcome) {
                     self.b
@@ -202,7 +340,15 @@ impl CodexAdapter {
                 };
                 self.b.result(&id, outcome);
             }
-            "ghost_snapshot" | "compaction" | "compaction_summary" => {
+            "ghost_snapshot"
+            | "compaction"
+            | "compaction_summary"
+            | "compaction_trigger"
+            | "context_compaction"
+            | "tool_search_call"
+            | "tool_search_output"
+            | "additional_tools"
+            | "image_generation_call" => {
                 self.b.protocol(&format!("codex/response_item: {ty}"))
             }
             other => {
@@ -278,12 +424,53 @@ impl CodexAdapter {
     fn event(&mut self, p: &Value, report: &mut ImportReport) {
         let ty = str_field(p, "type").unwrap_or("");
         match ty {
+            "user_message" => {
+                let text = str_field(p, "message").unwrap_or("");
+                let kind = str_field(p, "kind").unwrap_or("plain");
+                if kind != "plain" || is_instructions(text) {
+                    self.b.protocol(&format!("codex/context: {text}"));
+                } else {
+                    self.prompt(text, Form::Event, report);
+                }
+            }
+            "agent_message" => {
+                let text = str_field(p, "message").unwrap_or("");
+                self.answer(text, Form::Event, report);
+            }
+            "thread_rolled_back" => {
+                let n = p.get("num_turns").and_then(Value::as_u64).unwrap_or(0);
+                self.b.roll_back(usize::try_from(n).unwrap_or(usize::MAX));
+                self.b
+                    .protocol(&format!("codex/event_msg: thread_rolled_back {n} turns"));
+            }
+            "item_completed" => self.completed_item(p.get("item").unwrap_or(&Value::Null), report),
             t if ECHO_EVENTS.contains(&t) => report.echoes = report.echoes.saturating_add(1),
+            "task_started" | "turn_started" => {
+                self.turns.started();
+                self.b.protocol(&format!("codex/event_msg: {ty}"));
+            }
+            "task_complete" | "turn_complete" => {
+                self.turns.ended();
+                self.b.protocol(&format!("codex/event_msg: {ty}"));
+            }
             "turn_aborted" => {
                 let reason = str_field(p, "reason").unwrap_or("");
                 self.b
                     .protocol(&format!("codex/event_msg: turn_aborted {reason}"));
-                self.b.interrupted();
+                self.b
+                    .interrupted_by_user(&format!("Codex: turn aborted, {reason}"));
+                self.turns.ended();
+            }
+            "exec_command_end" => {
+                let id = str_field(p, "call_id").unwrap_or("");
+                let code = p.get("exit_code").and_then(Value::as_i64);
+                let out = str_field(p, "aggregated_output")
+                    .or_else(|| str_field(p, "stdout"))
+                    .unwrap_or("");
+                if let Some((output, code)) = code.and_then(|c| self.exec.ended(id, c, out)) {
+                    self.command_result(id, output, Some(code));
+                }
+                self.b.protocol("codex/event_msg: exec_command_end");
             }
             "error" => {
                 let msg = str_field(p, "message").unwrap_or("error");
@@ -302,7 +489,11 @@ impl CodexAdapter {
 }
 
 impl Adapter for CodexAdapter {
-    fn feed(&mut self, line: Line<'_>, report: &mut ImportReport, _file: &str) {
+    fn feed(&mut self, line: Line<'_>, report: &mut ImportReport, file: &str) {
+        if self.file.is_empty() {
+            self.file = file.to_string();
+        }
+        self.no = line.no;
         let v = line.value;
         let ty = str_field(v, "type").unwrap_or("");
         let null = Value::Null;
@@ -348,7 +539,12 @@ impl Adapter for CodexAdapter {
         }
     }
 
-    fn finish(self: Box<Self>, report: &mut ImportReport, opts: &ImportOptions) -> Imported {
+    fn finish(mut self: Box<Self>, report: &mut ImportReport, opts: &ImportOptions) -> Imported {
+        // A process still running when the log ends (a dev server left up): its output so
+        // far, no exit code.
+        for (id, output) in self.exec.still_running() {
+            self.command_result(&id, output, None);
+        }
         self.b.finish(report, opts)
     }
 }

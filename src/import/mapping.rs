@@ -195,6 +195,90 @@ impl Builder {
         }
     }
 
+    /// The user rolled back the last `n` runs (Codex's `thread_rolled_back`): they are
+    /// `rolled_back`, never handed over.
+    pub fn roll_back(&mut self, n: usize) {
+        let keep = self.runs.len().saturating_sub(n);
+        for r in self.runs.iter_mut().skip(keep) {
+            r.status = RunStatus::RolledBack;
+        }
+    }
+
+    /// The user interrupted the current run (`how`: the log's own words): the run is
+    /// `interrupted`, and an `error` item says so, with what the run had finished since its
+    /// last answer (the results of its completed tool calls and commands), so that work done
+    /// before the interruption (web research, a passing check) reaches the next agent.
+    pub fn interrupted_by_user(&mut self, how: &str) {
+        if self.runs.is_empty() {
+            return;
+        }
+        self.interrupted();
+        let finished = self.finished_since_answer();
+        let mut text = format!("The user interrupted run {} before it finished ({how}).", self.runs.len());
+        if !finished.is_empty() {
+            text.push_str(" What it had finished by then:\n");
+            text.push_str(&finished);
+        }
+        self.error(&text);
+    }
+
+    /// The completed tool calls and commands of the current run after its last assistant
+    /// text, each with the head of its output.
+    fn finished_since_answer(&self) -> String {
+        const EACH: usize = 3000;
+        const TOTAL: usize = 12_000;
+        let Some(run) = self.runs.last() else {
+            return String::new();
+        };
+        let from = run.last_text.map_or(0, |i| i.saturating_add(1));
+        let mut out = String::new();
+        for item in run.items.iter().skip(from) {
+            let (head, output) = match item {
+                Item::ToolCall {
+                    tool,
+                    input,
+                    status: Some(ToolStatus::Completed),
+                    output,
+                    ..
+                } => (
+                    format!("{tool} {}", one_line(input.as_deref().unwrap_or(""), 200)),
+                    output.as_deref().unwrap_or(""),
+                ),
+                Item::Command {
+                    command,
+                    exit_code: Some(code),
+                    output,
+                    ..
+                } => (
+                    format!("ran {} (exit {code})", one_line(command, 200)),
+                    output.as_deref().unwrap_or(""),
+                ),
+                _ => continue,
+            };
+            if out.chars().count() > TOTAL {
+                out.push_str("- (more results not shown)\n");
+                break;
+            }
+            out.push_str(&format!("- {}", head.trim()));
+            let output = output.trim();
+            if !output.is_empty() {
+                let kept: String = output.chars().take(EACH).collect();
+                out.push_str(":\n");
+                for l in kept.lines() {
+                    out.push_str("  ");
+                    out.push_str(l);
+                    out.push('\n');
+                }
+                if kept.len() < output.len() {
+                    out.push_str("  [...]\n");
+                }
+            } else {
+                out.push('\n');
+            }
+        }
+        out
+    }
+
     /// The compaction summary the tool carried over from an earlier context.
     pub fn compact_summary(&mut self, text: &str) {
         let through = u32::try_from(self.runs.len()).unwrap_or(u32::MAX);
@@ -237,6 +321,11 @@ impl Builder {
         }
     }
 
+    /// Whether call `id` waits for its result.
+    pub fn is_waiting(&self, id: &str) -> bool {
+        self.pending.contains_key(id)
+    }
+
     /// The tool says whether the waiting edit `id` created or changed its file.
     pub fn set_edit_change(&mut self, id: &str, change: FileChangeKind) {
         if let Some((_, _, Pending::Edit { changes, .. })) = self.pending.get_mut(id) {
@@ -256,12 +345,27 @@ impl Builder {
             (Pending::Silent, _) => return true,
             (Pending::Command { command, .. }, Outcome::Ok { output, exit_code })
             | (Pending::Command { command, .. }, Outcome::Failed { output, exit_code }) => {
-                vec![Item::Command {
+                // A passing `rm` deletes files: each is a `file_change` `deleted`, so that a
+                // file created and removed again is not handed over as changed.
+                let deleted = if exit_code == Some(0) {
+                    removed_paths(&command)
+                } else {
+                    Vec::new()
+                };
+                let mut v = vec![Item::Command {
                     id: None,
                     command,
                     exit_code,
                     output: Some(self.cap(&output, MAX_OUTPUT_CHARS)),
-                }]
+                }];
+                v.extend(deleted.into_iter().map(|p| Item::FileChange {
+                    id: None,
+                    path: self.absolute(&p),
+                    change: Some(FileChangeKind::Deleted),
+                    diff_lines: Some(0),
+                    diff: None,
+                }));
+                v
             }
             (Pending::Edit { changes, .. }, Outcome::Ok { .. }) => changes
                 .into_iter()
@@ -381,6 +485,19 @@ impl Builder {
             if *pr == r && *pi >= at {
                 *pi = pi.saturating_add(n);
             }
+        }
+    }
+
+    /// A path a command names, as the tool names the files it edits: Claude Code's edits carry
+    /// absolute paths, so a relative path is joined to the working directory; Codex's patches
+    /// name paths relative to it, so they stay relative.
+    fn absolute(&self, path: &str) -> String {
+        match (&self.cwd, self.tool) {
+            (Some(cwd), Tool::ClaudeCode) if !path.starts_with('/') => {
+                let rel = path.strip_prefix("./").unwrap_or(path);
+                format!("{}/{rel}", cwd.trim_end_matches('/'))
+            }
+            _ => path.to_string(),
         }
     }
 
@@ -562,12 +679,70 @@ pub(crate) fn elide(text: &str, max: usize) -> Option<String> {
     ))
 }
 
-/// The first line of `text`, at most `max` characters.
+/// The first line of `text`, at most `max` characters, cut at a word boundary (` ...` says
+/// that something follows).
 pub(crate) fn one_line(text: &str, max: usize) -> String {
     let line = text.trim().lines().next().unwrap_or("");
-    let mut out: String = line.chars().take(max).collect();
-    if line.chars().count() > max || text.trim().lines().nth(1).is_some() {
+    let mut out = cut_words(line, max);
+    if out.len() < line.len() || text.trim().lines().nth(1).is_some() {
         out.push_str(" ...");
+    }
+    out
+}
+
+/// `text` on one line (whitespace runs as one space), at most `max` characters, cut at a
+/// word boundary with `...` when longer.
+pub(crate) fn gist(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let out = cut_words(&flat, max);
+    if out.len() < flat.len() {
+        format!("{out} ...")
+    } else {
+        out
+    }
+}
+
+/// The longest head of `line` of at most `max` characters that ends at a word boundary (in
+/// the last half of the room; else at `max` characters).
+fn cut_words(line: &str, max: usize) -> String {
+    if line.chars().count() <= max {
+        return line.to_string();
+    }
+    let end = line.char_indices().nth(max).map_or(line.len(), |(i, _)| i);
+    let head = line.get(..end).unwrap_or(line);
+    let at_space = line.get(end..).is_some_and(|r| r.starts_with(' '));
+    if at_space {
+        return head.trim_end().to_string();
+    }
+    match head.rfind(' ') {
+        Some(i) if head.get(..i).is_some_and(|h| h.chars().count() >= max / 2) => {
+            head.get(..i).unwrap_or(head).trim_end().to_string()
+        }
+        _ => head.to_string(),
+    }
+}
+
+/// The files a plain `rm` (or `git rm`) command line removes: `rm [-flags] PATH...`, each part
+/// of a `&&` / `;` chain read alone. Nothing when the line has quotes, globs, variables,
+/// substitutions, redirections or pipes, or changes directory: the paths could not be read
+/// for certain.
+pub(crate) fn removed_paths(command: &str) -> Vec<String> {
+    if command.contains(|c: char| "'\"*?$`{}<>|()\\".contains(c)) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for part in command.split("&&").flat_map(|p| p.split(';')) {
+        let words: Vec<&str> = part.split_whitespace().collect();
+        let args = match words.as_slice() {
+            ["cd", ..] | ["pushd", ..] => return Vec::new(),
+            ["rm", rest @ ..] | ["git", "rm", rest @ ..] => rest,
+            _ => continue,
+        };
+        out.extend(
+            args.iter()
+                .filter(|a| !a.starts_with('-'))
+                .map(|a| a.to_string()),
+        );
     }
     out
 }
@@ -690,6 +865,24 @@ mod tests {
         assert_eq!((f[0].path.as_str(), f[0].diff_lines), ("a.txt", 2));
         assert_eq!((f[1].path.as_str(), f[1].diff_lines), ("src/b.rs", 2));
         assert_eq!(f[2].change, FileChangeKind::Deleted);
+    }
+
+    #[test]
+    fn removed_files() {
+        assert_eq!(removed_paths("rm scratch/repro.ts"), ["scratch/repro.ts"]);
+        assert_eq!(removed_paths("rm -f a.txt b.txt && ls"), ["a.txt", "b.txt"]);
+        assert_eq!(removed_paths("git rm -q old.rs"), ["old.rs"]);
+        assert!(removed_paths("rm *.tmp").is_empty());
+        assert!(removed_paths("cd x && rm a").is_empty());
+        assert!(removed_paths("echo rm a").is_empty());
+    }
+
+    #[test]
+    fn cuts_fall_between_words() {
+        assert_eq!(one_line("fix the login redirect loop", 12), "fix the ...");
+        assert_eq!(one_line("fix the", 12), "fix the");
+        assert_eq!(gist("a  bb\ncdefgh ijk", 8), "a bb ...");
+        assert_eq!(one_line("abcdefghijkl", 5), "abcde ...");
     }
 
     #[test]

@@ -11,8 +11,10 @@
 
 pub mod claude;
 pub mod codex;
+mod codex_turns;
 pub mod mapping;
 pub mod sessions;
+mod unified_exec;
 
 use crate::state::State;
 use std::fmt;
@@ -191,6 +193,8 @@ pub struct ImportOptions {
 /// One JSON line of a log, parsed.
 pub(crate) struct Line<'a> {
     pub value: &'a serde_json::Value,
+    /// The 1-based line number, for warnings.
+    pub no: u64,
 }
 
 /// An adapter: fed the log's lines in order, then finished into a state.
@@ -222,8 +226,9 @@ pub fn import_reader<R: Read>(
     let mut sniff = Sniffer::default();
     let mut adapter: Option<Box<dyn Adapter>> = None;
     // Lines read before the format is known are held (parsed) until it is.
-    let mut held: Vec<serde_json::Value> = Vec::new();
+    let mut held: Vec<(u64, serde_json::Value)> = Vec::new();
     let mut no: u64 = 0;
+    let mut clock = Clock::default();
     loop {
         buf.clear();
         let (n, over) =
@@ -254,15 +259,16 @@ pub fn import_reader<R: Read>(
         let Some(value) = parse_line(&buf, no, complete, file, &mut report) else {
             continue;
         };
+        clock.look(&value, no);
         match adapter.as_mut() {
-            Some(a) => a.feed(Line { value: &value }, &mut report, file),
+            Some(a) => a.feed(Line { value: &value, no }, &mut report, file),
             None => {
                 sniff.look(&value);
-                held.push(value);
+                held.push((no, value));
                 if let Some(a) = sniff.decide(tool) {
                     let mut a = a;
-                    for v in held.drain(..) {
-                        a.feed(Line { value: &v }, &mut report, file);
+                    for (n, v) in held.drain(..) {
+                        a.feed(Line { value: &v, no: n }, &mut report, file);
                     }
                     adapter = Some(a);
                 } else if let Some(recognised) = sniff.wrong_tool(tool) {
@@ -287,13 +293,72 @@ pub fn import_reader<R: Read>(
             }
             // Recognised lines but too few to be sure: take them.
             let mut a = new_adapter(tool);
-            for v in held.drain(..) {
-                a.feed(Line { value: &v }, &mut report, file);
+            for (n, v) in held.drain(..) {
+                a.feed(Line { value: &v, no: n }, &mut report, file);
             }
             a
         }
     };
+    if let Some(w) = clock.warning(file) {
+        report.warnings.push(w);
+    }
     Ok(adapter.finish(&mut report, opts))
+}
+
+/// Entries whose `timestamp` is more than [`SKEW_TOLERANCE_SECS`] earlier than an entry
+/// before them (clock skew, or lines appended out of order): they are kept in file order, and
+/// one warning says so. Smaller steps back are normal (Claude Code stamps a streamed message
+/// when it starts and writes it when it ends). Entries that carry a time of their own
+/// (`queue-operation`, `file-history-snapshot`) are not compared.
+#[derive(Default)]
+struct Clock {
+    /// The latest time seen: seconds since 1970, and the text.
+    last: Option<(i64, String)>,
+    backwards: u64,
+    first: Option<(u64, String, String)>,
+}
+
+/// How far back a timestamp may step without a warning.
+const SKEW_TOLERANCE_SECS: i64 = 60;
+
+impl Clock {
+    fn look(&mut self, v: &serde_json::Value, no: u64) {
+        let ty = v.get("type").and_then(|t| t.as_str()).unwrap_or("");
+        if matches!(ty, "queue-operation" | "file-history-snapshot") {
+            return;
+        }
+        let Some(ts) = v.get("timestamp").and_then(|t| t.as_str()) else {
+            return;
+        };
+        let Some(t) = epoch_seconds(ts) else {
+            return;
+        };
+        if let Some((prev, prev_text)) = &self.last {
+            if t < *prev {
+                if prev.saturating_sub(t) > SKEW_TOLERANCE_SECS {
+                    self.backwards = self.backwards.saturating_add(1);
+                    if self.first.is_none() {
+                        self.first = Some((no, ts.to_string(), prev_text.clone()));
+                    }
+                }
+                return;
+            }
+        }
+        self.last = Some((t, ts.to_string()));
+    }
+
+    fn warning(&self, file: &str) -> Option<Warning> {
+        let (line, ts, prev) = self.first.as_ref()?;
+        Some(Warning {
+            file: file.to_string(),
+            line: *line,
+            message: format!(
+                "timestamp {ts} is earlier than {prev} on an earlier line (clock skew); {} entr{} more than a minute out of time order kept in file order, nothing skipped",
+                self.backwards,
+                if self.backwards == 1 { "y" } else { "ies" }
+            ),
+        })
+    }
 }
 
 fn new_adapter(tool: Tool) -> Box<dyn Adapter> {
@@ -394,13 +459,78 @@ fn parse_line(
                 file: file.to_string(),
                 line: no,
                 message: format!(
-                    "malformed JSON ({} at column {}); line skipped",
+                    "malformed JSON ({} at column {}); line skipped{}",
                     describe_json_error(&e),
-                    e.column()
+                    e.column(),
+                    lost_prompt_note(&text)
                 ),
             });
             None
         }
+    }
+}
+
+/// Seconds since 1970 of a UTC timestamp `YYYY-MM-DDTHH:MM:SS[.fff]Z` (what both tools
+/// write); `None` for anything else.
+fn epoch_seconds(ts: &str) -> Option<i64> {
+    let ts = ts.strip_suffix('Z')?;
+    let (date, time) = ts.split_once('T')?;
+    let mut d = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let time = time.split('.').next()?;
+    let mut t = time.splitn(3, ':').map(|p| p.parse::<i64>().ok());
+    let (h, min, s) = (t.next()??, t.next()??, t.next()??);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || !(0..=9999).contains(&y) {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm), every step checked.
+    let y = if m <= 2 { y.checked_sub(1)? } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.checked_sub(era.checked_mul(400)?)?;
+    let mp = m.checked_add(9)?.rem_euclid(12);
+    let doy = mp
+        .checked_mul(153)?
+        .checked_add(2)?
+        .checked_div(5)?
+        .checked_add(day)?
+        .checked_sub(1)?;
+    let doe = yoe
+        .checked_mul(365)?
+        .checked_add(yoe.checked_div(4)?)?
+        .checked_sub(yoe.checked_div(100)?)?
+        .checked_add(doy)?;
+    let days = era.checked_mul(146_097)?.checked_add(doe)?.checked_sub(719_468)?;
+    days.checked_mul(86_400)?
+        .checked_add(h.checked_mul(3600)?)?
+        .checked_add(min.checked_mul(60)?)?
+        .checked_add(s)
+}
+
+/// A note for a skipped line that looks like it carried a user prompt: the prompt is lost, and
+/// the warning says so with its first words.
+fn lost_prompt_note(text: &str) -> String {
+    let prompt_like = text.contains("\"user_message\"")
+        || text.contains("\"role\":\"user\"")
+        || text.contains("\"role\": \"user\"")
+        || (text.contains("\"type\":\"user\"") && !text.contains("tool_result"));
+    if !prompt_like {
+        return String::new();
+    }
+    let start = ["\"message\":\"", "\"message\": \"", "\"text\":\"", "\"text\": \"", "\"content\":\""]
+        .iter()
+        .filter_map(|k| text.find(k).map(|i| i.saturating_add(k.len())))
+        .min();
+    let words: String = start
+        .and_then(|i| text.get(i..))
+        .unwrap_or("")
+        .chars()
+        .take_while(|c| *c != '"')
+        .take(80)
+        .collect();
+    if words.is_empty() {
+        "; it looks like a user prompt, which is lost".to_string()
+    } else {
+        format!("; it looks like a user prompt, which is lost: \"{words}...\"")
     }
 }
 
@@ -422,6 +552,18 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
         .rposition(|c| !c.is_ascii_whitespace())
         .map_or(start, |i| i.saturating_add(1));
     b.get(start..end).unwrap_or(&[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(epoch_seconds("1970-01-01T00:00:00.000Z"), Some(0));
+        assert_eq!(epoch_seconds("2026-11-30T10:23:00.000Z"), Some(1_796_034_180));
+        assert_eq!(epoch_seconds("2026-11-30 10:23"), None);
+    }
 }
 
 /// Recognises which tool (and which generation of its format) wrote a log from its first

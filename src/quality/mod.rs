@@ -22,6 +22,8 @@
 //! "The text" is what the target reads: the first-turn message and, off-band, the document.
 //! Whitespace runs count as one space in every comparison.
 
+pub mod sessions;
+
 use crate::facts::{item_contexts, ItemCtx};
 use crate::pipeline;
 use crate::policy::Policy;

@@ -332,8 +332,19 @@ fn gist(summary: &Summary) -> Vec<String> {
     out
 }
 
+/// One sentence of the gist: at most 140 characters, cut between words (`...` when cut).
 fn sentence(t: &str) -> String {
-    let s = compact(t, 140);
+    let flat = crate::cut::collapse(t);
+    let s = if flat.chars().count() <= 140 {
+        flat
+    } else {
+        let cut = crate::select::cut_at_whitespace(&flat, 140);
+        if cut.is_empty() {
+            compact(t, 140)
+        } else {
+            cut
+        }
+    };
     if s.ends_with('.') || s.ends_with('?') || s.ends_with('!') || s.ends_with("...") {
         s
     } else {

@@ -874,6 +874,49 @@ fn role_label(ctx: &ItemCtx, form: Form) -> usize {
     label.chars().count()
 }
 
+/// What a compaction summary covers and that the runs after it are newer: a summary's "the
+/// blocker is X" must not read as current when a later run solved X.
+fn compact_note(state: &State, through: u32) -> String {
+    let last = state
+        .runs
+        .iter()
+        .filter(|r| r.status != crate::state::RunStatus::RolledBack)
+        .map(|r| r.ordinal)
+        .max()
+        .unwrap_or(0);
+    let runs = |from: u32, to: u32| match to.cmp(&from) {
+        std::cmp::Ordering::Less => String::new(),
+        std::cmp::Ordering::Equal => format!("run {from}"),
+        std::cmp::Ordering::Greater => format!("runs {from}-{to}"),
+    };
+    if through == 0 {
+        return format!(
+            "(Written when the context was compacted, before run 1; {} came after it and {} newer.)",
+            runs(1, last),
+            if last > 1 { "are" } else { "is" }
+        );
+    }
+    if through >= last {
+        return format!(
+            "(Written when the context was compacted in run {last}, the last run: what the run did after that point is listed below and is newer.)"
+        );
+    }
+    let later = runs(through.saturating_add(1), last);
+    format!(
+        "(Written when the context was compacted; it covers the conversation through run {through}. {} came after it and {} listed below: where they differ, trust the later work.)",
+        capitalise(&later),
+        if later.starts_with("runs") { "are" } else { "is" }
+    )
+}
+
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
 fn file_name(path: &str) -> &str {
     path.rsplit(['/', '\\']).next().unwrap_or(path)
 }
@@ -886,7 +929,8 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, t: &Texts) -> String {
             return t.lead(a.map(|a| a.text.as_str()).unwrap_or(""));
         }
         "compact_summary" => {
-            return t.lead(state.thread.compact_summary.as_deref().unwrap_or(""));
+            let text = t.lead(state.thread.compact_summary.as_deref().unwrap_or(""));
+            return format!("{}\n{text}", compact_note(state, ctx.run));
         }
         "checkpoint" => {
             let c = state.checkpoints.iter().find(|c| c.run == ctx.run);
