@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { closeSync, openSync, readFileSync, readSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { BatonError, ErrorCode } from "./errors.js";
 
@@ -59,7 +59,49 @@ export function resolveBinary(explicit?: string): string {
   return path;
 }
 
+/** The ELF machine numbers of the CPUs Node runs on. */
+const ELF_MACHINE: Record<string, number> = { x64: 62, arm64: 183, ia32: 3, arm: 40, riscv64: 243, ppc64: 21, s390x: 22 };
+
+/** What kind of program a file's first bytes say it is, when it is not one for this machine. */
+export function foreignProgram(path: string): string | undefined {
+  const head = Buffer.alloc(20);
+  let n = 0;
+  try {
+    const fd = openSync(path, "r");
+    try {
+      n = readSync(fd, head, 0, 20, 0);
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return undefined; // reported when it is run
+  }
+  if (n >= 20 && head.readUInt32BE(0) === 0x7f454c46) {
+    const machine = head.readUInt16LE(18);
+    const arch = Object.entries(ELF_MACHINE).find(([, m]) => m === machine)?.[0] ?? `machine ${machine}`;
+    if (process.platform !== "linux") return `a Linux ${arch} program`;
+    if (ELF_MACHINE[process.arch] !== machine) return `a Linux ${arch} program`;
+    return undefined;
+  }
+  const magic = n >= 4 ? head.readUInt32BE(0) : 0;
+  if ([0xfeedfacf, 0xcffaedfe, 0xcafebabe, 0xfeedface, 0xcefaedfe].includes(magic)) {
+    return process.platform === "darwin" ? undefined : "a macOS program";
+  }
+  if (n >= 2 && head.toString("latin1", 0, 2) === "MZ") {
+    return process.platform === "win32" ? undefined : "a Windows program";
+  }
+  return undefined;
+}
+
 function checkBinary(path: string, source: string): void {
+  const foreign = foreignProgram(path);
+  if (foreign) {
+    throw new BatonError(
+      ErrorCode.BinaryNotFound,
+      `the baton binary ${path} (from ${source}) is ${foreign}, not one for this platform (${platformKey()}): ` +
+        `install the package ${binaryPackage()} (an optional dependency of @baton-engine/baton), or point BATON_BINARY at a baton ${VERSION} built for this machine`,
+    );
+  }
   const r = spawnSync(path, ["--version"], { encoding: "utf8", timeout: 30_000 });
   const what = `the baton binary ${path} (from ${source})`;
   if (r.error) {

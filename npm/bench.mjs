@@ -1,0 +1,60 @@
+#!/usr/bin/env node
+// What the Node bindings cost (docs/performance.md#node): a bench, not a test. Usage:
+//
+//   BATON_BINARY=target/release/baton BATON_ADDON=target/release/libbaton_node.so \
+//     node npm/bench.mjs            (after npm/ci.sh built npm/packages/baton/dist)
+//
+// On the bench threads of benches/engine.rs (100, 1,000 and 10,000 runs; the addon exports the
+// same generator, benches/support/thread.rs), one process, one run:
+//  - addon: `Engine.decide(text)` from JavaScript: the napi call, the state text in, the
+//    decision's JSON text out and JSON.parse'd (what an app gets);
+//  - rust: the same work in a Rust loop inside the addon (parse, decide, serialize), the
+//    in-process Rust baseline; and the decision alone on the parsed state;
+//  - sidecar: `explain` through BatonClient (a JSON-RPC round trip over stdio), against the
+//    addon's `explain` (the same work in process).
+import { createRequire } from "node:module";
+import { resolve } from "node:path";
+
+const require = createRequire(import.meta.url);
+const { BatonClient, Engine } = require("./packages/baton/dist/index.js");
+const native = require(resolve(process.env.BATON_ADDON));
+const SIZES = [100, 1000, 10000];
+const BUDGET_MS = Number(process.env.BENCH_MS ?? 1500);
+
+/** Mean ms per call of `f`, run for about BUDGET_MS after a warm-up (at least 5 calls). */
+async function time(f) {
+  for (let i = 0; i < 3; i++) await f();
+  let n = 0;
+  const start = performance.now();
+  while (n < 5 || performance.now() - start < BUDGET_MS) {
+    await f();
+    n++;
+  }
+  return (performance.now() - start) / n;
+}
+
+const root = "/tmp/baton-bench";
+const engine = new Engine("default", { documentRoot: root });
+const raw = new native.NativeEngine("default", null, null, root);
+const client = await BatonClient.start({ handoffDir: root, db: `${root}/unused.db`, args: ["--no-watch"] });
+const rows = [];
+for (const n of SIZES) {
+  const text = native.benchStateYaml(n);
+  if (engine.decide(text).strategy !== "delta_existing") throw new Error("not the bench decision");
+  const addon = await time(() => engine.decide(text));
+  const iterations = Math.max(5, Math.round(BUDGET_MS / addon));
+  const [rustWhole, rustDecide] = native.benchNative(raw, text, iterations).map((ns) => ns / 1e6);
+  const addonExplain = await time(() => engine.explain(text));
+  const sidecar = await time(() => client.explain({ state_text: text }));
+  rows.push({ n, kb: Math.round(text.length / 1024), addon, rustWhole, rustDecide, addonExplain, sidecar });
+}
+await client.close();
+
+const ms = (x) => (x < 1 ? `${(x * 1000).toFixed(0)} µs` : `${x.toFixed(2)} ms`);
+console.log("| runs | state | addon decide | Rust: parse+decide+serialize | addon / Rust | Rust: decide alone | addon explain | sidecar explain | sidecar / addon |");
+console.log("|---|---|---|---|---|---|---|---|---|");
+for (const r of rows) {
+  console.log(
+    `| ${r.n} | ${r.kb} KB | ${ms(r.addon)} | ${ms(r.rustWhole)} | ${(r.addon / r.rustWhole).toFixed(2)}x | ${ms(r.rustDecide)} | ${ms(r.addonExplain)} | ${ms(r.sidecar)} | ${(r.sidecar / r.addonExplain).toFixed(2)}x |`,
+  );
+}
