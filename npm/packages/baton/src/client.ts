@@ -54,6 +54,12 @@ export interface ClientOptions {
   restart?: false | { retries?: number; initialDelayMs?: number; maxDelayMs?: number };
   /** How long `close()` waits for the sidecar to exit before it kills it (default 5000 ms). */
   closeGraceMs?: number;
+  /**
+   * Let Node exit while no request is waiting (default false: a started client keeps Node
+   * running until `close()`, as a child process does). When Node exits, the sidecar's input
+   * ends and it exits too; a crash of an idle sidecar is then not noticed.
+   */
+  allowExitOnIdle?: boolean;
 }
 
 /** Per-request options. */
@@ -205,6 +211,8 @@ export class BatonClient extends EventEmitter<ClientEvents> {
   #exited: Promise<void> = Promise.resolve();
   #attempt = 0;
   #failure: BatonError | undefined;
+  /** The handles that keep Node running while a request waits for its answer. */
+  #handles: { ref(): unknown; unref(): unknown }[] = [];
 
   private constructor(opts: ClientOptions, socketPath?: string) {
     super();
@@ -249,6 +257,15 @@ export class BatonClient extends EventEmitter<ClientEvents> {
     this.#ready.catch(() => {});
   }
 
+  /** Keep Node running exactly while a request waits for its answer. */
+  #track(): void {
+    if (!this.#opts.allowExitOnIdle) return;
+    for (const h of this.#handles) {
+      if (this.#pending.size > 0) h.ref();
+      else h.unref();
+    }
+  }
+
   #onMessage = (m: Record<string, unknown>): void => {
     if (typeof m.id === "number" && ("result" in m || "error" in m)) {
       const p = this.#pending.get(m.id);
@@ -275,6 +292,14 @@ export class BatonClient extends EventEmitter<ClientEvents> {
     this.#stderr = "";
     const child = spawn(bin, args, { stdio: ["pipe", "pipe", "pipe"], env: o.env ?? process.env, cwd: o.cwd });
     this.#child = child;
+    // With allowExitOnIdle, an idle client does not keep Node running: the process and its
+    // pipes are unref'd, and the process and its output are ref'd only while a request waits
+    // (#track). When Node exits, the sidecar's input ends and it exits.
+    if (o.allowExitOnIdle) {
+      for (const s of [child.stdin, child.stderr] as unknown as ({ unref?: () => void } | null)[]) s?.unref?.();
+    }
+    this.#handles = [child, child.stdout as unknown as { ref(): unknown; unref(): unknown }];
+    this.#track();
     let exitedResolve: () => void = () => {};
     this.#exited = new Promise<void>((r) => (exitedResolve = r));
     child.stderr?.setEncoding("utf8");
@@ -412,6 +437,7 @@ export class BatonClient extends EventEmitter<ClientEvents> {
     });
     this.#exited = new Promise<void>((r) => sock.once("close", () => r()));
     this.#conn = new Connection(sock, sock, this.#onMessage, (why) => this.emit("stderr", `${why}\n`));
+    this.#handles = [sock];
     await this.#send("health", {}, {});
   }
 
@@ -434,8 +460,10 @@ export class BatonClient extends EventEmitter<ClientEvents> {
       const cleanup = (): void => {
         if (timer) clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
+        queueMicrotask(() => this.#track());
       };
       this.#pending.set(id, { method, resolve, reject, cleanup });
+      this.#track();
       const timeoutMs = o.timeoutMs ?? this.#opts.timeoutMs;
       if (timeoutMs !== undefined) {
         timer = setTimeout(() => {
@@ -541,12 +569,15 @@ export class BatonClient extends EventEmitter<ClientEvents> {
     this.#phase = "closing";
     this.#readyReject(new BatonError(ErrorCode.ClientClosed, "the client was closed"));
     if (this.#socketPath !== undefined) {
+      for (const h of this.#handles) h.ref();
       this.#conn?.end();
       await this.#exited;
       this.#phase = "closed";
       return;
     }
     const child = this.#child;
+    // Node keeps running until the sidecar has exited and been reaped.
+    for (const h of this.#handles) h.ref();
     if (child && child.exitCode === null && child.signalCode === null && !wasRestarting) {
       try {
         await this.#send("shutdown", null, {});

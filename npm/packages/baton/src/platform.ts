@@ -173,7 +173,14 @@ export function loadAddon(): NativeAddon {
   const what = fromEnv ? `the addon ${fromEnv} (from BATON_ADDON)` : `the addon package ${pkg}`;
   let loaded: NativeAddon;
   try {
-    loaded = require(fromEnv ? resolve(fromEnv) : pkg) as NativeAddon;
+    if (fromEnv && !/\.(c?js|node)$/.test(fromEnv)) {
+      // A cargo build's `libbaton_node.so` (or `.dylib`): loaded as the `.node` file it is.
+      const m = { exports: {} as NativeAddon };
+      process.dlopen(m, resolve(fromEnv));
+      loaded = m.exports;
+    } else {
+      loaded = require(fromEnv ? resolve(fromEnv) : pkg) as NativeAddon;
+    }
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     const missing = err.code === "MODULE_NOT_FOUND" && !fromEnv;

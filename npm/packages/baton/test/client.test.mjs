@@ -10,10 +10,17 @@ import { example, gatedPolicy, once, processGone, scratch } from "./helpers.mjs"
 
 const seed = example("seed-switch.yaml");
 
-test("the sidecar killed with SIGKILL mid-request: a typed error, then the next request succeeds", async () => {
+/** Start a client that is closed when the test ends, passed or not. */
+async function start(t, opts) {
+  const client = await BatonClient.start(opts);
+  t.after(() => client.close());
+  return client;
+}
+
+test("the sidecar killed with SIGKILL mid-request: a typed error, then the next request succeeds", async (t) => {
   const dir = scratch("kill");
   const gated = gatedPolicy(dir);
-  const client = await BatonClient.start({ policy: gated.policy, db: join(dir, "b.db"), handoffDir: dir, args: ["--no-watch"] });
+  const client = await start(t, { policy: gated.policy, db: join(dir, "b.db"), handoffDir: dir, args: ["--no-watch"] });
   const first = client.pid;
   const pending = client.render({ state_text: seed, target: "codex" });
   assert.equal(await gated.started(), "started"); // the render is inside the summarizer
@@ -40,9 +47,9 @@ test("the sidecar killed with SIGKILL mid-request: a typed error, then the next 
   assert.ok(processGone(r.pid));
 });
 
-test("a request sent while the sidecar restarts waits for it and succeeds", async () => {
+test("a request sent while the sidecar restarts waits for it and succeeds", async (t) => {
   const dir = scratch("restart");
-  const client = await BatonClient.start({ db: join(dir, "b.db"), handoffDir: dir, args: ["--no-watch"] });
+  const client = await start(t, { db: join(dir, "b.db"), handoffDir: dir, args: ["--no-watch"] });
   const exited = once(client, "exit");
   process.kill(client.pid, "SIGKILL");
   await exited;
@@ -51,10 +58,10 @@ test("a request sent while the sidecar restarts waits for it and succeeds", asyn
   await client.close();
 });
 
-test("cancellation with an AbortSignal: $/cancelRequest, answered -32800", async () => {
+test("cancellation with an AbortSignal: $/cancelRequest, answered -32800", async (t) => {
   const dir = scratch("cancel");
   const gated = gatedPolicy(dir);
-  const client = await BatonClient.start({ policy: gated.policy, db: join(dir, "b.db"), handoffDir: dir, args: ["--no-watch"] });
+  const client = await start(t, { policy: gated.policy, db: join(dir, "b.db"), handoffDir: dir, args: ["--no-watch"] });
   const ac = new AbortController();
   const pending = client.render({ state_text: seed, target: "codex" }, { signal: ac.signal });
   assert.equal(await gated.started(), "started");
@@ -76,10 +83,10 @@ test("cancellation with an AbortSignal: $/cancelRequest, answered -32800", async
   await client.close();
 });
 
-test("a request past its timeout fails with Timeout and is cancelled on the service", async () => {
+test("a request past its timeout fails with Timeout and is cancelled on the service", async (t) => {
   const dir = scratch("timeout");
   const gated = gatedPolicy(dir);
-  const client = await BatonClient.start({ policy: gated.policy, db: join(dir, "b.db"), handoffDir: dir, args: ["--no-watch"] });
+  const client = await start(t, { policy: gated.policy, db: join(dir, "b.db"), handoffDir: dir, args: ["--no-watch"] });
   // The render waits in the summarizer until released, so it cannot beat a 1 ms timeout.
   const pending = client.render({ state_text: seed, target: "codex" }, { timeoutMs: 1 });
   const err = await pending.then(
@@ -93,11 +100,11 @@ test("a request past its timeout fails with Timeout and is cancelled on the serv
   await client.close();
 });
 
-test("200 concurrent requests all answer, each as the addon decides", async () => {
+test("200 concurrent requests all answer, each as the addon decides", async (t) => {
   const dir = scratch("many");
-  const client = await BatonClient.start({ db: join(dir, "b.db"), handoffDir: dir, args: ["--no-watch"] });
+  const client = await start(t, { db: join(dir, "b.db"), handoffDir: dir, args: ["--no-watch"] });
   const engine = new Engine("default", { documentRoot: dir });
-  const targets = ["codex", "claude", "cursor", "gemini"];
+  const targets = ["codex", "claude", "cursor", "copilot"];
   const results = await Promise.all(
     Array.from({ length: 200 }, (_, i) =>
       client.explain({ state_text: seed.replace("th_seed", `th_${i}`), target: targets[i % 4], trace: false }),
@@ -111,12 +118,12 @@ test("200 concurrent requests all answer, each as the addon decides", async () =
   await client.close();
 });
 
-test("policy reloads arrive as events", async () => {
+test("policy reloads arrive as events", async (t) => {
   const dir = scratch("reload");
   const pdir = join(dir, "policies");
   mkdirSync(pdir);
   writeFileSync(join(pdir, "team.policy"), 'policy "team" {\n  extends "default"\n}\n');
-  const client = await BatonClient.start({ policy: pdir, db: join(dir, "b.db"), handoffDir: dir, args: ["--debounce-ms", "20"] });
+  const client = await start(t, { policy: pdir, db: join(dir, "b.db"), handoffDir: dir, args: ["--debounce-ms", "20"] });
   const before = await client.policyStatus();
   assert.equal(before.name, "team");
   const loaded = once(client, "policy/loaded");
@@ -138,9 +145,9 @@ test("policy reloads arrive as events", async () => {
   await client.close();
 });
 
-test("close() finishes what is in flight, and leaves no process (no zombie)", async () => {
+test("close() finishes what is in flight, and leaves no process (no zombie)", async (t) => {
   const dir = scratch("close");
-  const client = await BatonClient.start({ db: join(dir, "b.db"), handoffDir: dir, args: ["--no-watch"] });
+  const client = await start(t, { db: join(dir, "b.db"), handoffDir: dir, args: ["--no-watch"] });
   const pid = client.pid;
   const inFlight = client.explain({ state_text: seed, trace: false });
   const closing = client.close();
@@ -154,7 +161,7 @@ test("close() finishes what is in flight, and leaves no process (no zombie)", as
   assert.equal(err.code, ErrorCode.ClientClosed);
 });
 
-test("a socket client talks to a running service and closing it leaves the service up", async () => {
+test("a socket client talks to a running service and closing it leaves the service up", async (t) => {
   const dir = scratch("socket");
   const { spawn } = await import("node:child_process");
   const sock = join(dir, "baton.sock");
@@ -196,4 +203,25 @@ test("a socket client talks to a running service and closing it leaves the servi
   server.kill("SIGTERM");
   const [code] = await exited;
   assert.equal(code, 0);
+});
+
+test("with allowExitOnIdle, an app that never calls close() still exits", async () => {
+  const { spawn } = await import("node:child_process");
+  const dir = scratch("idle");
+  const app = spawn(
+    process.execPath,
+    [
+      "--input-type=module",
+      "-e",
+      `import { BatonClient } from ${JSON.stringify(new URL("../dist/index.mjs", import.meta.url).href)};
+       const c = await BatonClient.start({ db: ${JSON.stringify(join(dir, "b.db"))}, allowExitOnIdle: true });
+       console.log((await c.health()).status);`,
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  let out = "";
+  app.stdout.on("data", (c) => (out += c));
+  const [code] = await once(app, "exit");
+  assert.equal(code, 0);
+  assert.equal(out.trim(), "ok");
 });

@@ -8,13 +8,14 @@ import { test } from "node:test";
 import { BatonClient } from "../dist/index.js";
 import { cli, processGone, scratch } from "./helpers.mjs";
 
-test("dispatch -> complete -> switch -> rollback -> fork -> merge-back matches the CLI", async () => {
+test("dispatch -> complete -> switch -> rollback -> fork -> merge-back matches the CLI", async (t) => {
   const dir = scratch("lifecycle");
   const docsA = join(dir, "docs-a");
   const docsB = join(dir, "docs-b");
   const dbA = join(dir, "client.db");
   const dbB = join(dir, "cli.db");
   const client = await BatonClient.start({ db: dbA, handoffDir: docsA, args: ["--no-watch"] });
+  t.after(() => client.close());
   const run = (...args) => cli([...args, "--db", dbB, "--json"]);
   const decided = (...args) => run(...args, "--handoff-dir", docsB, "--policy", "default");
   const file = (name, value) => {

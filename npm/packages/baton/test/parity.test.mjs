@@ -34,8 +34,9 @@ for (const policy of policies) {
 }
 
 describe("a state object", () => {
-  test("decides and renders as through the sidecar", async () => {
+  test("decides and renders as through the sidecar", async (t) => {
     const client = await BatonClient.start({ handoffDir, db: `${handoffDir}/unused.db`, args: ["--no-watch"] });
+    t.after(() => client.close());
     const engine = new Engine("default", { documentRoot: handoffDir });
     const state = {
       version: 1,
