@@ -17,7 +17,10 @@ import { resolve } from "node:path";
 
 const require = createRequire(import.meta.url);
 const { BatonClient, Engine } = require("./packages/baton/dist/index.js");
-const native = require(resolve(process.env.BATON_ADDON));
+// The addon itself (a cargo build's .so is loaded as the .node file it is).
+const native = { exports: {} };
+process.dlopen(native, resolve(process.env.BATON_ADDON));
+const { NativeEngine, benchNative, benchStateYaml } = native.exports;
 const SIZES = [100, 1000, 10000];
 const BUDGET_MS = Number(process.env.BENCH_MS ?? 1500);
 
@@ -35,15 +38,15 @@ async function time(f) {
 
 const root = "/tmp/baton-bench";
 const engine = new Engine("default", { documentRoot: root });
-const raw = new native.NativeEngine("default", null, null, root);
+const raw = new NativeEngine("default", null, null, root);
 const client = await BatonClient.start({ handoffDir: root, db: `${root}/unused.db`, args: ["--no-watch"] });
 const rows = [];
 for (const n of SIZES) {
-  const text = native.benchStateYaml(n);
+  const text = benchStateYaml(n);
   if (engine.decide(text).strategy !== "delta_existing") throw new Error("not the bench decision");
   const addon = await time(() => engine.decide(text));
   const iterations = Math.max(5, Math.round(BUDGET_MS / addon));
-  const [rustWhole, rustDecide] = native.benchNative(raw, text, iterations).map((ns) => ns / 1e6);
+  const [rustWhole, rustDecide] = benchNative(raw, text, iterations).map((ns) => ns / 1e6);
   const addonExplain = await time(() => engine.explain(text));
   const sidecar = await time(() => client.explain({ state_text: text }));
   rows.push({ n, kb: Math.round(text.length / 1024), addon, rustWhole, rustDecide, addonExplain, sidecar });

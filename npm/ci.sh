@@ -20,7 +20,8 @@ cargo build --release --locked --bin baton
 BIN="$TARGET/release/baton"
 ADDON="$TARGET/release/libbaton_node.so"
 
-# 2. Versions, and the types against the schemas.
+# 2. The addon crate's formatting, one version everywhere, and the types against the schemas.
+(cd npm/addon && cargo fmt --check)
 node npm/check-versions.mjs
 (cd npm && npm ci --no-audit --no-fund --silent)
 node npm/packages/baton/scripts/gen-types.mjs "$BIN" --check

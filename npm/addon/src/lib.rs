@@ -87,8 +87,9 @@ enum Method {
     Render,
 }
 
-/// One call: the state (text or a JSON object's text), the target and the flags.
-struct Call {
+/// One call of `decide`, `explain` or `render`: the state (text or a JSON object's text),
+/// the target and the flags; run on the calling thread or as an `AsyncTask`.
+pub struct Call {
     engine: Engine,
     method: Method,
     state: String,
@@ -313,8 +314,12 @@ pub fn bench_state_yaml(runs: u32) -> String {
 /// separately, the decision alone on the parsed state, `iterations` times each, in Rust;
 /// returns `[ns per parse+decide+serialize, ns per decide]`.
 #[napi]
-pub fn bench_native(engine: &NativeEngine, state_text: String, iterations: u32) -> Result<Vec<f64>> {
-    let call = engine.job("decide", state_text.clone(), false, None, false, true)?;
+pub fn bench_native(
+    engine: &NativeEngine,
+    state_text: String,
+    iterations: u32,
+) -> Result<Vec<f64>> {
+    let call = engine.job("decide", state_text, false, None, false, true)?;
     let start = std::time::Instant::now();
     for _ in 0..iterations {
         std::hint::black_box(call.run()?);
