@@ -31,7 +31,7 @@ node npm/packages/baton/scripts/gen-types.mjs "$BIN" --check
 node npm/packages/baton/scripts/build.mjs
 install -D -m 0755 "$BIN" npm/packages/cli-linux-x64-gnu/bin/baton
 install -D -m 0755 "$ADDON" npm/packages/addon-linux-x64-gnu/baton.linux-x64-gnu.node
-(cd npm/packages/baton && BATON_BINARY="$BIN" BATON_ADDON="$ADDON" node --test --test-concurrency=1 test/)
+(cd npm/packages/baton && BATON_BINARY="$BIN" BATON_ADDON="$ADDON" node --test --test-concurrency=1 test/*.test.mjs)
 
 # 4. Pack, install offline into a scratch project, type-check and run the example app with no
 #    Rust toolchain on PATH.
@@ -47,7 +47,10 @@ NODE_DIR="$(dirname "$(command -v node)")"
   cd "$SCRATCH/app"
   export PATH="$NODE_DIR:/usr/bin:/bin"
   unset BATON_BINARY BATON_ADDON
-  ! command -v cargo >/dev/null && ! command -v rustc >/dev/null
+  if command -v cargo || command -v rustc; then
+    echo "npm/ci.sh: a Rust toolchain is on PATH for the packed install" >&2
+    exit 1
+  fi
   # The packages from their tarballs, nothing from the registry. TypeScript and the Node types
   # are the tooling's (npm/node_modules), not installed again.
   node -e 'const fs = require("fs"); const p = JSON.parse(fs.readFileSync("package.json", "utf8"));
