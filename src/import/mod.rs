@@ -13,6 +13,7 @@ pub mod claude;
 pub mod codex;
 pub mod mapping;
 pub mod sessions;
+mod when;
 
 use crate::state::State;
 use std::fmt;

@@ -537,6 +537,9 @@ impl<'c> Cx<'c> {
                         status: RunStatus::Running,
                         handoff: r.get(4)?,
                         items: Vec::new(),
+                        started_at: None,
+                        ended_at: None,
+                        workspace: None,
                     },
                     r.get::<_, String>(3)?,
                 ))

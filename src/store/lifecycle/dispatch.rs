@@ -172,6 +172,8 @@ fn request(req: &DispatchRequest, fork: Option<Option<ForkAnchor>>) -> Request {
             RequestKind::Dispatch
         },
         fork_anchor: fork.flatten(),
+        at: None,
+        workspace: None,
     }
 }
 
@@ -396,6 +398,9 @@ fn record(
             status: RunStatus::Running,
             handoff: handoff.as_ref().map(|h| h.id.clone()),
             items: Vec::new(),
+            started_at: None,
+            ended_at: None,
+            workspace: None,
         },
     )?;
     // Logged after delivery: a fallback to inline is part of the decision.

@@ -180,6 +180,8 @@ fn prepare(
         message: opts.message.clone(),
         kind: RequestKind::MergeBack,
         fork_anchor: None,
+        at: state.request.at.clone(),
+        workspace: state.request.workspace.clone(),
     };
     // The handoff is the parent's: its id, its next run, its document directory, and the
     // provider thread that run would resume. The evaluation numbers and names it so.
