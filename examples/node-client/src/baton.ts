@@ -71,9 +71,9 @@ export interface Decision {
     kept: boolean;
     reasons?: string[];
   };
-  /** The clock and the workspace (docs/facts.md#time-and-workspace); absent when the state has neither. */
+  /** The clock and the workspace (docs/facts.md#time-and-workspace). Absent when the state has neither. */
   workspace?: {
-    /** "idle 3 d 4 h; HEAD moved a1b2c3d -> e4f5g6h (14 commits), 23 files changed outside the thread". */
+    /** The one line `baton explain` shows: idle time, HEAD moved, files changed outside the thread. */
     line?: string;
     /** Why a fact is null or bounded. */
     notes?: string[];
