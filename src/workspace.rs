@@ -14,7 +14,7 @@
 //! walk ([`MAX_COMMITS`]).
 
 use crate::facts::workspace::{last_target_run, same_commit, short};
-use crate::state::{GitSince, GitSnapshot, State, Workspace};
+use crate::state::{GitSince, GitSnapshot, Run, State, Workspace};
 
 /// Most paths a snapshot lists (dirty files, files changed since); the rest are counted.
 pub const MAX_LISTED: usize = 1_000;
@@ -47,8 +47,14 @@ pub fn live(cwd: &str) -> (Workspace, Vec<String>) {
 /// `since` is already there for that HEAD (an app wrote it, or a replayed log). Returns notes
 /// on what could not be read (also kept in `since.notes`).
 pub fn fill_since(state: &mut State, target: &str) -> Vec<String> {
+    fill_since_before(state, &[], target)
+}
+
+/// [`fill_since`] on a windowed state: `before` holds runs before its window (the target's
+/// last run among them).
+pub fn fill_since_before(state: &mut State, before: &[Run], target: &str) -> Vec<String> {
     let pt = crate::facts::find_target_thread(state, target);
-    let Some(then) = last_target_run(state, pt)
+    let Some(then) = last_target_run(state, before, pt)
         .and_then(|r| r.workspace.as_ref())
         .and_then(|w| w.git.as_ref())
         .and_then(|g| g.head.clone())
@@ -85,6 +91,11 @@ pub fn fill_since(state: &mut State, target: &str) -> Vec<String> {
 /// [`live`] when the request names a cwd but no git state, then [`fill_since`]. What the CLI,
 /// the store and the service call before deciding.
 pub fn enrich(state: &mut State, target: &str) -> Vec<String> {
+    enrich_before(state, &[], target)
+}
+
+/// [`enrich`] on a windowed state: `before` holds runs before its window.
+pub fn enrich_before(state: &mut State, before: &[Run], target: &str) -> Vec<String> {
     let mut notes = Vec::new();
     if let Some(ws) = state.request.workspace.as_mut() {
         if let (Some(cwd), None) = (ws.cwd.clone(), ws.git.as_ref()) {
@@ -94,7 +105,7 @@ pub fn enrich(state: &mut State, target: &str) -> Vec<String> {
             notes.extend(n);
         }
     }
-    notes.extend(fill_since(state, target));
+    notes.extend(fill_since_before(state, before, target));
     notes
 }
 

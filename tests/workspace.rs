@@ -809,3 +809,116 @@ fn what_the_thread_changed_since_is_not_outside() {
         serde_json::json!(["src/b.rs"])
     );
 }
+
+#[path = "serve_support/mod.rs"]
+mod serve_support;
+
+/// The service takes the same fields: `dispatch` with `at` and `cwd`, `completeRun` with
+/// `ended_at` and `cwd`; the next dispatch sees the repository moved and the idle time.
+#[test]
+fn the_service_records_times_and_workspaces() {
+    use serde_json::json;
+    let (t, dir, first) = repo();
+    let cwd = dir.to_str().unwrap();
+    let mut s = serve_support::stdio(t.path(), &[]);
+    s.client.result(
+        "thread/import",
+        json!({"state": {"version": 1, "thread": {"id": "th_v"}, "request": {"provider": "codex"}}}),
+    );
+    s.client.result(
+        "dispatch",
+        json!({"thread": "th_v", "target": "codex", "at": "2026-01-02T05:40:00Z", "cwd": cwd}),
+    );
+    s.client.result(
+        "completeRun",
+        json!({"thread": "th_v", "run": 1, "items": [{"kind": "user_message", "text": "Go."}],
+               "ended_at": "2026-01-02T06:00:00Z", "cwd": cwd}),
+    );
+    let st = s.client.result("thread/export", json!({"thread": "th_v"}));
+    let run = &st["state"]["runs"][0];
+    assert_eq!(run["started_at"], "2026-01-02T05:40:00Z", "{st}");
+    assert_eq!(run["ended_at"], "2026-01-02T06:00:00Z");
+    assert_eq!(run["workspace"]["git"]["head"], first.as_str());
+    let now = commit(&dir, "src/a.rs", "a\n");
+    let d = s.client.result(
+        "dispatch",
+        json!({"thread": "th_v", "target": "codex", "at": "2026-01-05T10:00:00Z", "cwd": cwd, "trace": false}),
+    );
+    assert_eq!(d["strategy"], "no_handoff", "{d}");
+    assert_eq!(
+        d["workspace"]["line"],
+        format!(
+            "idle 3 d 4 h; HEAD moved {} -> {} (1 commit), 1 file changed outside the thread",
+            &first[..7],
+            &now[..7]
+        )
+    );
+    assert!(d["workspace"]["note"]
+        .as_str()
+        .unwrap()
+        .contains("src/a.rs"));
+    // A date the service cannot read is a note, not an error.
+    s.client.result(
+        "completeRun",
+        json!({"thread": "th_v", "run": 2, "items": [], "ended_at": "soon"}),
+    );
+    let d = s.client.result(
+        "dispatch",
+        json!({"thread": "th_v", "target": "codex", "at": "2026-01-05T11:00:00Z", "trace": false}),
+    );
+    let notes = d["workspace"]["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(
+            |n| n == "runs[2].ended_at \"soon\" is not an RFC 3339 date (2026-01-05T10:00:00Z)"
+        ),
+        "{d}"
+    );
+    assert_eq!(s.stop(), 0);
+}
+
+/// A stored thread decided on a window (the runs after the target's last one) gets the same
+/// time and workspace facts as on the whole thread: the target's last run and the thread's
+/// first run come with the window.
+#[test]
+fn a_windowed_store_dispatch_sees_the_runs_before_its_window() {
+    let (t, dir, _) = repo();
+    let cwd = dir.to_str().unwrap();
+    let (then, _) = baton::workspace::live(cwd);
+    commit(&dir, "src/a.rs", "a\n");
+    let mut st = state_at(&then, cwd);
+    st.provider_threads
+        .push(serde_yaml::from_str("{id: L1, provider: claude}").unwrap());
+    for o in 2..=4u32 {
+        st.runs.push(
+            serde_yaml::from_str(&format!(
+                "{{ordinal: {o}, provider: claude, provider_thread: L1, started_at: \"2026-01-03T0{o}:00:00Z\", ended_at: \"2026-01-03T0{o}:30:00Z\", items: [{{kind: user_message, text: run {o}}}]}}"
+            ))
+            .unwrap(),
+        );
+    }
+    let mut store = baton::store::Store::open_in_memory().unwrap();
+    store.import(&st).unwrap();
+    let req = baton::store::DispatchRequest {
+        thread: "th_ws".into(),
+        target: "codex".into(),
+        handoff_dir: Some(t.path().join("docs")),
+        at: st.request.at.clone(),
+        workspace: st.request.workspace.clone(),
+        ..Default::default()
+    };
+    let p = baton::policy::load("default").unwrap();
+    let stored = baton::store::dispatch(&mut store, &p, &req)
+        .unwrap()
+        .decision;
+    let mut whole = st.clone();
+    baton::workspace::enrich(&mut whole, "codex");
+    let direct = decide(&whole);
+    assert_eq!(stored.workspace, direct.workspace);
+    assert_eq!(stored.strategy, direct.strategy);
+    assert!(stored
+        .workspace
+        .unwrap()
+        .line
+        .unwrap()
+        .starts_with("idle 3 d 4 h; HEAD moved"),);
+}

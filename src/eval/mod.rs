@@ -928,11 +928,13 @@ fn workspace_report(
             let limit = usize::try_from(facts.caps.max_input_chars_per_turn).unwrap_or(usize::MAX);
             crate::cut::head(&n, limit.min(NOTE_MAX_CHARS))
         });
-    Some(crate::decision::WorkspaceReport {
+    let report = crate::decision::WorkspaceReport {
         line: w.line(),
         notes: w.notes.clone(),
         note,
-    })
+    };
+    // Nothing to say (a request time alone): no report.
+    (report.line.is_some() || !report.notes.is_empty() || report.note.is_some()).then_some(report)
 }
 
 /// The most characters of a workspace note sent without a handoff.

@@ -337,8 +337,19 @@ impl<'a> Facts<'a> {
     /// On a windowed state whose window does not hold the target thread's last run, or the
     /// thread's first run for its age, the facts fall short.
     pub fn staleness(&self) -> &super::workspace::Staleness {
-        self.staleness
-            .get_or_init(|| super::workspace::staleness(self.state, self.target_thread()))
+        self.staleness.get_or_init(|| {
+            let before = self.window.as_ref().map(|w| {
+                let h = &w.history;
+                // A window that starts at run 1 has the first run in it.
+                let first = if h.base == 0 {
+                    self.state.runs.iter().find(|r| r.status != RunStatus::RolledBack)
+                } else {
+                    h.first_run.as_ref()
+                };
+                (first, h.target_last.as_ref())
+            });
+            super::workspace::staleness(self.state, before, self.target_thread())
+        })
     }
 
     /// [`Facts::staleness`] for a fact a rule reads: on a windowed state that lacks a run
@@ -346,10 +357,15 @@ impl<'a> Facts<'a> {
     fn staleness_read(&self) -> &super::workspace::Staleness {
         let s = self.staleness();
         if let Some(w) = &self.window {
-            let pt = self.target_thread();
-            let missing_last =
-                pt.is_some() && super::workspace::last_target_run(self.state, pt).is_none();
-            if s.any && (missing_last || w.history.base > 0 && self.state.request.at.is_some()) {
+            // The target's last run is in the window or at its base (`target_last`); the
+            // thread's first run is known unless it was rolled back (then the first live run
+            // may lie before the window).
+            let first_rolled_back = w
+                .history
+                .first_run
+                .as_ref()
+                .is_some_and(|r| r.status == RunStatus::RolledBack);
+            if s.any && self.state.request.at.is_some() && first_rolled_back {
                 self.fall_short();
             }
         }

@@ -49,12 +49,23 @@ pub struct Staleness {
     pub any: bool,
 }
 
-/// The target thread's newest run that was not rolled back.
-pub fn last_target_run<'a>(state: &'a State, pt: Option<&ProviderThread>) -> Option<&'a Run> {
+/// The target thread's newest run that was not rolled back, in `state` or else among
+/// `before` (runs before a windowed state's window).
+pub fn last_target_run<'a>(
+    state: &'a State,
+    before: &'a [Run],
+    pt: Option<&ProviderThread>,
+) -> Option<&'a Run> {
     let pt = pt?;
-    state.runs.iter().rev().find(|r| {
+    let of_pt = |r: &&Run| {
         r.status != RunStatus::RolledBack && r.provider_thread.as_deref() == Some(pt.id.as_str())
-    })
+    };
+    state
+        .runs
+        .iter()
+        .rev()
+        .find(of_pt)
+        .or_else(|| before.iter().rev().find(of_pt))
 }
 
 fn parse_time(
@@ -126,10 +137,14 @@ fn repo_relative<'p>(path: &'p str, roots: &[&str]) -> &'p str {
     path.strip_prefix("./").unwrap_or(path)
 }
 
-/// The time and workspace facts of `state` for the target thread `pt`. `window_base` is the
-/// last run before a windowed state's runs (0 for a whole state): a run the facts need that
-/// lies before it makes `short` true.
-pub fn staleness(state: &State, pt: Option<&ProviderThread>) -> Staleness {
+/// The time and workspace facts of `state` for the target thread `pt`. On a windowed state,
+/// `before` holds the runs before the window the facts read: `first` (the thread's first run,
+/// `None` when it has no start time) and the target's last run at the window's base.
+pub fn staleness(
+    state: &State,
+    before: Option<(Option<&Run>, Option<&Run>)>,
+    pt: Option<&ProviderThread>,
+) -> Staleness {
     let mut s = Staleness {
         any: state.request.at.is_some()
             || state.request.workspace.is_some()
@@ -148,7 +163,12 @@ pub fn staleness(state: &State, pt: Option<&ProviderThread>) -> Staleness {
         .iter()
         .flat_map(|w| w.notes.iter().cloned())
         .collect();
-    let last = last_target_run(state, pt);
+    let base: Vec<Run> = before
+        .and_then(|(_, last)| last)
+        .into_iter()
+        .cloned()
+        .collect();
+    let last = last_target_run(state, &base, pt);
     let at = parse_time(state.request.at.as_deref(), "request.at", &mut notes);
 
     // Idle time: from the end of the target's last run.
@@ -176,11 +196,11 @@ pub fn staleness(state: &State, pt: Option<&ProviderThread>) -> Staleness {
     }
     // Age: from the start of the thread's first run.
     if let Some(at) = at {
-        if let Some(first) = state
-            .runs
-            .iter()
-            .find(|r| r.status != RunStatus::RolledBack)
-        {
+        let first = match before {
+            Some((first, _)) => first,
+            None => state.runs.iter().find(|r| r.status != RunStatus::RolledBack),
+        };
+        if let Some(first) = first.filter(|r| r.status != RunStatus::RolledBack) {
             let field = format!("runs[{}].started_at", first.ordinal);
             if let Some(b) = parse_time(first.started_at.as_deref(), &field, &mut notes) {
                 s.age_seconds = seconds_between(b, at, &field, &mut notes);

@@ -223,7 +223,7 @@ impl ProviderThreadStatus {
 }
 
 /// One run of the thread: one turn of work on one provider (`runs[]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Run {
     /// Its position: 1, 2, 3, ... in order, without gaps.
@@ -257,7 +257,7 @@ pub struct Run {
 
 /// Where a run ran, or where the requested run starts (`runs[].workspace`,
 /// `request.workspace`): the working directory and its git state.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Workspace {
     /// The working directory (an absolute path); `None` when unknown.
@@ -273,7 +273,7 @@ pub struct Workspace {
 }
 
 /// The git state of a workspace (`workspace.git`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GitSnapshot {
     /// The commit HEAD pointed at (a full or abbreviated hex id); `None` when unknown (an
@@ -298,7 +298,7 @@ pub struct GitSnapshot {
 }
 
 /// What changed in a repository between two commits (`request.workspace.git.since`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GitSince {
     /// The earlier commit these changes start from (the target thread's last run's HEAD).
@@ -365,7 +365,7 @@ impl RunStatus {
 }
 
 /// One step of a plan item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanStep {
     /// What the step does.
@@ -402,7 +402,7 @@ impl StepStatus {
 }
 
 /// One item of a run, in source order. `id` is optional and defaults to `r<ordinal>.<index>`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Item {
     /// A message from the user (`user_message`).

@@ -535,12 +535,19 @@ impl<'c> Cx<'c> {
     }
 
     fn runs(&self, thread: &str, base: u32, items_after: u32) -> Result<Vec<Run>, StoreError> {
+        let mut runs = self.runs_upto(thread, base, u32::MAX)?;
+        self.fill_items(thread, items_after, &mut runs)?;
+        Ok(runs)
+    }
+
+    /// The runs of `thread` in `after+1..=upto`, without their items.
+    pub fn runs_upto(&self, thread: &str, after: u32, upto: u32) -> Result<Vec<Run>, StoreError> {
         let raw = self.rows(
             "loading runs",
             "SELECT ordinal, provider, provider_thread, status, handoff, started_at, ended_at,
                     workspace
-             FROM runs WHERE thread = ?1 AND ordinal > ?2 ORDER BY ordinal",
-            params![thread, base],
+             FROM runs WHERE thread = ?1 AND ordinal > ?2 AND ordinal <= ?3 ORDER BY ordinal",
+            params![thread, after, upto],
             |r| {
                 Ok((
                     Run {
@@ -571,7 +578,6 @@ impl<'c> Cx<'c> {
             }
             runs.push(run);
         }
-        self.fill_items(thread, items_after, &mut runs)?;
         Ok(runs)
     }
 

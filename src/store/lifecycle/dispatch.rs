@@ -201,10 +201,11 @@ fn prepare_windowed(
     let Ok(pending_merge) = pending_merge_back(&state, path, next_run(&state)) else {
         return Ok(None);
     };
+    let anchors: Vec<crate::state::Run> = history.target_last.iter().cloned().collect();
     let context = context(cx, thread, &pending_merge, Some(history))?;
     // Forks are never windowed: this is a plain dispatch.
     state.request = request(req, None);
-    crate::workspace::enrich(&mut state, &req.target);
+    crate::workspace::enrich_before(&mut state, &anchors, &req.target);
     let (eval, render) = options(&req.target, req.dirs());
     let sizer = PolicySizer { policy };
     let Ok((decision, facts)) = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
