@@ -659,7 +659,12 @@ fn a_version_7_database_migrates_to_8_and_reads_back_identically() {
     let text =
         std::fs::read_to_string(root().join("tests/fixtures/db/policy-v7/default.policy")).unwrap();
     let before = policy::load_text("default.policy", &text).unwrap();
-    let report = store::replay(&store, &store::ReplayFilter::default(), &[before.clone()]).unwrap();
+    let report = store::replay(
+        &store,
+        &store::ReplayFilter::default(),
+        std::slice::from_ref(&before),
+    )
+    .unwrap();
     assert_eq!(
         (report.checked, report.differences.len()),
         (4, 0),
