@@ -50,10 +50,34 @@ pub struct Decision {
     /// decision without one, and from `decide` alone). Additive to DESIGN §4.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetReport>,
+    /// What the clock and the workspace say about the target thread (docs/facts.md, "Time and
+    /// workspace"): one line for people and why some facts are unknown; absent when the state
+    /// has no time or workspace field. Additive to DESIGN §4.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceReport>,
     /// Every rule evaluated, in evaluation order, with the values of the facts it read (`trace`).
     /// It reads as a slice of [`TraceEntry`]; its text is formatted when it is first read.
     #[schemars(with = "Vec<TraceEntry>")]
     pub trace: Trace,
+}
+
+/// The time and workspace facts of a decision, as `baton explain` shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WorkspaceReport {
+    /// "idle 3 d 4 h; HEAD moved a1b2c3d -> e4f5g6h (14 commits), 23 files changed outside
+    /// the thread"; `None` when nothing is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
+    /// Why a fact is null or bounded ("request.at \"yesterday\" is not an RFC 3339 date").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// The workspace note to send with the run's first turn when the target thread saw every
+    /// run but the workspace moved under it (strategy `no_handoff`, a policy whose summary
+    /// includes `workspace`): HEAD from -> to, commits, files changed outside the thread,
+    /// dirty files, within the target's per-turn budget. `None` otherwise (a handoff document
+    /// carries it as its `workspace` section instead).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// How a handoff was fitted to its budget (docs/rendering.md#budgets): recorded in the

@@ -90,6 +90,17 @@ pub fn render(d: &Decision, verbose: bool) -> String {
             }),
         );
     }
+    if let Some(w) = &d.workspace {
+        let mut lines: Vec<String> = w.line.iter().cloned().collect();
+        lines.extend(w.notes.iter().map(|n| format!("note: {n}")));
+        if let Some(n) = &w.note {
+            lines.push(format!(
+                "sends the workspace note ({} characters) with the first turn",
+                crate::cut::thousands(n.chars().count())
+            ));
+        }
+        labelled(&mut out, "workspace", lines.into_iter());
+    }
     // Where the target's capabilities came from, when the policy sets any.
     if let Some(t) = d.trace.iter().find(|t| t.rule.starts_with("providers ")) {
         if let Some(b) = &t.because {

@@ -74,6 +74,7 @@ pub mod state;
 #[cfg(feature = "store")]
 pub mod store;
 pub mod testing;
+pub mod workspace;
 
 pub use decision::Decision;
 pub use engine::{Engine, EngineBuilder};

@@ -295,7 +295,9 @@ fn stale_list_follows_policy_order() {
             "resume_failed",
             "diverged",
             "clean_context",
-            "over_budget"
+            "over_budget",
+            "cwd_changed",
+            "branch_changed",
         ]
     );
     assert_eq!(d.stale, ["model_changed", "runtime_mode_changed"]);

@@ -33,6 +33,7 @@ const LAYERS: &[(&str, &str, u32)] = &[
     ("testing", "delivery", 14),
     ("diff", "delivery", 15),
     ("quality", "delivery", 16),
+    ("workspace", "delivery", 17),
     ("import", "core", 2),
     // store
     ("store", "store", 20),

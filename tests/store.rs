@@ -242,13 +242,13 @@ fn a_database_from_a_newer_baton_is_refused() {
     let db = dir.path().join("new.db");
     rusqlite::Connection::open(&db)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 9")
+        .execute_batch("PRAGMA user_version = 10")
         .unwrap();
     let err = Store::open(&db).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: error: database schema version 9 is newer than this baton supports (8); upgrade baton",
+            "{}: error: database schema version 10 is newer than this baton supports (9); upgrade baton",
             db.display()
         )
     );
@@ -521,6 +521,8 @@ fn dispatch_decides_exactly_as_the_engine_does_on_the_whole_thread() {
                     handoff_dir: Some(docs.clone()),
                     templates_dir: None,
                     templates: None,
+                    at: input.request.at.clone(),
+                    workspace: input.request.workspace.clone(),
                 };
                 let got = store::dispatch(&mut store, &policy, &req).map(|d| d.decision);
                 let opts = baton::EvalOptions {
@@ -652,7 +654,17 @@ fn a_version_7_database_migrates_to_8_and_reads_back_identically() {
         let d = store.logged_decision(*id).unwrap();
         assert!(d.get("run").is_some_and(|r| r.is_u64()), "{d}");
     }
-    let report = store::replay(&store, &store::ReplayFilter::default(), &[]).unwrap();
+    // The decisions were made by the shipped default policy of the time (before the workspace
+    // signals): replay finds it by its sha256 among the policies it is given.
+    let text =
+        std::fs::read_to_string(root().join("tests/fixtures/db/policy-v7/default.policy")).unwrap();
+    let before = policy::load_text("default.policy", &text).unwrap();
+    let report = store::replay(
+        &store,
+        &store::ReplayFilter::default(),
+        std::slice::from_ref(&before),
+    )
+    .unwrap();
     assert_eq!(
         (report.checked, report.differences.len()),
         (4, 0),
@@ -698,7 +710,7 @@ fn a_version_7_database_migrates_to_8_and_reads_back_identically() {
     let p = policy::load("default").unwrap();
     let docs = dir.path().join("docs");
     store::dispatch(&mut store, &p, &request("th_1", "codex", &docs)).unwrap();
-    let report = store::replay(&store, &store::ReplayFilter::default(), &[]).unwrap();
+    let report = store::replay(&store, &store::ReplayFilter::default(), &[before]).unwrap();
     assert_eq!(
         (report.checked, report.differences.len()),
         (5, 0),

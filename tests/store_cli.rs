@@ -896,7 +896,7 @@ fn the_db_path_defaults_to_baton_db_env_then_current_directory() {
     assert!(dir.path().join("baton.db").exists());
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
-        "baton.db: schema version 8\n"
+        "baton.db: schema version 9\n"
     );
 }
 

@@ -350,7 +350,10 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
         Ok(e) => e,
         Err(c) => return c,
     };
-    let state = &imported.state;
+    // baton builds this request itself: it is now, in the session's directory as it is now.
+    let mut live = imported.state.clone();
+    stamp_request(&mut live, imported.cwd.as_deref());
+    let state = &live;
     let offband = OffbandStore::new(root);
     let decided = engine.decide(state, None).and_then(|mut d| {
         if d.needs_handoff() {
@@ -392,6 +395,12 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
             "  {}",
             resume_command(tool, &imported.session_id, cwd, a.message.as_deref())
         );
+        if let Some(note) = d.workspace.as_ref().and_then(|w| w.note.as_deref()) {
+            outln!("and send this workspace note with the first message:");
+            for line in note.lines() {
+                outln!("  {line}");
+            }
+        }
         return OK;
     }
     let mut grants = MemoryGrantStore::new();
@@ -501,4 +510,21 @@ mod tests {
     fn sizes() {
         assert_eq!(human_size(23_265), "22.7 KB");
     }
+}
+
+/// Fill the request baton builds itself: `request.at` is now, and `request.workspace` is the
+/// live workspace of `cwd` (its git state and the history since the target's last run,
+/// [`crate::workspace::enrich`]). What cannot be read is left out (`explain` notes it).
+pub(crate) fn stamp_request(state: &mut crate::state::State, cwd: Option<&str>) {
+    if state.request.at.is_none() {
+        state.request.at = Some(jiff::Timestamp::now().to_string());
+    }
+    if let (None, Some(cwd)) = (&state.request.workspace, cwd) {
+        state.request.workspace = Some(crate::state::Workspace {
+            cwd: Some(cwd.to_string()),
+            ..crate::state::Workspace::default()
+        });
+    }
+    let target = state.request.provider.clone();
+    crate::workspace::enrich(state, &target);
 }

@@ -145,6 +145,10 @@ pub struct DispatchArgs {
     /// The user asked for a clean context.
     #[arg(long)]
     pub clean_context: bool,
+    /// The directory the run starts in (`request.workspace.cwd`): its git state and what
+    /// changed since the target's last run are read from the repository, read-only.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
     #[command(flatten)]
     pub handoff: HandoffArgs,
     /// Print the decision (as `explain --json` does) plus `handoff` and `recorded` as JSON.
@@ -168,6 +172,10 @@ pub struct CompleteArgs {
     /// How the run ended: completed, failed or interrupted.
     #[arg(long, default_value = "completed", value_name = "S")]
     pub status: String,
+    /// The directory the run ended in: recorded with its git state (HEAD, branch, dirty
+    /// files) as the run's workspace (`runs[].workspace`).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
     /// Print the result as JSON (the service's `completeRun` result).
     #[arg(long)]
     pub json: bool,
@@ -520,6 +528,12 @@ pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
         handoff_dir: super::handoff_root(a.handoff.handoff_dir.clone()),
         templates_dir: a.handoff.templates.clone(),
         templates: Some(engine.templates().clone()),
+        // The command builds the request: it is now.
+        at: Some(jiff::Timestamp::now().to_string()),
+        workspace: a.cwd.as_ref().map(|c| crate::state::Workspace {
+            cwd: Some(c.clone()),
+            ..Default::default()
+        }),
     };
     match store::dispatch(&mut store, engine.policy(), &req) {
         Ok(d) if d.started => {
@@ -607,7 +621,11 @@ pub(crate) fn complete(a: CompleteArgs) -> u8 {
         Ok(s) => s,
         Err(c) => return c,
     };
-    match store::complete_run(&mut store, &a.thread, a.run, items, status) {
+    let end = store::RunEnd {
+        ended_at: Some(jiff::Timestamp::now().to_string()),
+        workspace: a.cwd.as_deref().map(|c| crate::workspace::live(c).0),
+    };
+    match store::complete_run_with(&mut store, &a.thread, a.run, items, status, &end) {
         Ok(c) if a.json => {
             json_out(&c);
             OK

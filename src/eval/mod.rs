@@ -437,6 +437,9 @@ fn window_of(
             status,
             handoff: has_handoff.then(String::new),
             items: Vec::new(),
+            started_at: None,
+            ended_at: None,
+            workspace: None,
         };
         Some(run_holds(cond, &facts, &run))
     };
@@ -861,6 +864,7 @@ pub fn evaluate_in<'a>(
         handoff_id,
         decided_by,
         budget: None,
+        workspace: workspace_report(policy, &facts, strategy),
         trace,
     };
     Ok((decision, facts))
@@ -908,3 +912,38 @@ pub fn next_handoff_id(state: &State) -> String {
         .find(|id| !taken.contains(id.as_str()))
         .unwrap_or(first)
 }
+
+/// The decision's time and workspace report; with the workspace note when the ladder sends
+/// nothing (`no_handoff`) but the workspace moved and the policy's summary takes `workspace`
+/// items (a policy without a summary block takes the default's, which does).
+fn workspace_report(
+    policy: &Policy,
+    facts: &Facts<'_>,
+    strategy: Strategy,
+) -> Option<crate::decision::WorkspaceReport> {
+    let w = facts.staleness();
+    if !w.any {
+        return None;
+    }
+    let takes = policy
+        .summary
+        .as_ref()
+        .is_none_or(|s| s.includes.iter().any(|i| i.kind == "workspace"));
+    let note = (strategy == Strategy::NoHandoff && takes)
+        .then(|| w.note())
+        .flatten()
+        .map(|n| {
+            let limit = usize::try_from(facts.caps.max_input_chars_per_turn).unwrap_or(usize::MAX);
+            crate::cut::head(&n, limit.min(NOTE_MAX_CHARS))
+        });
+    let report = crate::decision::WorkspaceReport {
+        line: w.line(),
+        notes: w.notes.clone(),
+        note,
+    };
+    // Nothing to say (a request time alone): no report.
+    (report.line.is_some() || !report.notes.is_empty() || report.note.is_some()).then_some(report)
+}
+
+/// The most characters of a workspace note sent without a handoff.
+const NOTE_MAX_CHARS: usize = 4_000;

@@ -151,6 +151,8 @@ pub struct Facts<'a> {
     window: Option<Window>,
     /// A fact was read that the window cannot answer exactly.
     short: Cell<bool>,
+    /// The time and workspace facts (computed on first read).
+    staleness: OnceCell<super::workspace::Staleness>,
 }
 
 impl<'a> Facts<'a> {
@@ -183,6 +185,7 @@ impl<'a> Facts<'a> {
             outcome: RefCell::new((None, None)),
             window: None,
             short: Cell::new(false),
+            staleness: OnceCell::new(),
         }
     }
 
@@ -328,6 +331,45 @@ impl<'a> Facts<'a> {
             }
             find_target_thread(self.state, &self.target)
         })
+    }
+
+    /// The time and workspace facts for the target (docs/facts.md, "Time and workspace").
+    /// On a windowed state whose window does not hold the target thread's last run, or the
+    /// thread's first run for its age, the facts fall short.
+    pub fn staleness(&self) -> &super::workspace::Staleness {
+        self.staleness.get_or_init(|| {
+            let before = self.window.as_ref().map(|w| {
+                let h = &w.history;
+                // A window that starts at run 1 has the first run in it.
+                let first = if h.base == 0 {
+                    self.state.runs.iter().find(|r| r.status != RunStatus::RolledBack)
+                } else {
+                    h.first_run.as_ref()
+                };
+                (first, h.target_last.as_ref())
+            });
+            super::workspace::staleness(self.state, before, self.target_thread())
+        })
+    }
+
+    /// [`Facts::staleness`] for a fact a rule reads: on a windowed state that lacks a run
+    /// they need, the facts fall short (the decision is made again on the whole thread).
+    fn staleness_read(&self) -> &super::workspace::Staleness {
+        let s = self.staleness();
+        if let Some(w) = &self.window {
+            // The target's last run is in the window or at its base (`target_last`); the
+            // thread's first run is known unless it was rolled back (then the first live run
+            // may lie before the window).
+            let first_rolled_back = w
+                .history
+                .first_run
+                .as_ref()
+                .is_some_and(|r| r.status == RunStatus::RolledBack);
+            if s.any && self.state.request.at.is_some() && first_rolled_back {
+                self.fall_short();
+            }
+        }
+        s
     }
 
     /// Record what the ladder and delivery decided, for `decision.*` and `delivery.*` facts.
@@ -607,6 +649,25 @@ impl<'a> Facts<'a> {
                 })
                 .map(|r| Int(i64::from(r.ordinal)))
                 .unwrap_or(Null),
+            Fact::TargetIdleSeconds => self.staleness_read().idle_seconds.map(Int).unwrap_or(Null),
+            Fact::ThreadAgeSeconds => self.staleness_read().age_seconds.map(Int).unwrap_or(Null),
+            Fact::WorkspaceCwdChanged => self.staleness_read().cwd_changed.map(Bool).unwrap_or(Null),
+            Fact::WorkspaceBranchChanged => {
+                self.staleness_read().branch_changed.map(Bool).unwrap_or(Null)
+            }
+            Fact::WorkspaceHeadMoved => self.staleness_read().head_moved.map(Bool).unwrap_or(Null),
+            Fact::WorkspaceCommitsSinceTarget => self
+                .staleness()
+                .commits
+                .map(|c| Int(i64::try_from(c).unwrap_or(i64::MAX)))
+                .unwrap_or(Null),
+            Fact::WorkspaceFilesChangedOutside => match &self.staleness_read().files_outside {
+                Some(files) => List(files.iter().map(|f| Str(f.clone().into())).collect()),
+                None => Null,
+            },
+            Fact::WorkspaceFilesChangedOutsideCount => {
+                self.staleness_read().files_outside_count.map(Int).unwrap_or(Null)
+            }
             Fact::TargetLastSeen => Int(self.view().last_seen as i64),
             Fact::TargetRunsSinceLastSeen => Int(self.view().runs_since_last_seen),
             Fact::TargetOffProviderRuns => Int(self.view().off_provider_runs),

@@ -24,6 +24,14 @@ pub struct History {
     pub prefix: Vec<PrefixRun>,
     /// The id the next handoff gets (the state holds only the handoffs the window needs).
     pub next_handoff_id: String,
+    /// The thread's first run, without its items, when the time facts need it (it has a
+    /// `started_at`, or was rolled back); `None` otherwise and for a window that starts at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_run: Option<crate::state::Run>,
+    /// The run at `base` (the target's last clean native run), without its items, when it has
+    /// a time or a workspace for the time and workspace facts; `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_last: Option<crate::state::Run>,
 }
 
 /// The runs of one (provider thread, provider, status, took a handoff) combination.

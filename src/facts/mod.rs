@@ -8,6 +8,7 @@ mod compute;
 mod history;
 mod problems;
 mod value;
+pub mod workspace;
 
 pub use compute::{
     compact_summary_rolled_back, coverage, find_target_thread, item_contexts, run_of,
@@ -120,6 +121,14 @@ facts! {
     TargetThreadStatus => "target.thread.status", Type::Enum(PT_STATUSES), true, Thread, "Status of the target provider thread.";
     TargetThreadResumeFailed => "target.thread.resume_failed", Type::Bool, true, Thread, "Whether resuming the target provider thread failed.";
     TargetThreadFirstRun => "target.thread.first_run", Type::Int, true, Thread, "Ordinal of the first run on the target provider thread, whatever its status (null when there is no thread or no run used it); `request.run - target.thread.first_run` is the thread's age in runs.";
+    TargetIdleSeconds => "target.idle_seconds", Type::Int, true, Thread, "Seconds from the end of the target thread's last run (`runs[].ended_at`) to `request.at` (null when either is unknown or they are out of order).";
+    ThreadAgeSeconds => "thread.age_seconds", Type::Int, true, Thread, "Seconds from the start of the thread's first run (`runs[].started_at`) to `request.at` (null when either is unknown or they are out of order).";
+    WorkspaceCwdChanged => "workspace.cwd_changed", Type::Bool, true, Thread, "The request's working directory differs from the one the target thread's last run ran in (null when either is unknown).";
+    WorkspaceBranchChanged => "workspace.branch_changed", Type::Bool, true, Thread, "The request's git branch differs from the one the target thread's last run ran on (null when either is unknown or HEAD is detached).";
+    WorkspaceHeadMoved => "workspace.head_moved", Type::Bool, true, Thread, "The request's git HEAD differs from the one at the end of the target thread's last run (null when either is unknown).";
+    WorkspaceCommitsSinceTarget => "workspace.commits_since_target", Type::Int, true, Thread, "Commits between the HEAD at the target thread's last run and the request's HEAD (0 when HEAD did not move; null when unknown).";
+    WorkspaceFilesChangedOutside => "workspace.files_changed_outside", Type::StrList, true, Thread, "Files changed between the target thread's last HEAD and now, or dirty now, that no run of the thread since then changed; newest first, at most 1,000 (null when unknown).";
+    WorkspaceFilesChangedOutsideCount => "workspace.files_changed_outside_count", Type::Int, true, Thread, "How many files `workspace.files_changed_outside` holds, with those past its bound (null when unknown).";
     TargetLastSeen => "target.last_seen", Type::Int, false, Eligibility, "Highest run the target thread covers, natively or through a live handoff (0 when none).";
     TargetRunsSinceLastSeen => "target.runs_since_last_seen", Type::Int, false, Eligibility, "Eligible runs after `target.last_seen`.";
     TargetOffProviderRuns => "target.off_provider_runs", Type::Int, false, Eligibility, "Eligible runs on other providers since the target thread's last native run (0 when the target has no thread).";

@@ -368,10 +368,22 @@ impl Adapter for ClaudeAdapter {
                     .protocol(&format!("claude-code/unknown entry: {kind}"));
             }
         }
+        self.b.observe(entry_where(v));
     }
 
     fn finish(self: Box<Self>, report: &mut ImportReport, opts: &ImportOptions) -> Imported {
         self.b.finish(report, opts)
+    }
+}
+
+/// When and where an entry was written: Claude Code puts `timestamp`, `cwd` and `gitBranch`
+/// on every entry (no commit id).
+fn entry_where(v: &Value) -> super::when::Observed<'_> {
+    super::when::Observed {
+        at: str_field(v, "timestamp"),
+        cwd: str_field(v, "cwd"),
+        branch: str_field(v, "gitBranch"),
+        head: None,
     }
 }
 

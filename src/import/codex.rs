@@ -537,6 +537,7 @@ impl Adapter for CodexAdapter {
                 self.b.protocol(&format!("codex/unknown entry: {kind}"));
             }
         }
+        self.b.observe(line_where(ty, v, p));
     }
 
     fn finish(mut self: Box<Self>, report: &mut ImportReport, opts: &ImportOptions) -> Imported {
@@ -547,6 +548,28 @@ impl Adapter for CodexAdapter {
         }
         self.b.finish(report, opts)
     }
+}
+
+/// When and where a line was written: every line has a `timestamp`; `session_meta` gives the
+/// session's `cwd` and its `git` (`commit_hash`, `branch`) when it started, `turn_context`
+/// the turn's `cwd`. The git state is the session's start, so only the first run gets it.
+fn line_where<'a>(ty: &str, v: &'a Value, p: &'a Value) -> super::when::Observed<'a> {
+    let mut o = super::when::Observed {
+        at: str_field(v, "timestamp"),
+        ..super::when::Observed::default()
+    };
+    match ty {
+        "session_meta" => {
+            let meta = p.get("meta").filter(|m| m.is_object()).unwrap_or(p);
+            o.cwd = str_field(meta, "cwd");
+            let git = p.get("git").or_else(|| meta.get("git"));
+            o.branch = git.and_then(|g| str_field(g, "branch"));
+            o.head = git.and_then(|g| str_field(g, "commit_hash"));
+        }
+        "turn_context" => o.cwd = str_field(p, "cwd"),
+        _ => {}
+    }
+    o
 }
 
 fn call_id(p: &Value) -> String {

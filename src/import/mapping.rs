@@ -62,6 +62,8 @@ pub(crate) enum Outcome {
 
 struct RunAcc {
     items: Vec<Item>,
+    /// When and where it ran (`runs[].started_at`, `ended_at`, `workspace`).
+    at: super::when::RunWhere,
     status: RunStatus,
     /// Index of the newest assistant text (a `narration` until the run closes).
     last_text: Option<usize>,
@@ -71,6 +73,7 @@ impl RunAcc {
     fn new() -> Self {
         RunAcc {
             items: Vec::new(),
+            at: super::when::RunWhere::default(),
             status: RunStatus::Completed,
             last_text: None,
         }
@@ -91,6 +94,8 @@ pub(crate) struct Builder {
     pending: HashMap<String, (usize, usize, Pending)>,
     /// Elided texts so far.
     pub elided: u64,
+    /// When and where, as entries before the first run said it.
+    before: super::when::RunWhere,
 }
 
 impl Builder {
@@ -106,6 +111,16 @@ impl Builder {
             preamble: Vec::new(),
             pending: HashMap::new(),
             elided: 0,
+            before: super::when::RunWhere::default(),
+        }
+    }
+
+    /// Fold one entry's time and workspace into the current run (before the first run: into
+    /// what the first run inherits).
+    pub fn observe(&mut self, o: super::when::Observed<'_>) {
+        match self.runs.last_mut() {
+            Some(r) => r.at.observe(o),
+            None => self.before.observe(o),
         }
     }
 
@@ -556,17 +571,27 @@ impl Builder {
             .clone()
             .filter(|s| crate::ids::validate_id("thread id", s).is_ok())
             .unwrap_or_else(|| format!("{}-session", self.tool.as_str()));
+        let before = self.before;
         let runs: Vec<Run> = self
             .runs
             .into_iter()
             .enumerate()
-            .map(|(n, r)| Run {
-                ordinal: u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX),
-                provider: provider.clone(),
-                provider_thread: Some(session_id.clone()),
-                status: r.status,
-                handoff: None,
-                items: r.items,
+            .map(|(n, mut r)| {
+                if n == 0 {
+                    r.at.inherit(&before);
+                }
+                let (started_at, ended_at, workspace) = r.at.into_fields();
+                Run {
+                    ordinal: u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX),
+                    provider: provider.clone(),
+                    provider_thread: Some(session_id.clone()),
+                    status: r.status,
+                    handoff: None,
+                    items: r.items,
+                    started_at,
+                    ended_at,
+                    workspace,
+                }
             })
             .collect();
         // Without a title in the log, the first prompt names the thread (as the tools' own
@@ -616,6 +641,8 @@ impl Builder {
                 message: opts.request_message.clone(),
                 kind: RequestKind::Dispatch,
                 fork_anchor: None,
+                at: None,
+                workspace: None,
             },
         };
         Imported {

@@ -15,6 +15,7 @@ mod codex_turns;
 pub mod mapping;
 pub mod sessions;
 mod unified_exec;
+mod when;
 
 use crate::state::State;
 use std::fmt;

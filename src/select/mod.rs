@@ -292,6 +292,8 @@ pub struct Prepared<'p, 's> {
     omitted: Vec<Omitted>,
     /// Every other item, in source order.
     picks: Vec<Pick<'p, 's>>,
+    /// The workspace note, the text of the `workspace` item.
+    note: Option<String>,
 }
 
 /// What the rules made of one item.
@@ -352,6 +354,12 @@ fn prepare_runs<'p, 's>(
             synthetic("compact_summary", through.unwrap_or(0), cs);
         }
     }
+    // The workspace note: what changed in the workspace under the target thread.
+    let note = facts.staleness().note();
+    if let Some(note) = &note {
+        let run = runs.last().copied().unwrap_or(0);
+        synthetic("workspace", run, note);
+    }
     items.extend(item_contexts(state, runs));
     let must_keep = must_keep_ids(&items);
 
@@ -391,7 +399,13 @@ fn prepare_runs<'p, 's>(
             Some(Taken::Include(inc)) => {
                 let keep = must_keep.contains(&ctx.id);
                 let (cut, strict) = text_cut(rules, ctx.kind, &inc.section);
-                let text = take_text(state, &ctx, inc.form, cut, keep && !strict);
+                let text = take_text(
+                    state,
+                    &ctx,
+                    inc.form,
+                    (cut, keep && !strict),
+                    note.as_deref(),
+                );
                 let section = order
                     .iter()
                     .position(|(n, _)| *n == inc.section)
@@ -415,18 +429,25 @@ fn prepare_runs<'p, 's>(
         order,
         omitted,
         picks,
+        note,
     })
 }
 
 /// The text of an entry taken in `form` under `cut` (`whole`: a must-keep item's own text is
 /// not cut). A file change's entry is its file's aggregate (`files::aggregate`), which replaces
 /// this text: it is not built.
-fn take_text(state: &State, ctx: &ItemCtx, form: Form, cut: Option<Cut>, whole: bool) -> String {
+fn take_text(
+    state: &State,
+    ctx: &ItemCtx,
+    form: Form,
+    (cut, whole): (Option<Cut>, bool),
+    note: Option<&str>,
+) -> String {
     let aggregated = matches!(ctx.item, Some(Item::FileChange { .. })) && form != Form::Line;
     if aggregated {
         String::new()
     } else {
-        entry_text(state, ctx, form, &Texts { cut, whole })
+        entry_text(state, ctx, form, &Texts { cut, whole }, note)
     }
 }
 
@@ -453,6 +474,7 @@ impl Prepared<'_, '_> {
             order,
             mut omitted,
             picks,
+            note,
         } = self;
         let omit = |omitted: &mut Vec<Omitted>, ctx: ItemCtx, reason: String| {
             omitted.push(Omitted {
@@ -492,7 +514,13 @@ impl Prepared<'_, '_> {
                 t.inc.form
             };
             let text = if changed {
-                take_text(state, &t.ctx, form, cut, keep && !t.strict)
+                take_text(
+                    state,
+                    &t.ctx,
+                    form,
+                    (cut, keep && !t.strict),
+                    note.as_deref(),
+                )
             } else {
                 t.text
             };
@@ -922,7 +950,13 @@ fn file_name(path: &str) -> &str {
 }
 
 /// The text of one entry in one form.
-fn entry_text(state: &State, ctx: &ItemCtx, form: Form, t: &Texts) -> String {
+fn entry_text(
+    state: &State,
+    ctx: &ItemCtx,
+    form: Form,
+    t: &Texts,
+    note: Option<&str>,
+) -> String {
     match ctx.kind {
         "fork_anchor" => {
             let a = state.request.fork_anchor.as_ref();
@@ -931,6 +965,9 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, t: &Texts) -> String {
         "compact_summary" => {
             let text = t.lead(state.thread.compact_summary.as_deref().unwrap_or(""));
             return format!("{}\n{text}", compact_note(state, ctx.run));
+        }
+        "workspace" => {
+            return t.lead(note.unwrap_or(""));
         }
         "checkpoint" => {
             let c = state.checkpoints.iter().find(|c| c.run == ctx.run);
@@ -1111,3 +1148,4 @@ fn entry_text(state: &State, ctx: &ItemCtx, form: Form, t: &Texts) -> String {
         (other, _) => t.lead(other.primary_text()),
     }
 }
+

@@ -167,6 +167,30 @@ pub struct DispatchParams {
     /// Include the decision's trace (default true); false leaves it out.
     #[serde(default = "yes")]
     pub trace: bool,
+    /// When the run is requested (`request.at`, RFC 3339); now when absent.
+    pub at: Option<String>,
+    /// The directory the run starts in (`request.workspace.cwd`); its git state is read from
+    /// the repository. `workspace` gives the whole snapshot instead.
+    pub cwd: Option<String>,
+    /// The workspace the run starts in (`request.workspace`), as in a state file.
+    pub workspace: Option<crate::state::Workspace>,
+}
+
+/// The workspace of `cwd` and `workspace` params: the snapshot given, else the directory.
+fn workspace_of(
+    cwd: Option<String>,
+    workspace: Option<crate::state::Workspace>,
+) -> Option<crate::state::Workspace> {
+    workspace.or_else(|| {
+        cwd.map(|c| crate::state::Workspace {
+            cwd: Some(c),
+            ..Default::default()
+        })
+    })
+}
+
+fn now() -> String {
+    jiff::Timestamp::now().to_string()
 }
 
 fn yes() -> bool {
@@ -195,6 +219,8 @@ pub fn dispatch(
         handoff_dir,
         templates_dir: None,
         templates: Some(set.engine.templates().clone()),
+        at: Some(p.at.unwrap_or_else(now)),
+        workspace: workspace_of(p.cwd, p.workspace),
     };
     // The writer lock is taken only around the write transaction: a policy's summarizer runs
     // before it, so it never holds up other threads' writes.
@@ -214,6 +240,12 @@ pub struct CompleteParams {
     pub items: Vec<Item>,
     #[serde(default = "completed")]
     pub status: RunStatus,
+    /// When the run ended (`runs[].ended_at`, RFC 3339); now when absent.
+    pub ended_at: Option<String>,
+    /// The directory the run ended in: recorded with its git state as `runs[].workspace`.
+    pub cwd: Option<String>,
+    /// The workspace the run ended in (`runs[].workspace`), as in a state file.
+    pub workspace: Option<crate::state::Workspace>,
 }
 
 fn completed() -> RunStatus {
@@ -221,7 +253,13 @@ fn completed() -> RunStatus {
 }
 
 pub fn complete(pool: &StorePool, p: CompleteParams) -> Result<Value, RpcError> {
-    pool.write_op(|s| store::complete_run(s, &p.thread, p.run, p.items, p.status))
+    let end = store::RunEnd {
+        ended_at: Some(p.ended_at.unwrap_or_else(now)),
+        workspace: p
+            .workspace
+            .or_else(|| p.cwd.as_deref().map(|c| crate::workspace::live(c).0)),
+    };
+    pool.write_op(|s| store::complete_run_with(s, &p.thread, p.run, p.items, p.status, &end))
         .map(|c| json!(c))
 }
 

@@ -223,7 +223,7 @@ impl ProviderThreadStatus {
 }
 
 /// One run of the thread: one turn of work on one provider (`runs[]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Run {
     /// Its position: 1, 2, 3, ... in order, without gaps.
@@ -243,6 +243,85 @@ pub struct Run {
     /// What happened in the run, in source order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<Item>,
+    /// When the run started (RFC 3339, `2026-01-05T10:00:00Z`); `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When the run ended (RFC 3339); `None` when unknown or still running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// The workspace the run ran in (its directory and git state when it ended); `None` when
+    /// unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Workspace>,
+}
+
+/// Where a run ran, or where the requested run starts (`runs[].workspace`,
+/// `request.workspace`): the working directory and its git state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Workspace {
+    /// The working directory (an absolute path); `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Its git state; `None` when unknown or not a repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitSnapshot>,
+    /// Why `git` is missing or partial (`/tmp/x is not in a git repository`), as baton's
+    /// workspace step found it; shown by `baton explain`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The git state of a workspace (`workspace.git`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitSnapshot {
+    /// The commit HEAD pointed at (a full or abbreviated hex id); `None` when unknown (an
+    /// unborn branch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
+    /// The checked-out branch (`main`); `None` for a detached HEAD or when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// Files with uncommitted changes (paths relative to the repository root), newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dirty: Vec<String>,
+    /// More dirty files than `dirty` lists (it was cut at a bound); 0 when it lists them all.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dirty_more: u64,
+    /// Precomputed history, for `request.workspace` only: what changed between an earlier
+    /// HEAD (the target thread's last run's) and `head`. baton's workspace step fills it from
+    /// the repository; an app that knows it may write it itself. Decisions read it, never the
+    /// repository, so they replay from the logged state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<GitSince>,
+}
+
+/// What changed in a repository between two commits (`request.workspace.git.since`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitSince {
+    /// The earlier commit these changes start from (the target thread's last run's HEAD).
+    pub head: String,
+    /// Commits reachable from `head` of the snapshot but not from this one; `None` when the
+    /// earlier commit is not in the repository (rebased away, a shallow clone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commits: Option<u64>,
+    /// Files changed between the two commits (paths relative to the repository root), newest
+    /// change first; `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<String>>,
+    /// More changed files than `files` lists (it was cut at a bound); 0 when it lists them all.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub files_more: u64,
+    /// Why a value is missing or bounded (`the earlier HEAD a1b2c3d is not in the repository`),
+    /// shown by `baton explain`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(
@@ -286,7 +365,7 @@ impl RunStatus {
 }
 
 /// One step of a plan item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanStep {
     /// What the step does.
@@ -323,7 +402,7 @@ impl StepStatus {
 }
 
 /// One item of a run, in source order. `id` is optional and defaults to `r<ordinal>.<index>`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Item {
     /// A message from the user (`user_message`).
@@ -560,6 +639,7 @@ pub const ITEM_KINDS: &[&str] = &[
     "handoff",
     "compact_summary",
     "fork_anchor",
+    "workspace",
 ];
 
 impl Item {
@@ -913,6 +993,13 @@ pub struct Request {
     /// For a fork: the message the fork was taken from; `None` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fork_anchor: Option<ForkAnchor>,
+    /// When the run is requested (RFC 3339). Whoever builds the request sets it; baton never
+    /// reads the clock while deciding, so a decision replays exactly. `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// The workspace the run starts in; `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Workspace>,
 }
 
 #[derive(

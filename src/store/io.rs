@@ -247,17 +247,29 @@ impl<'c> Cx<'c> {
     pub fn insert_run(&self, thread: &str, run: &Run) -> Result<(), StoreError> {
         self.exec(
             &format!("recording run {}", run.ordinal),
-            "INSERT INTO runs (thread, ordinal, provider, provider_thread, status, handoff)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO runs (thread, ordinal, provider, provider_thread, status, handoff,
+                 started_at, ended_at, workspace)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![
                 thread,
                 run.ordinal,
                 run.provider,
                 run.provider_thread,
                 run.status.as_str(),
-                run.handoff
+                run.handoff,
+                run.started_at,
+                run.ended_at,
+                self.workspace_json(run.workspace.as_ref())?
             ],
         )
+    }
+
+    /// A workspace as its `runs.workspace` column holds it (JSON; NULL when absent).
+    pub fn workspace_json(
+        &self,
+        workspace: Option<&crate::state::Workspace>,
+    ) -> Result<Option<String>, StoreError> {
+        workspace.map(|w| self.json("workspace", w)).transpose()
     }
 
     /// Append `items` to run `run`, numbering them from `first`.
@@ -523,11 +535,19 @@ impl<'c> Cx<'c> {
     }
 
     fn runs(&self, thread: &str, base: u32, items_after: u32) -> Result<Vec<Run>, StoreError> {
+        let mut runs = self.runs_upto(thread, base, u32::MAX)?;
+        self.fill_items(thread, items_after, &mut runs)?;
+        Ok(runs)
+    }
+
+    /// The runs of `thread` in `after+1..=upto`, without their items.
+    pub fn runs_upto(&self, thread: &str, after: u32, upto: u32) -> Result<Vec<Run>, StoreError> {
         let raw = self.rows(
             "loading runs",
-            "SELECT ordinal, provider, provider_thread, status, handoff
-             FROM runs WHERE thread = ?1 AND ordinal > ?2 ORDER BY ordinal",
-            params![thread, base],
+            "SELECT ordinal, provider, provider_thread, status, handoff, started_at, ended_at,
+                    workspace
+             FROM runs WHERE thread = ?1 AND ordinal > ?2 AND ordinal <= ?3 ORDER BY ordinal",
+            params![thread, after, upto],
             |r| {
                 Ok((
                     Run {
@@ -537,20 +557,27 @@ impl<'c> Cx<'c> {
                         status: RunStatus::Running,
                         handoff: r.get(4)?,
                         items: Vec::new(),
+                        started_at: r.get(5)?,
+                        ended_at: r.get(6)?,
+                        workspace: None,
                     },
                     r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(7)?,
                 ))
             },
         )?;
         let mut runs = Vec::with_capacity(raw.len());
-        for (mut run, status) in raw {
+        for (mut run, status, workspace) in raw {
             run.status = match run_status(&status) {
                 Some(s) => s,
                 None => self.parse_enum(format!("run {}: status", run.ordinal), &status)?,
             };
+            if let Some(w) = workspace {
+                run.workspace =
+                    Some(self.parse_json(format!("run {}: workspace", run.ordinal), &w)?);
+            }
             runs.push(run);
         }
-        self.fill_items(thread, items_after, &mut runs)?;
         Ok(runs)
     }
 

@@ -27,10 +27,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use lifecycle::{
-    advise_rollback, complete_run, dispatch, dispatch_with_writer, fork, merge_back,
-    merge_back_with_writer, regenerate, regenerate_with_writer, rollback, AppAction, Completed,
-    DispatchRequest, Dispatched, ForkPoint, ForkReport, HandoffOptions, HandoffRecord, NextRun,
-    ProviderThreadChange, RollbackReport,
+    advise_rollback, complete_run, complete_run_with, dispatch, dispatch_with_writer, fork,
+    merge_back, merge_back_with_writer, regenerate, regenerate_with_writer, rollback, AppAction,
+    Completed, DispatchRequest, Dispatched, ForkPoint, ForkReport, HandoffOptions, HandoffRecord,
+    NextRun, ProviderThreadChange, RollbackReport, RunEnd,
 };
 pub use replay::{
     replay, DecisionInput, ReplayDifference, ReplayFilter, ReplayReport, ReplaySkipped,

@@ -272,8 +272,17 @@ CREATE INDEX items_by_id ON items (thread, item_id)
     WHERE item_id <> 'r' || run || '.' || (idx + 1);
 "#;
 
+/// Version 9: a run records when it started and ended (`runs[].started_at`, `ended_at`, RFC
+/// 3339 text) and the workspace it ran in (`runs[].workspace`, JSON). Rows written earlier
+/// have none: NULL reads as absent.
+const V9: &str = r#"
+ALTER TABLE runs ADD COLUMN started_at TEXT;
+ALTER TABLE runs ADD COLUMN ended_at TEXT;
+ALTER TABLE runs ADD COLUMN workspace TEXT;
+"#;
+
 /// The migrations, in order: `MIGRATIONS[i]` upgrades version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
 
 /// The schema version this baton writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

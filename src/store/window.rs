@@ -207,6 +207,14 @@ impl Cx<'_> {
             prefix: self.prefix(thread, &tally, base)?,
             tally,
             next_handoff_id: self.next_handoff_id(thread)?,
+            first_run: self
+                .runs_upto(thread, 0, 1)?
+                .into_iter()
+                .find(|r| r.started_at.is_some() || r.status == RunStatus::RolledBack),
+            target_last: self
+                .runs_upto(thread, base.saturating_sub(1), base)?
+                .into_iter()
+                .find(|r| r.started_at.is_some() || r.ended_at.is_some() || r.workspace.is_some()),
         };
         Ok(Some((state, history)))
     }

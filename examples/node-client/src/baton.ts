@@ -71,6 +71,15 @@ export interface Decision {
     kept: boolean;
     reasons?: string[];
   };
+  /** The clock and the workspace (docs/facts.md#time-and-workspace). Absent when the state has neither. */
+  workspace?: {
+    /** The one line `baton explain` shows: idle time, HEAD moved, files changed outside the thread. */
+    line?: string;
+    /** Why a fact is null or bounded. */
+    notes?: string[];
+    /** The workspace note to send with the first turn when there is no handoff. */
+    note?: string;
+  };
   /** Every rule evaluated. Left out when the request says `trace: false` (about 8 KB saved). */
   trace?: unknown[];
 }
@@ -291,10 +300,10 @@ export class Baton {
   exportThread(p: { thread: string }): Promise<{ state: Record<string, unknown> }> {
     return this.req("thread/export", p);
   }
-  dispatch(p: { thread: string; target: string; message?: string; model?: string; runtime_mode?: string; clean_context?: boolean; trace?: boolean }): Promise<Dispatched> {
+  dispatch(p: { thread: string; target: string; message?: string; model?: string; runtime_mode?: string; clean_context?: boolean; trace?: boolean; at?: string; cwd?: string }): Promise<Dispatched> {
     return this.req("dispatch", p);
   }
-  completeRun(p: { thread: string; run: number; items: Item[]; status?: Completed["status"] }): Promise<Completed> {
+  completeRun(p: { thread: string; run: number; items: Item[]; status?: Completed["status"]; ended_at?: string; cwd?: string }): Promise<Completed> {
     return this.req("completeRun", p);
   }
   rollback(p: { thread: string; to: number }): Promise<RollbackReport> {

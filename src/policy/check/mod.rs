@@ -36,6 +36,7 @@ pub const BUILTIN_SECTIONS: &[(&str, &str)] = &[
     ("plan", "Plan and todo state"),
     ("open", "Open problems (newest first)"),
     ("checkpoint", "Current checkpoint"),
+    ("workspace", "Workspace changes"),
     ("failures", "Known failures"),
     ("subagents", "Subagent results"),
     ("tools", "Tool calls"),

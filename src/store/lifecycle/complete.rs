@@ -19,6 +19,19 @@ pub fn complete_run(
     items: Vec<Item>,
     status: RunStatus,
 ) -> Result<Completed, StoreError> {
+    complete_run_with(store, thread, run, items, status, &super::RunEnd::default())
+}
+
+/// [`complete_run`] that also records when the run ended and the workspace it ended in
+/// (`runs[].ended_at`, `runs[].workspace`; what is `None` in `end` is left as it was).
+pub fn complete_run_with(
+    store: &mut Store,
+    thread: &str,
+    run: u32,
+    items: Vec<Item>,
+    status: RunStatus,
+    end: &super::RunEnd,
+) -> Result<Completed, StoreError> {
     let (tx, path, busy) = store.begin("completing a run")?;
     let cx = Cx::new(&tx, &path, busy);
     if !matches!(
@@ -80,8 +93,16 @@ pub fn complete_run(
     cx.insert_items(thread, run, first, &items)?;
     cx.exec(
         "completing the run",
-        "UPDATE runs SET status = ?3 WHERE thread = ?1 AND ordinal = ?2",
-        params![thread, run, status.as_str()],
+        "UPDATE runs SET status = ?3, ended_at = COALESCE(?4, ended_at),
+             workspace = COALESCE(?5, workspace)
+         WHERE thread = ?1 AND ordinal = ?2",
+        params![
+            thread,
+            run,
+            status.as_str(),
+            end.ended_at,
+            cx.workspace_json(end.workspace.as_ref())?
+        ],
     )?;
     // What the run took (its handoff, and a merge-back alongside it) is consumed: the
     // transfers say so; the handoffs stay `ready`, and the run names the one it consumed.

@@ -113,6 +113,7 @@ fn prepare(
     let context = context(cx, thread, &pending_merge, None)?;
     let anchor = state.request.fork_anchor.take();
     state.request = request(req, pending_fork.is_some().then_some(anchor));
+    crate::workspace::enrich(&mut state, &req.target);
     // Decide on the loaded items; when the decision reaches before them (or a fork resolves),
     // load every item and decide again. Only the final decision is rendered.
     let (eval, render) = options(&req.target, req.dirs());
@@ -211,6 +212,8 @@ fn request(req: &DispatchRequest, fork: Option<Option<ForkAnchor>>) -> Request {
             RequestKind::Dispatch
         },
         fork_anchor: fork.flatten(),
+        at: req.at.clone(),
+        workspace: req.workspace.clone(),
     }
 }
 
@@ -241,9 +244,11 @@ fn prepare_windowed(
         Ok(Some(_)) | Err(_) => return Ok(None),
     }
     let pending_merge = None;
+    let anchors: Vec<crate::state::Run> = history.target_last.iter().cloned().collect();
     let context = context(cx, thread, &pending_merge, Some(history))?;
     // Forks are never windowed: this is a plain dispatch.
     state.request = request(req, None);
+    crate::workspace::enrich_before(&mut state, &anchors, &req.target);
     let (eval, render) = options(&req.target, req.dirs());
     let sizer = PolicySizer { policy };
     let Ok((decision, facts)) = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
@@ -478,6 +483,9 @@ fn record(
             status: RunStatus::Running,
             handoff: handoff.as_ref().map(|h| h.id.clone()),
             items: Vec::new(),
+            started_at: req.at.clone(),
+            ended_at: None,
+            workspace: None,
         },
     )?;
     // Logged after delivery: a fallback to inline is part of the decision.

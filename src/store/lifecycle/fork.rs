@@ -156,6 +156,8 @@ pub fn fork(
             message: None,
             kind: RequestKind::Fork,
             fork_anchor: fork_anchor(source),
+            at: None,
+            workspace: None,
         },
     };
     let tid = next_id("T", transfers.len(), |id| {

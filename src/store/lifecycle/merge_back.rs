@@ -101,6 +101,8 @@ pub(super) fn fork_view(fork: &State, target: &str, message: Option<String>) -> 
         message,
         kind: RequestKind::MergeBack,
         fork_anchor: None,
+        at: fork.request.at.clone(),
+        workspace: fork.request.workspace.clone(),
     };
     view
 }

@@ -26,7 +26,7 @@ use crate::state::*;
 use serde::Serialize;
 use std::path::PathBuf;
 
-pub use complete::complete_run;
+pub use complete::{complete_run, complete_run_with};
 pub use dispatch::{dispatch, dispatch_with_writer};
 pub use fork::fork;
 pub use merge_back::{merge_back, merge_back_with_writer};
@@ -57,6 +57,23 @@ pub struct DispatchRequest {
     /// Compiled templates to render with (an [`crate::Engine`]'s, see
     /// [`crate::Engine::templates`]); when set, `templates_dir` is not read.
     pub templates: Option<crate::render::TemplateSet>,
+    /// When the run is requested (`request.at`, RFC 3339); recorded as the run's
+    /// `started_at`. The store never reads the clock: the caller (the CLI, the service) sets
+    /// it.
+    pub at: Option<String>,
+    /// The workspace the run starts in (`request.workspace`); its git state and history since
+    /// the target's last run are read from the repository when absent
+    /// ([`crate::workspace::enrich`]).
+    pub workspace: Option<crate::state::Workspace>,
+}
+
+/// How a run ended, besides its items and status (`complete_run_with`).
+#[derive(Debug, Clone, Default)]
+pub struct RunEnd {
+    /// When it ended (`runs[].ended_at`, RFC 3339).
+    pub ended_at: Option<String>,
+    /// The workspace it ended in (`runs[].workspace`).
+    pub workspace: Option<crate::state::Workspace>,
 }
 
 /// Options of the operations that make a handoff without starting a run of their own

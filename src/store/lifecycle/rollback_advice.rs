@@ -60,6 +60,8 @@ pub fn advise_rollback(
                 RequestKind::Dispatch
             },
             fork_anchor: if pending_fork { anchor.clone() } else { None },
+            at: None,
+            workspace: None,
         };
         let opts = EvalOptions {
             target: Some(change.provider.clone()),
