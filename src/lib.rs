@@ -106,7 +106,7 @@ pub mod schema;
 
 internal!(
     coverage, cut, deliver, diff, eval, explain, facts, fit, fmt, ids, import, pipeline, policy,
-    quality, render, select, suggest,
+    quality, redact, render, select, suggest,
 );
 
 #[cfg(feature = "unstable")]

@@ -12,6 +12,7 @@ const LAYERS: &[(&str, &str, u32)] = &[
     ("suggest", "core", 0),
     ("ids", "core", 0),
     ("cut", "core", 0),
+    ("redact", "core", 0),
     ("state", "core", 1),
     ("facts", "core", 2),
     ("policy", "core", 3),

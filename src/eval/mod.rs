@@ -853,6 +853,7 @@ pub fn evaluate_in<'a>(
         handoff_id,
         decided_by,
         budget: None,
+        redactions: Vec::new(),
         trace,
     };
     Ok((decision, facts))

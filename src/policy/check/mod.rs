@@ -6,6 +6,7 @@ mod compile;
 mod compose;
 mod lint;
 mod providers;
+mod redact;
 mod resolve;
 mod traps;
 mod typecheck;
@@ -419,6 +420,9 @@ pub fn check(
     // Provider capabilities.
     let providers = providers::compile_providers(&mut c, &merged);
 
+    // Secret redaction (docs/redaction.md).
+    let redact = redact::compile_redact(&mut c, &merged);
+
     // Lints.
     // The traps only of a policy that checks: on top of errors they would be noise.
     if !c.diags.iter().any(|d| d.is_error()) {
@@ -458,6 +462,7 @@ pub fn check(
         delivery,
         pregrant,
         providers,
+        redact,
         warnings: diags,
         sources,
         rule_texts: Default::default(),
