@@ -109,6 +109,19 @@ pub fn compile(rule: &str, pattern: &str) -> Result<Regex, BuildError> {
     })
 }
 
+/// A span of a text to replace.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: usize,
+    end: usize,
+    /// The rule that names it.
+    rule: usize,
+    /// The end of that rule's own find: the secret numbered is `start..key_end`, so a
+    /// merge with a wider find (`ghp_...` and the assignment value `ghp_....`) does not give
+    /// the same secret a new number.
+    key_end: usize,
+}
+
 /// The policy's `redact` block, as the checker hands it over.
 #[derive(Debug, Clone, Default)]
 pub struct Spec {
@@ -194,10 +207,9 @@ impl Redactor {
         self.rules.is_empty()
     }
 
-    /// The spans of `text` to replace: (start, end, rule index), sorted, non-overlapping (two
-    /// overlapping finds are merged into one span named by the earlier one, so no part of
-    /// either stays visible).
-    fn find(&self, item: &str, text: &str) -> Result<Vec<(usize, usize, usize)>, RedactError> {
+    /// The spans of `text` to replace, sorted, non-overlapping (two overlapping finds are
+    /// merged into one span named by the earlier one, so no part of either stays visible).
+    fn find(&self, item: &str, text: &str) -> Result<Vec<Span>, RedactError> {
         if text.len() > self.max_text_bytes {
             return Err(RedactError::TooLarge {
                 item: item.to_string(),
@@ -230,15 +242,20 @@ impl Redactor {
             }
         }
         if found.is_empty() {
-            return Ok(found);
+            return Ok(Vec::new());
         }
         // Earlier start first; at the same start the earlier rule (the more specific) wins.
         found.sort_by_key(|&(s, e, r)| (s, r, std::cmp::Reverse(e)));
-        let mut spans: Vec<(usize, usize, usize)> = Vec::with_capacity(found.len());
+        let mut spans: Vec<Span> = Vec::with_capacity(found.len());
         for (s, e, r) in found {
             match spans.last_mut() {
-                Some(last) if s < last.1 => last.1 = last.1.max(e),
-                _ => spans.push((s, e, r)),
+                Some(last) if s < last.end => last.end = last.end.max(e),
+                _ => spans.push(Span {
+                    start: s,
+                    end: e,
+                    rule: r,
+                    key_end: e,
+                }),
             }
         }
         Ok(spans)
@@ -424,9 +441,15 @@ pub fn redact<'t>(cx: &mut Context, item: &str, text: &'t str) -> Result<Cow<'t,
     }
     let mut out = String::with_capacity(text.len());
     let mut at = 0usize;
-    for (start, end, rule) in spans {
+    for Span {
+        start,
+        end,
+        rule,
+        key_end,
+    } in spans
+    {
         out.push_str(text.get(at..start).unwrap_or(""));
-        let n = cx.number(rule, text.get(start..end).unwrap_or(""));
+        let n = cx.number(rule, text.get(start..key_end).unwrap_or(""));
         let id = redactor.rules.get(rule).map(|r| r.id.as_str()).unwrap_or("?");
         let _ = write!(out, "[REDACTED:{id}#{n}]");
         cx.hits.insert((rule, n, item.to_string()));

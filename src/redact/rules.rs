@@ -121,7 +121,7 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin {
         id: "google-api-key",
         about: "a Google API key (`AIza...`)",
-        patterns: &[r"\bAIza[0-9A-Za-z_\-]{35}(?:[^0-9A-Za-z_\-]|\z)"],
+        patterns: &[r"\bAIza[0-9A-Za-z_\-]{35}"],
         keywords: &["AIza"],
         check: Check::Any,
     },
@@ -177,6 +177,16 @@ pub const BUILTINS: &[Builtin] = &[
                 "|",
                 r"[A-Za-z0-9_.\-]*(?:token|api[_\-]?key|apikey|private[_\-]?key|access[_\-]?key|auth[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|session[_\-]?key)",
                 r#"):[ \t]+(?P<secret>[^\s"'#|>&*!\[{][^\s#]{3,})[ \t]*\r?$"#,
+            ),
+            // `key: value` inside a line (a flattened YAML document, a log line): the value
+            // must hold a digit, so that prose (`password: reset it`) and code
+            // (`password: newPassword`) stay.
+            concat!(
+                r#"(?i)(?:^|[^A-Za-z0-9_.\-])(?:"#,
+                r"[A-Za-z0-9_.\-]*(?:secret|passw(?:or)?d|passphrase|credential)[A-Za-z0-9_.\-]*",
+                "|",
+                r"[A-Za-z0-9_.\-]*(?:token|api[_\-]?key|apikey|private[_\-]?key|access[_\-]?key|auth[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|session[_\-]?key)",
+                r#"):[ \t]+(?P<secret>[^\s"'#,;]*[0-9][^\s#,;]*)"#,
             ),
         ],
         keywords: &[
