@@ -396,3 +396,64 @@ fn invalid_utf8_in_an_output_is_refused_with_a_clear_error() {
     let e = baton::State::load(&path).unwrap_err().to_string();
     assert!(e.contains("UTF-8") || e.contains("utf-8"), "{e}");
 }
+
+#[test]
+fn fmt_lays_out_the_redact_block_and_keeps_rule_ids_whole() {
+    let src = "redact {\ndisable   github-token\n    redact employee-id   pattern \"\\bEMP-[0-9]{6}\\b\"\n allow pattern \"x\"\n}\n";
+    let out = baton::fmt::format_source("p.policy", src).unwrap();
+    assert_eq!(
+        out,
+        "redact {\n  disable github-token\n  redact employee-id pattern \"\\bEMP-[0-9]{6}\\b\"\n  allow pattern \"x\"\n}\n"
+    );
+    assert_eq!(baton::fmt::format_source("p.policy", &out).unwrap(), out);
+}
+
+#[test]
+fn a_policy_test_asserts_what_is_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("p.policy"),
+        format!("{POLICY_HEAD}redact {{\n  redact employee-id pattern \"EMP-[0-9]{{6}}\"\n}}\n"),
+    )
+    .unwrap();
+    let state = "version: 1\nthread: {id: t}\nprovider_threads:\n  - {id: C1, provider: codex}\nruns:\n  - ordinal: 1\n    provider: codex\n    provider_thread: C1\n    items:\n      - {kind: user_message, text: 'EMP-123456 and psql postgres://app:hunter2@db/x'}\nrequest: {provider: claude}\n";
+    std::fs::write(dir.path().join("s.yaml"), state).unwrap();
+    let test = |redacted: &str| {
+        format!(
+            "policy: p.policy\ncases:\n  - name: redacts\n    state: s.yaml\n    expect:\n      redacted: {redacted}\n      document:\n        contains: ['[REDACTED:employee-id#1]']\n        not_contains: [hunter2]\n"
+        )
+    };
+    let path = dir.path().join("p.test.yaml");
+    std::fs::write(&path, test("{employee-id: 1, url-password: 1}")).unwrap();
+    let report = baton::testing::run_paths(&[path.clone()], &Default::default()).unwrap();
+    assert_eq!(report.failed(), 0, "{report:?}");
+    std::fs::write(&path, test("{}")).unwrap();
+    let report = baton::testing::run_paths(&[path], &Default::default()).unwrap();
+    let text = format!("{report:?}");
+    assert_eq!(report.failed(), 1, "{text}");
+    assert!(text.contains("employee-id: 1, url-password: 1"), "{text}");
+}
+
+#[test]
+fn coverage_counts_a_policys_own_redaction_rule() {
+    let engine = baton::Engine::from_text(
+        "p.policy",
+        &format!("{POLICY_HEAD}redact {{\n  redact employee-id pattern \"EMP-[0-9]{{6}}\"\n  redact unused pattern \"NEVER-[0-9]+\"\n}}\n"),
+    )
+    .unwrap();
+    let state = baton::state::parse_str(
+        "version: 1\nthread: {id: t}\nprovider_threads:\n  - {id: C1, provider: codex}\nruns:\n  - ordinal: 1\n    provider: codex\n    provider_thread: C1\n    items:\n      - {kind: user_message, text: 'EMP-123456'}\nrequest: {provider: claude}\n",
+        baton::state::Format::Yaml,
+        "s",
+    )
+    .unwrap();
+    let o = engine.run(&state, None).unwrap();
+    let mut cov = baton::coverage::Coverage::new();
+    cov.record(engine.policy(), &o.decision, &[]);
+    let table = cov.table();
+    assert!(table.contains("redact employee-id"), "{table}");
+    let rules: Vec<_> = cov.files().into_iter().flat_map(|f| f.rules).collect();
+    let own = |l: &str| rules.iter().find(|r| r.label == l).unwrap().true_count;
+    assert_eq!(own("redact employee-id"), 1);
+    assert_eq!(own("redact unused"), 0);
+}
