@@ -592,12 +592,13 @@ fn providers_block_keys_values_and_hover_come_from_the_catalogue() {
 
 #[test]
 fn redact_block_completion_hover_and_diagnostics() {
-    let text = "policy \"p\" { extends \"default\" }\n\nredact {\n  \n  disable \n  redact emp pattern \"ab(c\"\n}\n";
-    let u = "untitled:r.policy";
+    let bad =
+        "policy \"p\" { extends \"default\" }\n\nredact {\n  redact emp pattern \"ab(c\"\n}\n";
+    let u0 = "untitled:q.policy";
     let mut c = Client::start(10);
-    c.open(u, "baton-policy", text);
+    c.open(u0, "baton-policy", bad);
     // The checker's error on the invalid pattern, at the regex parser's caret.
-    let diags = c.diagnostics(u, 1);
+    let diags = c.diagnostics(u0, 1);
     assert_eq!(diags.len(), 1, "{diags:?}");
     assert_eq!(
         diags[0]["message"],
@@ -605,8 +606,12 @@ fn redact_block_completion_hover_and_diagnostics() {
     );
     assert_eq!(
         diags[0]["range"]["start"],
-        json!({"line": 5, "character": 24})
+        json!({"line": 3, "character": 24})
     );
+    let text = "policy \"p\" { extends \"default\" }\n\nredact {\n  \n  disable \n}\n";
+    let u = "untitled:r.policy";
+    c.open(u, "baton-policy", text);
+    c.diagnostics(u, 1);
     // The block's keywords at the start of an entry.
     let (l, ch) = pos(text, "  \n  disable", 2);
     let names = labels(&c.at("textDocument/completion", u, l, ch));
