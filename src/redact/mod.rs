@@ -270,12 +270,12 @@ impl Redactor {
         found: &mut Vec<(usize, usize, usize)>,
     ) {
         let grouped = re.capture_names().flatten().any(|n| n.starts_with("secret"));
-        let mut push = |whole: regex::Match<'_>, secret: regex::Match<'_>| {
+        let mut push = |whole: regex::Match<'_>, secret: regex::Match<'_>, key: Option<&str>| {
             if secret.is_empty() {
                 return;
             }
             let after = text.get(secret.end()..).and_then(|t| t.chars().next());
-            if !rules::plausible(check, secret.as_str(), after) {
+            if !rules::plausible(check, secret.as_str(), after, key) {
                 return;
             }
             if self.allows.iter().any(|a| a.is_match(whole.as_str())) {
@@ -292,12 +292,12 @@ impl Redactor {
                     .filter(|(_, n)| n.is_some_and(|n| n.starts_with("secret")))
                     .find_map(|(i, _)| caps.get(i));
                 if let Some(secret) = secret {
-                    push(whole, secret);
+                    push(whole, secret, caps.name("key").map(|k| k.as_str()));
                 }
             }
         } else {
             for m in re.find_iter(text) {
-                push(m, m);
+                push(m, m, None);
             }
         }
     }

@@ -156,7 +156,7 @@ pub const BUILTINS: &[Builtin] = &[
         patterns: &[
             // Quoted value, any form: `KEY="v"`, `key: 'v'`, `"key": "v"`, `key = "v"`.
             concat!(
-                r#"(?i)(?:^|[^A-Za-z0-9_.\-])(?:"#,
+                r#"(?i)(?:^|[^A-Za-z0-9_.\-])(?P<key>"#,
                 r"[A-Za-z0-9_.\-]*(?:secret|passw(?:or)?d|passphrase|credential)[A-Za-z0-9_.\-]*",
                 "|",
                 r"[A-Za-z0-9_.\-]*(?:token|api[_\-]?key|apikey|private[_\-]?key|access[_\-]?key|auth[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|session[_\-]?key)",
@@ -164,7 +164,7 @@ pub const BUILTINS: &[Builtin] = &[
             ),
             // Unquoted after `=` with no space before it: shell, `.env`, query strings.
             concat!(
-                r#"(?i)(?:^|[^A-Za-z0-9_.\-])(?:"#,
+                r#"(?i)(?:^|[^A-Za-z0-9_.\-])(?P<key>"#,
                 r"[A-Za-z0-9_.\-]*(?:secret|passw(?:or)?d|passphrase|credential)[A-Za-z0-9_.\-]*",
                 "|",
                 r"[A-Za-z0-9_.\-]*(?:token|api[_\-]?key|apikey|private[_\-]?key|access[_\-]?key|auth[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|session[_\-]?key)",
@@ -172,7 +172,7 @@ pub const BUILTINS: &[Builtin] = &[
             ),
             // Unquoted YAML value filling the rest of its line: `password: hunter2`.
             concat!(
-                r#"(?im)^[ \t]*(?:-[ \t]+)?(?:"#,
+                r#"(?im)^[ \t]*(?:-[ \t]+)?(?P<key>"#,
                 r"[A-Za-z0-9_.\-]*(?:secret|passw(?:or)?d|passphrase|credential)[A-Za-z0-9_.\-]*",
                 "|",
                 r"[A-Za-z0-9_.\-]*(?:token|api[_\-]?key|apikey|private[_\-]?key|access[_\-]?key|auth[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|session[_\-]?key)",
@@ -182,7 +182,7 @@ pub const BUILTINS: &[Builtin] = &[
             // must hold a digit, so that prose (`password: reset it`) and code
             // (`password: newPassword`) stay.
             concat!(
-                r#"(?i)(?:^|[^A-Za-z0-9_.\-])(?:"#,
+                r#"(?i)(?:^|[^A-Za-z0-9_.\-])(?P<key>"#,
                 r"[A-Za-z0-9_.\-]*(?:secret|passw(?:or)?d|passphrase|credential)[A-Za-z0-9_.\-]*",
                 "|",
                 r"[A-Za-z0-9_.\-]*(?:token|api[_\-]?key|apikey|private[_\-]?key|access[_\-]?key|auth[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|session[_\-]?key)",
@@ -235,13 +235,32 @@ const NOT_VALUES: &[&str] = &[
     "secret", "password", "token", "your_token", "your-token", "changeme_later",
 ];
 
-/// Whether `value`, found by a rule with `check` and followed in its text by `after`, is a
-/// secret.
-pub fn plausible(check: Check, value: &str, after: Option<char>) -> bool {
+/// Last words of a key name that make it name something about a secret rather than the
+/// secret itself (`password_reset_url`, `secret_name`, `token_ttl`).
+const NOT_SECRET_KEYS: &[&str] = &[
+    "url", "uri", "path", "file", "dir", "name", "length", "len", "min", "max", "count",
+    "policy", "hint", "field", "type", "label", "reset", "expiry", "expires", "expiration",
+    "ttl", "timeout", "endpoint", "required", "enabled", "prompt", "placeholder", "id", "ref",
+    "arn", "version", "env", "header", "param", "regex", "pattern", "format",
+];
+
+/// Whether `value`, found by a rule with `check` after the key name `key` (assignments) and
+/// followed in its text by `after`, is a secret.
+pub fn plausible(check: Check, value: &str, after: Option<char>, key: Option<&str>) -> bool {
     match check {
         Check::Any => true,
         Check::Digit => value.bytes().any(|b| b.is_ascii_digit()),
-        Check::Value => plausible_value(value, after),
+        Check::Value => {
+            let about = key.is_some_and(|k| {
+                let last = k
+                    .rsplit(['_', '-', '.'])
+                    .next()
+                    .unwrap_or(k)
+                    .to_ascii_lowercase();
+                NOT_SECRET_KEYS.contains(&last.as_str())
+            });
+            !about && plausible_value(value, after)
+        }
     }
 }
 
@@ -326,11 +345,12 @@ mod tests {
             "value,",
             "abc",
         ] {
-            assert!(!plausible(Check::Value, v, None), "{v}");
+            assert!(!plausible(Check::Value, v, None, None), "{v}");
         }
-        assert!(!plausible(Check::Value, "getpass", Some('(')));
+        assert!(!plausible(Check::Value, "getpass", Some('('), None));
+        assert!(!plausible(Check::Value, "/reset", None, Some("password_reset_url")));
         for v in ["hunter2!", "s3cr3t-value", "Zm9vYmFy", "db1.internal.pw9"] {
-            assert!(plausible(Check::Value, v, None), "{v}");
+            assert!(plausible(Check::Value, v, None, Some("DB_PASSWORD")), "{v}");
         }
     }
 }
