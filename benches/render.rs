@@ -74,8 +74,12 @@ fn bench(c: &mut Criterion) {
         let s = baton::select::select(p, &facts, &decision);
         baton::render::render(p, &state, &decision, &s, &RenderOptions::default()).expect("renders")
     };
-    g.bench_function("select_render_redacted", |b| b.iter(|| select_render(&policy)));
-    g.bench_function("select_render_unredacted", |b| b.iter(|| select_render(&bare)));
+    g.bench_function("select_render_redacted", |b| {
+        b.iter(|| select_render(&policy))
+    });
+    g.bench_function("select_render_unredacted", |b| {
+        b.iter(|| select_render(&bare))
+    });
     g.bench_function("decide_select_render", |b| {
         b.iter(|| {
             baton::pipeline::run(&policy, &state, &eval, &RenderOptions::default()).expect("runs")

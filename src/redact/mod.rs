@@ -429,13 +429,11 @@ impl Context {
 /// anything else built from the selection (a transcript of omitted items) must call it with
 /// the context the selection carries (`Summary::redaction`).
 pub fn redact<'t>(cx: &mut Context, item: &str, text: &'t str) -> Result<Cow<'t, str>, RedactError> {
-    let Some(redactor) = cx.redactor.clone() else {
-        return Err(RedactError::Unavailable);
+    let spans = match cx.redactor.as_deref() {
+        None => return Err(RedactError::Unavailable),
+        Some(r) if r.is_empty() || text.is_empty() => return Ok(Cow::Borrowed(text)),
+        Some(r) => r.find(item, text)?,
     };
-    if redactor.is_empty() || text.is_empty() {
-        return Ok(Cow::Borrowed(text));
-    }
-    let spans = redactor.find(item, text)?;
     if spans.is_empty() {
         return Ok(Cow::Borrowed(text));
     }
@@ -450,7 +448,12 @@ pub fn redact<'t>(cx: &mut Context, item: &str, text: &'t str) -> Result<Cow<'t,
     {
         out.push_str(text.get(at..start).unwrap_or(""));
         let n = cx.number(rule, text.get(start..key_end).unwrap_or(""));
-        let id = redactor.rules.get(rule).map(|r| r.id.as_str()).unwrap_or("?");
+        let id = cx
+            .redactor
+            .as_deref()
+            .and_then(|r| r.rules.get(rule))
+            .map(|r| r.id.as_str())
+            .unwrap_or("?");
         let _ = write!(out, "[REDACTED:{id}#{n}]");
         cx.hits.insert((rule, n, item.to_string()));
         at = end;

@@ -366,6 +366,15 @@ pub fn render(
             ),
         });
     };
+    // Fail closed: a selection whose redaction could not run is never rendered (`fit` turns
+    // the decision `unsupported` before it gets here).
+    if let Some(e) = summary.redaction.failure() {
+        return Err(RenderError {
+            template: "-".into(),
+            line: 0,
+            message: e.to_string(),
+        });
+    }
     let loaded;
     let set = match &opts.templates {
         Some(set) => set,

@@ -27,16 +27,15 @@ pub(super) fn compile_redact(c: &mut Checker<'_>, merged: &Merged<'_>) -> CRedac
     for b in &merged.redact {
         span = Some(b.span);
         // A second rule of one name within a file is an error; across files it overrides.
-        let mut seen: Vec<&str> = Vec::new();
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for r in &b.rules {
-            if seen.contains(&r.name.node.as_str()) {
+            if !seen.insert(r.name.node.as_str()) {
                 c.err(
                     r.name.span,
                     format!("redaction rule `{}` is defined twice in this block", r.name.node),
                     Some("give each rule its own name".into()),
                 );
             }
-            seen.push(&r.name.node);
         }
         override_by_name(&mut own, &b.rules, |r| &r.name);
         for d in &b.disabled {
