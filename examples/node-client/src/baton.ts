@@ -71,6 +71,8 @@ export interface Decision {
     kept: boolean;
     reasons?: string[];
   };
+  /** What secret redaction replaced per rule (docs/redaction.md): distinct secrets and the ids of the items that held them. Never a secret. Absent when nothing was redacted. */
+  redactions?: { rule: string; count: number; items: string[] }[];
   /** Every rule evaluated. Left out when the request says `trace: false` (about 8 KB saved). */
   trace?: unknown[];
 }
