@@ -425,7 +425,8 @@ fn a_policy_test_asserts_what_is_redacted() {
     };
     let path = dir.path().join("p.test.yaml");
     std::fs::write(&path, test("{employee-id: 1, url-password: 1}")).unwrap();
-    let report = baton::testing::run_paths(std::slice::from_ref(&path), &Default::default()).unwrap();
+    let report =
+        baton::testing::run_paths(std::slice::from_ref(&path), &Default::default()).unwrap();
     assert_eq!(report.failed(), 0, "{report:?}");
     std::fs::write(&path, test("{}")).unwrap();
     let report = baton::testing::run_paths(&[path], &Default::default()).unwrap();
