@@ -547,3 +547,33 @@ fn false_positives_on_the_fixture_corpus_stay_under_one_per_100k_chars() {
     assert!(chars > 100_000, "{chars}");
     assert!(per_100k <= 1.0, "{per_100k}: {found:#?}");
 }
+
+#[test]
+fn redact_blocks_add_up_along_extends() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("base.policy"),
+        "policy \"base\" {\n  extends \"default\"\n}\nredact {\n  redact employee-id pattern \"EMP-[0-9]{6}\"\n}\n",
+    )
+    .unwrap();
+    let child = dir.path().join("child.policy");
+    std::fs::write(
+        &child,
+        "policy \"child\" {\n  extends \"base.policy\"\n}\nredact {\n  disable github-token\n}\n",
+    )
+    .unwrap();
+    let engine = baton::Engine::new(child.to_str().unwrap()).unwrap();
+    let state = baton::state::parse_str(
+        "version: 1\nthread: {id: t}\nprovider_threads:\n  - {id: C1, provider: codex}\nruns:\n  - ordinal: 1\n    provider: codex\n    provider_thread: C1\n    items:\n      - {kind: user_message, text: 'EMP-123456 ghp_R4nd0mT0k3nV4lu3F0rT3st1ngOnly012345 AKIAZ7QF4EXAMPLX2KQ3'}\nrequest: {provider: claude}\n",
+        baton::state::Format::Yaml,
+        "s",
+    )
+    .unwrap();
+    let doc = engine.run(&state, None).unwrap().rendered.unwrap().document;
+    assert!(doc.contains("[REDACTED:employee-id#1]"), "{doc}");
+    assert!(
+        doc.contains("ghp_R4nd0mT0k3nV4lu3F0rT3st1ngOnly012345"),
+        "{doc}"
+    );
+    assert!(doc.contains("[REDACTED:aws-access-key-id#1]"), "{doc}");
+}
