@@ -60,6 +60,26 @@ fn bench(c: &mut Criterion) {
     g.bench_function("select_only", |b| {
         b.iter(|| baton::select::select(&policy, &facts, &decision))
     });
+    // Secret redaction's cost (docs/redaction.md#measured): select + render with the
+    // built-in rules, and with every rule disabled (the pass does nothing).
+    let mut bare = policy.clone();
+    bare.redact.redactor = Some(std::sync::Arc::new(
+        baton::redact::Redactor::new(&baton::redact::Spec {
+            disabled: baton::redact::rules::ids().map(str::to_string).collect(),
+            ..Default::default()
+        })
+        .expect("no rules"),
+    ));
+    let select_render = |p: &baton::Policy| {
+        let s = baton::select::select(p, &facts, &decision);
+        baton::render::render(p, &state, &decision, &s, &RenderOptions::default()).expect("renders")
+    };
+    g.bench_function("select_render_redacted", |b| {
+        b.iter(|| select_render(&policy))
+    });
+    g.bench_function("select_render_unredacted", |b| {
+        b.iter(|| select_render(&bare))
+    });
     g.bench_function("decide_select_render", |b| {
         b.iter(|| {
             baton::pipeline::run(&policy, &state, &eval, &RenderOptions::default()).expect("runs")

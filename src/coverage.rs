@@ -31,6 +31,9 @@ pub enum RuleKind {
     Exclude,
     Delivery,
     Pregrant,
+    /// A policy's own redaction rule (`redact NAME pattern "..."`): covered when it redacted
+    /// something in a handoff.
+    Redact,
 }
 
 /// A rule's identity: file, kind and index among that file's rules of the kind.
@@ -197,6 +200,9 @@ impl Coverage {
                 let label = format!("pregrant {}", g.tool.to_lowercase());
                 add(self, g.span, RuleKind::Pregrant, label, g.when.is_some());
             }
+        }
+        for (name, span) in &policy.redact.rules {
+            add(self, *span, RuleKind::Redact, format!("redact {name}"), false);
         }
         self.by_at.insert(policy.sha256.clone(), by_at);
         self.summary.insert(policy.sha256.clone(), summary);

@@ -55,6 +55,12 @@ pub struct Decision {
     /// has no time or workspace field. Additive to DESIGN §4.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<WorkspaceReport>,
+    /// What secret redaction replaced in the handoff (docs/redaction.md): per rule, the
+    /// number of distinct secrets and the ids of the items that held them, never a secret.
+    /// Set once the handoff is rendered; empty (and absent from the JSON) when nothing was
+    /// redacted. Additive to DESIGN §4.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub redactions: Vec<crate::redact::RedactionReport>,
     /// Every rule evaluated, in evaluation order, with the values of the facts it read (`trace`).
     /// It reads as a slice of [`TraceEntry`]; its text is formatted when it is first read.
     #[schemars(with = "Vec<TraceEntry>")]

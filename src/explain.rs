@@ -177,6 +177,28 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         }
         labelled(&mut out, "budget", lines.into_iter());
     }
+    if !d.redactions.is_empty() {
+        labelled(
+            &mut out,
+            "redacted",
+            d.redactions.iter().map(|r| {
+                let items = match r.items.len() {
+                    n if n <= 6 => r.items.join(", "),
+                    n => format!(
+                        "{} and {} more",
+                        r.items.get(..5).unwrap_or_default().join(", "),
+                        n.saturating_sub(5)
+                    ),
+                };
+                format!(
+                    "{} secret{} by {} in {items}",
+                    r.count,
+                    if r.count == 1 { "" } else { "s" },
+                    r.rule
+                )
+            }),
+        );
+    }
     let skipped: Vec<&TraceEntry> = d
         .trace
         .iter()

@@ -91,6 +91,17 @@ pub fn fit(
             .unwrap_or(DEFAULT_DOCUMENT_MAX),
         replaced: None,
     };
+    // Fail closed: a handoff whose texts could not all be redacted is not made.
+    if let Some(e) = summary.redaction.failure() {
+        let at = policy
+            .redact
+            .span
+            .map(|s| policy.at(s))
+            .unwrap_or_else(|| budget_at(policy));
+        let why = e.to_string();
+        let reasons = vec!["redaction_failed".to_string()];
+        return Ok(unsupported_by(decision, "redact unsupported", &why, reasons, &at));
+    }
     let mut limits = limits;
     let mut opts = opts.clone();
     let mut reasons = Vec::new();
@@ -184,6 +195,8 @@ pub fn fit(
     };
     trace_budget(&mut decision, &report, &budget_at(policy));
     decision.budget = Some(report.clone());
+    trace_redactions(policy, &mut decision, &attempt.summary.redaction.report);
+    decision.redactions = attempt.summary.redaction.report.clone();
     let mut rendered = attempt.rendered;
     rendered.provenance.budget = Some(report);
     if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {
@@ -554,7 +567,18 @@ fn move_off_band(
 }
 
 /// The decision becomes `unsupported`: nothing the target can take holds what it must act on.
-fn unsupported(mut decision: Decision, why: &str, reasons: Vec<String>, at: &str) -> Fitted {
+fn unsupported(decision: Decision, why: &str, reasons: Vec<String>, at: &str) -> Fitted {
+    unsupported_by(decision, "budget unsupported", why, reasons, at)
+}
+
+/// [`unsupported`], decided by trace rule `rule`.
+fn unsupported_by(
+    mut decision: Decision,
+    rule: &str,
+    why: &str,
+    reasons: Vec<String>,
+    at: &str,
+) -> Fitted {
     let mut values = BTreeMap::new();
     values.insert(
         "reasons".to_string(),
@@ -566,7 +590,7 @@ fn unsupported(mut decision: Decision, why: &str, reasons: Vec<String>, at: &str
         ),
     );
     decision.trace.push(TraceEntry {
-        rule: "budget unsupported".into(),
+        rule: rule.into(),
         at: at.to_string(),
         outcome: TraceOutcome::Matched,
         values,
@@ -581,7 +605,7 @@ fn unsupported(mut decision: Decision, why: &str, reasons: Vec<String>, at: &str
     decision.handoff_id = None;
     decision.provider_thread = ProviderThreadAction::new(ThreadAction::None, None);
     decision.decided_by = DecidedBy {
-        rule: "budget unsupported".into(),
+        rule: rule.into(),
         at: at.to_string(),
         because: Some(why.to_string()),
     };
@@ -598,6 +622,40 @@ fn unsupported(mut decision: Decision, why: &str, reasons: Vec<String>, at: &str
 fn budget_at(policy: &Policy) -> String {
     let span = policy.summary.as_ref().map(|s| s.span).unwrap_or_default();
     policy.at(span)
+}
+
+/// One trace entry per redaction rule that replaced something (docs/redaction.md): the
+/// number of distinct secrets and the items, never a secret. It points at the policy's own
+/// rule, else its `redact` block, else its first line (built-ins of a policy without one).
+fn trace_redactions(
+    policy: &Policy,
+    decision: &mut Decision,
+    report: &[crate::redact::RedactionReport],
+) {
+    for r in report {
+        let at = policy
+            .redact
+            .span_of(&r.rule)
+            .map(|s| policy.at(s))
+            .unwrap_or_else(|| policy.at(Default::default()));
+        let mut values = BTreeMap::new();
+        values.insert(
+            "count".to_string(),
+            Value::Int(i64::try_from(r.count).unwrap_or(i64::MAX)),
+        );
+        values.insert(
+            "items".to_string(),
+            Value::List(r.items.iter().map(|i| Value::Str(i.clone().into())).collect()),
+        );
+        decision.trace.push(TraceEntry {
+            rule: format!("redact {}", r.rule),
+            at,
+            outcome: TraceOutcome::Matched,
+            values,
+            when: None,
+            because: None,
+        });
+    }
 }
 
 /// One trace entry per degradation step, then the budget's outcome.

@@ -107,7 +107,7 @@ pub mod schema;
 
 internal!(
     coverage, cut, deliver, diff, eval, explain, facts, fit, fmt, ids, import, input, pipeline,
-    policy, quality, render, select, suggest,
+    policy, quality, redact, render, select, suggest,
 );
 
 #[cfg(feature = "unstable")]

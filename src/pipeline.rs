@@ -187,8 +187,9 @@ fn summarize(
         return opts;
     };
     let budget = summary.budget.unwrap_or(DEFAULT_SUMMARIZER_BUDGET);
+    // The summarizer is outside the thread: it gets the redacted title and selection.
     let input = serde_json::json!({
-        "thread": { "id": state.thread.id, "title": state.thread.title },
+        "thread": { "id": state.thread.id, "title": summary.redaction.title },
         "budget": budget,
         "decision": decision,
         "summary": summary,
@@ -196,7 +197,10 @@ fn summarize(
     match crate::deliver::run_external_blocking(&cmd, &input, budget) {
         Ok(text) => {
             opts.created_by = Some(crate::deliver::created_by(source));
-            opts.summary_text = Some(text);
+            // Its output goes through the same rules (it saw only redacted text, but may
+            // hold a secret of its own making or from its environment).
+            let mut cx = summary.redaction.context.clone();
+            opts.summary_text = Some(cx.text("summary_text", &text).into_owned());
         }
         Err(failure) => {
             opts.created_by = Some("deterministic".to_string());

@@ -13,6 +13,7 @@ const LAYERS: &[(&str, &str, u32)] = &[
     ("ids", "core", 0),
     ("cut", "core", 0),
     ("input", "core", 0),
+    ("redact", "core", 0),
     ("state", "core", 1),
     ("facts", "core", 2),
     ("policy", "core", 3),

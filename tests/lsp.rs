@@ -781,3 +781,48 @@ fn the_process_refuses_a_huge_content_length_and_ends_cleanly() {
     assert_eq!(p.response(json!(5))["result"], Value::Null);
     assert!(p.stop().success());
 }
+
+#[test]
+fn redact_block_completion_hover_and_diagnostics() {
+    let bad =
+        "policy \"p\" { extends \"default\" }\n\nredact {\n  redact emp pattern \"ab(c\"\n}\n";
+    let u0 = "untitled:q.policy";
+    let mut c = Client::start(10);
+    c.open(u0, "baton-policy", bad);
+    // The checker's error on the invalid pattern, at the regex parser's caret.
+    let diags = c.diagnostics(u0, 1);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(
+        diags[0]["message"],
+        "invalid redaction pattern: unclosed group"
+    );
+    assert_eq!(
+        diags[0]["range"]["start"],
+        json!({"line": 3, "character": 24})
+    );
+    let text = "policy \"p\" { extends \"default\" }\n\nredact {\n  \n  disable \n}\n";
+    let u = "untitled:r.policy";
+    c.open(u, "baton-policy", text);
+    c.diagnostics(u, 1);
+    // The block's keywords at the start of an entry.
+    let (l, ch) = pos(text, "  \n  disable", 2);
+    let names = labels(&c.at("textDocument/completion", u, l, ch));
+    assert_eq!(names, ["redact", "allow", "disable"]);
+    // After `disable`: the built-in rules.
+    let (l, ch) = pos(text, "disable \n", 8);
+    let ids = labels(&c.at("textDocument/completion", u, l, ch));
+    let expected: Vec<String> = baton::redact::rules::ids().map(str::to_string).collect();
+    assert_eq!(ids, expected);
+    // Hover on a rule id (hyphens and all) and on the block keyword.
+    let text2 = "redact {\n  disable github-token\n}\n";
+    let u2 = "untitled:s.policy";
+    c.open(u2, "baton-policy", text2);
+    c.diagnostics(u2, 1);
+    let (l, ch) = pos(text2, "token\n", 1);
+    let h = hover_text(&c.at("textDocument/hover", u2, l, ch));
+    assert!(h.contains("Built-in redaction rule `github-token`"), "{h}");
+    let (l, ch) = pos(text2, "redact {", 1);
+    let h = hover_text(&c.at("textDocument/hover", u2, l, ch));
+    assert!(h.contains("secret redaction"), "{h}");
+    c.stop();
+}

@@ -218,3 +218,51 @@ fn an_invalid_state_in_the_corpus_names_its_path() {
     assert!(err.contains("x.yaml"), "{err}");
     assert!(err.contains("request"), "{err}");
 }
+
+/// The redaction figures catch their failures: a policy that turns the GitHub rule off shows
+/// the planted token (`secrets`, and the report fails), and a rule of its own that matches an
+/// ordinary word makes a false redaction (reported, not gated).
+#[test]
+fn secret_figures_catch_a_shown_secret_and_a_false_redaction() {
+    let lax = policy::load_text(
+        "lax.policy",
+        "policy \"lax\" { extends \"default\" }\nredact {\n  disable github-token\n  disable secret-assignment\n  redact word pattern \"\\bdeploy\\b\"\n}\n",
+    )
+    .unwrap();
+    let s = yaml(
+        "version: 1
+thread: {id: t}
+provider_threads:
+  - {id: C1, provider: codex}
+runs:
+  - ordinal: 1
+    provider: codex
+    provider_thread: C1
+    items:
+      - {kind: user_message, text: 'GITHUB_TOKEN=ghp_SNTL0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f'}
+      - {kind: assistant_message, text: 'then deploy'}
+      - {kind: user_message, text: 'ok'}
+request: {provider: claude, message: 'go'}
+",
+    );
+    let docs = measure_state(&lax, &s, "t.yaml");
+    let claude = docs.iter().find(|d| d.target == "claude").unwrap();
+    let f = claude.figures.as_ref().unwrap();
+    assert!(
+        f.secrets_leaked
+            .contains(&"GITHUB_TOKEN=ghp_SNTL0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f".to_string()),
+        "{:?}",
+        f.secrets_leaked
+    );
+    assert_eq!(f.false_redactions, ["word in r1.2"]);
+    let r = report(&lax, "t", docs);
+    assert!(!r.pass);
+    assert!(r.totals.secrets_leaked >= 1);
+    // The default profile redacts the token and nothing else.
+    let docs = measure_state(&default(), &s, "t.yaml");
+    let f = docs[0].figures.as_ref().unwrap();
+    assert!(
+        f.secrets_leaked.is_empty() && f.false_redactions.is_empty(),
+        "{f:?}"
+    );
+}

@@ -91,8 +91,26 @@ fn doc_line(d: &DocReport) -> String {
     } else {
         format!("BROKEN in {}", f.broken_graphemes.join(", "))
     };
+    let secrets = if f.secrets_leaked.is_empty() {
+        "0".to_string()
+    } else {
+        format!(
+            "{} ({})",
+            f.secrets_leaked.len(),
+            f.secrets_leaked.join(", ")
+        )
+    };
+    let false_redactions = if f.false_redactions.is_empty() {
+        "0".to_string()
+    } else {
+        format!(
+            "{} ({})",
+            f.false_redactions.len(),
+            f.false_redactions.join(", ")
+        )
+    };
     format!(
-        "{head} {} {}; files {}; open {}; latest user message {latest}; instructions {}; leaks {leaks}; first turn {}/{} {}; graphemes {graphemes}",
+        "{head} {} {}; files {}; open {}; latest user message {latest}; instructions {}; leaks {leaks}; first turn {}/{} {}; graphemes {graphemes}; secrets {secrets}; false redactions {false_redactions}",
         d.strategy,
         d.delivery.as_deref().unwrap_or("-"),
         r(&f.changed_files),
@@ -102,6 +120,16 @@ fn doc_line(d: &DocReport) -> String {
         f.budget.limit,
         if f.budget.kept { "kept" } else { "OVER" },
     )
+}
+
+/// `n` per 100,000 of `of` (0 when `of` is 0).
+fn per_100k(n: usize, of: usize) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        // Counts far below 2^52: exact in f64.
+        (n as f64) * 100_000.0 / (of as f64)
+    }
 }
 
 fn summary(report: &QualityReport) -> Vec<String> {
@@ -124,6 +152,13 @@ fn summary(report: &QualityReport) -> Vec<String> {
         format!("  {:<26} {:>6}", "leaks", t.leaks),
         p("budget kept", &t.budget_kept),
         p("cuts on grapheme bounds", &t.grapheme_safe),
+        format!("  {:<26} {:>6}", "secrets shown", t.secrets_leaked),
+        format!(
+            "  {:<26} {:>6}  ({:.2} per 100,000 characters read)",
+            "false redactions",
+            t.false_redactions,
+            per_100k(t.false_redactions, t.chars_read)
+        ),
         if report.pass {
             "PASS".to_string()
         } else {

@@ -865,6 +865,7 @@ pub fn evaluate_in<'a>(
         decided_by,
         budget: None,
         workspace: workspace_report(policy, &facts, strategy),
+        redactions: Vec::new(),
         trace,
     };
     Ok((decision, facts))

@@ -87,6 +87,16 @@ pub(super) fn lex(text: &str) -> Vec<Vec<Tok>> {
                 i = i.saturating_add(1).min(chars.len());
                 toks.push(Tok::Str(span(start, i)));
             } else if is_word(c)
+                && matches!(toks.last(), Some(Tok::Word(w)) if w == "disable" || w == "redact")
+            {
+                // A redaction rule id (`disable github-token`, `redact employee-id`) is one
+                // word, hyphens and all.
+                let start = i;
+                while chars.get(i).is_some_and(|&d| is_word(d) || d == '-') {
+                    i = i.saturating_add(1);
+                }
+                toks.push(Tok::Word(span(start, i)));
+            } else if is_word(c)
                 || (c == '-'
                     && chars
                         .get(i.saturating_add(1))

@@ -269,6 +269,25 @@ pub fn hover(
     if let Some(d) = Fact::by_name(word) {
         return Some((fact_hover(d), range));
     }
+    // A built-in redaction rule's id (`disable github-token`): the word with its hyphens.
+    let is_id = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let id_start = text
+        .get(..tok.start)
+        .and_then(|b| b.rfind(|c: char| !is_id(c)).map(|i| i.saturating_add(1)))
+        .unwrap_or(0);
+    let id_end = text
+        .get(tok.end..)
+        .and_then(|a| {
+            a.find(|c: char| !is_id(c))
+                .map(|i| tok.end.saturating_add(i))
+        })
+        .unwrap_or(text.len());
+    if let Some(b) = text
+        .get(id_start..id_end)
+        .and_then(crate::redact::rules::builtin)
+    {
+        return Some((redaction_rule_hover(b), range_of(text, id_start, id_end)));
+    }
     if let Some(d) = Fact::by_cap_key(word).filter(|_| in_provider_entry(text, &code, i)) {
         return Some((catalog::cap_hover(d), range));
     }
@@ -789,6 +808,19 @@ pub fn completion(
         return out;
     }
     let block = scan::block_at(text, &code, idx);
+    // `disable |` in a `redact` block: the built-in rules.
+    if block == Some("redact") && prev_word == "disable" {
+        for b in crate::redact::BUILTINS {
+            out.push(item(
+                b.id,
+                CompletionItemKind::ENUM_MEMBER,
+                Some("redaction rule".into()),
+                Some(redaction_rule_hover(b)),
+                range,
+            ));
+        }
+        return out;
+    }
     // Does the cursor start a new rule (rather than continue an expression)?
     let rule_start = match prev {
         None => true,
@@ -859,6 +891,13 @@ pub fn completion(
                 }
                 return out;
             }
+            Some("redact") => {
+                for n in ["redact", "allow", "disable"] {
+                    let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
+                    out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
+                }
+                return out;
+            }
             Some("policy") => {
                 for n in ["description", "extends", "template", "known_providers"] {
                     let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
@@ -878,6 +917,7 @@ pub fn completion(
                     "delivery",
                     "pregrant",
                     "providers",
+                    "redact",
                 ] {
                     let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
                     out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
@@ -922,6 +962,14 @@ pub fn completion(
         out.push(item(n, CompletionItemKind::KEYWORD, None, None, range));
     }
     out
+}
+
+/// The hover text of a built-in redaction rule.
+fn redaction_rule_hover(b: &crate::redact::Builtin) -> String {
+    format!(
+        "Built-in redaction rule `{}`: {}. A secret it finds is replaced by `[REDACTED:{}#N]`; `disable {}` in a `redact` block turns it off (docs/redaction.md).",
+        b.id, b.about, b.id, b.id
+    )
 }
 
 /// Whether token index `idx` is inside one provider's entry of a `providers` block.

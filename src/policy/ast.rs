@@ -38,6 +38,35 @@ pub struct PolicyFile {
     pub pregrant: Option<PregrantBlock>,
     /// `providers { ... }`: provider capabilities the policy sets.
     pub providers: Option<ProvidersBlock>,
+    /// `redact { ... }`: secret redaction rules (docs/redaction.md).
+    pub redact: Option<RedactBlock>,
+}
+
+/// `redact { disable ID  redact NAME pattern "..."  allow pattern "..." }`.
+#[derive(Debug, Clone)]
+pub struct RedactBlock {
+    pub span: Span,
+    /// Built-in rules turned off, by id.
+    pub disabled: Vec<Spanned<String>>,
+    /// The policy's own rules, in order.
+    pub rules: Vec<RedactRule>,
+    /// Exceptions: a match of one of these is never redacted.
+    pub allows: Vec<RedactPattern>,
+}
+
+/// `redact NAME pattern "..."`.
+#[derive(Debug, Clone)]
+pub struct RedactRule {
+    pub span: Span,
+    pub name: Spanned<String>,
+    pub pattern: RedactPattern,
+}
+
+/// A pattern string: the regex as written (only `\"` unescaped), with where it was written.
+#[derive(Debug, Clone)]
+pub struct RedactPattern {
+    pub span: Span,
+    pub text: String,
 }
 
 #[derive(Debug, Clone)]

@@ -317,6 +317,31 @@ pub(crate) fn at(sources: &[Source], span: Span) -> String {
     format!("{file}:{}:{}", span.line, span.col)
 }
 
+/// The compiled `redact` block (docs/redaction.md).
+#[derive(Debug, Clone)]
+pub struct CRedact {
+    /// The rules in force: the built-ins the policy keeps, then its own, less its exceptions.
+    /// `None` only on a policy that failed to check (no `Policy` carries it): a handoff under
+    /// it is refused.
+    pub redactor: Option<std::sync::Arc<crate::redact::Redactor>>,
+    /// The last `redact` block of the set, if any (where built-in rules' trace entries point).
+    pub span: Option<Span>,
+    /// The policy's own rules with where each is written (trace entries and coverage).
+    pub rules: Vec<(String, Span)>,
+}
+
+impl CRedact {
+    /// Where the trace entry of rule `id` points: the policy's own rule, else the `redact`
+    /// block, else `None` (a built-in of a policy without the block).
+    pub fn span_of(&self, id: &str) -> Option<Span> {
+        self.rules
+            .iter()
+            .find(|(n, _)| n == id)
+            .map(|(_, s)| *s)
+            .or(self.span)
+    }
+}
+
 /// A checked, compiled policy set, ready to evaluate.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -347,6 +372,8 @@ pub struct Policy {
     pub pregrant: Option<CPregrant>,
     /// The provider capabilities the policy sets (`providers { ... }`; empty when none).
     pub providers: providers::CProviders,
+    /// The compiled `redact` block (every built-in rule when the policy has none).
+    pub redact: CRedact,
     /// Lint warnings; errors never reach a `Policy`.
     pub warnings: Vec<Diagnostic>,
     /// Every source in load order (bases reached through `extends` included); spans index it.

@@ -156,6 +156,12 @@ fn rule_name(r: &Rule) -> String {
         Rule::delivery_block => "`delivery`".into(),
         Rule::pregrant_block => "`pregrant`".into(),
         Rule::providers_block => "`providers`".into(),
+        Rule::redact_block => "`redact`".into(),
+        Rule::redact_rule | Rule::kw_redact => "`redact NAME pattern \"...\"`".into(),
+        Rule::redact_allow | Rule::kw_allow => "`allow pattern \"...\"`".into(),
+        Rule::redact_disable | Rule::kw_disable => "`disable RULE`".into(),
+        Rule::kw_pattern => "`pattern`".into(),
+        Rule::rule_id => "a rule id (`github-token`)".into(),
         Rule::provider_entry => "a provider (`cursor { ... }`)".into(),
         Rule::provider_setting => "a capability (`file_read false`)".into(),
         Rule::provider_value => "a value (`true`, `false`, a number or a word)".into(),
@@ -206,6 +212,11 @@ fn rule_words(r: &Rule) -> &'static [&'static str] {
         Rule::summary_block => &["summary"],
         Rule::delivery_block => &["delivery"],
         Rule::pregrant_block => &["pregrant"],
+        Rule::redact_block => &["redact"],
+        Rule::redact_rule | Rule::kw_redact => &["redact"],
+        Rule::redact_allow | Rule::kw_allow => &["allow"],
+        Rule::redact_disable | Rule::kw_disable => &["disable"],
+        Rule::kw_pattern => &["pattern"],
         Rule::description => &["description"],
         Rule::extends => &["extends"],
         Rule::template_decl => &["template"],
@@ -534,8 +545,53 @@ impl<'a> Builder<'a> {
                 let providers = self.providers(p, span);
                 self.once(&mut file.providers, providers, "providers", span);
             }
+            Rule::redact_block => {
+                let redact = self.redact(p, span);
+                self.once(&mut file.redact, redact, "redact", span);
+            }
             _ => {}
         }
+    }
+
+    /// `redact { disable ID  redact NAME pattern "..."  allow pattern "..." }`.
+    fn redact(&mut self, p: Pair<'_, Rule>, span: Span) -> RedactBlock {
+        let mut block = RedactBlock {
+            span,
+            disabled: Vec::new(),
+            rules: Vec::new(),
+            allows: Vec::new(),
+        };
+        for e in p.kids() {
+            let espan = self.span(&e);
+            let rule = e.as_rule();
+            let mut words = Vec::new();
+            let mut pattern = None;
+            for x in e.kids() {
+                match x.as_rule() {
+                    Rule::rule_id => words.push(self.spanned_str(x)),
+                    Rule::string => {
+                        let pspan = self.span(&x);
+                        let inner = x.into_inner().next().map(|i| i.as_str()).unwrap_or("");
+                        pattern = Some(RedactPattern {
+                            span: pspan,
+                            text: pattern_text(inner),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            match (rule, words.pop(), pattern) {
+                (Rule::redact_disable, Some(id), _) => block.disabled.push(id),
+                (Rule::redact_rule, Some(name), Some(pattern)) => block.rules.push(RedactRule {
+                    span: espan,
+                    name,
+                    pattern,
+                }),
+                (Rule::redact_allow, _, Some(pattern)) => block.allows.push(pattern),
+                _ => {}
+            }
+        }
+        block
     }
 
     /// `providers { NAME { KEY VALUE [force] ... } ... }`.
@@ -988,6 +1044,20 @@ impl<'a> Builder<'a> {
             _ => Expr::Null(span),
         }
     }
+}
+
+/// A pattern string's text: the regex as written, with only `\"` unescaped (so `\b`, `\d`
+/// and `\\` reach the regex crate as they are).
+fn pattern_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && chars.peek() == Some(&'"') {
+            continue;
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn unescape(s: &str) -> String {

@@ -35,6 +35,8 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use unicode_segmentation::UnicodeSegmentation;
 
+pub mod secrets;
+
 /// Prefix of a sentinel that must reach the document whenever the text carrying it is covered.
 pub const KEEP: &str = "KEEP-";
 /// Prefix of a sentinel that must never reach any document.
@@ -91,6 +93,12 @@ pub struct Figures {
     pub budget: Budget,
     /// Texts found cut inside a grapheme cluster (empty when every cut is clean).
     pub broken_graphemes: Vec<String>,
+    /// Planted secrets (sentinel [`secrets::SECRET`]) the text shows: must be empty.
+    pub secrets_leaked: Vec<String>,
+    /// Redactions in texts that hold no planted secret (`RULE in ITEM`): false positives.
+    pub false_redactions: Vec<String>,
+    /// Characters of what the target reads (the false-positive rate's denominator).
+    pub chars_read: usize,
 }
 
 /// One (state, target) pair.
@@ -119,6 +127,12 @@ pub struct Totals {
     pub leaks: usize,
     pub budget_kept: Ratio,
     pub grapheme_safe: Ratio,
+    /// Planted secrets shown, over every document (the gate: 0).
+    pub secrets_leaked: usize,
+    /// Redactions of text that holds no secret, over every document.
+    pub false_redactions: usize,
+    /// Characters read, over every document.
+    pub chars_read: usize,
 }
 
 /// `present` of `expected`, as a percentage (100 when nothing was expected).
@@ -193,6 +207,9 @@ pub fn report(policy: &Policy, corpus: &str, documents: Vec<DocReport>) -> Quali
         t.budget_kept.add(usize::from(f.budget.kept), 1);
         t.grapheme_safe
             .add(usize::from(f.broken_graphemes.is_empty()), 1);
+        t.secrets_leaked = t.secrets_leaked.saturating_add(f.secrets_leaked.len());
+        t.false_redactions = t.false_redactions.saturating_add(f.false_redactions.len());
+        t.chars_read = t.chars_read.saturating_add(f.chars_read);
     }
     for r in [
         &mut t.changed_files,
@@ -206,6 +223,7 @@ pub fn report(policy: &Policy, corpus: &str, documents: Vec<DocReport>) -> Quali
     }
     let pass = t.errors == 0
         && t.leaks == 0
+        && t.secrets_leaked == 0
         && [
             t.changed_files,
             t.open_problems,
@@ -283,6 +301,8 @@ fn measure_one(policy: &Policy, state: &State, name: &str, target: &str) -> DocR
         rendered.inline.clone()
     };
     let read = collapse(&read);
+    let secrets_leaked = secrets::leaked(&read);
+    let chars_read = read.chars().count();
     let runs: Vec<u32> = state
         .runs
         .iter()
@@ -309,6 +329,9 @@ fn measure_one(policy: &Policy, state: &State, name: &str, target: &str) -> DocR
             kept: u64::try_from(first_turn_chars).is_ok_and(|n| n <= limit),
         },
         broken_graphemes: broken_graphemes(state, &items, &read),
+        false_redactions: secrets::false_redactions(state, &items, &outcome.decision.redactions),
+        secrets_leaked,
+        chars_read,
     });
     doc
 }

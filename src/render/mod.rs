@@ -135,6 +135,9 @@ pub struct Provenance {
     /// The budget the handoff was fitted to, and every degradation step (docs/rendering.md#budgets).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::decision::BudgetReport>,
+    /// What secret redaction replaced, per rule (counts and item ids; docs/redaction.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub redactions: Vec<crate::redact::RedactionReport>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -374,6 +377,15 @@ pub fn render(
             ),
         });
     };
+    // Fail closed: a selection whose redaction could not run is never rendered (`fit` turns
+    // the decision `unsupported` before it gets here).
+    if let Some(e) = summary.redaction.failure() {
+        return Err(RenderError {
+            template: "-".into(),
+            line: 0,
+            message: e.to_string(),
+        });
+    }
     let loaded;
     let set = match &opts.templates {
         Some(set) => set,
@@ -394,15 +406,22 @@ pub fn render(
     let delivery = decision.delivery.as_ref();
     let document_path = delivery.and_then(|d| d.document.clone());
     // Thread text is made safe: a title stays on its line, an anchor stays in its quote.
+    // Both come redacted from the selection (docs/redaction.md); the request's message, what
+    // the user typed for the target, is sent as written.
     let anchor = if state.request.kind == crate::state::RequestKind::Fork {
-        state.request.fork_anchor.as_ref().map(|a| {
-            let text = crate::select::prose(a.text.trim(), false).replace('\n', "\n> ");
+        let text = summary.redaction.anchor.as_deref();
+        state.request.fork_anchor.as_ref().zip(text).map(|(a, text)| {
+            let text = crate::select::prose(text.trim(), false).replace('\n', "\n> ");
             context! { role => a.role.as_str(), text => text }
         })
     } else {
         None
     };
-    let title = state.thread.title.as_deref().map(crate::select::one_line);
+    let title = summary
+        .redaction
+        .title
+        .as_deref()
+        .map(crate::select::one_line);
     let message = state.request.message.clone().unwrap_or_default();
     let request_message = opts
         .message_in_document
@@ -533,6 +552,7 @@ pub fn render(
             inline: inline_template,
         },
         budget: None,
+        redactions: summary.redaction.report.clone(),
     };
     Ok(Rendered {
         document,

@@ -45,7 +45,11 @@ fn added_removed(diff: &str) -> (u64, u64) {
 /// Merge the file-change candidates of one section that name the same file (all forms but
 /// `line`) into the first of them, whose text becomes the aggregate and whose `merged` lists
 /// the others' ids (provenance still names every included item).
-pub(super) fn aggregate(chosen: &mut Vec<Candidate<'_>>, workspace: Option<&str>) {
+pub(super) fn aggregate(
+    chosen: &mut Vec<Candidate<'_>>,
+    workspace: Option<&str>,
+    red: &mut crate::redact::Context,
+) {
     // (section, path as shown) -> the group of candidates naming that file.
     let mut first: HashMap<(usize, String), usize> = HashMap::new();
     let mut groups: Vec<Vec<usize>> = Vec::new();
@@ -71,7 +75,7 @@ pub(super) fn aggregate(chosen: &mut Vec<Candidate<'_>>, workspace: Option<&str>
     }
     let mut texts: Vec<Option<String>> = groups
         .iter()
-        .map(|members| Some(aggregate_text(chosen, members, workspace)))
+        .map(|members| Some(aggregate_text(chosen, members, workspace, red)))
         .collect();
     // Where each group's first candidate landed in `keep`.
     let mut kept_at: Vec<Option<usize>> = vec![None; groups.len()];
@@ -99,10 +103,16 @@ pub(super) fn aggregate(chosen: &mut Vec<Candidate<'_>>, workspace: Option<&str>
     *chosen = keep;
 }
 
-fn aggregate_text(chosen: &[Candidate<'_>], members: &[usize], workspace: Option<&str>) -> String {
+fn aggregate_text(
+    chosen: &[Candidate<'_>],
+    members: &[usize],
+    workspace: Option<&str>,
+    red: &mut crate::redact::Context,
+) -> String {
     use std::fmt::Write as _;
     let mut full = false;
     let mut path = "";
+    let mut id = "";
     let mut n = 0usize;
     let (mut first, mut last, mut renamed) = (None, None, false);
     let mut diff = None::<(u64, u64)>;
@@ -121,6 +131,7 @@ fn aggregate_text(chosen: &[Candidate<'_>], members: &[usize], workspace: Option
         };
         n = n.saturating_add(1);
         path = p;
+        id = &c.ctx.id;
         if let Some(k) = change {
             first.get_or_insert(*k);
             last = Some(*k);
@@ -134,7 +145,7 @@ fn aggregate_text(chosen: &[Candidate<'_>], members: &[usize], workspace: Option
             diff_lines = Some(diff_lines.unwrap_or(0).saturating_add(*dl));
         }
     }
-    let mut shown = display_path(path, workspace);
+    let mut shown = red.text(id, &display_path(path, workspace)).into_owned();
     if !full {
         return shown;
     }

@@ -66,7 +66,80 @@ pub struct Summary {
     /// Characters of every entry's text.
     pub chars: usize,
     pub budget: Option<usize>,
+    /// What redaction did to the selection (docs/redaction.md); never serialised (the
+    /// summarizer's input carries the redacted texts, not this).
+    #[serde(skip)]
+    pub redaction: Redaction,
 }
+
+/// What the redaction pass did to a selection (docs/redaction.md): the texts outside the
+/// entries that the handoff shows (title, fork anchor), redacted in the same context, what was
+/// redacted in the items the handoff carries, and why redaction could not run if it could not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redaction {
+    /// The handoff's redaction context (the numbers given so far): anything else built from
+    /// this selection (a transcript of omitted items) redacts through a clone of it
+    /// ([`crate::redact::redact`]), so the same secret keeps its number.
+    pub context: crate::redact::Context,
+    /// The thread's title, redacted.
+    pub title: Option<String>,
+    /// The fork anchor's text, redacted.
+    pub anchor: Option<String>,
+    /// Per rule, in rule order: distinct secrets replaced, and the ids of the items (of those
+    /// the handoff carries; `thread.title` for the title) that held them.
+    pub report: Vec<crate::redact::RedactionReport>,
+}
+
+impl Default for Redaction {
+    fn default() -> Self {
+        Redaction {
+            context: crate::redact::Context::with(None),
+            title: None,
+            anchor: None,
+            report: Vec::new(),
+        }
+    }
+}
+
+impl Redaction {
+    /// Start the redaction of one handoff under `policy`: the title first, then the fork
+    /// anchor, so their secrets get the first numbers.
+    fn start(policy: &Policy, state: &State) -> Redaction {
+        let mut context = crate::redact::Context::with(policy.redact.redactor.clone());
+        let title = state
+            .thread
+            .title
+            .as_deref()
+            .map(|t| context.text(TITLE_ID, t).into_owned());
+        let anchor = match (state.request.kind, &state.request.fork_anchor) {
+            (RequestKind::Fork, Some(a)) => Some(context.text("fork_anchor", &a.text).into_owned()),
+            _ => None,
+        };
+        Redaction {
+            context,
+            title,
+            anchor,
+            report: Vec::new(),
+        }
+    }
+
+    /// Why redaction could not run for this selection, if it could not: the handoff must not
+    /// be written or delivered.
+    pub fn failure(&self) -> Option<&crate::redact::RedactError> {
+        self.context.failure()
+    }
+
+    /// Fill `report` for the items the handoff carries (and the title).
+    fn finish(&mut self, included: &[String]) {
+        let ids: std::collections::HashSet<&str> = included.iter().map(String::as_str).collect();
+        self.report = self
+            .context
+            .report(|id| id == TITLE_ID || ids.contains(id));
+    }
+}
+
+/// The item id redaction reports for the thread's title.
+pub const TITLE_ID: &str = "thread.title";
 
 impl Summary {
     pub fn section(&self, name: &str) -> Option<&Section> {
@@ -274,6 +347,7 @@ fn select_inner(
             omitted: Arc::default(),
             chars: 0,
             budget: None,
+            redaction: Redaction::start(policy, facts.state),
         },
     }
 }
@@ -294,6 +368,8 @@ pub struct Prepared<'p, 's> {
     picks: Vec<Pick<'p, 's>>,
     /// The workspace note, the text of the `workspace` item.
     note: Option<String>,
+    /// The redaction of the texts taken so far.
+    redaction: Redaction,
 }
 
 /// What the rules made of one item.
@@ -386,6 +462,7 @@ fn prepare_runs<'p, 's>(
             .map(|w| item_holds(w, facts, ctx))
             .unwrap_or(true)
     };
+    let mut redaction = Redaction::start(policy, state);
     let mut picks = Vec::with_capacity(items.len());
     for ctx in items {
         let taken = taking_rule(rules, &ctx, &holds, hits.as_deref_mut());
@@ -399,12 +476,14 @@ fn prepare_runs<'p, 's>(
             Some(Taken::Include(inc)) => {
                 let keep = must_keep.contains(&ctx.id);
                 let (cut, strict) = text_cut(rules, ctx.kind, &inc.section);
+                let red = &mut redaction.context;
                 let text = take_text(
                     state,
                     &ctx,
                     inc.form,
                     (cut, keep && !strict),
                     note.as_deref(),
+                    red,
                 );
                 let section = order
                     .iter()
@@ -430,6 +509,7 @@ fn prepare_runs<'p, 's>(
         omitted,
         picks,
         note,
+        redaction,
     })
 }
 
@@ -442,12 +522,13 @@ fn take_text(
     form: Form,
     (cut, whole): (Option<Cut>, bool),
     note: Option<&str>,
+    red: &mut crate::redact::Context,
 ) -> String {
     let aggregated = matches!(ctx.item, Some(Item::FileChange { .. })) && form != Form::Line;
     if aggregated {
         String::new()
     } else {
-        entry_text(state, ctx, form, &Texts { cut, whole }, note)
+        entry_text(state, ctx, form, &Texts { cut, whole }, note, red)
     }
 }
 
@@ -475,6 +556,7 @@ impl Prepared<'_, '_> {
             mut omitted,
             picks,
             note,
+            mut redaction,
         } = self;
         let omit = |omitted: &mut Vec<Omitted>, ctx: ItemCtx, reason: String| {
             omitted.push(Omitted {
@@ -520,6 +602,7 @@ impl Prepared<'_, '_> {
                     form,
                     (cut, keep && !t.strict),
                     note.as_deref(),
+                    &mut redaction.context,
                 )
             } else {
                 t.text
@@ -537,7 +620,7 @@ impl Prepared<'_, '_> {
                 sep,
             });
         }
-    files::aggregate(&mut chosen, state.thread.workspace.as_deref());
+    files::aggregate(&mut chosen, state.thread.workspace.as_deref(), &mut redaction.context);
 
     // The fork anchor's body appears once: a message that only repeats it is left out when the
     // anchor itself is included.
@@ -686,12 +769,14 @@ impl Prepared<'_, '_> {
         })
         .collect();
     omitted.sort_by(|a, b| a.id.cmp(&b.id));
+    redaction.finish(&included);
     Summary {
         sections,
         included: Arc::new(included),
         omitted: Arc::new(omitted),
         chars,
         budget: rules.budget.map(|(b, _)| b),
+        redaction,
     }
 }
 }
@@ -949,25 +1034,29 @@ fn file_name(path: &str) -> &str {
     path.rsplit(['/', '\\']).next().unwrap_or(path)
 }
 
-/// The text of one entry in one form.
+/// The text of one entry in one form. Every text of the thread it shows goes through the
+/// handoff's redaction context `red` first, before any cut (docs/redaction.md).
 fn entry_text(
     state: &State,
     ctx: &ItemCtx,
     form: Form,
     t: &Texts,
     note: Option<&str>,
+    red: &mut crate::redact::Context,
 ) -> String {
+    let id = ctx.id.as_str();
     match ctx.kind {
         "fork_anchor" => {
             let a = state.request.fork_anchor.as_ref();
-            return t.lead(a.map(|a| a.text.as_str()).unwrap_or(""));
+            return t.lead(&red.text(id, a.map(|a| a.text.as_str()).unwrap_or("")));
         }
         "compact_summary" => {
-            let text = t.lead(state.thread.compact_summary.as_deref().unwrap_or(""));
+            let cs = state.thread.compact_summary.as_deref().unwrap_or("");
+            let text = t.lead(&red.text(id, cs));
             return format!("{}\n{text}", compact_note(state, ctx.run));
         }
         "workspace" => {
-            return t.lead(note.unwrap_or(""));
+            return t.lead(&red.text(id, note.unwrap_or("")));
         }
         "checkpoint" => {
             let c = state.checkpoints.iter().find(|c| c.run == ctx.run);
@@ -977,7 +1066,7 @@ fn entry_text(
                 (Form::Count, _) => files,
                 // Seed 004's wording, plural even for one file.
                 (Form::Line, _) => format!("Checkpoint: {n} files"),
-                (_, Some(d)) => format!("run {}: {files}: {}", ctx.run, t.inner(d)),
+                (_, Some(d)) => format!("run {}: {files}: {}", ctx.run, t.inner(&red.text(id, d))),
                 (_, None) => format!("run {}: {files}", ctx.run),
             };
         }
@@ -987,17 +1076,18 @@ fn entry_text(
             let summary = h
                 .map(|h| h.summary.as_deref().unwrap_or(h.strategy.as_str()))
                 .unwrap_or("");
+            let summary = red.text(id, summary);
             return match (form, h) {
-                (Form::Line, _) | (Form::Text, _) => format!("Handoff: {}", t.line(summary)),
+                (Form::Line, _) | (Form::Text, _) => format!("Handoff: {}", t.line(&summary)),
                 (_, Some(h)) => format!(
                     "{} (runs {}-{}, {}): {}",
                     h.id,
                     h.covered.from,
                     h.covered.to,
                     h.strategy.as_str(),
-                    t.inner(summary)
+                    t.inner(&summary)
                 ),
-                (_, None) => t.lead(summary),
+                (_, None) => t.lead(&summary),
             };
         }
         _ => {}
@@ -1006,24 +1096,28 @@ fn entry_text(
         return String::new();
     };
     if form == Form::Full {
-        if let Some(text) = problems::open_failure_text(ctx) {
+        if let Some(text) = problems::open_failure_text(ctx, red) {
             return text;
         }
     }
     match (item, form) {
         (Item::UserMessage { text, .. }, Form::Transcript) => {
-            format!("User:\n{}", prose(text, true))
+            format!("User:\n{}", prose(&red.text(id, text), true))
         }
         (Item::AssistantMessage { text, .. }, Form::Transcript) => {
-            format!("Assistant:\n{}", prose(text, true))
+            format!("Assistant:\n{}", prose(&red.text(id, text), true))
         }
-        (Item::UserMessage { text, .. }, Form::Line) => format!("User: {}", t.line(text)),
+        (Item::UserMessage { text, .. }, Form::Line) => {
+            format!("User: {}", t.line(&red.text(id, text)))
+        }
         (Item::AssistantMessage { text, .. }, Form::Line) => {
-            format!("Assistant: {}", t.line(text))
+            format!("Assistant: {}", t.line(&red.text(id, text)))
         }
-        (Item::Command { command, .. }, Form::Line) => format!("Command: {}", t.line(command)),
+        (Item::Command { command, .. }, Form::Line) => {
+            format!("Command: {}", t.line(&red.text(id, command)))
+        }
         (Item::FileChange { path, .. }, Form::Line) => {
-            format!("File change: {}", t.line(file_name(path)))
+            format!("File change: {}", t.line(&red.text(id, file_name(path))))
         }
         // Seed 003's tool activity line: the status unless the call completed, then its input.
         (
@@ -1035,16 +1129,16 @@ fn entry_text(
             },
             Form::Line,
         ) => {
-            let mut s = t.line(tool);
+            let mut s = t.line(&red.text(id, tool));
             if let Some(st) = status.filter(|s| *s != crate::state::ToolStatus::Completed) {
                 s.push_str(&format!(" ({})", st.as_str()));
             }
             if let Some(i) = input.as_deref().filter(|i| !i.trim().is_empty()) {
-                s.push_str(&format!(": {}", t.line(i)));
+                s.push_str(&format!(": {}", t.line(&red.text(id, i))));
             }
             s
         }
-        (Item::FileChange { path, .. }, Form::PathOnly) => t.lead(path),
+        (Item::FileChange { path, .. }, Form::PathOnly) => t.lead(&red.text(id, path)),
         (
             Item::FileChange {
                 path,
@@ -1054,7 +1148,7 @@ fn entry_text(
             },
             _,
         ) => {
-            let mut s = t.lead(path);
+            let mut s = t.lead(&red.text(id, path));
             let mut bits = Vec::new();
             if let Some(c) = change {
                 bits.push(c.as_str().to_string());
@@ -1076,17 +1170,18 @@ fn entry_text(
             },
             Form::Full,
         ) => {
+            let command = red.text(id, command);
             let line = if t.whole {
                 command.trim().to_string()
             } else {
-                t.main_cut().apply(command)
+                t.main_cut().apply(&command)
             };
             let mut s = code_span(&line);
             if let Some(c) = exit_code {
                 s.push_str(&format!(" (exit {c})"));
             }
             if let Some(o) = output.as_deref().filter(|o| !o.trim().is_empty()) {
-                s.push_str(&t.output(o));
+                s.push_str(&t.output(&red.text(id, o)));
             }
             s
         }
@@ -1100,15 +1195,15 @@ fn entry_text(
             },
             Form::Full,
         ) => {
-            let mut s = escape_controls(tool);
+            let mut s = escape_controls(&red.text(id, tool));
             if let Some(i) = input.as_deref().filter(|i| !i.trim().is_empty()) {
-                s.push_str(&format!(" {}", t.input(i)));
+                s.push_str(&format!(" {}", t.input(&red.text(id, i))));
             }
             if let Some(st) = status {
                 s.push_str(&format!(" ({})", st.as_str()));
             }
             if let Some(o) = output.as_deref().filter(|o| !o.trim().is_empty()) {
-                s.push_str(&t.output(o));
+                s.push_str(&t.output(&red.text(id, o)));
             }
             s
         }
@@ -1120,17 +1215,21 @@ fn entry_text(
                     crate::state::StepStatus::InProgress => "[~]",
                     crate::state::StepStatus::Pending => "[ ]",
                 };
-                format!("{mark} {}", t.line(&st.text))
+                format!("{mark} {}", t.line(&red.text(id, &st.text)))
             })
             .collect::<Vec<_>>()
             .join("\n"),
         (Item::SubagentResult { agent, text, .. }, _) => {
-            format!("{}: {}", escape_controls(agent), t.inner(text))
+            format!(
+                "{}: {}",
+                escape_controls(&red.text(id, agent)),
+                t.inner(&red.text(id, text))
+            )
         }
         (Item::Approval { text, resolved, .. }, Form::Full) => {
             format!(
                 "{} ({})",
-                t.lead(text),
+                t.lead(&red.text(id, text)),
                 if *resolved {
                     "resolved"
                 } else {
@@ -1141,11 +1240,11 @@ fn entry_text(
         (Item::Question { text, answered, .. }, Form::Full) => {
             format!(
                 "{} ({})",
-                t.lead(text),
+                t.lead(&red.text(id, text)),
                 if *answered { "answered" } else { "unanswered" }
             )
         }
-        (other, _) => t.lead(other.primary_text()),
+        (other, _) => t.lead(&red.text(id, other.primary_text())),
     }
 }
 

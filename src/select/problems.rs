@@ -12,7 +12,7 @@ pub const TAIL_LINES: usize = 12;
 pub const LINE_GRAPHEMES: usize = 300;
 
 /// The text of an open failing command or tool call, or `None` when the item is not one.
-pub fn open_failure_text(ctx: &ItemCtx) -> Option<String> {
+pub fn open_failure_text(ctx: &ItemCtx, red: &mut crate::redact::Context) -> Option<String> {
     if !ctx.is_open() {
         return None;
     }
@@ -32,7 +32,7 @@ pub fn open_failure_text(ctx: &ItemCtx) -> Option<String> {
             (
                 format!(
                     "{what} {} ({code}run {})",
-                    code_span(&one_line(command)),
+                    code_span(&one_line(&red.text(&ctx.id, command))),
                     ctx.run
                 ),
                 output.as_deref(),
@@ -46,8 +46,9 @@ pub fn open_failure_text(ctx: &ItemCtx) -> Option<String> {
         } => {
             let input = input
                 .as_deref()
-                .map(|i| format!(" {}", code_span(&one_line(i))))
+                .map(|i| format!(" {}", code_span(&one_line(&red.text(&ctx.id, i)))))
                 .unwrap_or_default();
+            let tool = red.text(&ctx.id, tool);
             (
                 format!("Failing tool call {tool}{input} (failed, run {})", ctx.run),
                 output.as_deref(),
@@ -55,7 +56,8 @@ pub fn open_failure_text(ctx: &ItemCtx) -> Option<String> {
         }
         _ => return None,
     };
-    Some(match output.map(tail).filter(|t| !t.is_empty()) {
+    let output = output.map(|o| red.text(&ctx.id, o));
+    Some(match output.as_deref().map(tail).filter(|t| !t.is_empty()) {
         Some(tail) => format!("{head}; last lines of output:\n{tail}"),
         None => head,
     })

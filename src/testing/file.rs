@@ -188,6 +188,10 @@ pub struct Expect {
     /// document (`Some(None)` here).
     #[serde(default, deserialize_with = "present")]
     pub document: Option<Option<DocumentExpect>>,
+    /// What secret redaction replaced, exactly: rule id -> distinct secrets
+    /// (`{github-token: 1}`; `{}` expects nothing redacted). docs/redaction.md.
+    #[serde(default)]
+    pub redacted: Option<std::collections::BTreeMap<String, usize>>,
 }
 
 impl Expect {
@@ -205,6 +209,7 @@ impl Expect {
             pregrant,
             decided_by,
             document,
+            redacted,
         } = self;
         strategy.is_none()
             && handoff_strategy.is_none()
@@ -217,6 +222,7 @@ impl Expect {
             && pregrant.is_none()
             && decided_by.is_none()
             && document.is_none()
+            && redacted.is_none()
     }
 }
 

@@ -496,6 +496,23 @@ pub fn check_expect(c: &Checked, e: &Expect) -> Vec<Mismatch> {
         };
         mis("decided_by", want, d.decided_by.rule.clone());
     }
+    if let Some(want) = &e.redacted {
+        let show = |m: &mut dyn Iterator<Item = (String, usize)>| {
+            let parts: Vec<String> = m.map(|(r, n)| format!("{r}: {n}")).collect();
+            format!("{{{}}}", parts.join(", "))
+        };
+        let mut got: Vec<(String, usize)> = d
+            .redactions
+            .iter()
+            .map(|r| (r.rule.clone(), r.count))
+            .collect();
+        got.sort();
+        mis(
+            "redacted",
+            show(&mut want.iter().map(|(r, n)| (r.clone(), *n))),
+            show(&mut got.into_iter()),
+        );
+    }
     if let Some(doc) = &e.document {
         check_document(c, doc.as_ref(), &mut out);
     }

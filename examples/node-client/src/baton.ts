@@ -80,6 +80,8 @@ export interface Decision {
     /** The workspace note to send with the first turn when there is no handoff. */
     note?: string;
   };
+  /** What secret redaction replaced per rule (docs/redaction.md): distinct secrets and the ids of the items that held them. Never a secret. Absent when nothing was redacted. */
+  redactions?: { rule: string; count: number; items: string[] }[];
   /** Every rule evaluated. Left out when the request says `trace: false` (about 8 KB saved). */
   trace?: unknown[];
 }

@@ -27,6 +27,8 @@ pub(super) struct Merged<'a> {
     /// The last `providers` block of the set (where a trace points when the block does not
     /// name the target).
     pub(super) providers_span: Option<Span>,
+    /// Every `redact` block of the set, bases first (they add up; docs/redaction.md).
+    pub(super) redact: Vec<&'a RedactBlock>,
 }
 
 /// One provider's settings across the files of a set: a later file's key replaces an
@@ -135,6 +137,7 @@ pub(super) fn merge(files: &[PolicyFile]) -> Merged<'_> {
         pregrant: None,
         providers: Vec::new(),
         providers_span: None,
+        redact: Vec::new(),
     };
     for f in files {
         if f.name.is_some() {
@@ -171,6 +174,7 @@ pub(super) fn merge(files: &[PolicyFile]) -> Merged<'_> {
             merge_providers(&mut m.providers, p);
             m.providers_span = Some(p.span);
         }
+        m.redact.extend(f.redact.as_ref());
     }
     m
 }

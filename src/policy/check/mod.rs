@@ -6,6 +6,7 @@ mod compile;
 mod compose;
 mod lint;
 mod providers;
+mod redact;
 mod resolve;
 mod traps;
 mod typecheck;
@@ -420,6 +421,9 @@ pub fn check(
     // Provider capabilities.
     let providers = providers::compile_providers(&mut c, &merged);
 
+    // Secret redaction (docs/redaction.md).
+    let redact = redact::compile_redact(&mut c, &merged);
+
     // Lints.
     // The traps only of a policy that checks: on top of errors they would be noise.
     if !c.diags.iter().any(|d| d.is_error()) {
@@ -461,6 +465,7 @@ pub fn check(
         delivery,
         pregrant,
         providers,
+        redact,
         warnings: diags,
         sources,
         rule_texts: Default::default(),
