@@ -715,7 +715,7 @@ pub fn state_file_name(imported: &Imported) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests {
+mod bounded_lines {
     use super::read_line_bounded;
 
     #[test]
