@@ -625,3 +625,49 @@ fn must_keep_items_over_the_document_budget_are_kept_and_reported() {
         explained.contains("(NOT kept)") && explained.contains("reasons: must_keep_over_budget")
     );
 }
+
+// ---- long threads (issue 24) ----
+
+use baton::quality::long::{generate, measure, Handover};
+
+/// Every shipped policy on generated threads of 50 to 3,200 runs: what the policy includes
+/// survives the budget (every changed file named, the newest 10 requests whole, every decision
+/// of the newest 100 runs, every open problem), the budget is kept, and what is shed is the
+/// oldest of its kind.
+#[rstest]
+fn long_threads_degrade_without_cliffs(
+    #[values(50, 100, 400, 800, 1600, 3200)] runs: u32,
+    #[values("default", "mcode", "t3code", "t3code-legacy")] policy: &str,
+    #[values(Handover::Fresh, Handover::Back)] handover: Handover,
+) {
+    let s = generate(runs, handover).expect("generated state is valid");
+    let f = measure(&shipped(policy), &s, handover.target()).expect("renders");
+    let at = format!("{policy} {handover:?} {runs}: {f:?}");
+    assert!(f.kept, "budget not kept: {at}");
+    assert!(f.oldest_first, "newer content shed before older: {at}");
+    if f.strategy == "no_handoff" {
+        return;
+    }
+    match policy {
+        "default" => {
+            assert_eq!(f.open.0, f.open.1, "open problems: {at}");
+            assert_eq!(f.files.0, f.files.1, "files: {at}");
+            assert_eq!(
+                f.newest_requests.0, f.newest_requests.1,
+                "newest requests: {at}"
+            );
+            assert_eq!(f.decisions.0, f.decisions.1, "decisions: {at}");
+        }
+        "mcode" => {
+            assert_eq!(f.files.0, f.files.1, "files: {at}");
+        }
+        // Seed 004's strict 240-character lines name files by their name alone and cut every
+        // line (the newest requests too): what holds is that shedding is oldest first.
+        "t3code" => {}
+        // The legacy continuation walks back from the newest within 32,000 characters.
+        _ => assert_eq!(
+            f.newest_requests.0, f.newest_requests.1,
+            "newest requests: {at}"
+        ),
+    }
+}

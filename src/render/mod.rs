@@ -13,6 +13,7 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub mod receipt;
 mod templates;
 pub use templates::TemplateSet;
 

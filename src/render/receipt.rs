@@ -1,0 +1,127 @@
+//! The budget's receipt and transcript (docs/rendering.md#what-the-budget-leaves-out): per
+//! kind, how many items the budget left out or cut and where to read them; and the transcript,
+//! which carries each of them whole under its id.
+
+use crate::cut::thousands;
+use crate::select::ladder::noun;
+use crate::select::Summary;
+use crate::state::State;
+
+/// What the budget did to one kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KindReceipt {
+    pub kind: &'static str,
+    /// Ids of the items left out, in id order.
+    pub left_out: Vec<String>,
+    /// Ids of the items shown shortened.
+    pub cut: Vec<String>,
+}
+
+/// Whether an omission is the budget's (the policy included the item).
+pub fn budget_omission(reason: &str) -> bool {
+    reason.starts_with("dropped to fit the budget")
+        || (reason.starts_with("over the ") && reason.ends_with("-character budget"))
+}
+
+/// Per kind, in the order kinds first appear: the items the budget left out or cut.
+pub fn receipt(summary: &Summary) -> Vec<KindReceipt> {
+    let mut out: Vec<KindReceipt> = Vec::new();
+    let slot = |out: &mut Vec<KindReceipt>, kind: &'static str| -> usize {
+        match out.iter().position(|r| r.kind == kind) {
+            Some(i) => i,
+            None => {
+                out.push(KindReceipt {
+                    kind,
+                    ..KindReceipt::default()
+                });
+                out.len().saturating_sub(1)
+            }
+        }
+    };
+    for o in summary.omitted.iter().filter(|o| budget_omission(&o.reason)) {
+        let i = slot(&mut out, o.kind);
+        if let Some(r) = out.get_mut(i) {
+            r.left_out.push(o.id.clone());
+        }
+    }
+    for e in summary.sections.iter().flat_map(|s| &s.entries) {
+        if (e.degraded || e.truncated) && !e.id.starts_with("count:") {
+            let i = slot(&mut out, e.kind);
+            if let Some(r) = out.get_mut(i) {
+                r.cut.push(e.id.clone());
+            }
+        }
+    }
+    out
+}
+
+fn ids(list: &[String]) -> String {
+    match list {
+        [] => String::new(),
+        [one] => format!("`{one}`"),
+        [a, b] => format!("`{a}`, `{b}`"),
+        [first, .., last] => format!("`{first}` ... `{last}`"),
+    }
+}
+
+/// The receipt as markdown bullets: `- requests: 312 left out (`r1.1` ... `r312.1`), 40 cut (...)`.
+pub fn receipt_markdown(receipt: &[KindReceipt]) -> String {
+    let mut s = String::new();
+    for r in receipt {
+        let mut parts = Vec::new();
+        if !r.left_out.is_empty() {
+            parts.push(format!(
+                "{} left out ({})",
+                thousands(r.left_out.len()),
+                ids(&r.left_out)
+            ));
+        }
+        if !r.cut.is_empty() {
+            parts.push(format!("{} cut ({})", thousands(r.cut.len()), ids(&r.cut)));
+        }
+        let name = noun(r.kind, 2);
+        let name = name.trim_start_matches(|c: char| c.is_ascii_digit() || c == ',');
+        let name = name.trim_start().trim_start_matches("earlier ");
+        s.push_str(&format!("- {name}: {}\n", parts.join(", ")));
+    }
+    s
+}
+
+/// The sentence that says where what the receipt counts can be read.
+pub fn where_to_read(transcript: Option<&str>) -> String {
+    match transcript {
+        Some(p) => format!(
+            "Each of them is whole in the transcript `{p}`, under its id; read it when you need one."
+        ),
+        None => "They are not sent; handoff.json lists their ids.".to_string(),
+    }
+}
+
+/// The transcript of an off-band handoff: every item the receipt counts, whole, under its id,
+/// in run order. Its texts come from [`crate::select::whole_texts`], the document's own text
+/// path. `None` when the budget left nothing out and cut nothing.
+pub fn transcript(
+    state: &State,
+    summary: &Summary,
+    handoff: &str,
+    runs: &[u32],
+) -> Option<String> {
+    let receipt = receipt(summary);
+    let wanted: std::collections::HashSet<&str> = receipt
+        .iter()
+        .flat_map(|r| r.left_out.iter().chain(&r.cut))
+        .map(String::as_str)
+        .collect();
+    if wanted.is_empty() {
+        return None;
+    }
+    let texts = crate::select::whole_texts(state, runs, &wanted);
+    let mut s = format!(
+        "# Transcript of handoff {handoff}\n\nWhat handoff {handoff} left out or cut to fit its budget, whole, under each item's id ({} items).\n",
+        thousands(texts.len())
+    );
+    for (id, kind, run, text) in texts {
+        s.push_str(&format!("\n## {id} ({kind}, run {run})\n\n{text}\n"));
+    }
+    Some(s)
+}
