@@ -42,6 +42,9 @@ struct Limits {
     first_turn: usize,
     document: usize,
     replaced: Option<usize>,
+    /// For a full handoff that replaces an over-budget delta: the items that delta, fitted to
+    /// its budget, would have carried; no step leaves them out (`Degrade::keep`).
+    floor: std::collections::BTreeSet<String>,
 }
 
 impl Limits {
@@ -91,11 +94,15 @@ pub fn fit(
             .and_then(|s| s.document_max)
             .unwrap_or(DEFAULT_DOCUMENT_MAX),
         replaced: None,
+        floor: Default::default(),
     };
     let mut limits = limits;
     let mut opts = opts.clone();
     let mut reasons = Vec::new();
-    limits.replaced = replaced_size(policy, state, facts, &decision, &opts)?;
+    if let Some((size, floor)) = replaced_delta(policy, state, facts, &decision, &opts, &limits)? {
+        limits.replaced = Some(size);
+        limits.floor = floor;
+    }
 
     // The request's message alone over the first turn: it goes into an off-band document.
     let message_chars = state.request.message.as_deref().map(chars).unwrap_or(0);
@@ -251,7 +258,10 @@ fn fit_mode(
         .map(|s| s.degrade.clone())
         .filter(|d| !d.is_empty())
         .unwrap_or_else(DegradeStep::default_order);
-    let mut degrade = Degrade::default();
+    let mut degrade = Degrade {
+        keep: limits.floor.clone(),
+        ..Degrade::default()
+    };
     // Selected once; each step applies its changes to that selection (no rule is evaluated
     // over the thread again).
     let prepared = crate::select::prepare(policy, facts, decision);
@@ -562,14 +572,16 @@ fn fewest_fitting<E>(
 }
 
 /// For a full handoff that replaces a delta because `over_budget` held: the size of that
-/// delta as it would have been rendered (the document off-band, the prompt inline).
-fn replaced_size(
+/// delta as it would have been rendered (the document off-band, the prompt inline), and the
+/// items it would have carried once fitted to its budget.
+fn replaced_delta(
     policy: &Policy,
     state: &State,
     facts: &Facts<'_>,
     decision: &Decision,
     opts: &RenderOptions,
-) -> Result<Option<usize>, RenderError> {
+    limits: &Limits,
+) -> Result<Option<(usize, std::collections::BTreeSet<String>)>, RenderError> {
     let full = matches!(
         decision.strategy,
         Strategy::FullNew | Strategy::FullExisting
@@ -590,10 +602,19 @@ fn replaced_size(
     });
     let summary = select_runs(policy, facts, &runs);
     let r = crate::render::render(policy, state, &delta, &summary, opts)?;
-    Ok(Some(match mode_of(decision) {
+    let size = match mode_of(decision) {
         DeliveryMode::Inline => chars(&r.inline),
         DeliveryMode::OffBand => chars(&r.document),
-    }))
+    };
+    let own = Limits {
+        first_turn: limits.first_turn,
+        document: limits.document,
+        replaced: None,
+        floor: Default::default(),
+    };
+    let fitted = fit_mode(policy, state, facts, &delta, summary, opts, &own)?;
+    let floor = fitted.summary.included.iter().cloned().collect();
+    Ok(Some((size, floor)))
 }
 
 /// Move an inline handoff off-band: the document's stable path and, when a grant rule of

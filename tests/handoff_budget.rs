@@ -317,14 +317,13 @@ fn without_over_budget(text: &str) -> String {
     format!("{}{}", &text[..start], &text[end..])
 }
 
-#[test]
-fn over_budget_never_produces_a_larger_handoff() {
-    let mut v = far_over_budget("codex", json!({}));
+/// Codex ran runs 1-50, Claude 51-60: a 10-run delta of about 50,000 characters.
+fn ten_run_delta(codex: Value) -> baton::State {
+    let mut v = far_over_budget("codex", json!({"codex": codex}));
     v["provider_threads"] = json!([
         {"id": "C1", "provider": "codex", "status": "active"},
         {"id": "L1", "provider": "claude", "status": "active"}
     ]);
-    // Codex ran runs 1-50, Claude 51-60: a 10-run delta, far over codex's 16,000 characters.
     let runs = v["runs"].as_array_mut().unwrap();
     for (i, r) in runs.iter_mut().enumerate() {
         let (p, t) = if i < 50 {
@@ -335,25 +334,112 @@ fn over_budget_never_produces_a_larger_handoff() {
         r["provider"] = json!(p);
         r["provider_thread"] = json!(t);
     }
-    let s = state(&v);
+    state(&v)
+}
+
+#[test]
+fn over_budget_never_produces_a_larger_handoff() {
+    // Codex cannot read files here: the delta goes inline, far over its 16,000-character turn.
+    let s = ten_run_delta(json!({"file_read": false, "max_input_chars_per_turn": 16000}));
     let default_text = std::fs::read_to_string("policies/default.policy").unwrap();
     let delta_policy = policy_text("delta.policy", &without_over_budget(&default_text));
     let delta = run_with(&delta_policy, &s, None);
     assert_eq!(delta.decision.strategy.as_str(), "delta_existing");
-    let delta_doc = chars(&delta.rendered.unwrap().document);
 
     let full = run_with(&shipped("default"), &s, None);
     assert_eq!(full.decision.stale, vec!["over_budget".to_string()]);
     assert_eq!(full.decision.strategy.as_str(), "full_new");
-    let full_doc = chars(&full.rendered.unwrap().document);
+    let b = full.decision.budget.as_ref().unwrap();
+    assert!(b.kept, "{b:?}");
+    let full_turn = chars(&full.rendered.unwrap().inline);
+    let replaced = b.replaced_chars.expect("held to the delta's size");
     assert!(
-        full_doc <= delta_doc,
-        "over_budget replaced a {delta_doc}-character delta with {full_doc} characters"
+        full_turn <= replaced.min(16_000),
+        "{full_turn} > {replaced}"
     );
+}
+
+/// A delta that goes off-band binds to the document limit, not to the per-turn cap: a
+/// 50,000-character delta to codex, which reads files, resumes its thread (issue 24).
+#[test]
+fn an_off_band_delta_within_the_document_limit_is_not_over_budget() {
+    let s = ten_run_delta(json!({}));
+    let o = run_with(&shipped("default"), &s, None);
     assert_eq!(
-        full.decision.budget.as_ref().unwrap().replaced_chars,
-        Some(delta_doc)
+        o.decision.strategy.as_str(),
+        "delta_existing",
+        "{:?}",
+        o.decision.stale
     );
+    assert!(o.decision.stale.is_empty());
+    let b = o.decision.budget.as_ref().unwrap();
+    assert_eq!(
+        (b.scope.as_str(), b.limit, b.kept),
+        ("document", 60_000, true)
+    );
+}
+
+/// What the document shows of runs `from..=to` of a generated thread: files named, requests
+/// (first line), decisions, open problems.
+fn recall_of(read: &str, s: &baton::State, from: u32, to: u32) -> [(usize, usize); 3] {
+    use baton::quality::long::file_named;
+    let mut files = Vec::new();
+    let (mut req, mut dec) = ((0, 0), (0, 0));
+    for r in s.runs.iter().filter(|r| (from..=to).contains(&r.ordinal)) {
+        for it in &r.items {
+            match it {
+                baton::state::Item::FileChange { path, .. } => {
+                    let p = path.trim_start_matches("/work/app/").to_string();
+                    if !files.contains(&p) {
+                        files.push(p);
+                    }
+                }
+                baton::state::Item::UserMessage { .. } => {
+                    req.1 += 1;
+                    req.0 += usize::from(read.contains(&format!("Request {}:", r.ordinal)));
+                }
+                baton::state::Item::Decision { .. } => {
+                    dec.1 += 1;
+                    dec.0 += usize::from(read.contains(&format!("Decision {}:", r.ordinal)));
+                }
+                _ => {}
+            }
+        }
+    }
+    let named = files.iter().filter(|p| file_named(read, p)).count();
+    [(named, files.len()), req, dec]
+}
+
+/// The full handoff that replaces an over-budget delta carries at least what that delta would
+/// have carried of its own runs.
+#[rstest]
+fn a_full_handoff_replacing_an_over_budget_delta_recalls_no_less(#[values(1600, 3200)] runs: u32) {
+    let s = generate(runs, Handover::Back).unwrap();
+    // Without the signal that hundreds of off-provider runs raise first.
+    let text = std::fs::read_to_string("policies/default.policy").unwrap();
+    let at = text.find("stale too_many_off_provider_runs").unwrap();
+    let end = at + text[at..].find("\nstale too_many_chained").unwrap() + 1;
+    let text = format!("{}{}", &text[..at], &text[end..]);
+    let full_policy = policy_text("full.policy", &text);
+    let delta_policy = policy_text("delta.policy", &without_over_budget(&text));
+    let delta = run_with(&delta_policy, &s, None);
+    assert_eq!(delta.decision.strategy.as_str(), "delta_existing");
+    let range = delta.decision.covered_runs.clone().unwrap();
+    let full = run_with(&full_policy, &s, None);
+    assert_eq!(full.decision.stale, vec!["over_budget".to_string()]);
+    let d = recall_of(&delta.rendered.unwrap().document, &s, range.from, range.to);
+    let f = recall_of(&full.rendered.unwrap().document, &s, range.from, range.to);
+    for (what, (d, f)) in ["files", "requests", "decisions"]
+        .iter()
+        .zip(d.iter().zip(f.iter()))
+    {
+        assert!(
+            f.0 >= d.0,
+            "{what} of runs {}-{}: full {f:?}, delta {d:?}",
+            range.from,
+            range.to
+        );
+    }
 }
 
 #[test]

@@ -102,6 +102,7 @@ pub(super) fn group_files(
     chosen: &mut Vec<Candidate<'_>>,
     workspace: Option<&str>,
     count_before: Option<u32>,
+    keep: &std::collections::BTreeSet<String>,
 ) -> Vec<String> {
     #[derive(Default)]
     struct Group {
@@ -149,7 +150,8 @@ pub(super) fn group_files(
             continue;
         };
         let ids = std::iter::once(c.ctx.id.clone()).chain(c.merged.iter().cloned());
-        if count_before.is_some_and(|b| c.ctx.run < b) {
+        let kept = keep.contains(&c.ctx.id) || c.merged.iter().any(|m| keep.contains(m));
+        if count_before.is_some_and(|b| c.ctx.run < b) && !kept {
             group.counted.extend(ids);
             group.from = group.from.min(c.ctx.run);
             group.to = group.to.max(c.ctx.run);

@@ -125,6 +125,9 @@ pub struct Degrade {
     pub count: Vec<String>,
     /// Kinds grouped by directory (`degrade group file_change`).
     pub group: Vec<String>,
+    /// Ids no step leaves out (they may still be cut): what the delta a full handoff replaces
+    /// would have carried (docs/rendering.md#budgets).
+    pub keep: std::collections::BTreeSet<String>,
     /// Where the items the budget leaves out or cuts can be read whole (the transcript's
     /// path), named by count lines; `None`: they are not sent.
     pub transcript: Option<String>,
@@ -611,7 +614,7 @@ impl Prepared<'_, '_> {
             // Must-keep items are out of every step's reach; protected ones out of every
             // step's but the last resort's.
             let reachable = !keep && (!t.protected || degrade.must_keep_only);
-            if reachable {
+            if reachable && !degrade.keep.contains(&t.ctx.id) {
                 if let Some(reason) = degrade.drops(t.ctx.kind, t.ctx.run) {
                     if reason.ends_with(&format!("count {}", t.ctx.kind)) {
                         counted.push((t.ctx.kind, t.section, t.ctx.run));
@@ -674,7 +677,12 @@ impl Prepared<'_, '_> {
                 .find(|(l, _)| l == "count file_change")
                 .map_or(u32::MAX, |(_, b)| *b)
         });
-        let counted = ladder::group_files(&mut chosen, state.thread.workspace.as_deref(), before);
+        let counted = ladder::group_files(
+            &mut chosen,
+            state.thread.workspace.as_deref(),
+            before,
+            &degrade.keep,
+        );
         for id in counted {
             omitted.push(Omitted {
                 id,
