@@ -194,6 +194,19 @@ pub fn fit(
     decision.budget = Some(report.clone());
     let mut rendered = attempt.rendered;
     rendered.provenance.budget = Some(report);
+    // Off-band, the transcript carries whole every item the budget left out or shortened.
+    if mode == DeliveryMode::OffBand {
+        if let Some(doc) = rendered.document_path.as_deref() {
+            let covered = crate::select::decision_runs(facts, &decision);
+            let hid = decision.handoff_id.as_deref().unwrap_or("");
+            let text =
+                crate::render::receipt::transcript(state, &attempt.summary, hid, &covered);
+            if text.is_some() {
+                rendered.provenance.transcript = Some(crate::render::receipt::transcript_path(doc));
+            }
+            rendered.transcript = text;
+        }
+    }
     if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {
         d.inline_note = Some(note);
     }
@@ -226,8 +239,40 @@ impl Attempt {
 }
 
 /// Degrade in the policy's order until the handoff fits the limit of the decision's
-/// delivery mode.
+/// delivery mode. With a floor (what a replaced delta would have carried), the floor's items
+/// are kept unless that costs the budget or a changed file's name; then the ladder runs
+/// without it.
 fn fit_mode(
+    policy: &Policy,
+    state: &State,
+    facts: &Facts<'_>,
+    decision: &Decision,
+    summary: Summary,
+    opts: &RenderOptions,
+    limits: &Limits,
+) -> Result<Attempt, RenderError> {
+    if limits.floor.is_empty() {
+        return fit_ladder(policy, state, facts, decision, summary, opts, limits);
+    }
+    let spare = summary.clone();
+    let a = fit_ladder(policy, state, facts, decision, summary, opts, limits)?;
+    let costly = a.steps.iter().any(|s| {
+        s.step == "must_keep_only" || s.step.starts_with("count file_change")
+    });
+    if a.kept && !costly {
+        return Ok(a);
+    }
+    let without = Limits {
+        first_turn: limits.first_turn,
+        document: limits.document,
+        replaced: limits.replaced,
+        floor: Default::default(),
+    };
+    fit_ladder(policy, state, facts, decision, spare, opts, &without)
+}
+
+/// [`fit_mode`]'s ladder.
+fn fit_ladder(
     policy: &Policy,
     state: &State,
     facts: &Facts<'_>,
@@ -258,8 +303,14 @@ fn fit_mode(
         .map(|s| s.degrade.clone())
         .filter(|d| !d.is_empty())
         .unwrap_or_else(DegradeStep::default_order);
+    // Off-band, what the budget leaves out is read whole in the transcript beside the document.
+    let transcript = (mode == DeliveryMode::OffBand)
+        .then(|| decision.delivery.as_ref().and_then(|d| d.document.as_deref()))
+        .flatten()
+        .map(crate::render::receipt::transcript_path);
     let mut degrade = Degrade {
         keep: limits.floor.clone(),
+        transcript,
         ..Degrade::default()
     };
     // Selected once; each step applies its changes to that selection (no rule is evaluated

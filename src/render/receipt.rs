@@ -52,6 +52,30 @@ pub fn receipt(summary: &Summary) -> Vec<KindReceipt> {
             }
         }
     }
+    for r in &mut out {
+        r.left_out.sort_by(|a, b| natural(a).cmp(&natural(b)));
+        r.cut.sort_by(|a, b| natural(a).cmp(&natural(b)));
+    }
+    out
+}
+
+/// A key that orders `r9.1` before `r10.1`: the id's runs of digits as numbers.
+fn natural(id: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut num: Option<u64> = None;
+    for c in id.chars() {
+        match c.to_digit(10) {
+            Some(d) => num = Some(num.unwrap_or(0).saturating_mul(10).saturating_add(u64::from(d))),
+            None => {
+                if let Some(n) = num.take() {
+                    out.push((std::mem::take(&mut text), n));
+                }
+                text.push(c);
+            }
+        }
+    }
+    out.push((text, num.unwrap_or(0)));
     out
 }
 
@@ -85,6 +109,33 @@ pub fn receipt_markdown(receipt: &[KindReceipt]) -> String {
         s.push_str(&format!("- {name}: {}\n", parts.join(", ")));
     }
     s
+}
+
+/// The transcript's path beside an off-band document's (`.../handoff.md` -> `.../transcript.md`).
+pub fn transcript_path(document: &str) -> String {
+    std::path::Path::new(document)
+        .with_file_name(TRANSCRIPT_FILE)
+        .display()
+        .to_string()
+}
+
+/// The transcript's file name in the handoff directory.
+pub const TRANSCRIPT_FILE: &str = "transcript.md";
+
+/// `1,333 older or less important items were left out and 412 were cut`.
+pub fn summary_sentence(left_out: usize, cut: usize) -> String {
+    let items = |n: usize| if n == 1 { "item was" } else { "items were" };
+    match (left_out, cut) {
+        (0, 0) => String::new(),
+        (l, 0) => format!("{} older or less important {} left out", thousands(l), items(l)),
+        (0, c) => format!("{} older or less important {} shortened", thousands(c), items(c)),
+        (l, c) => format!(
+            "{} older or less important {} left out and {} shortened",
+            thousands(l),
+            items(l),
+            thousands(c)
+        ),
+    }
 }
 
 /// The sentence that says where what the receipt counts can be read.

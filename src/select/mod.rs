@@ -644,16 +644,19 @@ impl Prepared<'_, '_> {
                 && degrade.applies(&degrade.drop_output, "drop_output", kind, run)
                 && succeeded(t.ctx.item);
             changed |= first_line || no_output;
-            let text = if changed {
+            let (text, changed) = if changed {
                 let texts = Texts {
                     cut,
                     whole: keep && !t.strict,
                     first_line,
                     no_output,
                 };
-                take_text_with(state, &t.ctx, form, &texts)
+                let text = take_text_with(state, &t.ctx, form, &texts);
+                // A file change's text is its aggregate, built below: a new form changes it.
+                let changed = text != t.text || form != t.inc.form;
+                (text, changed)
             } else {
-                t.text
+                (t.text, false)
             };
             let label = role_label(&t.ctx, form);
             let sep = if form == Form::Transcript { 2 } else { 0 };
