@@ -771,3 +771,124 @@ fn long_threads_degrade_without_cliffs(
         ),
     }
 }
+
+// ---- the transcript (issue 24, point 4) ----
+
+/// An off-band handoff the budget degraded writes the transcript beside its document: every
+/// item the policy includes that the budget left out or cut, whole, under its id; never an
+/// excluded one. handoff.json names it, the pre-grant covers it for the first turn, GC removes
+/// it with its document.
+#[test]
+fn an_off_band_handoff_keeps_what_it_leaves_out_in_the_transcript() {
+    use baton::deliver::{
+        check, deliver, gc, CheckRequest, HandoffLiveness, MemoryGrantStore, OffbandStore, PathArg,
+        Retention,
+    };
+    let tmp = tempfile::TempDir::new().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap().join("docs");
+    let mut s = generate(400, Handover::Fresh).unwrap();
+    // An excluded item never reaches the transcript.
+    s.runs[0].items.push(baton::state::Item::Reasoning {
+        id: None,
+        text: "LEAK-reasoning hidden thoughts".into(),
+    });
+    let eval = EvalOptions {
+        target: Some("claude".into()),
+        document_root: Some(root.clone()),
+    };
+    let mut o = run(&shipped("default"), &s, &eval, &RenderOptions::default()).unwrap();
+    let r = o.rendered.clone().unwrap();
+    let transcript = r.transcript.clone().expect("a transcript");
+    assert!(!transcript.contains("LEAK-reasoning"));
+    // Every item the budget left out or shortened is in it, whole, under its id.
+    let budget_ids: Vec<&str> = r
+        .provenance
+        .omitted
+        .iter()
+        .filter(|o| o.reason.starts_with("dropped to fit the budget"))
+        .map(|o| o.id.as_str())
+        .collect();
+    assert!(budget_ids.len() > 100, "{}", budget_ids.len());
+    for id in &budget_ids {
+        assert!(transcript.contains(&format!("\n## {id} (")), "{id} missing");
+    }
+    let first = &s.runs[0].items[0];
+    let baton::state::Item::UserMessage { text, .. } = first else {
+        panic!("a request first")
+    };
+    assert!(
+        transcript.contains(text.as_str()),
+        "the oldest request whole"
+    );
+    // The document's receipt says where.
+    let path = r
+        .provenance
+        .transcript
+        .clone()
+        .expect("handoff.json names it");
+    assert!(r.document.contains(&format!("in the transcript `{path}`")));
+    assert!(r
+        .document
+        .contains("## Left out or shortened to fit the budget"));
+
+    let off = OffbandStore::new(Some(root.clone()));
+    let mut grants = MemoryGrantStore::new();
+    let delivered = deliver(&mut o, &off, &s.thread.id, &mut grants);
+    let doc = delivered.document_path.clone().expect("written");
+    let written = doc.with_file_name("transcript.md");
+    assert_eq!(written.display().to_string(), path);
+    assert_eq!(std::fs::read_to_string(&written).unwrap(), transcript);
+    let json = std::fs::read_to_string(doc.with_file_name("handoff.json")).unwrap();
+    assert!(
+        json.contains(&format!("\"transcript\": \"{path}\"")),
+        "{json}"
+    );
+    // The first turn may read it without prompting.
+    assert!(delivered.transcript_grant.is_some());
+    let read = |p: &std::path::Path| CheckRequest {
+        thread: s.thread.id.clone(),
+        run: o.decision.run,
+        tool: "Read".into(),
+        args: PathArg::Args(json!({"file_path": p.display().to_string()})),
+    };
+    assert!(check(&mut grants, &read(&written)).unwrap().allow);
+    assert!(check(&mut grants, &read(&doc)).unwrap().allow);
+    // GC removes it with its document.
+    let retention = Retention {
+        max_age: None,
+        max_per_thread: Some(0),
+    };
+    let report = gc(
+        &off,
+        &retention,
+        &|_, _| HandoffLiveness::Unknown,
+        std::time::SystemTime::now(),
+        false,
+    )
+    .unwrap();
+    assert!(!report.removed.is_empty(), "{report:?}");
+    assert!(!written.exists() && !doc.exists());
+}
+
+/// An inline handoff has no transcript: its receipt says the rest is not sent.
+#[test]
+fn an_inline_handoff_says_the_rest_is_not_sent() {
+    let mut s = generate(400, Handover::Fresh).unwrap();
+    s.providers.insert(
+        "claude".into(),
+        serde_json::from_value(json!({"file_read": false, "max_input_chars_per_turn": 30000}))
+            .unwrap(),
+    );
+    let o = run_with(&shipped("default"), &s, Some("claude"));
+    let r = o.rendered.unwrap();
+    assert_eq!(r.provenance.delivery, "inline");
+    assert!(r.transcript.is_none() && r.provenance.transcript.is_none());
+    assert!(r
+        .inline
+        .contains("They are not sent; handoff.json lists their ids."));
+    assert!(
+        r.inline.contains("earlier requests (runs 1-"),
+        "counted requests"
+    );
+    assert!(r.inline.contains("they are not sent."));
+}
