@@ -305,6 +305,71 @@ pub struct LongFigures {
     pub out_of_order: Vec<String>,
     /// The document says it carries every must-keep item.
     pub says_all_here: bool,
+    /// Off-band: every item the budget left out or shortened is in the transcript, under its
+    /// id, its text whole. `None` inline (there is no transcript) or when nothing was.
+    pub transcript_complete: Option<bool>,
+    /// The ids the transcript misses.
+    pub transcript_missing: Vec<String>,
+    /// No degradation step ran, yet a text of the document says it was cut (text rules cut
+    /// only when the budget binds).
+    pub cut_under_limit: bool,
+}
+
+/// The generated threads `baton quality --long-threads` measures by default.
+pub const QUALITY_SIZES: &[u32] = &[50, 200, 800, 3200];
+
+/// Measure every size, both handovers, under `policy`.
+pub fn measure_sizes(policy: &Policy, sizes: &[u32]) -> Result<Vec<LongFigures>, LongError> {
+    let mut out = Vec::new();
+    for &n in sizes {
+        for h in [Handover::Fresh, Handover::Back] {
+            let state = generate(n, h)?;
+            out.push(measure(policy, &state, h.target())?);
+        }
+    }
+    Ok(out)
+}
+
+/// A generated thread that could not be built or handed over.
+#[derive(Debug, thiserror::Error)]
+pub enum LongError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Pipeline(#[from] crate::pipeline::PipelineError),
+}
+
+/// Why these figures fail the long-thread gate (docs/cli.md#baton-quality): every changed file
+/// named, the newest 10 requests whole, every decision of the newest 100 runs, every open
+/// problem, the budget kept, shedding oldest first, no cut text in a document under its limit,
+/// the transcript complete. Empty when they pass.
+pub fn failures(f: &LongFigures) -> Vec<String> {
+    let mut out = Vec::new();
+    if f.strategy == "no_handoff" {
+        return out;
+    }
+    let mut ratio = |what: &str, (a, b): (usize, usize)| {
+        if a != b {
+            out.push(format!("{what} {a}/{b}"));
+        }
+    };
+    ratio("files", f.files);
+    ratio("newest requests", f.newest_requests);
+    ratio("decisions", f.decisions);
+    ratio("open problems", f.open);
+    if !f.kept {
+        out.push("budget not kept".into());
+    }
+    if !f.oldest_first {
+        out.push(format!("newer content shed first: {}", f.out_of_order.join(", ")));
+    }
+    if f.cut_under_limit {
+        out.push("a text cut in a document under its limit".into());
+    }
+    if f.transcript_complete == Some(false) {
+        out.push(format!("transcript misses {}", f.transcript_missing.join(", ")));
+    }
+    out
 }
 
 /// Render one handoff of `state` for `target` under `policy` and measure it.
@@ -336,6 +401,9 @@ pub fn measure(
         oldest_first: true,
         out_of_order: Vec::new(),
         says_all_here: false,
+        transcript_complete: None,
+        transcript_missing: Vec::new(),
+        cut_under_limit: false,
     };
     let (Some(r), Some(range)) = (&outcome.rendered, &outcome.decision.covered_runs) else {
         return Ok(f);
@@ -391,6 +459,42 @@ pub fn measure(
             .count(),
         decisions.len(),
     );
+    let degraded = outcome
+        .decision
+        .budget
+        .as_ref()
+        .is_some_and(|b| !b.steps.is_empty());
+    f.cut_under_limit = !degraded && read.contains("characters cut");
+    if let (Some(t), Some(summary)) = (&r.transcript, &outcome.summary) {
+        let ids: Vec<String> = crate::render::receipt::receipt(summary)
+            .into_iter()
+            .flat_map(|k| k.left_out.into_iter().chain(k.cut))
+            .collect();
+        let texts: std::collections::HashMap<&str, &Item> = items
+            .iter()
+            .filter_map(|c| c.item.map(|i| (c.id.as_str(), i)))
+            .collect();
+        // Headings once; the transcript's text once, whitespace collapsed.
+        let headings: std::collections::HashSet<&str> = t
+            .lines()
+            .filter_map(|l| l.strip_prefix("## "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        let collapsed = super::collapse(t);
+        for id in ids {
+            let whole = match texts.get(id.as_str()) {
+                Some(Item::UserMessage { text, .. } | Item::Decision { text, .. }) => {
+                    collapsed.contains(&super::collapse(text))
+                }
+                Some(Item::Command { command, .. }) => collapsed.contains(&super::collapse(command)),
+                _ => true,
+            };
+            if !(headings.contains(id.as_str()) && whole) {
+                f.transcript_missing.push(id);
+            }
+        }
+        f.transcript_complete = Some(f.transcript_missing.is_empty());
+    }
     let collapsed = super::collapse(read);
     let open = super::open_problems(&items, &collapsed);
     f.open = (open.present, open.expected);
