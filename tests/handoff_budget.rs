@@ -892,3 +892,28 @@ fn an_inline_handoff_says_the_rest_is_not_sent() {
     );
     assert!(r.inline.contains("they are not sent."));
 }
+
+/// Bad input: one 50 MB tool output renders within the document limit, the output's end kept,
+/// its whole text in the transcript.
+#[test]
+fn a_50_mb_tool_output_renders_within_the_limit() {
+    let output = "x".repeat(99) + "\n";
+    let output = output.repeat(500_000);
+    let v = json!({
+        "version": 1,
+        "thread": {"id": "th_huge", "title": "Huge"},
+        "runs": [{"ordinal": 1, "provider": "codex", "items": [
+            {"kind": "user_message", "text": "Read the whole log."},
+            {"kind": "command", "command": "cat big.log", "exit_code": 1, "output": output},
+            {"kind": "tool_call", "tool": "Bash", "input": "cat big.log", "status": "completed", "output": output},
+        ]}],
+        "request": {"provider": "claude", "message": "Go on."}
+    });
+    let s = state(&v);
+    let o = run_with(&shipped("default"), &s, None);
+    let b = o.decision.budget.as_ref().unwrap();
+    assert!(b.kept, "{b:?}");
+    let r = o.rendered.unwrap();
+    assert!(chars(&r.document) <= 60_000);
+    assert!(r.document.contains("`cat big.log` (exit 1)"));
+}
