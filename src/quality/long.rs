@@ -51,7 +51,7 @@ fn mix(i: u64) -> u64 {
 
 fn pick<'a>(list: &[&'a str], i: u64) -> &'a str {
     let n = u64::try_from(list.len()).unwrap_or(1).max(1);
-    usize::try_from(i % n)
+    usize::try_from(i.checked_rem(n).unwrap_or(0))
         .ok()
         .and_then(|k| list.get(k))
         .copied()
@@ -96,7 +96,7 @@ const GOALS: &[&str] = &[
 pub fn file_of(i: u32) -> String {
     let h = mix(u64::from(i));
     let pool = 20u64.saturating_add(u64::from(i) / 4);
-    let f = if i <= 100 { u64::from(i) } else { h % pool };
+    let f = if i <= 100 { u64::from(i) } else { h.checked_rem(pool).unwrap_or(0) };
     let dir = pick(DIRS, f.wrapping_mul(7));
     let stem = pick(STEMS, f / 3);
     let ext = if dir.starts_with("web") {
@@ -118,13 +118,13 @@ pub fn request_of(i: u32) -> String {
         pick(VERBS, h),
         pick(GOALS, h >> 8)
     );
-    if h % 3 == 0 {
+    if h.is_multiple_of(3) {
         s.push_str(&format!(
             "\nKeep the public API as it is; callers in {} depend on it.",
             pick(DIRS, h >> 16)
         ));
     }
-    if h % 7 == 0 {
+    if h.is_multiple_of(7) {
         s.push_str("\nRun the whole test suite before you reply, and tell me what you changed.");
     }
     s
@@ -132,7 +132,7 @@ pub fn request_of(i: u32) -> String {
 
 /// The decision run `i` records, if it records one (every 25th run).
 pub fn decision_of(i: u32) -> Option<String> {
-    (i % 25 == 0).then(|| {
+    i.is_multiple_of(25).then(|| {
         let h = mix(u64::from(i).wrapping_add(77));
         format!(
             "Decision {i}: keep {} behind the {} module boundary; nothing outside it touches the table directly.\nReason: the migration in run {i} showed two writers racing.",
@@ -170,7 +170,7 @@ fn run_of(i: u32, last: u32, handover: Handover) -> Run {
     // Every 50th run's test run fails; the next run runs the same command again and passes.
     let fails = i % 50 == 49;
     let retry = |n: u32| format!("cargo test --workspace retry_{n} -q");
-    if i % 50 == 0 && i > 0 {
+    if i.is_multiple_of(50) && i > 0 {
         items.push(Item::Command {
             id: None,
             command: retry(i.saturating_sub(1)),

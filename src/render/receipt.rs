@@ -53,8 +53,8 @@ pub fn receipt(summary: &Summary) -> Vec<KindReceipt> {
         }
     }
     for r in &mut out {
-        r.left_out.sort_by(|a, b| natural(a).cmp(&natural(b)));
-        r.cut.sort_by(|a, b| natural(a).cmp(&natural(b)));
+        r.left_out.sort_by_key(|a| natural(a));
+        r.cut.sort_by_key(|a| natural(a));
     }
     out
 }
