@@ -73,7 +73,7 @@ const F: &str = "tests/fixtures/policies";
 )]
 #[case::summary_that_drops_the_base_includes(
     "summary-drops-base-includes.policy",
-    "summary-drops-base-includes.policy:4:1: warning: this `summary` block includes nothing: it replaces the block of `default.policy` whole, dropping its 16 `include` rules, so every handoff says \"No items from these runs are included\"
+    "summary-drops-base-includes.policy:4:1: warning: this `summary` block includes nothing: it replaces the block of `default.policy` whole, dropping its 17 `include` rules, so every handoff says \"No items from these runs are included\"
   |
 4 | summary {
   | ^^^^^^^^^

@@ -307,7 +307,7 @@ fn coverage_rows_show_file_and_line() {
         .find(|l| l.trim_start().starts_with("eligible"))
         .unwrap();
     assert!(
-        eligible.ends_with("true+false  t3code.policy:21"),
+        eligible.ends_with("true+false  t3code.policy:25"),
         "{eligible}"
     );
     let o = baton(&["test", "--coverage", "--json", "policies/tests/t3code.yaml"]);

@@ -555,6 +555,18 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
     b.get(start..end).unwrap_or(&[])
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(epoch_seconds("1970-01-01T00:00:00.000Z"), Some(0));
+        assert_eq!(epoch_seconds("2026-11-30T10:23:00.000Z"), Some(1_796_034_180));
+        assert_eq!(epoch_seconds("2026-11-30 10:23"), None);
+    }
+}
+
 /// Recognises which tool (and which generation of its format) wrote a log from its first
 /// JSON lines.
 #[derive(Default)]
@@ -703,15 +715,8 @@ pub fn state_file_name(imported: &Imported) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{epoch_seconds, read_line_bounded};
-
-    #[test]
-    fn timestamps() {
-        assert_eq!(epoch_seconds("1970-01-01T00:00:00.000Z"), Some(0));
-        assert_eq!(epoch_seconds("2026-11-30T10:23:00.000Z"), Some(1_796_034_180));
-        assert_eq!(epoch_seconds("2026-11-30 10:23"), None);
-    }
+mod bounded_lines {
+    use super::read_line_bounded;
 
     #[test]
     fn a_line_over_the_limit_is_consumed_without_being_kept() {

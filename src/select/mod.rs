@@ -1317,7 +1317,9 @@ fn entry_text(
         "compact_summary" => {
             let cs = state.thread.compact_summary.as_deref().unwrap_or("");
             let text = t.lead(&red.text(id, cs));
-            return format!("{}\n{text}", compact_note(state, ctx.run));
+            // The summary first, as the profiles' own systems show it (mcode's tests compare
+            // its first line), then when it was written and what came after.
+            return format!("{text}\n{}", compact_note(state, ctx.run));
         }
         "workspace" => {
             return t.lead(&red.text(id, note.unwrap_or("")));

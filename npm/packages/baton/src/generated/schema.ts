@@ -421,6 +421,69 @@ export interface ForkAnchor {
   text: string;
 }
 /**
+ * What changed in a repository between two commits (`request.workspace.git.since`).
+ *
+ * This interface was referenced by `BatonSchemas`'s JSON-Schema
+ * via the `definition` "GitSince".
+ */
+export interface GitSince {
+  /**
+   * Commits reachable from `head` of the snapshot but not from this one; `None` when the
+   * earlier commit is not in the repository (rebased away, a shallow clone).
+   */
+  commits?: number | null;
+  /**
+   * Files changed between the two commits (paths relative to the repository root), newest
+   * change first; `None` when unknown.
+   */
+  files?: string[] | null;
+  /**
+   * More changed files than `files` lists (it was cut at a bound); 0 when it lists them all.
+   */
+  files_more?: number;
+  /**
+   * The earlier commit these changes start from (the target thread's last run's HEAD).
+   */
+  head: string;
+  /**
+   * Why a value is missing or bounded (`the earlier HEAD a1b2c3d is not in the repository`),
+   * shown by `baton explain`.
+   */
+  notes?: string[];
+}
+/**
+ * The git state of a workspace (`workspace.git`).
+ *
+ * This interface was referenced by `BatonSchemas`'s JSON-Schema
+ * via the `definition` "GitSnapshot".
+ */
+export interface GitSnapshot {
+  /**
+   * The checked-out branch (`main`); `None` for a detached HEAD or when unknown.
+   */
+  branch?: string | null;
+  /**
+   * Files with uncommitted changes (paths relative to the repository root), newest first.
+   */
+  dirty?: string[];
+  /**
+   * More dirty files than `dirty` lists (it was cut at a bound); 0 when it lists them all.
+   */
+  dirty_more?: number;
+  /**
+   * The commit HEAD pointed at (a full or abbreviated hex id); `None` when unknown (an
+   * unborn branch).
+   */
+  head?: string | null;
+  /**
+   * Precomputed history, for `request.workspace` only: what changed between an earlier
+   * HEAD (the target thread's last run's) and `head`. baton's workspace step fills it from
+   * the repository; an app that knows it may write it itself. Decisions read it, never the
+   * repository, so they replay from the logged state.
+   */
+  since?: GitSince | null;
+}
+/**
  * A handoff document made so far (`handoffs[]`).
  *
  * This interface was referenced by `BatonSchemas`'s JSON-Schema
@@ -550,6 +613,11 @@ export interface ProviderThread {
  */
 export interface Request {
   /**
+   * When the run is requested (RFC 3339). Whoever builds the request sets it; baton never
+   * reads the clock while deciding, so a decision replays exactly. `None` when unknown.
+   */
+  at?: string | null;
+  /**
    * The user asked for a clean context (`stale clean_context`); false when absent.
    */
   clean_context?: boolean;
@@ -575,6 +643,32 @@ export interface Request {
    * The requested runtime mode (`full_access`).
    */
   runtime_mode?: string | null;
+  /**
+   * The workspace the run starts in; `None` when unknown.
+   */
+  workspace?: Workspace | null;
+}
+/**
+ * Where a run ran, or where the requested run starts (`runs[].workspace`,
+ * `request.workspace`): the working directory and its git state.
+ *
+ * This interface was referenced by `BatonSchemas`'s JSON-Schema
+ * via the `definition` "Workspace".
+ */
+export interface Workspace {
+  /**
+   * The working directory (an absolute path); `None` when unknown.
+   */
+  cwd?: string | null;
+  /**
+   * Its git state; `None` when unknown or not a repository.
+   */
+  git?: GitSnapshot | null;
+  /**
+   * Why `git` is missing or partial (`/tmp/x is not in a git repository`), as baton's
+   * workspace step found it; shown by `baton explain`.
+   */
+  notes?: string[];
 }
 /**
  * One run of the thread: one turn of work on one provider (`runs[]`).
@@ -583,6 +677,10 @@ export interface Request {
  * via the `definition` "Run".
  */
 export interface Run {
+  /**
+   * When the run ended (RFC 3339); `None` when unknown or still running.
+   */
+  ended_at?: string | null;
   /**
    * The handoff this run consumed (a `handoffs` id); `None` when it started without one.
    */
@@ -604,7 +702,16 @@ export interface Run {
    * app does not know it.
    */
   provider_thread?: string | null;
+  /**
+   * When the run started (RFC 3339, `2026-01-05T10:00:00Z`); `None` when unknown.
+   */
+  started_at?: string | null;
   status?: RunStatus;
+  /**
+   * The workspace the run ran in (its directory and git state when it ended); `None` when
+   * unknown.
+   */
+  workspace?: Workspace | null;
 }
 /**
  * The app thread (`thread` in DESIGN §3): one conversation, whatever providers ran it.
@@ -861,6 +968,27 @@ export interface ProviderThreadAction {
   id: string | null;
 }
 /**
+ * What one rule redacted in a handoff: how many distinct secrets, in which items. Never the
+ * secrets. In the decision (`redactions`), `handoff.json` and the trace.
+ *
+ * This interface was referenced by `BatonSchemas`'s JSON-Schema
+ * via the `definition` "RedactionReport".
+ */
+export interface RedactionReport {
+  /**
+   * Distinct secrets it replaced (`[REDACTED:RULE#1]` .. `#count`).
+   */
+  count: number;
+  /**
+   * Ids of the items whose text held them (`thread.title` for the thread's title), sorted.
+   */
+  items: string[];
+  /**
+   * The rule's id (`github-token`, or the name of a policy's own rule).
+   */
+  rule: string;
+}
+/**
  * One evaluated rule with the values of the facts it read.
  *
  * This interface was referenced by `BatonSchemas`'s JSON-Schema
@@ -895,14 +1023,51 @@ export interface TraceEntry {
   when?: string | null;
 }
 /**
+ * The time and workspace facts of a decision, as `baton explain` shows them.
+ *
+ * This interface was referenced by `BatonSchemas`'s JSON-Schema
+ * via the `definition` "WorkspaceReport".
+ */
+export interface WorkspaceReport {
+  /**
+   * "idle 3 d 4 h; HEAD moved a1b2c3d -> e4f5g6h (14 commits), 23 files changed outside
+   * the thread"; `None` when nothing is known.
+   */
+  line?: string | null;
+  /**
+   * The workspace note to send with the run's first turn when the target thread saw every
+   * run but the workspace moved under it (strategy `no_handoff`, a policy whose summary
+   * includes `workspace`): HEAD from -> to, commits, files changed outside the thread,
+   * dirty files, within the target's per-turn budget. `None` otherwise (a handoff document
+   * carries it as its `workspace` section instead).
+   */
+  note?: string | null;
+  /**
+   * Why a fact is null or bounded ("request.at \"yesterday\" is not an RFC 3339 date").
+   */
+  notes?: string[];
+}
+/**
  * This interface was referenced by `BatonSchemas`'s JSON-Schema
  * via the `definition` "CompleteParams".
  */
 export interface CompleteParams {
+  /**
+   * The directory the run ended in: recorded with its git state as `runs[].workspace`.
+   */
+  cwd?: string | null;
+  /**
+   * When the run ended (`runs[].ended_at`, RFC 3339); now when absent.
+   */
+  ended_at?: string | null;
   items?: Item[];
   run: number;
   status?: RunStatus;
   thread: string;
+  /**
+   * The workspace the run ended in (`runs[].workspace`), as in a state file.
+   */
+  workspace?: Workspace | null;
 }
 /**
  * Params of `explain` and `render`.
@@ -950,6 +1115,10 @@ export interface DecideParams {
  */
 export interface DispatchParams {
   /**
+   * When the run is requested (`request.at`, RFC 3339); now when absent.
+   */
+  at?: string | null;
+  /**
    * @deprecated
    * Deprecated alias of `clean_context`.
    */
@@ -958,6 +1127,11 @@ export interface DispatchParams {
    * `cleanContext` is a deprecated alias.
    */
   clean_context?: boolean;
+  /**
+   * The directory the run starts in (`request.workspace.cwd`); its git state is read from
+   * the repository. `workspace` gives the whole snapshot instead.
+   */
+  cwd?: string | null;
   message?: string | null;
   model?: string | null;
   /**
@@ -975,6 +1149,10 @@ export interface DispatchParams {
    * Include the decision's trace (default true); false leaves it out.
    */
   trace?: boolean;
+  /**
+   * The workspace the run starts in (`request.workspace`), as in a state file.
+   */
+  workspace?: Workspace | null;
 }
 /**
  * This interface was referenced by `BatonSchemas`'s JSON-Schema
@@ -1153,6 +1331,13 @@ export interface Decision {
   pregrant: Pregrant | null;
   provider_thread: ProviderThreadAction;
   /**
+   * What secret redaction replaced in the handoff (docs/redaction.md): per rule, the
+   * number of distinct secrets and the ids of the items that held them, never a secret.
+   * Set once the handoff is rendered; empty (and absent from the JSON) when nothing was
+   * redacted. Additive to DESIGN §4.
+   */
+  redactions?: RedactionReport[];
+  /**
    * Ordinal of the run about to start.
    */
   run: number;
@@ -1170,6 +1355,12 @@ export interface Decision {
    * Every rule evaluated, in order; left out when the request asked for no trace (`trace: false`, `--no-trace`).
    */
   trace?: TraceEntry[];
+  /**
+   * What the clock and the workspace say about the target thread (docs/facts.md, "Time and
+   * workspace"): one line for people and why some facts are unknown; absent when the state
+   * has no time or workspace field. Additive to DESIGN §4.
+   */
+  workspace?: WorkspaceReport | null;
 }
 /**
  * The result of `dispatch`, `merge_back` and `regenerate`: the decision (DESIGN §4, its
@@ -1225,8 +1416,22 @@ export interface DispatchReport {
    * is off-band and a `pregrant` rule matched.
    */
   pregrant: Pregrant | null;
+  /**
+   * The run's one first-turn prompt, what the app sends first: the handoff's prompt; with
+   * a merge-back beside a handoff of its own, both in one (the merge-back's, then the
+   * handoff's, the run's message once at the end); with no handoff, the run's message;
+   * null when there is none.
+   */
+  prompt: string | null;
   provider_thread: ProviderThreadAction;
   recorded: Recorded;
+  /**
+   * What secret redaction replaced in the handoff (docs/redaction.md): per rule, the
+   * number of distinct secrets and the ids of the items that held them, never a secret.
+   * Set once the handoff is rendered; empty (and absent from the JSON) when nothing was
+   * redacted. Additive to DESIGN §4.
+   */
+  redactions?: RedactionReport[];
   /**
    * Ordinal of the run about to start.
    */
@@ -1245,6 +1450,12 @@ export interface DispatchReport {
    * Every rule evaluated, in order; left out when the request asked for no trace (`trace: false`, `--no-trace`).
    */
   trace?: TraceEntry[];
+  /**
+   * What the clock and the workspace say about the target thread (docs/facts.md, "Time and
+   * workspace"): one line for people and why some facts are unknown; absent when the state
+   * has no time or workspace field. Additive to DESIGN §4.
+   */
+  workspace?: WorkspaceReport | null;
 }
 /**
  * Where a native fork forks the parent's provider thread.
