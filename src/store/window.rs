@@ -276,7 +276,7 @@ impl super::Store {
 /// A fork's stored request says `kind: fork` after its first dispatch too (the record of what
 /// that dispatch decided); deciding again, once no fork transfer to the thread is pending, is
 /// a plain dispatch, as `dispatch` itself decides it.
-fn settle_request(state: &mut crate::state::State) {
+pub(crate) fn settle_request(state: &mut crate::state::State) {
     use crate::state::{RequestKind, TransferStatus, TransferType};
     if state.request.kind != RequestKind::Fork {
         return;
