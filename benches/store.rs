@@ -140,6 +140,9 @@ fn thread(n: u32) -> State {
                 status: RunStatus::Completed,
                 handoff: if o == start { handoff.clone() } else { None },
                 items: items(o),
+                started_at: None,
+                ended_at: None,
+                workspace: None,
             });
         }
         seen[p] = (start + BLOCK - 1).min(n);
@@ -171,6 +174,8 @@ fn thread(n: u32) -> State {
             message: Some("Carry on.".into()),
             kind: RequestKind::Dispatch,
             fork_anchor: None,
+            at: None,
+            workspace: None,
         },
     }
 }

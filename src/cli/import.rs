@@ -502,16 +502,6 @@ fn ask_task(to: &str) -> Option<String> {
     (!line.is_empty()).then(|| line.to_string())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(human_size(23_265), "22.7 KB");
-    }
-}
-
 /// Fill the request baton builds itself: `request.at` is now, and `request.workspace` is the
 /// live workspace of `cwd` (its git state and the history since the target's last run,
 /// [`crate::workspace::enrich`]). What cannot be read is left out (`explain` notes it).
@@ -527,4 +517,14 @@ pub(crate) fn stamp_request(state: &mut crate::state::State, cwd: Option<&str>) 
     }
     let target = state.request.provider.clone();
     crate::workspace::enrich(state, &target);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(human_size(23_265), "22.7 KB");
+    }
 }
