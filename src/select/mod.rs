@@ -627,7 +627,7 @@ fn take_text_with(
 
 /// The whole texts of the items of `runs` (and the compaction summary, fork anchor and
 /// workspace note) whose ids are in `wanted`, in run order: `(id, kind, run, text)`. One text
-/// path with the document ([`whole_text`], through `entry_text`), so the same safety rules
+/// path with the document (`whole_text`, through `entry_text`), so the same safety rules
 /// apply: every text is redacted in `red`, which must be a clone of the context of the
 /// `Summary` the document was built from (`Summary::redaction`), so that a secret keeps the
 /// number the document gave it. Check [`crate::redact::Context::failure`] after: a text that
