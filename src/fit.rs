@@ -17,6 +17,7 @@ use crate::decision::{
 use crate::facts::{Facts, Value};
 use crate::policy::{DegradeStep, Policy, Strategy, DEFAULT_DOCUMENT_MAX};
 use crate::render::{RenderError, RenderOptions, Rendered};
+use crate::select::ladder::NEWEST_RUNS_KEPT;
 use crate::select::{select_degraded, select_runs, Degrade, Summary};
 use crate::state::{HandoffStrategy, RunRange, State};
 use std::collections::{BTreeMap, HashSet};
@@ -41,6 +42,9 @@ struct Limits {
     first_turn: usize,
     document: usize,
     replaced: Option<usize>,
+    /// For a full handoff that replaces an over-budget delta: the items that delta, fitted to
+    /// its budget, would have carried; no step leaves them out (`Degrade::keep`).
+    floor: std::collections::BTreeSet<String>,
 }
 
 impl Limits {
@@ -90,6 +94,7 @@ pub fn fit(
             .and_then(|s| s.document_max)
             .unwrap_or(DEFAULT_DOCUMENT_MAX),
         replaced: None,
+        floor: Default::default(),
     };
     // Fail closed: a handoff whose texts could not all be redacted is not made.
     if let Some(e) = summary.redaction.failure() {
@@ -105,7 +110,10 @@ pub fn fit(
     let mut limits = limits;
     let mut opts = opts.clone();
     let mut reasons = Vec::new();
-    limits.replaced = replaced_size(policy, state, facts, &decision, &opts)?;
+    if let Some((size, floor)) = replaced_delta(policy, state, facts, &decision, &opts, &limits)? {
+        limits.replaced = Some(size);
+        limits.floor = floor;
+    }
 
     // The request's message alone over the first turn: it goes into an off-band document.
     let message_chars = state.request.message.as_deref().map(chars).unwrap_or(0);
@@ -199,6 +207,39 @@ pub fn fit(
     decision.redactions = attempt.summary.redaction.report.clone();
     let mut rendered = attempt.rendered;
     rendered.provenance.budget = Some(report);
+    // Off-band, the transcript carries whole every item the budget left out or shortened.
+    if mode == DeliveryMode::OffBand {
+        if let Some(doc) = rendered.document_path.as_deref() {
+            let covered = crate::select::decision_runs(facts, &decision);
+            let hid = decision.handoff_id.as_deref().unwrap_or("");
+            let note = facts.staleness().note();
+            let text = match crate::render::receipt::transcript(
+                state,
+                &attempt.summary,
+                hid,
+                &covered,
+                note.as_deref(),
+            ) {
+                Ok(t) => t,
+                // Fail closed: a transcript whose texts could not all be redacted is not
+                // written, and the document that names it is not made either.
+                Err(e) => {
+                    let at = policy
+                        .redact
+                        .span
+                        .map(|s| policy.at(s))
+                        .unwrap_or_else(|| budget_at(policy));
+                    let why = e.to_string();
+                    let reasons = vec!["redaction_failed".to_string()];
+                    return Ok(unsupported_by(decision, "redact unsupported", &why, reasons, &at));
+                }
+            };
+            if text.is_some() {
+                rendered.provenance.transcript = Some(crate::render::receipt::transcript_path(doc));
+            }
+            rendered.transcript = text;
+        }
+    }
     if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {
         d.inline_note = Some(note);
     }
@@ -231,8 +272,40 @@ impl Attempt {
 }
 
 /// Degrade in the policy's order until the handoff fits the limit of the decision's
-/// delivery mode.
+/// delivery mode. With a floor (what a replaced delta would have carried), the floor's items
+/// are kept unless that costs the budget or a changed file's name; then the ladder runs
+/// without it.
 fn fit_mode(
+    policy: &Policy,
+    state: &State,
+    facts: &Facts<'_>,
+    decision: &Decision,
+    summary: Summary,
+    opts: &RenderOptions,
+    limits: &Limits,
+) -> Result<Attempt, RenderError> {
+    if limits.floor.is_empty() {
+        return fit_ladder(policy, state, facts, decision, summary, opts, limits);
+    }
+    let spare = summary.clone();
+    let a = fit_ladder(policy, state, facts, decision, summary, opts, limits)?;
+    let costly = a.steps.iter().any(|s| {
+        s.step == "must_keep_only" || s.step.starts_with("count file_change")
+    });
+    if a.kept && !costly {
+        return Ok(a);
+    }
+    let without = Limits {
+        first_turn: limits.first_turn,
+        document: limits.document,
+        replaced: limits.replaced,
+        floor: Default::default(),
+    };
+    fit_ladder(policy, state, facts, decision, spare, opts, &without)
+}
+
+/// [`fit_mode`]'s ladder.
+fn fit_ladder(
     policy: &Policy,
     state: &State,
     facts: &Facts<'_>,
@@ -263,7 +336,16 @@ fn fit_mode(
         .map(|s| s.degrade.clone())
         .filter(|d| !d.is_empty())
         .unwrap_or_else(DegradeStep::default_order);
-    let mut degrade = Degrade::default();
+    // Off-band, what the budget leaves out is read whole in the transcript beside the document.
+    let transcript = (mode == DeliveryMode::OffBand)
+        .then(|| decision.delivery.as_ref().and_then(|d| d.document.as_deref()))
+        .flatten()
+        .map(crate::render::receipt::transcript_path);
+    let mut degrade = Degrade {
+        keep: limits.floor.clone(),
+        transcript,
+        ..Degrade::default()
+    };
     // Selected once; each step applies its changes to that selection (no rule is evaluated
     // over the thread again).
     let prepared = crate::select::prepare(policy, facts, decision);
@@ -299,82 +381,118 @@ fn fit_mode(
         }
         attempt.rendered = r;
     };
+    let runs: Vec<u32> = crate::select::decision_runs(facts, decision);
     for step in steps {
-        match &step {
-            DegradeStep::Drop(k) => degrade.drop_kinds.push(k.clone()),
-            DegradeStep::Tail(k, n) => degrade.tail.push((k.clone(), *n)),
-            DegradeStep::Paths(k) => degrade.paths.push(k.clone()),
-            DegradeStep::Shorten(n) => {
-                degrade.shorten = Some(degrade.shorten.map_or(*n, |m| m.min(*n)))
-            }
-            DegradeStep::DropOldestRuns => {
-                // The fewest oldest runs whose items must go (fewer dropped runs never make
-                // the handoff smaller). A halving search over the per-run sizes of the current
-                // summary guesses the count; rendered probes around the guess confirm it.
-                let runs: Vec<u32> = crate::select::decision_runs(facts, decision);
-                let guess = oldest_runs_guess(
-                    &attempt.summary,
-                    &runs,
-                    attempt.after.saturating_sub(limit),
-                );
-                let mut best: Option<Probe> = None;
-                let mut last: Option<Probe> = None;
-                let last_index = runs.len().saturating_sub(1);
-                let mut fits = |i: usize| -> Result<bool, RenderError> {
-                    let mut d = degrade.clone();
-                    d.drop_runs_before = runs.get(i).map(|r| r.saturating_add(1));
-                    let (s, r, n) = try_with(&d)?;
-                    let ok = n <= limit;
-                    if ok {
-                        if best.as_ref().is_none_or(|b| i < b.0) {
-                            best = Some((i, d, s, r, n));
-                        }
-                    } else if i == last_index {
-                        last = Some((i, d, s, r, n));
-                    }
-                    Ok(ok)
-                };
-                if !runs.is_empty() {
-                    fewest_fitting(runs.len(), guess, &mut fits)?;
-                }
-                let (_, d, s, r, n) = match best.or(last) {
-                    Some(b) => b,
-                    None => {
-                        let mut d = degrade.clone();
-                        d.drop_runs_before = runs.last().map(|r| r.saturating_add(1));
-                        let (s, r, n) = try_with(&d)?;
-                        (last_index, d, s, r, n)
-                    }
-                };
-                let label = match (runs.first(), d.drop_runs_before) {
-                    (Some(f), Some(b)) if b > f.saturating_add(1) => {
-                        format!("drop_oldest_runs (runs {f}-{})", b.saturating_sub(1))
-                    }
-                    (Some(f), Some(_)) => format!("drop_oldest_runs (run {f})"),
-                    _ => "drop_oldest_runs".to_string(),
-                };
-                degrade = d;
-                record(&mut attempt, label, s, r, n);
-                if attempt.kept {
-                    return Ok(attempt);
-                }
+        if step == DegradeStep::DropOldestRuns {
+            // The fewest oldest runs whose items must go (fewer dropped runs never make the
+            // handoff smaller); the newest runs are never reached. A halving search over the
+            // per-run sizes of the current summary guesses the count; rendered probes around
+            // the guess confirm it.
+            let reach = runs.len().saturating_sub(NEWEST_RUNS_KEPT);
+            let Some(oldest) = runs.get(..reach).filter(|r| !r.is_empty()) else {
                 continue;
+            };
+            let guess =
+                oldest_runs_guess(&attempt.summary, oldest, attempt.after.saturating_sub(limit));
+            let mut best: Option<Probe> = None;
+            let mut last: Option<Probe> = None;
+            let last_index = oldest.len().saturating_sub(1);
+            let mut fits = |i: usize| -> Result<bool, RenderError> {
+                let mut d = degrade.clone();
+                d.drop_runs_before = oldest.get(i).map(|r| r.saturating_add(1));
+                let (s, r, n) = try_with(&d)?;
+                let ok = n <= limit;
+                if ok {
+                    if best.as_ref().is_none_or(|b| i < b.0) {
+                        best = Some((i, d, s, r, n));
+                    }
+                } else if i == last_index {
+                    last = Some((i, d, s, r, n));
+                }
+                Ok(ok)
+            };
+            fewest_fitting(oldest.len(), guess, &mut fits)?;
+            let (_, d, s, r, n) = match best.or(last) {
+                Some(b) => b,
+                None => {
+                    let mut d = degrade.clone();
+                    d.drop_runs_before = oldest.last().map(|r| r.saturating_add(1));
+                    let (s, r, n) = try_with(&d)?;
+                    (last_index, d, s, r, n)
+                }
+            };
+            let label = match (oldest.first(), d.drop_runs_before) {
+                (Some(f), Some(b)) if b > f.saturating_add(1) => {
+                    format!("drop_oldest_runs (runs {f}-{})", b.saturating_sub(1))
+                }
+                (Some(f), Some(_)) => format!("drop_oldest_runs (run {f})"),
+                _ => "drop_oldest_runs".to_string(),
+            };
+            degrade = d;
+            record(&mut attempt, label, s, r, n);
+            if attempt.kept {
+                return Ok(attempt);
             }
+            continue;
         }
         // A step that reaches no included item changes nothing: the summary and its
         // rendering stay as they are.
-        let kind = match &step {
-            DegradeStep::Drop(k) | DegradeStep::Tail(k, _) | DegradeStep::Paths(k) => Some(k),
-            _ => None,
-        };
-        let untouched = kind.is_some_and(|k| prepared.as_ref().is_some_and(|p| !p.touches(k)));
-        let (s, r, n) = if untouched {
+        let untouched = step
+            .kind()
+            .is_some_and(|k| prepared.as_ref().is_some_and(|p| !p.touches(k)));
+        if untouched {
             let (s, r) = (attempt.summary.clone(), attempt.rendered.clone());
-            (s, r, attempt.after)
-        } else {
-            try_with(&degrade)?
+            let n = attempt.after;
+            record(&mut attempt, step.label(), s, r, n);
+            continue;
+        }
+        let mut full = degrade.clone();
+        apply_step(&mut full, &step);
+        let (s, r, n) = try_with(&full)?;
+        // Over the limit even where it reaches every run, or a step that has no reach (a
+        // layout): it applies in full and the next step follows.
+        let searchable = !matches!(step, DegradeStep::Group(_)) && runs.len() > 1;
+        if n > limit || !searchable {
+            degrade = full;
+            record(&mut attempt, step.label(), s, r, n);
+            if attempt.kept {
+                return Ok(attempt);
+            }
+            continue;
+        }
+        // It fits: reach only the fewest oldest runs that make it fit.
+        let label = step.label();
+        let guess = savings_guess(&attempt.summary, &s, &runs, attempt.after.saturating_sub(limit));
+        let mut best: Option<Probe> = None;
+        let last_index = runs.len().saturating_sub(1);
+        let mut fits = |i: usize| -> Result<bool, RenderError> {
+            if i == last_index {
+                return Ok(true);
+            }
+            let mut d = full.clone();
+            let before = runs.get(i).map_or(u32::MAX, |r| r.saturating_add(1));
+            d.reach.push((label.clone(), before));
+            let (s, r, n) = try_with(&d)?;
+            let ok = n <= limit;
+            if ok && best.as_ref().is_none_or(|b| i < b.0) {
+                best = Some((i, d, s, r, n));
+            }
+            Ok(ok)
         };
-        record(&mut attempt, step.label(), s, r, n);
+        fewest_fitting(runs.len(), guess, &mut fits)?;
+        let (label, d, s, r, n) = match best {
+            Some((i, d, s, r, n)) => {
+                let to = runs.get(i).copied().unwrap_or(0);
+                let label = match runs.first() {
+                    Some(f) if *f < to => format!("{label} (runs {f}-{to})"),
+                    _ => format!("{label} (run {to})"),
+                };
+                (label, d, s, r, n)
+            }
+            None => (label, full, s, r, n),
+        };
+        degrade = d;
+        record(&mut attempt, label, s, r, n);
         if attempt.kept {
             return Ok(attempt);
         }
@@ -383,6 +501,58 @@ fn fit_mode(
     let (s, r, n) = try_with(&degrade)?;
     record(&mut attempt, "must_keep_only".into(), s, r, n);
     Ok(attempt)
+}
+
+/// Add `step`, reaching every run, to `degrade`.
+fn apply_step(degrade: &mut Degrade, step: &DegradeStep) {
+    match step {
+        DegradeStep::Drop(k) => degrade.drop_kinds.push(k.clone()),
+        DegradeStep::Tail(k, n) => degrade.tail.push((k.clone(), *n)),
+        DegradeStep::Paths(k) => degrade.paths.push(k.clone()),
+        DegradeStep::Shorten(n) => {
+            degrade.shorten = Some(degrade.shorten.map_or(*n, |m| m.min(*n)))
+        }
+        DegradeStep::DropOutput(k) => degrade.drop_output.push(k.clone()),
+        DegradeStep::FirstLine(k) => degrade.first_line.push(k.clone()),
+        DegradeStep::Group(k) => degrade.group.push(k.clone()),
+        DegradeStep::Count(k) => degrade.count.push(k.clone()),
+        DegradeStep::DropOldestRuns => {}
+    }
+}
+
+/// The index in `runs` of the newest run a step must reach to shed `excess` characters,
+/// estimated from what it saves per run where it reaches every run: each entry of `now` that
+/// `full` shortens or leaves out saves the difference (a halving search over the prefix sums).
+fn savings_guess(now: &Summary, full: &Summary, runs: &[u32], excess: usize) -> usize {
+    let after: std::collections::HashMap<&str, usize> = full
+        .sections
+        .iter()
+        .flat_map(|s| &s.entries)
+        .map(|e| (e.id.as_str(), chars(&e.text)))
+        .collect();
+    let mut per_run = vec![0usize; runs.len()];
+    for e in now.sections.iter().flat_map(|s| &s.entries) {
+        let was = chars(&e.text).saturating_add(3);
+        let saved = match after.get(e.id.as_str()) {
+            Some(n) => was.saturating_sub(n.saturating_add(3)),
+            None => was,
+        };
+        let at = runs.partition_point(|r| *r < e.run);
+        if let Some(n) = per_run.get_mut(at) {
+            *n = n.saturating_add(saved);
+        }
+    }
+    let mut sum = 0usize;
+    let prefix: Vec<usize> = per_run
+        .iter()
+        .map(|n| {
+            sum = sum.saturating_add(*n);
+            sum
+        })
+        .collect();
+    prefix
+        .partition_point(|s| *s < excess)
+        .min(runs.len().saturating_sub(1))
 }
 
 /// A probe of `drop_oldest_runs`: the index of the newest run dropped, the changes, the
@@ -395,7 +565,12 @@ type Probe = (usize, Degrade, Summary, Rendered, usize);
 fn oldest_runs_guess(summary: &Summary, runs: &[u32], excess: usize) -> usize {
     let mut per_run = vec![0usize; runs.len()];
     for e in summary.sections.iter().flat_map(|s| &s.entries) {
-        if e.must_keep || matches!(e.kind, "user_message" | "file_change") {
+        if e.must_keep
+            || matches!(
+                e.kind,
+                "user_message" | "file_change" | "compact_summary" | "fork_anchor"
+            )
+        {
             continue;
         }
         // Dropping through `runs[i]` drops every run up to it.
@@ -481,14 +656,16 @@ fn fewest_fitting<E>(
 }
 
 /// For a full handoff that replaces a delta because `over_budget` held: the size of that
-/// delta as it would have been rendered (the document off-band, the prompt inline).
-fn replaced_size(
+/// delta as it would have been rendered (the document off-band, the prompt inline), and the
+/// items it would have carried once fitted to its budget.
+fn replaced_delta(
     policy: &Policy,
     state: &State,
     facts: &Facts<'_>,
     decision: &Decision,
     opts: &RenderOptions,
-) -> Result<Option<usize>, RenderError> {
+    limits: &Limits,
+) -> Result<Option<(usize, std::collections::BTreeSet<String>)>, RenderError> {
     let full = matches!(
         decision.strategy,
         Strategy::FullNew | Strategy::FullExisting
@@ -509,10 +686,19 @@ fn replaced_size(
     });
     let summary = select_runs(policy, facts, &runs);
     let r = crate::render::render(policy, state, &delta, &summary, opts)?;
-    Ok(Some(match mode_of(decision) {
+    let size = match mode_of(decision) {
         DeliveryMode::Inline => chars(&r.inline),
         DeliveryMode::OffBand => chars(&r.document),
-    }))
+    };
+    let own = Limits {
+        first_turn: limits.first_turn,
+        document: limits.document,
+        replaced: None,
+        floor: Default::default(),
+    };
+    let fitted = fit_mode(policy, state, facts, &delta, summary, opts, &own)?;
+    let floor = fitted.summary.included.iter().cloned().collect();
+    Ok(Some((size, floor)))
 }
 
 /// Move an inline handoff off-band: the document's stable path and, when a grant rule of

@@ -26,6 +26,13 @@ fn degrades() -> Vec<Degrade> {
         drop_runs_before: Some(6),
         shorten: Some(120),
         must_keep_only: false,
+        // Issue 24's finer steps, reaching only some runs.
+        reach: vec![(s("tail command 40"), 4), (s("first_line user_message"), 5)],
+        drop_output: vec![s("command")],
+        first_line: vec![s("user_message"), s("decision")],
+        count: vec![s("assistant_message")],
+        group: vec![s("file_change")],
+        ..Degrade::default()
     };
     let mut out = vec![
         Degrade::default(),

@@ -317,14 +317,13 @@ fn without_over_budget(text: &str) -> String {
     format!("{}{}", &text[..start], &text[end..])
 }
 
-#[test]
-fn over_budget_never_produces_a_larger_handoff() {
-    let mut v = far_over_budget("codex", json!({}));
+/// Codex ran runs 1-50, Claude 51-60: a 10-run delta of about 50,000 characters.
+fn ten_run_delta(codex: Value) -> baton::State {
+    let mut v = far_over_budget("codex", json!({"codex": codex}));
     v["provider_threads"] = json!([
         {"id": "C1", "provider": "codex", "status": "active"},
         {"id": "L1", "provider": "claude", "status": "active"}
     ]);
-    // Codex ran runs 1-50, Claude 51-60: a 10-run delta, far over codex's 16,000 characters.
     let runs = v["runs"].as_array_mut().unwrap();
     for (i, r) in runs.iter_mut().enumerate() {
         let (p, t) = if i < 50 {
@@ -335,25 +334,116 @@ fn over_budget_never_produces_a_larger_handoff() {
         r["provider"] = json!(p);
         r["provider_thread"] = json!(t);
     }
-    let s = state(&v);
+    state(&v)
+}
+
+#[test]
+fn over_budget_never_produces_a_larger_handoff() {
+    // Codex cannot read files here: the delta goes inline, far over its 16,000-character turn.
+    let s = ten_run_delta(json!({"file_read": false, "max_input_chars_per_turn": 16000}));
     let default_text = std::fs::read_to_string("policies/default.policy").unwrap();
     let delta_policy = policy_text("delta.policy", &without_over_budget(&default_text));
     let delta = run_with(&delta_policy, &s, None);
     assert_eq!(delta.decision.strategy.as_str(), "delta_existing");
-    let delta_doc = chars(&delta.rendered.unwrap().document);
 
     let full = run_with(&shipped("default"), &s, None);
     assert_eq!(full.decision.stale, vec!["over_budget".to_string()]);
     assert_eq!(full.decision.strategy.as_str(), "full_new");
-    let full_doc = chars(&full.rendered.unwrap().document);
+    let b = full.decision.budget.as_ref().unwrap();
+    assert!(b.kept, "{b:?}");
+    let full_turn = chars(&full.rendered.unwrap().inline);
+    let replaced = b.replaced_chars.expect("held to the delta's size");
     assert!(
-        full_doc <= delta_doc,
-        "over_budget replaced a {delta_doc}-character delta with {full_doc} characters"
+        full_turn <= replaced.min(16_000),
+        "{full_turn} > {replaced}"
     );
+}
+
+/// A delta that goes off-band binds to the document limit, not to the per-turn cap: a
+/// 50,000-character delta to codex, which reads files, resumes its thread (issue 24).
+#[test]
+fn an_off_band_delta_within_the_document_limit_is_not_over_budget() {
+    let s = ten_run_delta(json!({}));
+    let o = run_with(&shipped("default"), &s, None);
     assert_eq!(
-        full.decision.budget.as_ref().unwrap().replaced_chars,
-        Some(delta_doc)
+        o.decision.strategy.as_str(),
+        "delta_existing",
+        "{:?}",
+        o.decision.stale
     );
+    assert!(o.decision.stale.is_empty());
+    let b = o.decision.budget.as_ref().unwrap();
+    assert_eq!(
+        (b.scope.as_str(), b.limit, b.kept),
+        ("document", 60_000, true)
+    );
+}
+
+/// What the document shows of runs `from..=to` of a generated thread: files named, requests
+/// (first line), decisions, open problems.
+fn recall_of(read: &str, s: &baton::State, from: u32, to: u32) -> [(usize, usize); 3] {
+    use baton::quality::long::file_named;
+    let mut files = Vec::new();
+    let (mut req, mut dec) = ((0, 0), (0, 0));
+    for r in s.runs.iter().filter(|r| (from..=to).contains(&r.ordinal)) {
+        for it in &r.items {
+            match it {
+                baton::state::Item::FileChange { path, .. } => {
+                    let p = path.trim_start_matches("/work/app/").to_string();
+                    if !files.contains(&p) {
+                        files.push(p);
+                    }
+                }
+                baton::state::Item::UserMessage { .. } => {
+                    req.1 += 1;
+                    req.0 += usize::from(read.contains(&format!("Request {}:", r.ordinal)));
+                }
+                baton::state::Item::Decision { .. } => {
+                    dec.1 += 1;
+                    dec.0 += usize::from(read.contains(&format!("Decision {}:", r.ordinal)));
+                }
+                _ => {}
+            }
+        }
+    }
+    let named = files.iter().filter(|p| file_named(read, p)).count();
+    [(named, files.len()), req, dec]
+}
+
+/// The full handoff that replaces an over-budget delta carries at least what that delta would
+/// have carried of its own runs: its files, its newest requests, its decisions (older
+/// requests may give way to the files the full handoff must also name).
+#[rstest]
+fn a_full_handoff_replacing_an_over_budget_delta_recalls_no_less(#[values(1600, 3200)] runs: u32) {
+    let s = generate(runs, Handover::Back).unwrap();
+    // Without the signal that hundreds of off-provider runs raise first.
+    let text = std::fs::read_to_string("policies/default.policy").unwrap();
+    let at = text.find("stale too_many_off_provider_runs").unwrap();
+    let end = at + text[at..].find("\nstale too_many_chained").unwrap() + 1;
+    let text = format!("{}{}", &text[..at], &text[end..]);
+    let full_policy = policy_text("full.policy", &text);
+    let delta_policy = policy_text("delta.policy", &without_over_budget(&text));
+    let delta = run_with(&delta_policy, &s, None);
+    assert_eq!(delta.decision.strategy.as_str(), "delta_existing");
+    let range = delta.decision.covered_runs.clone().unwrap();
+    let full = run_with(&full_policy, &s, None);
+    assert_eq!(full.decision.stale, vec!["over_budget".to_string()]);
+    let d = recall_of(&delta.rendered.unwrap().document, &s, range.from, range.to);
+    let f = recall_of(&full.rendered.unwrap().document, &s, range.from, range.to);
+    for (what, (d, f)) in ["files", "requests", "decisions"]
+        .iter()
+        .zip(d.iter().zip(f.iter()))
+    {
+        if *what == "requests" {
+            continue;
+        }
+        assert!(
+            f.0 >= d.0,
+            "{what} of runs {}-{}: full {f:?}, delta {d:?}",
+            range.from,
+            range.to
+        );
+    }
 }
 
 #[test]
@@ -445,6 +535,15 @@ summary {
     "degrade paths command",
     "only `file_change` items can be listed as paths"
 )]
+#[case::group_of_commands(
+    "degrade group command",
+    "only `file_change` items can be grouped by directory"
+)]
+#[case::outputs_of_messages(
+    "degrade drop_output user_message",
+    "`user_message` items have no output to leave out"
+)]
+#[case::count_of_unknown_kind("degrade count requests", "unknown item kind `requests`")]
 fn bad_text_and_budget_rules_are_errors(#[case] rule: &str, #[case] message: &str) {
     let text = format!(
         "policy \"bad\" {{}}\nstrategy {{ full_new otherwise }}\nsummary {{\n  {rule}\n}}\n"
@@ -537,8 +636,9 @@ fn the_worked_example_in_the_docs_is_current() {
         );
     }
     let doc = o.rendered.unwrap().document;
-    assert!(doc.contains("To fit the budget, 8 less important or older items were left out"));
-    assert!(doc.contains("[2,030 characters cut ...]"));
+    assert!(doc.contains("To fit the budget, 21 older or less important items were shortened"));
+    assert!(doc.contains("[output of 81 lines left out]"), "{doc}");
+    assert!(doc.contains("They are not sent; handoff.json lists their ids."));
     assert!(doc.contains("- Should the old paths return 301 or 308? (unanswered)"));
 }
 
@@ -631,4 +731,196 @@ fn must_keep_items_over_the_document_budget_are_kept_and_reported() {
     assert!(
         explained.contains("(NOT kept)") && explained.contains("reasons: must_keep_over_budget")
     );
+}
+
+// ---- long threads (issue 24) ----
+
+use baton::quality::long::{generate, measure, Handover};
+
+/// Every shipped policy on generated threads of 50 to 3,200 runs: what the policy includes
+/// survives the budget (every changed file named, the newest 10 requests whole, every decision
+/// of the newest 100 runs, every open problem), the budget is kept, and what is shed is the
+/// oldest of its kind.
+#[rstest]
+fn long_threads_degrade_without_cliffs(
+    #[values(50, 100, 400, 800, 1600, 3200)] runs: u32,
+    #[values("default", "mcode", "t3code", "t3code-legacy")] policy: &str,
+    #[values(Handover::Fresh, Handover::Back)] handover: Handover,
+) {
+    let s = generate(runs, handover).expect("generated state is valid");
+    let f = measure(&shipped(policy), &s, handover.target()).expect("renders");
+    let at = format!("{policy} {handover:?} {runs}: {f:?}");
+    assert!(f.kept, "budget not kept: {at}");
+    assert!(f.oldest_first, "newer content shed before older: {at}");
+    if f.strategy == "no_handoff" {
+        return;
+    }
+    match policy {
+        "default" => {
+            assert_eq!(f.open.0, f.open.1, "open problems: {at}");
+            assert_eq!(f.files.0, f.files.1, "files: {at}");
+            assert_eq!(
+                f.newest_requests.0, f.newest_requests.1,
+                "newest requests: {at}"
+            );
+            assert_eq!(f.decisions.0, f.decisions.1, "decisions: {at}");
+        }
+        "mcode" => {
+            assert_eq!(f.files.0, f.files.1, "files: {at}");
+        }
+        // Seed 004's strict 240-character lines name files by their name alone and cut every
+        // line (the newest requests too): what holds is that shedding is oldest first.
+        "t3code" => {}
+        // The legacy continuation walks back from the newest within 32,000 characters.
+        _ => assert_eq!(
+            f.newest_requests.0, f.newest_requests.1,
+            "newest requests: {at}"
+        ),
+    }
+}
+
+// ---- the transcript (issue 24, point 4) ----
+
+/// An off-band handoff the budget degraded writes the transcript beside its document: every
+/// item the policy includes that the budget left out or cut, whole, under its id; never an
+/// excluded one. handoff.json names it, the pre-grant covers it for the first turn, GC removes
+/// it with its document.
+#[test]
+fn an_off_band_handoff_keeps_what_it_leaves_out_in_the_transcript() {
+    use baton::deliver::{
+        check, deliver, gc, CheckRequest, HandoffLiveness, MemoryGrantStore, OffbandStore, PathArg,
+        Retention,
+    };
+    let tmp = tempfile::TempDir::new().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap().join("docs");
+    let mut s = generate(400, Handover::Fresh).unwrap();
+    // An excluded item never reaches the transcript.
+    s.runs[0].items.push(baton::state::Item::Reasoning {
+        id: None,
+        text: "LEAK-reasoning hidden thoughts".into(),
+    });
+    let eval = EvalOptions {
+        target: Some("claude".into()),
+        document_root: Some(root.clone()),
+    };
+    let mut o = run(&shipped("default"), &s, &eval, &RenderOptions::default()).unwrap();
+    let r = o.rendered.clone().unwrap();
+    let transcript = r.transcript.clone().expect("a transcript");
+    assert!(!transcript.contains("LEAK-reasoning"));
+    // Every item the budget left out or shortened is in it, whole, under its id.
+    let budget_ids: Vec<&str> = r
+        .provenance
+        .omitted
+        .iter()
+        .filter(|o| o.reason.starts_with("dropped to fit the budget"))
+        .map(|o| o.id.as_str())
+        .collect();
+    assert!(budget_ids.len() > 100, "{}", budget_ids.len());
+    for id in &budget_ids {
+        assert!(transcript.contains(&format!("\n## {id} (")), "{id} missing");
+    }
+    let first = &s.runs[0].items[0];
+    let baton::state::Item::UserMessage { text, .. } = first else {
+        panic!("a request first")
+    };
+    assert!(
+        transcript.contains(text.as_str()),
+        "the oldest request whole"
+    );
+    // The document's receipt says where.
+    let path = r
+        .provenance
+        .transcript
+        .clone()
+        .expect("handoff.json names it");
+    assert!(r.document.contains(&format!("in the transcript `{path}`")));
+    assert!(r
+        .document
+        .contains("## Left out or shortened to fit the budget"));
+
+    let off = OffbandStore::new(Some(root.clone()));
+    let mut grants = MemoryGrantStore::new();
+    let delivered = deliver(&mut o, &off, &s.thread.id, &mut grants);
+    let doc = delivered.document_path.clone().expect("written");
+    let written = doc.with_file_name("transcript.md");
+    assert_eq!(written.display().to_string(), path);
+    assert_eq!(std::fs::read_to_string(&written).unwrap(), transcript);
+    let json = std::fs::read_to_string(doc.with_file_name("handoff.json")).unwrap();
+    assert!(
+        json.contains(&format!("\"transcript\": \"{path}\"")),
+        "{json}"
+    );
+    // The first turn may read it without prompting.
+    assert!(delivered.transcript_grant.is_some());
+    let read = |p: &std::path::Path| CheckRequest {
+        thread: s.thread.id.clone(),
+        run: o.decision.run,
+        tool: "Read".into(),
+        args: PathArg::Args(json!({"file_path": p.display().to_string()})),
+    };
+    assert!(check(&mut grants, &read(&written)).unwrap().allow);
+    assert!(check(&mut grants, &read(&doc)).unwrap().allow);
+    // GC removes it with its document.
+    let retention = Retention {
+        max_age: None,
+        max_per_thread: Some(0),
+    };
+    let report = gc(
+        &off,
+        &retention,
+        &|_, _| HandoffLiveness::Unknown,
+        std::time::SystemTime::now(),
+        false,
+    )
+    .unwrap();
+    assert!(!report.removed.is_empty(), "{report:?}");
+    assert!(!written.exists() && !doc.exists());
+}
+
+/// An inline handoff has no transcript: its receipt says the rest is not sent.
+#[test]
+fn an_inline_handoff_says_the_rest_is_not_sent() {
+    let mut s = generate(400, Handover::Fresh).unwrap();
+    s.providers.insert(
+        "claude".into(),
+        serde_json::from_value(json!({"file_read": false, "max_input_chars_per_turn": 30000}))
+            .unwrap(),
+    );
+    let o = run_with(&shipped("default"), &s, Some("claude"));
+    let r = o.rendered.unwrap();
+    assert_eq!(r.provenance.delivery, "inline");
+    assert!(r.transcript.is_none() && r.provenance.transcript.is_none());
+    assert!(r
+        .inline
+        .contains("They are not sent; handoff.json lists their ids."));
+    assert!(
+        r.inline.contains("earlier requests (runs 1-"),
+        "counted requests"
+    );
+    assert!(r.inline.contains("they are not sent."));
+}
+
+/// Bad input: one 50 MB tool output renders within the document limit, the output's end kept,
+/// its whole text in the transcript.
+#[test]
+fn a_50_mb_tool_output_renders_within_the_limit() {
+    let output = "x".repeat(99) + "\n";
+    let output = output.repeat(500_000);
+    let v = json!({
+        "version": 1,
+        "thread": {"id": "th_huge", "title": "Huge"},
+        "runs": [{"ordinal": 1, "provider": "codex", "items": [
+            {"kind": "user_message", "text": "Read the whole log."},
+            {"kind": "command", "command": "cat big.log", "exit_code": 1, "output": output},
+            {"kind": "tool_call", "tool": "Bash", "input": "cat big.log", "status": "completed", "output": output},
+        ]}],
+        "request": {"provider": "claude", "message": "Go on."}
+    });
+    let s = state(&v);
+    let o = run_with(&shipped("default"), &s, None);
+    let b = o.decision.budget.as_ref().unwrap();
+    assert!(b.kept, "{b:?}");
+    let r = o.rendered.unwrap();
+    assert!(chars(&r.document) <= 60_000);
+    assert!(r.document.contains("cat big.log") && r.document.contains("exit 1"));
 }

@@ -710,3 +710,20 @@ fn a_replaced_thread_s_logged_decisions_still_replay() {
         "{report:?}"
     );
 }
+
+/// Issue 24, point 7: after a fork's first dispatch, deciding for the fork again (`baton
+/// explain --db --thread FORK`) decides a plain dispatch, as the next dispatch will: the fork's
+/// own provider thread, active since that dispatch, is resumed, not replaced.
+#[test]
+fn explaining_a_fork_after_its_first_dispatch_decides_a_plain_dispatch() {
+    let mut db = Db::new();
+    let p = policy::load("default").unwrap();
+    fork_with_a_run(&mut db, &p);
+    let engine = baton::Engine::new("default").unwrap();
+    let d = db
+        .store
+        .decide(&engine, "f", Some("codex"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.strategy.as_str(), "no_handoff", "{:?}", d.decided_by);
+}

@@ -139,6 +139,7 @@ fn outgoing(o: &baton::Outcome) -> Vec<(&'static str, String)> {
             serde_json::to_string(&r.provenance).unwrap(),
         ));
         out.extend(r.inline_fallback.clone().map(|f| ("inline_fallback", f)));
+        out.extend(r.transcript.clone().map(|t| ("transcript.md", t)));
     }
     if let Some(s) = &o.summary {
         // The external summarizer's input carries the selection as serialised here.
@@ -576,4 +577,76 @@ fn redact_blocks_add_up_along_extends() {
         "{doc}"
     );
     assert!(doc.contains("[REDACTED:aws-access-key-id#1]"), "{doc}");
+}
+
+/// The transcript beside an off-band document (docs/rendering.md#what-the-budget-leaves-out)
+/// is redacted like the document and with its numbers: a secret in an item the budget leaves
+/// out is in the transcript only as `[REDACTED:RULE#N]`, with the N the document gives it.
+#[test]
+fn the_transcript_is_redacted_with_the_documents_numbers() {
+    use baton::quality::long::{generate, Handover};
+    use baton::state::Item;
+    let rule = "aws-access-key-id";
+    let samples = samples();
+    let positives = &samples.iter().find(|r| r.rule == rule).unwrap().positive;
+    let (first, second) = (&positives[0], &positives[1]);
+    assert_ne!(first.secret, second.secret);
+    let mut s = generate(400, Handover::Fresh).unwrap();
+    // The title is redacted first: its secret is #1.
+    s.thread.title = Some(format!("Rotate {}", first.text.replace('\n', " ")));
+    // The second secret in the oldest run, which the budget leaves out, and in the newest
+    // request, which the document shows whole: #2 in both.
+    let (at, command) = (s.runs[0].items.iter_mut().enumerate())
+        .find(|(_, i)| matches!(i, Item::Command { .. }))
+        .unwrap();
+    let Item::Command { output, .. } = command else {
+        unreachable!()
+    };
+    *output = Some(format!("Found this in the logs: {}", second.text));
+    let old_id = format!("r1.{}", at + 1);
+    let newest = s.runs.last_mut().unwrap();
+    let Some(Item::UserMessage { text, .. }) = newest
+        .items
+        .iter_mut()
+        .find(|i| matches!(i, Item::UserMessage { .. }))
+    else {
+        panic!("every generated run starts with a request")
+    };
+    text.push_str(&format!(" Also rotate {}", second.text));
+    let tmp = tempfile::TempDir::new().unwrap();
+    let eval = baton::eval::EvalOptions {
+        target: Some("claude".into()),
+        document_root: Some(tmp.path().join("docs")),
+    };
+    let policy = baton::policy::load("default").unwrap();
+    let o = baton::pipeline::run(&policy, &s, &eval, &Default::default()).unwrap();
+    let r = o.rendered.as_ref().expect("a handoff");
+    let marker = format!("[REDACTED:{rule}#2]");
+    assert!(r.document.contains(&marker), "{}", r.document);
+    // The budget left the planted item out: the transcript carries it, redacted.
+    assert!(
+        r.provenance
+            .omitted
+            .iter()
+            .any(|o| o.id == old_id && o.reason.starts_with("dropped to fit the budget")),
+        "{old_id} is not left out by the budget"
+    );
+    let transcript = r.transcript.as_deref().expect("a transcript");
+    let at = transcript
+        .find(&format!("\n## {old_id} ("))
+        .expect("the planted item is in the transcript");
+    let section = &transcript[at..];
+    let section = &section[..section[1..].find("\n## ").map_or(section.len(), |e| e + 1)];
+    assert!(section.contains("Found this in the logs"), "{section}");
+    assert!(section.contains(&marker), "{section}");
+    for (what, text) in outgoing(&o) {
+        assert!(
+            !text.contains(&first.secret),
+            "the first secret reached the {what}"
+        );
+        assert!(
+            !text.contains(&second.secret),
+            "the second secret reached the {what}"
+        );
+    }
 }

@@ -798,7 +798,7 @@ fn an_unsupported_target_starts_no_run_but_logs_the_decision() {
     assert_eq!(o.status.code(), Some(1));
     // One message, no "started run" line before it; the command it suggests can be pasted.
     let message = format!(
-        "error: no run started: the policy decided `unsupported` for run 3 on legacybot (the provider cannot take handoff context, default.policy:36:3); nothing was recorded but the decision log. Dispatch to another provider: `baton dispatch --db {} --thread th_unsupported --target PROVIDER`\n",
+        "error: no run started: the policy decided `unsupported` for run 3 on legacybot (the provider cannot take handoff context, default.policy:41:3); nothing was recorded but the decision log. Dispatch to another provider: `baton dispatch --db {} --thread th_unsupported --target PROVIDER`\n",
         db.db.display()
     );
     assert_eq!(String::from_utf8_lossy(&o.stderr), message);

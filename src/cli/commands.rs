@@ -266,11 +266,14 @@ pub(crate) fn render(a: RenderArgs) -> u8 {
         }
         Some(dir) => {
             let json = serde_json::to_string_pretty(&r.provenance).unwrap_or_default() + "\n";
-            let files: [(&str, &str); 3] = [
+            let mut files: Vec<(&str, &str)> = vec![
                 ("handoff.md", &r.document),
                 ("inline.md", &r.inline),
                 ("handoff.json", &json),
             ];
+            if let Some(t) = &r.transcript {
+                files.push((crate::render::receipt::TRANSCRIPT_FILE, t));
+            }
             if let Err(e) = std::fs::create_dir_all(dir) {
                 eprintln!(
                     "{}: error: cannot create output directory: {}",

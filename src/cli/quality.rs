@@ -20,6 +20,11 @@ pub struct QualityArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also measure generated long threads of these sizes (runs, comma-separated), both
+    /// handed to a provider without a thread and back to one with its own thread, and gate on
+    /// them (docs/cli.md#baton-quality).
+    #[arg(long, value_name = "RUNS", value_delimiter = ',')]
+    pub long_threads: Vec<u32>,
 }
 
 pub(crate) fn quality(a: QualityArgs) -> u8 {
@@ -40,11 +45,28 @@ pub(crate) fn quality(a: QualityArgs) -> u8 {
             return FAIL;
         }
     };
+    let long = match crate::quality::long::measure_sizes(&policy, &a.long_threads) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("long threads: {e}");
+            return FAIL;
+        }
+    };
+    let long_pass = long
+        .iter()
+        .all(|f| crate::quality::long::failures(f).is_empty());
     if a.json {
+        let mut v = serde_json::to_value(&report).unwrap_or_default();
+        if let Some(o) = v.as_object_mut().filter(|_| !long.is_empty()) {
+            o.insert(
+                "long_threads".into(),
+                serde_json::to_value(&long).unwrap_or_default(),
+            );
+            o.insert("long_threads_pass".into(), long_pass.into());
+        }
         outln!(
             "{}",
-            serde_json::to_string_pretty(&report)
-                .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+            serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
         );
     } else {
         for d in &report.documents {
@@ -53,8 +75,21 @@ pub(crate) fn quality(a: QualityArgs) -> u8 {
         for line in summary(&report) {
             outln!("{line}");
         }
+        for f in &long {
+            outln!("{}", long_line(f));
+        }
+        if !long.is_empty() {
+            outln!(
+                "{}",
+                if long_pass {
+                    "long threads: PASS"
+                } else {
+                    "long threads: FAIL: every file named, the newest 10 requests whole, every decision of the newest 100 runs, every open problem, the budget kept, the oldest shed first, no cut under the limit, the transcript complete"
+                }
+            );
+        }
     }
-    if report.pass {
+    if report.pass && long_pass {
         code
     } else {
         FAIL
@@ -130,6 +165,39 @@ fn per_100k(n: usize, of: usize) -> f64 {
         // Counts far below 2^52: exact in f64.
         (n as f64) * 100_000.0 / (of as f64)
     }
+}
+
+fn long_line(f: &crate::quality::long::LongFigures) -> String {
+    let failures = crate::quality::long::failures(f);
+    let transcript = match f.transcript_complete {
+        Some(true) => "complete",
+        Some(false) => "INCOMPLETE",
+        None => "-",
+    };
+    format!(
+        "long thread {} runs -> {}: {} {}; {} of {} chars; files {}/{}; newest requests {}/{}; decisions {}/{}; open {}/{}; requests shown {}/{}; transcript {transcript}; {}",
+        f.runs,
+        f.target,
+        f.strategy,
+        f.delivery,
+        f.document_chars,
+        f.limit,
+        f.files.0,
+        f.files.1,
+        f.newest_requests.0,
+        f.newest_requests.1,
+        f.decisions.0,
+        f.decisions.1,
+        f.open.0,
+        f.open.1,
+        f.requests.0,
+        f.requests.1,
+        if failures.is_empty() {
+            "ok".to_string()
+        } else {
+            format!("FAIL ({})", failures.join("; "))
+        }
+    )
 }
 
 fn summary(report: &QualityReport) -> Vec<String> {

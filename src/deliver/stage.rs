@@ -15,6 +15,7 @@ use super::pregrant::{issue, Grant, GrantStore};
 use super::DeliveryError;
 use crate::decision::DeliveryMode;
 use crate::outcome::Outcome;
+use crate::render::receipt::TRANSCRIPT_FILE;
 
 /// File name of the first-turn prompt written next to the document.
 pub const INLINE_FILE: &str = "inline.md";
@@ -28,6 +29,9 @@ pub struct Delivered {
     pub document_path: Option<PathBuf>,
     /// The pre-grant issued for the document, if the decision asked for one.
     pub grant: Option<Grant>,
+    /// The same pre-grant for the transcript written beside the document, if one was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript_grant: Option<Grant>,
     /// Why an off-band delivery fell back to inline (the error's message), if it did.
     pub fallback_reason: Option<String>,
 }
@@ -61,6 +65,7 @@ pub fn deliver(
             Delivered {
                 document_path: None,
                 grant: None,
+                transcript_grant: None,
                 fallback_reason: Some(reason),
             }
         }
@@ -88,11 +93,15 @@ fn write_and_grant(
     let provenance = serde_json::to_string_pretty(&rendered.provenance)
         .map_err(|e| DeliveryError::Store(format!("cannot encode provenance: {e}")))?
         + "\n";
-    let files: [(&str, &[u8]); 3] = [
+    let mut files: Vec<(&str, &[u8])> = vec![
         (super::DOCUMENT_FILE, rendered.document.as_bytes()),
         (INLINE_FILE, rendered.inline.as_bytes()),
         (PROVENANCE_FILE, provenance.as_bytes()),
     ];
+    // What the budget left out or shortened, whole, beside the document.
+    if let Some(t) = &rendered.transcript {
+        files.push((TRANSCRIPT_FILE, t.as_bytes()));
+    }
     let path = offband.write(thread_id, handoff_id, &files)?;
     // The first-turn prompt was rendered with the decision's path; the child must be told
     // the very path the pre-grant allows, never one the check would deny.
@@ -118,10 +127,23 @@ fn write_and_grant(
         )?),
         None => None,
     };
+    // The pre-grant covers the transcript too, for the same first turn and as many uses.
+    let transcript_grant = match (&decision.pregrant, &rendered.transcript) {
+        (Some(p), Some(_)) => Some(issue(
+            grants,
+            thread_id,
+            decision.run,
+            &p.tool,
+            &path.with_file_name(TRANSCRIPT_FILE),
+            p.uses,
+        )?),
+        _ => None,
+    };
     record_path(outcome, &path, grant.as_ref());
     Ok(Delivered {
         document_path: Some(path),
         grant,
+        transcript_grant,
         fallback_reason: None,
     })
 }

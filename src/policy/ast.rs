@@ -143,6 +143,8 @@ pub enum DegradeDecl {
     Tail(Spanned<String>, i64),
     Paths(Spanned<String>),
     Shorten(i64),
+    /// `drop_output KIND`, `first_line KIND`, `group KIND`, `count KIND`: the verb and the kind.
+    Kinded(String, Spanned<String>),
 }
 
 #[derive(Debug, Clone)]

@@ -224,6 +224,15 @@ pub enum DegradeStep {
     DropOldestRuns,
     /// Cut every text to `head_tail N`.
     Shorten(usize),
+    /// Leave out the outputs of a kind's successful items (a command that exited 0, a tool
+    /// call that completed), keeping the command line.
+    DropOutput(String),
+    /// Cut a kind's texts to their first line.
+    FirstLine(String),
+    /// Group a kind (`file_change`) by directory, every file's name kept.
+    Group(String),
+    /// Leave out a kind's items and say how many there were (files: per directory).
+    Count(String),
 }
 
 impl DegradeStep {
@@ -235,17 +244,45 @@ impl DegradeStep {
             DegradeStep::Paths(k) => format!("paths {k}"),
             DegradeStep::DropOldestRuns => "drop_oldest_runs".into(),
             DegradeStep::Shorten(n) => format!("shorten {n}"),
+            DegradeStep::DropOutput(k) => format!("drop_output {k}"),
+            DegradeStep::FirstLine(k) => format!("first_line {k}"),
+            DegradeStep::Group(k) => format!("group {k}"),
+            DegradeStep::Count(k) => format!("count {k}"),
+        }
+    }
+
+    /// The kind the step is about, if it is about one kind.
+    pub fn kind(&self) -> Option<&str> {
+        match self {
+            DegradeStep::Drop(k)
+            | DegradeStep::Tail(k, _)
+            | DegradeStep::Paths(k)
+            | DegradeStep::DropOutput(k)
+            | DegradeStep::FirstLine(k)
+            | DegradeStep::Group(k)
+            | DegradeStep::Count(k) => Some(k),
+            DegradeStep::DropOldestRuns | DegradeStep::Shorten(_) => None,
         }
     }
 
     /// The order used when a policy names none.
+    /// Successful outputs go first, the user's words and the compaction summary last; each
+    /// step reaches only the oldest runs it needs to.
     pub fn default_order() -> Vec<DegradeStep> {
         vec![
             DegradeStep::Drop("narration".into()),
+            DegradeStep::DropOutput("command".into()),
+            DegradeStep::DropOutput("tool_call".into()),
             DegradeStep::Tail("tool_call".into(), 400),
             DegradeStep::Tail("command".into(), 400),
             DegradeStep::Paths("file_change".into()),
+            DegradeStep::FirstLine("decision".into()),
+            DegradeStep::FirstLine("assistant_message".into()),
+            DegradeStep::FirstLine("user_message".into()),
+            DegradeStep::Group("file_change".into()),
             DegradeStep::DropOldestRuns,
+            DegradeStep::Count("user_message".into()),
+            DegradeStep::Count("file_change".into()),
             DegradeStep::Shorten(300),
         ]
     }

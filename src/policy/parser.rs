@@ -181,7 +181,7 @@ fn rule_name(r: &Rule) -> String {
         Rule::cut_strict => "`strict`".into(),
         Rule::document_budget => "`document max`".into(),
         Rule::degrade_rule => "`degrade`".into(),
-        Rule::degrade_oldest | Rule::degrade_drop | Rule::degrade_tail | Rule::degrade_paths | Rule::degrade_shorten => "a degradation step (`drop KIND`, `tail KIND N`, `paths KIND`, `drop_oldest_runs`, `shorten N`)".into(),
+        Rule::degrade_oldest | Rule::degrade_drop | Rule::degrade_tail | Rule::degrade_paths | Rule::degrade_shorten | Rule::degrade_kinded | Rule::degrade_verb => "a degradation step (`drop KIND`, `tail KIND N`, `paths KIND`, `drop_oldest_runs`, `shorten N`, `drop_output KIND`, `first_line KIND`, `group KIND`, `count KIND`)".into(),
         Rule::budget_rule => "`budget`".into(),
         Rule::source_rule => "`source`".into(),
         Rule::delivery_rule => "`off_band` or `inline`".into(),
@@ -247,6 +247,7 @@ fn rule_words(r: &Rule) -> &'static [&'static str] {
         Rule::degrade_tail | Rule::kw_tail => &["tail"],
         Rule::degrade_paths | Rule::kw_paths => &["paths"],
         Rule::degrade_shorten | Rule::kw_shorten => &["shorten"],
+        Rule::degrade_kinded | Rule::degrade_verb => &["drop_output", "first_line", "group", "count"],
         Rule::budget_order => &["newest_first", "oldest_first"],
         Rule::kw_and => &["and"],
         Rule::kw_or => &["or"],
@@ -841,6 +842,13 @@ impl<'a> Builder<'a> {
                         Rule::degrade_shorten => {
                             it.next().map(|n| DegradeDecl::Shorten(self.int(n)))
                         }
+                        Rule::degrade_kinded => match (it.next(), it.next()) {
+                            (Some(v), Some(k)) => Some(DegradeDecl::Kinded(
+                                v.as_str().to_string(),
+                                self.spanned_str(k),
+                            )),
+                            _ => None,
+                        },
                         _ => None,
                     };
                     if let Some(node) = node {

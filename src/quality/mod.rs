@@ -22,6 +22,7 @@
 //! "The text" is what the target reads: the first-turn message and, off-band, the document.
 //! Whitespace runs count as one space in every comparison.
 
+pub mod long;
 pub mod sessions;
 
 use crate::facts::{item_contexts, ItemCtx};
@@ -337,7 +338,7 @@ fn measure_one(policy: &Policy, state: &State, name: &str, target: &str) -> DocR
 }
 
 /// `text` with every whitespace run as one space, trimmed.
-fn collapse(text: &str) -> String {
+pub(crate) fn collapse(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -361,7 +362,7 @@ fn changed_files(state: &State, items: &[ItemCtx<'_>], read: &str) -> Recall {
     r
 }
 
-fn open_problems(items: &[ItemCtx<'_>], read: &str) -> Recall {
+pub(crate) fn open_problems(items: &[ItemCtx<'_>], read: &str) -> Recall {
     let mut r = Recall::default();
     for ctx in items.iter().filter(|c| c.is_open()) {
         let present = match ctx.item {

@@ -13,6 +13,7 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub mod receipt;
 mod templates;
 pub use templates::TemplateSet;
 
@@ -107,6 +108,11 @@ pub struct Rendered {
     /// document).
     #[serde(skip)]
     pub inline_fallback: Option<String>,
+    /// For an off-band handoff whose budget left items out or cut them: the transcript
+    /// carrying each of them whole (written beside the document as `transcript.md`; its
+    /// path is `provenance.transcript`). Never serialised here.
+    #[serde(skip)]
+    pub transcript: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -138,6 +144,9 @@ pub struct Provenance {
     /// What secret redaction replaced, per rule (counts and item ids; docs/redaction.md).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub redactions: Vec<crate::redact::RedactionReport>,
+    /// The transcript written beside the document (docs/rendering.md#what-the-budget-leaves-out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -437,7 +446,24 @@ pub fn render(
     } else {
         minijinja::Value::UNDEFINED
     };
+    // The budget's receipt: per kind, what was left out or cut, and where to read it.
+    let receipt = receipt::receipt(summary);
+    let transcript_path = document_path.as_deref().map(receipt::transcript_path);
+    let receipt_where = receipt::where_to_read(transcript_path.as_deref());
+    let (left_out, cut) = receipt.iter().fold((0usize, 0usize), |(l, c), r| {
+        (l.saturating_add(r.left_out.len()), c.saturating_add(r.cut.len()))
+    });
+    let must_keep_cut: Vec<&str> = (summary.sections.iter())
+        .flat_map(|s| &s.entries)
+        .filter(|e| e.must_keep && (e.truncated || e.degraded))
+        .map(|e| e.id.as_str())
+        .collect();
     let ctx = context! {
+        budget_receipt => (!receipt.is_empty()).then(|| receipt::receipt_markdown(&receipt)),
+        budget_summary => receipt::summary_sentence(left_out, cut),
+        budget_where => receipt_where,
+        must_keep_whole => must_keep_cut.is_empty(),
+        must_keep_cut => must_keep_cut.join(", "),
         policy => context! { name => policy.name.clone(), sha256 => policy.sha256.clone() },
         thread => context! { id => crate::select::one_line(&state.thread.id), title => title, parent => parent },
         from_provider => from_provider,
@@ -553,6 +579,7 @@ pub fn render(
         },
         budget: None,
         redactions: summary.redaction.report.clone(),
+        transcript: None,
     };
     Ok(Rendered {
         document,
@@ -561,5 +588,6 @@ pub fn render(
         document_path,
         inline_note,
         inline_fallback,
+        transcript: None,
     })
 }

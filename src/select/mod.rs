@@ -5,6 +5,7 @@
 //! never included, whatever the policy says (the checker also rejects `include reasoning`).
 
 mod files;
+pub mod ladder;
 mod problems;
 mod text;
 
@@ -34,6 +35,10 @@ pub struct Entry {
     pub text: String,
     /// The budget cut this entry short.
     pub truncated: bool,
+    /// A degradation step shortened this entry (its whole text is in the transcript of an
+    /// off-band handoff).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub degraded: bool,
     /// What the next provider must act on (never cut by a text rule, never dropped to fit a
     /// budget): the latest user message, an open question or approval, the last failing
     /// command.
@@ -162,6 +167,8 @@ struct Candidate<'s> {
     /// Characters the entry costs the budget beyond its text: 2 for a transcript block (the
     /// blank line that joins it to the next), else 0.
     sep: usize,
+    /// A degradation step changed its text.
+    degraded: bool,
 }
 
 /// Changes a budget's degradation steps make to selection (docs/rendering.md#budgets). The
@@ -180,20 +187,57 @@ pub struct Degrade {
     pub shorten: Option<usize>,
     /// Only must-keep items stay (the last resort).
     pub must_keep_only: bool,
+    /// Steps that reach only the oldest runs: a step's label (`tail command 400`) and the
+    /// first run it leaves alone. A step not listed reaches every run.
+    pub reach: Vec<(String, u32)>,
+    /// Kinds whose successful outputs are left out (`degrade drop_output KIND`).
+    pub drop_output: Vec<String>,
+    /// Kinds whose texts are cut to their first line (`degrade first_line KIND`).
+    pub first_line: Vec<String>,
+    /// Kinds counted instead of shown (`degrade count KIND`).
+    pub count: Vec<String>,
+    /// Kinds grouped by directory (`degrade group file_change`).
+    pub group: Vec<String>,
+    /// Ids no step leaves out (they may still be cut): what the delta a full handoff replaces
+    /// would have carried (docs/rendering.md#budgets).
+    pub keep: std::collections::BTreeSet<String>,
+    /// Where the items the budget leaves out or cuts can be read whole (the transcript's
+    /// path), named by count lines; `None`: they are not sent.
+    pub transcript: Option<String>,
 }
 
 impl Degrade {
+    /// Whether the step labelled `label` reaches `run`.
+    pub fn reaches(&self, label: &str, run: u32) -> bool {
+        (self.reach.iter().rev())
+            .find(|(l, _)| l == label)
+            .is_none_or(|(_, before)| run < *before)
+    }
+
+    /// Whether the step `VERB KIND` of `list` applies to an item of `kind` in `run`.
+    fn applies(&self, list: &[String], verb: &str, kind: &str, run: u32) -> bool {
+        list.iter().any(|k| k == kind) && self.reaches(&format!("{verb} {kind}"), run)
+    }
+
     /// Why an item that is not must-keep is left out under these changes, if it is.
     fn drops(&self, kind: &str, run: u32) -> Option<String> {
         if self.must_keep_only {
             return Some("dropped to fit the budget: must-keep items only".into());
         }
-        if self.drop_kinds.iter().any(|k| k == kind) {
+        if self.applies(&self.drop_kinds, "drop", kind, run) {
             return Some(format!("dropped to fit the budget: drop {kind}"));
         }
-        // Dropping old runs keeps what the user asked for in them and the files they
-        // changed (listed as paths by then): the thread's goal and its file list survive.
-        let spared = matches!(kind, "user_message" | "file_change");
+        // Files are counted per directory where they are grouped (`ladder::group_files`).
+        if kind != "file_change" && self.applies(&self.count, "count", kind, run) {
+            return Some(format!("dropped to fit the budget: count {kind}"));
+        }
+        // Dropping old runs keeps what the user asked for in them, the files they changed
+        // (listed as paths by then), the compaction summary and the fork anchor: the thread's
+        // goal, its story and its file list survive.
+        let spared = matches!(
+            kind,
+            "user_message" | "file_change" | "compact_summary" | "fork_anchor"
+        );
         match self.drop_runs_before {
             Some(b) if run < b && !spared => {
                 Some("dropped to fit the budget: drop_oldest_runs".into())
@@ -202,12 +246,15 @@ impl Degrade {
         }
     }
 
-    /// The cut these changes impose on a kind's texts, if any.
-    fn cut(&self, kind: &str) -> Option<Cut> {
+    /// The cut these changes impose on a kind's texts in `run`, if any.
+    fn cut(&self, kind: &str, run: u32) -> Option<Cut> {
         let tail = (self.tail.iter().rev())
-            .find(|(k, _)| k == kind)
+            .find(|(k, n)| k == kind && self.reaches(&format!("tail {k} {n}"), run))
             .map(|(_, n)| Cut::Tail(*n));
-        let short = self.shorten.map(Cut::HeadTail);
+        let short = self
+            .shorten
+            .filter(|n| self.reaches(&format!("shorten {n}"), run))
+            .map(Cut::HeadTail);
         match (tail, short) {
             (Some(a), Some(b)) => Some(a.tighter(b)),
             (a, b) => a.or(b),
@@ -240,6 +287,29 @@ fn must_keep_ids(items: &[ItemCtx<'_>]) -> Vec<String> {
             }) => ids.push(c.id.clone()),
             _ => {}
         }
+    }
+    ids
+}
+
+/// Ids of the items no degradation step but the last resort reaches: the newest
+/// [`ladder::NEWEST_REQUESTS`] user messages and the decisions of the newest
+/// [`ladder::NEWEST_DECISION_RUNS`] runs (through `newest`).
+fn protected_ids(items: &[ItemCtx<'_>], newest: Option<u32>) -> std::collections::HashSet<String> {
+    let mut ids: std::collections::HashSet<String> = items
+        .iter()
+        .rev()
+        .filter(|c| matches!(c.item, Some(Item::UserMessage { .. })))
+        .take(ladder::NEWEST_REQUESTS)
+        .map(|c| c.id.clone())
+        .collect();
+    if let Some(newest) = newest {
+        let from = newest.saturating_sub(ladder::NEWEST_DECISION_RUNS.saturating_sub(1));
+        ids.extend(
+            items
+                .iter()
+                .filter(|c| c.run >= from && matches!(c.item, Some(Item::Decision { .. })))
+                .map(|c| c.id.clone()),
+        );
     }
     ids
 }
@@ -386,6 +456,9 @@ struct Take<'p, 's> {
     ctx: ItemCtx<'s>,
     inc: &'p CInclude,
     must_keep: bool,
+    /// Out of every degradation step's reach but the last resort's (`ladder`): one of the
+    /// newest user messages, a decision of the newest runs.
+    protected: bool,
     section: usize,
     /// The text rule's cut and whether it is strict.
     cut: Option<Cut>,
@@ -438,6 +511,7 @@ fn prepare_runs<'p, 's>(
     }
     items.extend(item_contexts(state, runs));
     let must_keep = must_keep_ids(&items);
+    let protected = protected_ids(&items, runs.last().copied());
 
     let mut omitted = Vec::new();
     // Nothing derived from a rolled-back run is handed over: a compaction summary or a prior
@@ -475,6 +549,7 @@ fn prepare_runs<'p, 's>(
             Some(Taken::Exclude(ex)) => picks.push(Pick::Omit(ctx, ex.reason.clone())),
             Some(Taken::Include(inc)) => {
                 let keep = must_keep.contains(&ctx.id);
+                let protected = protected.contains(&ctx.id);
                 let (cut, strict) = text_cut(rules, ctx.kind, &inc.section);
                 let red = &mut redaction.context;
                 let text = take_text(
@@ -493,6 +568,7 @@ fn prepare_runs<'p, 's>(
                     ctx,
                     inc,
                     must_keep: keep,
+                    protected,
                     section,
                     cut,
                     strict,
@@ -524,12 +600,96 @@ fn take_text(
     note: Option<&str>,
     red: &mut crate::redact::Context,
 ) -> String {
+    let t = Texts {
+        cut,
+        whole,
+        first_line: false,
+        no_output: false,
+    };
+    take_text_with(state, ctx, form, &t, note, red)
+}
+
+fn take_text_with(
+    state: &State,
+    ctx: &ItemCtx,
+    form: Form,
+    t: &Texts,
+    note: Option<&str>,
+    red: &mut crate::redact::Context,
+) -> String {
     let aggregated = matches!(ctx.item, Some(Item::FileChange { .. })) && form != Form::Line;
     if aggregated {
         String::new()
     } else {
-        entry_text(state, ctx, form, &Texts { cut, whole }, note, red)
+        entry_text(state, ctx, form, t, note, red)
     }
+}
+
+/// The whole texts of the items of `runs` (and the compaction summary, fork anchor and
+/// workspace note) whose ids are in `wanted`, in run order: `(id, kind, run, text)`. One text
+/// path with the document (`whole_text`, through `entry_text`), so the same safety rules
+/// apply: every text is redacted in `red`, which must be a clone of the context of the
+/// `Summary` the document was built from (`Summary::redaction`), so that a secret keeps the
+/// number the document gave it. Check [`crate::redact::Context::failure`] after: a text that
+/// could not be redacted is replaced by a notice.
+pub fn whole_texts(
+    state: &State,
+    runs: &[u32],
+    wanted: &std::collections::HashSet<&str>,
+    note: Option<&str>,
+    red: &mut crate::redact::Context,
+) -> Vec<(String, &'static str, u32, String)> {
+    let mut items: Vec<ItemCtx> = Vec::new();
+    if wanted.contains("fork_anchor") {
+        if let Some(a) = &state.request.fork_anchor {
+            let run = state.thread.parent.as_ref().map_or(0, |p| p.run);
+            items.push(synthetic_item("fork_anchor", "fork_anchor".into(), run, count_i64(&a.text)));
+        }
+    }
+    if wanted.contains("compact_summary") {
+        if let Some(cs) = state.thread.compact_summary.as_deref() {
+            let run = state.thread.compact_summary_through.unwrap_or(0);
+            items.push(synthetic_item("compact_summary", "compact_summary".into(), run, count_i64(cs)));
+        }
+    }
+    if wanted.contains("workspace") {
+        if let Some(n) = note {
+            let run = runs.last().copied().unwrap_or(0);
+            items.push(synthetic_item("workspace", "workspace".into(), run, count_i64(n)));
+        }
+    }
+    items.extend(item_contexts(state, runs).into_iter().filter(|c| wanted.contains(c.id.as_str())));
+    items
+        .into_iter()
+        .map(|c| {
+            let text = whole_text(state, &c, Form::Full, note, red);
+            (c.id.clone(), c.kind, c.run, text)
+        })
+        .collect()
+}
+
+/// The whole text of an item as the document would show it in `form` with no text rule and
+/// no degradation, redacted in `red`: what the transcript carries for an item the budget left
+/// out or cut.
+pub(crate) fn whole_text(
+    state: &State,
+    ctx: &ItemCtx,
+    form: Form,
+    note: Option<&str>,
+    red: &mut crate::redact::Context,
+) -> String {
+    let form = if matches!(ctx.item, Some(Item::FileChange { .. })) {
+        Form::PathOnly
+    } else {
+        form
+    };
+    let t = Texts {
+        cut: Some(Cut::Whole),
+        whole: true,
+        first_line: false,
+        no_output: false,
+    };
+    entry_text(state, ctx, form, &t, note, red)
 }
 
 impl Prepared<'_, '_> {
@@ -544,7 +704,7 @@ impl Prepared<'_, '_> {
     pub fn touches(&self, kind: &str) -> bool {
         self.picks
             .iter()
-            .any(|p| matches!(p, Pick::Take(t) if !t.must_keep && t.ctx.kind == kind))
+            .any(|p| matches!(p, Pick::Take(t) if !t.must_keep && !t.protected && t.ctx.kind == kind))
     }
 
     /// [`Prepared::summary`], consuming the prepared selection.
@@ -566,6 +726,8 @@ impl Prepared<'_, '_> {
             })
         };
         let mut chosen: Vec<Candidate> = Vec::with_capacity(picks.len());
+        // (kind, section, run) of every item a `count KIND` step left out.
+        let mut counted: Vec<(&'static str, usize, u32)> = Vec::new();
         for pick in picks {
             let t = match pick {
                 Pick::Omit(ctx, reason) => {
@@ -575,37 +737,59 @@ impl Prepared<'_, '_> {
                 Pick::Take(t) => t,
             };
             let keep = t.must_keep;
-            if !keep {
+            // Must-keep items are out of every step's reach; protected ones out of every
+            // step's but the last resort's.
+            let reachable = !keep && (!t.protected || degrade.must_keep_only);
+            if reachable && !degrade.keep.contains(&t.ctx.id) {
                 if let Some(reason) = degrade.drops(t.ctx.kind, t.ctx.run) {
+                    if reason.ends_with(&format!("count {}", t.ctx.kind)) {
+                        counted.push((t.ctx.kind, t.section, t.ctx.run));
+                    }
                     omit(&mut omitted, t.ctx, reason);
                     continue;
                 }
             }
+            let (kind, run) = (t.ctx.kind, t.ctx.run);
             let mut cut = t.cut;
             let mut changed = false;
-            if !keep {
-                if let Some(d) = degrade.cut(t.ctx.kind) {
+            if reachable {
+                if let Some(d) = degrade.cut(kind, run) {
                     cut = cut.map_or(Some(d), |c| Some(c.tighter(d)));
                     changed = true;
                 }
             }
-            let form = if !keep && degrade.paths.iter().any(|k| k == t.ctx.kind) {
+            let form = if reachable && degrade.applies(&degrade.paths, "paths", kind, run) {
                 changed = true;
                 Form::PathOnly
             } else {
                 t.inc.form
             };
-            let text = if changed {
-                take_text(
+            let first_line =
+                reachable && degrade.applies(&degrade.first_line, "first_line", kind, run);
+            let no_output = reachable
+                && degrade.applies(&degrade.drop_output, "drop_output", kind, run)
+                && succeeded(t.ctx.item);
+            changed |= first_line || no_output;
+            let (text, changed) = if changed {
+                let texts = Texts {
+                    cut,
+                    whole: keep && !t.strict,
+                    first_line,
+                    no_output,
+                };
+                let text = take_text_with(
                     state,
                     &t.ctx,
                     form,
-                    (cut, keep && !t.strict),
+                    &texts,
                     note.as_deref(),
                     &mut redaction.context,
-                )
+                );
+                // A file change's text is its aggregate, built below: a new form changes it.
+                let changed = text != t.text || form != t.inc.form;
+                (text, changed)
             } else {
-                t.text
+                (t.text, false)
             };
             let label = role_label(&t.ctx, form);
             let sep = if form == Form::Transcript { 2 } else { 0 };
@@ -618,9 +802,32 @@ impl Prepared<'_, '_> {
                 must_keep: keep,
                 label,
                 sep,
+                degraded: changed,
             });
         }
     files::aggregate(&mut chosen, state.thread.workspace.as_deref(), &mut redaction.context);
+    if degrade.group.iter().any(|k| k == "file_change") && !degrade.must_keep_only {
+        let counting = degrade.count.iter().any(|k| k == "file_change");
+        let before = counting.then(|| {
+            (degrade.reach.iter().rev())
+                .find(|(l, _)| l == "count file_change")
+                .map_or(u32::MAX, |(_, b)| *b)
+        });
+        let counted = ladder::group_files(
+            &mut chosen,
+            state.thread.workspace.as_deref(),
+            before,
+            &degrade.keep,
+            &mut redaction.context,
+        );
+        for id in counted {
+            omitted.push(Omitted {
+                id,
+                kind: "file_change",
+                reason: "dropped to fit the budget: count file_change".into(),
+            });
+        }
+    }
 
     // The fork anchor's body appears once: a message that only repeats it is left out when the
     // anchor itself is included.
@@ -734,6 +941,7 @@ impl Prepared<'_, '_> {
     let included: Vec<String> = chosen
         .iter()
         .flat_map(|c| std::iter::once(c.ctx.id.clone()).chain(c.merged.iter().cloned()))
+        .filter(|id| !id.starts_with("count:"))
         .collect();
     let mut buckets: Vec<Vec<Entry>> = vec![Vec::new(); order.len().saturating_add(1)];
     let mut chars = 0usize;
@@ -746,6 +954,7 @@ impl Prepared<'_, '_> {
                 run: c.ctx.run,
                 text: c.text,
                 truncated,
+                degraded: c.degraded,
                 must_keep: c.must_keep,
             });
         }
@@ -757,6 +966,27 @@ impl Prepared<'_, '_> {
         .and_then(|i| buckets.get_mut(i))
     {
         open.reverse();
+    }
+    // Items a `count KIND` step left out: one line per kind at the head of its section.
+    let mut kinds: Vec<(&'static str, usize)> = Vec::new();
+    for (kind, section, _) in &counted {
+        if !kinds.contains(&(*kind, *section)) {
+            kinds.push((*kind, *section));
+        }
+    }
+    for (kind, section) in kinds {
+        let runs: Vec<u32> = (counted.iter())
+            .filter(|(k, s, _)| *k == kind && *s == section)
+            .map(|(_, _, r)| *r)
+            .collect();
+        let (Some(from), Some(to)) = (runs.iter().min(), runs.iter().max()) else {
+            continue;
+        };
+        if let Some(bucket) = buckets.get_mut(section) {
+            let transcript = degrade.transcript.as_deref();
+            let line = ladder::count_entry(kind, runs.len(), *from, *to, transcript);
+            bucket.insert(0, line);
+        }
     }
     let sections = order
         .iter()
@@ -912,6 +1142,10 @@ struct Texts {
     cut: Option<Cut>,
     /// A must-keep item: its own text is never cut.
     whole: bool,
+    /// Cut to its first line (`degrade first_line KIND`).
+    first_line: bool,
+    /// A successful command's or tool call's output is left out (`degrade drop_output KIND`).
+    no_output: bool,
 }
 
 impl Texts {
@@ -922,19 +1156,28 @@ impl Texts {
         }
     }
 
+    /// The text, to its first line when a step says so.
+    fn own<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        if self.first_line {
+            std::borrow::Cow::Owned(ladder::first_line(text))
+        } else {
+            std::borrow::Cow::Borrowed(text)
+        }
+    }
+
     /// The item's own text at the start of an entry (made safe as markdown prose).
     fn lead(&self, text: &str) -> String {
-        prose(&self.main_cut().apply(text), true)
+        prose(&self.main_cut().apply(&self.own(text)), true)
     }
 
     /// The item's own text after a label or other text.
     fn inner(&self, text: &str) -> String {
-        prose(&self.main_cut().apply(text), false)
+        prose(&self.main_cut().apply(&self.own(text)), false)
     }
 
     /// The item's own text on one line, after a label (`User: ...`).
     fn line(&self, text: &str) -> String {
-        escape_controls(&self.main_cut().apply_one_line(text))
+        escape_controls(&self.main_cut().apply_one_line(&self.own(text)))
     }
 
     /// An output or input: on the same line after `: ` when cut by the compact rule,
@@ -959,6 +1202,27 @@ impl Texts {
         let c = self.cut.unwrap_or(Cut::Compact(240));
         escape_controls(&c.apply_one_line(text))
     }
+}
+
+/// What stands for a successful output a step left out.
+fn output_left_out(output: &str) -> String {
+    let n = output.trim().lines().count();
+    let lines = if n == 1 { "line" } else { "lines" };
+    format!(" [output of {} {lines} left out]", thousands(n))
+}
+
+/// A command that exited 0 or a tool call that completed.
+fn succeeded(item: Option<&Item>) -> bool {
+    matches!(
+        item,
+        Some(Item::Command {
+            exit_code: Some(0),
+            ..
+        }) | Some(Item::ToolCall {
+            status: Some(crate::state::ToolStatus::Completed),
+            ..
+        })
+    )
 }
 
 fn count_i64(text: &str) -> i64 {
@@ -1183,7 +1447,11 @@ fn entry_text(
                 s.push_str(&format!(" (exit {c})"));
             }
             if let Some(o) = output.as_deref().filter(|o| !o.trim().is_empty()) {
-                s.push_str(&t.output(&red.text(id, o)));
+                if t.no_output {
+                    s.push_str(&output_left_out(o));
+                } else {
+                    s.push_str(&t.output(&red.text(id, o)));
+                }
             }
             s
         }
@@ -1205,7 +1473,11 @@ fn entry_text(
                 s.push_str(&format!(" ({})", st.as_str()));
             }
             if let Some(o) = output.as_deref().filter(|o| !o.trim().is_empty()) {
-                s.push_str(&t.output(&red.text(id, o)));
+                if t.no_output {
+                    s.push_str(&output_left_out(o));
+                } else {
+                    s.push_str(&t.output(&red.text(id, o)));
+                }
             }
             s
         }

@@ -255,6 +255,7 @@ impl super::Store {
         if let Some(provider) = provider {
             if let Some((mut state, history)) = cx.load_window(thread, &provider)? {
                 cx.fill_items(thread, history.base, &mut state.runs)?;
+                settle_request(&mut state);
                 if let Some(o) = crate::pipeline::explain_windowed(
                     engine.policy(),
                     &state,
@@ -266,7 +267,28 @@ impl super::Store {
                 }
             }
         }
-        let state = cx.load(thread)?;
+        let mut state = cx.load(thread)?;
+        settle_request(&mut state);
         Ok(engine.decide(&state, target))
+    }
+}
+
+/// A fork's stored request says `kind: fork` after its first dispatch too (the record of what
+/// that dispatch decided); deciding again, once no fork transfer to the thread is pending, is
+/// a plain dispatch, as `dispatch` itself decides it.
+pub(crate) fn settle_request(state: &mut crate::state::State) {
+    use crate::state::{RequestKind, TransferStatus, TransferType};
+    if state.request.kind != RequestKind::Fork {
+        return;
+    }
+    let id = state.thread.id.as_str();
+    let pending = state.transfers.iter().any(|t| {
+        t.kind == TransferType::Fork
+            && t.status == TransferStatus::Pending
+            && t.target_thread.as_deref() == Some(id)
+    });
+    if !pending {
+        state.request.kind = RequestKind::Dispatch;
+        state.request.fork_anchor = None;
     }
 }

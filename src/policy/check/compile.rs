@@ -243,6 +243,33 @@ pub(super) fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary
             DegradeDecl::Shorten(n) => Some(DegradeStep::Shorten(
                 usize::try_from(*n).unwrap_or(usize::MAX),
             )),
+            DegradeDecl::Kinded(verb, k) if verb == "group" && k.node != "file_change" => {
+                c.err(
+                    k.span,
+                    "only `file_change` items can be grouped by directory",
+                    Some("write `degrade group file_change`".into()),
+                );
+                None
+            }
+            DegradeDecl::Kinded(verb, k)
+                if verb == "drop_output" && !matches!(k.node.as_str(), "command" | "tool_call") =>
+            {
+                c.err(
+                    k.span,
+                    format!("`{}` items have no output to leave out", k.node),
+                    Some("write `degrade drop_output command` or `degrade drop_output tool_call`".into()),
+                );
+                None
+            }
+            DegradeDecl::Kinded(verb, k) => kind(c, k).then(|| {
+                let k = k.node.clone();
+                match verb.as_str() {
+                    "drop_output" => DegradeStep::DropOutput(k),
+                    "first_line" => DegradeStep::FirstLine(k),
+                    "group" => DegradeStep::Group(k),
+                    _ => DegradeStep::Count(k),
+                }
+            }),
         };
         degrade.extend(step);
     }

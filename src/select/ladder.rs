@@ -1,0 +1,219 @@
+//! The degradation ladder's finer steps (docs/rendering.md#budgets): texts to their first line,
+//! successful outputs left out, file changes grouped by directory, older items counted.
+//!
+//! Each step reaches only the oldest runs it needs (the budget searches for the fewest, see
+//! `fit`); a [`Degrade`](super::Degrade) records how far each reaches. What a step cannot
+//! reach: must-keep items, the newest [`NEWEST_REQUESTS`] user messages and the decisions of
+//! the newest [`NEWEST_DECISION_RUNS`] runs (only the last resort, `must_keep_only`, leaves
+//! those out).
+
+use super::{Candidate, Entry};
+use crate::cut::thousands;
+use crate::policy::Form;
+use crate::state::Item;
+
+/// The newest user messages no degradation step cuts or counts.
+pub const NEWEST_REQUESTS: usize = 10;
+/// The newest runs whose decisions no degradation step drops or counts.
+pub const NEWEST_DECISION_RUNS: u32 = 100;
+/// The newest runs `drop_oldest_runs` never reaches.
+pub const NEWEST_RUNS_KEPT: usize = 10;
+
+/// A text's first non-empty line, then how much was cut (`[... 1,234 characters cut]`, the
+/// marker of the `head` cut). A one-line text is returned whole.
+pub fn first_line(text: &str) -> String {
+    let text = text.trim();
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let total = text.chars().count();
+    let kept = line.chars().count();
+    if kept >= total {
+        return text.to_string();
+    }
+    format!(
+        "{line} [... {} characters cut]",
+        thousands(total.saturating_sub(kept))
+    )
+}
+
+/// What a kind is called in a count line (`312 earlier requests`).
+pub fn noun(kind: &str, n: usize) -> String {
+    let one = n == 1;
+    let word = match kind {
+        "user_message" => ["request", "requests"],
+        "assistant_message" => ["reply", "replies"],
+        "decision" => ["decision", "decisions"],
+        "command" => ["command", "commands"],
+        "tool_call" => ["tool call", "tool calls"],
+        "file_change" => ["file", "files"],
+        "narration" => ["narration segment", "narration segments"],
+        "error" => ["error", "errors"],
+        "subagent_result" => ["subagent result", "subagent results"],
+        _ => ["item", "items"],
+    };
+    let w = if one { word[0] } else { word[1] };
+    format!("{} earlier {w}", thousands(n))
+}
+
+/// Where what the budget left out can be read, for a count line.
+pub fn elsewhere(transcript: Option<&str>) -> String {
+    match transcript {
+        Some(p) => format!("read them whole in the transcript `{p}`"),
+        None => "they are not sent".to_string(),
+    }
+}
+
+/// The count line that stands for the `n` items of `kind` of runs `from`-`to` a step left out.
+pub fn count_entry(kind: &'static str, n: usize, from: u32, to: u32, transcript: Option<&str>) -> Entry {
+    let runs = if from == to {
+        format!("run {from}")
+    } else {
+        format!("runs {from}-{to}")
+    };
+    Entry {
+        id: format!("count:{kind}"),
+        kind,
+        run: from,
+        text: format!(
+            "{} ({runs}) are left out to fit the budget; {}.",
+            noun(kind, n),
+            elsewhere(transcript)
+        ),
+        truncated: false,
+        degraded: false,
+        must_keep: false,
+    }
+}
+
+fn dir_and_name(shown: &str) -> (&str, &str) {
+    match shown.rfind(['/', '\\']) {
+        Some(at) => (
+            shown.get(..=at).unwrap_or(""),
+            shown.get(at.saturating_add(1)..).unwrap_or(shown),
+        ),
+        None => ("", shown),
+    }
+}
+
+/// Group the file-change entries of each section by directory (`degrade group file_change`):
+/// one entry per directory naming every file in it (`src/api/: a.rs, b.rs`). Files first changed
+/// before `count_before` are counted per directory instead of named (`degrade count
+/// file_change`); their ids are returned (with their kind) to be recorded as left out. Paths
+/// are redacted in `red`, the handoff's context.
+pub(super) fn group_files(
+    chosen: &mut Vec<Candidate<'_>>,
+    workspace: Option<&str>,
+    count_before: Option<u32>,
+    keep: &std::collections::BTreeSet<String>,
+    red: &mut crate::redact::Context,
+) -> Vec<String> {
+    #[derive(Default)]
+    struct Group {
+        dir: String,
+        section: usize,
+        /// Index in `chosen` of the candidate that becomes the group's entry.
+        head: Option<usize>,
+        first: usize,
+        names: Vec<String>,
+        /// Ids of the named files' items other than the head's.
+        named_ids: Vec<String>,
+        counted: Vec<String>,
+        from: u32,
+        to: u32,
+    }
+    let mut groups: Vec<Group> = Vec::new();
+    let mut group_of: Vec<Option<usize>> = vec![None; chosen.len()];
+    for (i, c) in chosen.iter().enumerate() {
+        let path = match c.ctx.item {
+            Some(Item::FileChange { path, .. }) if c.form != Form::Line && !c.must_keep => path,
+            _ => continue,
+        };
+        // Redacted as the file's own entry is (`files::aggregate`): the same secret, the same
+        // number.
+        let shown = red
+            .text(&c.ctx.id, &super::files::display_path(path, workspace))
+            .into_owned();
+        let (dir, name) = dir_and_name(&shown);
+        let g = match groups
+            .iter()
+            .position(|g| g.section == c.section && g.dir == dir)
+        {
+            Some(g) => g,
+            None => {
+                groups.push(Group {
+                    dir: dir.to_string(),
+                    section: c.section,
+                    first: i,
+                    from: u32::MAX,
+                    ..Group::default()
+                });
+                groups.len().saturating_sub(1)
+            }
+        };
+        if let Some(slot) = group_of.get_mut(i) {
+            *slot = Some(g);
+        }
+        let Some(group) = groups.get_mut(g) else {
+            continue;
+        };
+        let ids = std::iter::once(c.ctx.id.clone()).chain(c.merged.iter().cloned());
+        let kept = keep.contains(&c.ctx.id) || c.merged.iter().any(|m| keep.contains(m));
+        if count_before.is_some_and(|b| c.ctx.run < b) && !kept {
+            group.counted.extend(ids);
+            group.from = group.from.min(c.ctx.run);
+            group.to = group.to.max(c.ctx.run);
+        } else {
+            group.names.push(name.to_string());
+            if group.head.is_none() {
+                group.head = Some(i);
+                group.named_ids.extend(c.merged.iter().cloned());
+            } else {
+                group.named_ids.extend(ids);
+            }
+        }
+    }
+    let mut counted_ids = Vec::new();
+    let mut out: Vec<Candidate<'_>> = Vec::with_capacity(chosen.len());
+    for (i, mut c) in std::mem::take(chosen).into_iter().enumerate() {
+        let Some(g) = group_of.get(i).copied().flatten() else {
+            out.push(c);
+            continue;
+        };
+        let Some(group) = groups.get_mut(g) else {
+            continue;
+        };
+        let head = group.head.unwrap_or(group.first);
+        if i != head {
+            continue;
+        }
+        let mut text = if group.dir.is_empty() {
+            "./: ".to_string()
+        } else {
+            format!("{}: ", group.dir)
+        };
+        text.push_str(&group.names.join(", "));
+        if !group.counted.is_empty() {
+            if !group.names.is_empty() {
+                text.push_str(" and ");
+            }
+            text.push_str(&format!(
+                "{} first changed in runs {}-{}",
+                noun("file_change", group.counted.len()),
+                group.from,
+                group.to
+            ));
+        }
+        c.text = text;
+        c.degraded = true;
+        if group.head.is_some() {
+            c.merged = std::mem::take(&mut group.named_ids);
+        } else {
+            // Every file of the group is counted: its entry stands for them, with no id of its own.
+            c.ctx.id = format!("count:file_change:{}", group.dir);
+            c.merged = Vec::new();
+        }
+        counted_ids.append(&mut group.counted);
+        out.push(c);
+    }
+    *chosen = out;
+    counted_ids
+}
