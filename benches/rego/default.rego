@@ -106,12 +106,15 @@ delta contains o if {
 
 runs_since_last_seen := count(delta)
 
+# A provider that never had a thread here has nothing to go stale: 0.
 off_provider_runs := count({run.ordinal |
 	some run in state.runs
 	run.ordinal > last_native
 	run.ordinal in eligible
 	run.provider != target
-})
+}) if {
+	has_thread
+} else := 0
 
 clean_natives := {o | some o in native; object.get(state.runs[o - 1], "handoff", null) == null}
 
@@ -160,15 +163,51 @@ signal("diverged") if object.get(target_thread, "status", "active") in {"diverge
 
 signal("clean_context") if object.get(request, "clean_context", false) == true
 
+# let document_max = 60_000: a delta sent inline binds to the per-turn input, one sent
+# off-band (the target reads files) to the document limit.
+document_max := 60000
+
+delta_over_budget if {
+	not caps.file_read
+	delta_chars > caps.max_input_chars_per_turn
+}
+
+delta_over_budget if delta_chars > document_max
+
 signal("over_budget") if {
 	has_thread
 	runs_since_last_seen > 0
-	delta_chars > caps.max_input_chars_per_turn
+	delta_over_budget
+}
+
+# The workspace: the target thread's last run (not rolled back) against the request.
+target_last_run := state.runs[max({run.ordinal |
+	some run in state.runs
+	run.status != "rolled_back"
+	object.get(run, "provider_thread", null) == target_thread.id
+}) - 1]
+
+trim_dir(p) := t if {
+	t := trim_right(p, "/")
+	t != ""
+} else := p
+
+signal("cwd_changed") if {
+	then := target_last_run.workspace.cwd
+	now := state.request.workspace.cwd
+	trim_dir(then) != trim_dir(now)
+}
+
+signal("branch_changed") if {
+	then := target_last_run.workspace.git.branch
+	now := state.request.workspace.git.branch
+	then != now
 }
 
 signal_names := [
 	"too_many_off_provider_runs", "too_many_chained_handoffs", "model_changed",
 	"runtime_mode_changed", "resume_failed", "diverged", "clean_context", "over_budget",
+	"cwd_changed", "branch_changed",
 ]
 
 stale := [name | some name in signal_names; signal(name)]
