@@ -86,6 +86,8 @@ fn service() -> Value {
         ("thread/export", gen.subschema_for::<ThreadParams>()),
         ("policy/reload", gen.subschema_for::<Empty>()),
         ("policy/status", gen.subschema_for::<Empty>()),
+        ("metrics", gen.subschema_for::<Empty>()),
+        ("status", gen.subschema_for::<Empty>()),
         ("health", gen.subschema_for::<Empty>()),
         // Handled by the session (LSP lifecycle); their params are not read.
         ("shutdown", schemars::Schema::from(true)),

@@ -826,3 +826,29 @@ fn redact_block_completion_hover_and_diagnostics() {
     assert!(h.contains("secret redaction"), "{h}");
     c.stop();
 }
+
+#[test]
+fn log_block_completion_names_its_actions_and_fields() {
+    let text = "policy \"p\" { extends \"default\" }\n\nlog {\n  \n  keep \n  drop \n}\n";
+    let u = "untitled:log.policy";
+    let mut c = Client::start(10);
+    c.open(u, "baton-policy", text);
+    c.diagnostics(u, 1);
+    // The block's actions at the start of an entry.
+    let (l, ch) = pos(text, "  \n  keep", 2);
+    let names = labels(&c.at("textDocument/completion", u, l, ch));
+    assert_eq!(names, ["drop", "hash", "keep"]);
+    // After `keep`: the fields written only when kept.
+    let (l, ch) = pos(text, "keep \n", 5);
+    let names = labels(&c.at("textDocument/completion", u, l, ch));
+    assert_eq!(names, ["input", "trace"]);
+    // After `drop`: the fields a line carries by default (and those kept).
+    let (l, ch) = pos(text, "drop \n", 5);
+    let names = labels(&c.at("textDocument/completion", u, l, ch));
+    assert!(
+        names.contains(&"thread".to_string()) && names.contains(&"budget".to_string()),
+        "{names:?}"
+    );
+    assert!(!names.contains(&"id".to_string()), "{names:?}");
+    c.stop();
+}

@@ -17,6 +17,7 @@ mod handoff_start;
 mod import;
 #[cfg(feature = "lsp")]
 mod lsp;
+mod ops;
 mod quality;
 mod quality_sessions;
 mod reference;
@@ -109,6 +110,13 @@ pub enum Command {
         after_help = "Examples:\n  baton replay --db baton.db\n  baton replay --db baton.db --thread th_1 --run 9 --json\n  baton replay --db baton.db --policy-dir policies/   # policies that are not shipped\n\nEach decision is decided again from the state, target and context it was logged with,\nwith the policy of its sha256 (the shipped profiles, or one found under --policy-dir).\nExit 1 when any differs or cannot be decided again, 0 otherwise."
     )]
     Replay(replay::ReplayArgs),
+    /// The decision log: `baton log export` writes the store's decisions as JSON lines.
+    Log(ops::LogArgs),
+    /// Ask a running server (`baton serve --socket`) for its status.
+    #[command(
+        after_help = "Examples:\n  baton status --socket /run/user/1000/baton.sock\n  baton status --socket baton.sock --json\n\nVersion, uptime, the active and shadow policies with their sha256 and load times, the\nstore's figures, the last reload error and the decision log's health."
+    )]
+    Status(ops::StatusArgs),
     /// Run policy unit tests from YAML files; the last line is `N passed, N failed`.
     #[command(
         after_help = "Examples:\n  baton test                              # policies/tests/\n  baton test policies/tests/default.yaml --filter stale\n  baton test --coverage --min-coverage 100 policies/tests/\n  baton test --policy candidate.policy policies/tests/   # the suite against a candidate\n\nExit 1 when a case fails, a test file is invalid, or coverage is below --min-coverage."
@@ -293,6 +301,25 @@ pub struct ServeArgs {
     /// Do not sweep expired documents while serving.
     #[arg(long)]
     pub no_gc: bool,
+    /// Write one JSON line per decision to PATH (`-`: standard output, not with --stdio);
+    /// see docs/service.md#decision-log.
+    #[arg(long, value_name = "PATH|-")]
+    pub decision_log: Option<String>,
+    /// Rotate the decision log before it grows past this many bytes (0: never).
+    #[arg(long, value_name = "BYTES", default_value_t = 100 * 1024 * 1024)]
+    pub decision_log_max_bytes: u64,
+    /// Rotated decision logs kept (PATH.1 .. PATH.N).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub decision_log_keep: usize,
+    /// Write every decision's trace to the decision log.
+    #[arg(long)]
+    pub decision_log_trace: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics (loopback only, e.g. 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    /// Allow --metrics on an address that is not loopback.
+    #[arg(long)]
+    pub metrics_allow_remote: bool,
 }
 
 #[derive(Args, Debug)]
@@ -493,6 +520,8 @@ pub fn main() -> ExitCode {
         Command::MergeBack(a) => store::merge_back(a),
         Command::Regenerate(a) => store::regenerate(a),
         Command::Replay(a) => replay::replay(a),
+        Command::Log(a) => ops::log(a),
+        Command::Status(a) => ops::status(a),
         Command::Test(a) => tooling::test(a),
         Command::Diff(a) => tooling::diff(a),
         Command::Fmt(a) => tooling::fmt(a),

@@ -55,6 +55,23 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
             max_per_thread: Some(a.gc_keep),
         },
     });
+    cfg.decision_log = a
+        .decision_log
+        .as_deref()
+        .map(|p| crate::serve::DecisionLogConfig {
+            target: crate::serve::LogTarget::parse(p),
+            max_bytes: a.decision_log_max_bytes,
+            keep: a.decision_log_keep,
+            trace: a.decision_log_trace,
+        });
+    if a.metrics_allow_remote && a.metrics.is_none() {
+        eprintln!("error: --metrics-allow-remote needs --metrics ADDR");
+        return super::commands::USAGE;
+    }
+    cfg.metrics = a.metrics.map(|addr| crate::serve::MetricsEndpoint {
+        addr,
+        allow_remote: a.metrics_allow_remote,
+    });
     tune_malloc();
     match serve::serve(cfg) {
         Ok(()) => super::commands::OK,

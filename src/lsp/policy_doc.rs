@@ -821,6 +821,26 @@ pub fn completion(
         }
         return out;
     }
+    // `drop |`, `hash |`, `keep |` in a `log` block: the fields of a decision-log line.
+    if block == Some("log") && matches!(prev_word, "drop" | "hash" | "keep") {
+        for (name, kind, what) in crate::policy::LOG_FIELDS {
+            let fits = match kind {
+                crate::policy::LogField::Fixed => false,
+                crate::policy::LogField::Written => prev_word != "keep",
+                crate::policy::LogField::OffByDefault => prev_word != "hash",
+            };
+            if fits {
+                out.push(item(
+                    name,
+                    CompletionItemKind::FIELD,
+                    Some("decision-log field".into()),
+                    Some((*what).to_string()),
+                    range,
+                ));
+            }
+        }
+        return out;
+    }
     // Does the cursor start a new rule (rather than continue an expression)?
     let rule_start = match prev {
         None => true,
@@ -898,6 +918,13 @@ pub fn completion(
                 }
                 return out;
             }
+            Some("log") => {
+                for n in ["drop", "hash", "keep"] {
+                    let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
+                    out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
+                }
+                return out;
+            }
             Some("policy") => {
                 for n in ["description", "extends", "template", "known_providers"] {
                     let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
@@ -918,6 +945,7 @@ pub fn completion(
                     "pregrant",
                     "providers",
                     "redact",
+                    "log",
                 ] {
                     let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
                     out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));

@@ -40,6 +40,24 @@ pub struct PolicyFile {
     pub providers: Option<ProvidersBlock>,
     /// `redact { ... }`: secret redaction rules (docs/redaction.md).
     pub redact: Option<RedactBlock>,
+    /// `log { ... }`: what the service's decision log writes (docs/policy-language.md#log).
+    pub log: Option<LogBlock>,
+}
+
+/// `log { drop FIELD  hash FIELD  keep FIELD }`.
+#[derive(Debug, Clone)]
+pub struct LogBlock {
+    pub span: Span,
+    /// The entries in order: the action (`drop`, `hash` or `keep`) and the field it names.
+    pub entries: Vec<LogEntry>,
+}
+
+/// One `log` entry: `drop trace`.
+#[derive(Debug, Clone)]
+pub struct LogEntry {
+    pub span: Span,
+    pub action: Spanned<String>,
+    pub field: Spanned<String>,
 }
 
 /// `redact { disable ID  redact NAME pattern "..."  allow pattern "..." }`.

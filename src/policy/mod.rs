@@ -379,6 +379,77 @@ impl CRedact {
     }
 }
 
+/// How a field of a decision-log line behaves (see [`LOG_FIELDS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogField {
+    /// On every line: it identifies the line (`id`, `time`, `method`, `policy`).
+    Fixed,
+    /// Written unless the policy's `log` block drops or hashes it.
+    Written,
+    /// Written only when the policy's `log` block (or `serve --decision-log-trace` for
+    /// `trace`) keeps it.
+    OffByDefault,
+}
+
+/// Every field of a decision-log line (docs/service.md#decision-log), what it is, and how a
+/// `log` block may change it.
+pub const LOG_FIELDS: &[(&str, LogField, &str)] = &[
+    ("id", LogField::Fixed, "the decision's id, unique within the server's life"),
+    ("time", LogField::Fixed, "when the request arrived (RFC 3339, UTC)"),
+    ("method", LogField::Fixed, "the service method that decided"),
+    ("policy", LogField::Fixed, "the policy's name and sha256"),
+    ("thread", LogField::Written, "the thread's id"),
+    ("target", LogField::Written, "the target provider"),
+    ("run", LogField::Written, "the run the decision is for"),
+    ("strategy", LogField::Written, "the ladder's choice"),
+    ("handoff_strategy", LogField::Written, "the handoff document's kind"),
+    ("provider_thread", LogField::Written, "resume, create, fork natively or none, and the id"),
+    ("decided_by", LogField::Written, "the ladder rule that decided"),
+    ("stale", LogField::Written, "the staleness signals that held"),
+    ("covered_runs", LogField::Written, "the runs the handoff covers"),
+    ("delivery", LogField::Written, "off-band or inline, and whether it fell back"),
+    ("budget", LogField::Written, "the budget figures: limit, before, after, steps taken"),
+    ("redactions", LogField::Written, "per redaction rule, the secrets replaced"),
+    ("handoff", LogField::Written, "the handoff recorded (its id and size)"),
+    ("allow", LogField::Written, "a pre-grant check's answer"),
+    ("error", LogField::Written, "the error code and message of a request that failed"),
+    ("duration_us", LogField::Written, "how long the request took, in microseconds"),
+    ("divergences", LogField::Written, "what the shadow policy decided differently"),
+    ("input", LogField::OffByDefault, "what the decision was made from (the state, with its texts)"),
+    ("trace", LogField::OffByDefault, "every rule evaluated, with the values it read"),
+];
+
+/// The compiled `log` block (docs/policy-language.md#log); empty when the policy has none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CLog {
+    /// Fields left out of the line.
+    pub drop: Vec<String>,
+    /// Fields written as `"sha256:<hex>"` of their JSON text.
+    pub hash: Vec<String>,
+    /// Fields off by default that are written (`input`, `trace`).
+    pub keep: Vec<String>,
+}
+
+impl CLog {
+    /// Record `action` (`drop`, `hash` or `keep`) on `field`, replacing an earlier action on it.
+    pub(crate) fn set(&mut self, action: &str, field: &str) {
+        for list in [&mut self.drop, &mut self.hash, &mut self.keep] {
+            list.retain(|f| f != field);
+        }
+        let list = match action {
+            "drop" => &mut self.drop,
+            "hash" => &mut self.hash,
+            _ => &mut self.keep,
+        };
+        list.push(field.to_string());
+    }
+
+    /// Whether the block keeps `field` (`input`, `trace`).
+    pub fn keeps(&self, field: &str) -> bool {
+        self.keep.iter().any(|f| f == field)
+    }
+}
+
 /// A checked, compiled policy set, ready to evaluate.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -411,6 +482,9 @@ pub struct Policy {
     pub providers: providers::CProviders,
     /// The compiled `redact` block (every built-in rule when the policy has none).
     pub redact: CRedact,
+    /// The compiled `log` block: what the service's decision log writes (empty: the
+    /// defaults).
+    pub log: CLog,
     /// Lint warnings; errors never reach a `Policy`.
     pub warnings: Vec<Diagnostic>,
     /// Every source in load order (bases reached through `extends` included); spans index it.

@@ -157,6 +157,8 @@ fn rule_name(r: &Rule) -> String {
         Rule::pregrant_block => "`pregrant`".into(),
         Rule::providers_block => "`providers`".into(),
         Rule::redact_block => "`redact`".into(),
+        Rule::log_block => "`log`".into(),
+        Rule::log_entry | Rule::log_action => "`drop FIELD`, `hash FIELD` or `keep FIELD`".into(),
         Rule::redact_rule | Rule::kw_redact => "`redact NAME pattern \"...\"`".into(),
         Rule::redact_allow | Rule::kw_allow => "`allow pattern \"...\"`".into(),
         Rule::redact_disable | Rule::kw_disable => "`disable RULE`".into(),
@@ -213,6 +215,8 @@ fn rule_words(r: &Rule) -> &'static [&'static str] {
         Rule::delivery_block => &["delivery"],
         Rule::pregrant_block => &["pregrant"],
         Rule::redact_block => &["redact"],
+        Rule::log_block => &["log"],
+        Rule::log_entry | Rule::log_action => &["drop", "hash", "keep"],
         Rule::redact_rule | Rule::kw_redact => &["redact"],
         Rule::redact_allow | Rule::kw_allow => &["allow"],
         Rule::redact_disable | Rule::kw_disable => &["disable"],
@@ -550,6 +554,10 @@ impl<'a> Builder<'a> {
                 let redact = self.redact(p, span);
                 self.once(&mut file.redact, redact, "redact", span);
             }
+            Rule::log_block => {
+                let log = self.log(p, span);
+                self.once(&mut file.log, log, "log", span);
+            }
             _ => {}
         }
     }
@@ -590,6 +598,34 @@ impl<'a> Builder<'a> {
                 }),
                 (Rule::redact_allow, _, Some(pattern)) => block.allows.push(pattern),
                 _ => {}
+            }
+        }
+        block
+    }
+
+    /// `log { drop FIELD  hash FIELD  keep FIELD }`.
+    fn log(&mut self, p: Pair<'_, Rule>, span: Span) -> LogBlock {
+        let mut block = LogBlock {
+            span,
+            entries: Vec::new(),
+        };
+        for e in p.kids() {
+            let espan = self.span(&e);
+            let mut action = None;
+            let mut field = None;
+            for x in e.kids() {
+                match x.as_rule() {
+                    Rule::log_action => action = Some(self.spanned_str(x)),
+                    Rule::ident => field = Some(self.spanned_str(x)),
+                    _ => {}
+                }
+            }
+            if let (Some(action), Some(field)) = (action, field) {
+                block.entries.push(LogEntry {
+                    span: espan,
+                    action,
+                    field,
+                });
             }
         }
         block

@@ -381,6 +381,7 @@ fn balance(text: &str) -> Option<Unbalanced> {
 fn next_block_line(text: &str, at: usize) -> Option<usize> {
     const STARTS: &[&str] = &[
         "policy", "let", "eligible", "stale", "strategy", "summary", "delivery", "pregrant",
+        "providers", "redact", "log",
     ];
     let opener_line = span_at(text, 0, at, at).line;
     text.lines()

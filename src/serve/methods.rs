@@ -5,6 +5,7 @@
 use super::policy_set::PolicySet;
 use super::rpc::{code, RpcError};
 use super::session::{Shared, Turn};
+use super::ops::{Event, Outcome};
 use super::stored::{self, StorePool};
 use crate::eval::{EvalError, EvalOptions};
 use crate::state::{Format, State, StateError};
@@ -13,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// What the session needs to know about a method before running it.
 #[derive(Debug, Clone, Copy)]
@@ -37,6 +39,8 @@ pub const NAMES: &[&str] = &[
     "thread/export",
     "policy/reload",
     "policy/status",
+    "metrics",
+    "status",
     "health",
     "shutdown",
     "exit",
@@ -45,7 +49,8 @@ pub const NAMES: &[&str] = &[
 /// The spec of a routable method (`shutdown` and `exit` are handled by the session).
 pub fn lookup(method: &str) -> Option<Spec> {
     match method {
-        "explain" | "render" | "thread/export" | "policy/status" | "health" => {
+        "explain" | "render" | "thread/export" | "policy/status" | "metrics" | "status"
+        | "health" => {
             Some(Spec { mutates: false })
         }
         "dispatch" | "completeRun" | "rollback" | "fork" | "mergeBack" | "regenerate"
@@ -183,15 +188,44 @@ pub async fn call(
     match method {
         "explain" => pool!(move |cx, p| explain(cx, p, parsed)),
         "render" => pool!(move |cx, p| render(cx, p, parsed)),
-        "dispatch" => pool!(|cx, p| stored::dispatch(cx.stores(), &cx.set, cx.handoff_dir(), p)),
-        "mergeBack" => pool!(|cx, p| stored::merge_back(cx.stores(), &cx.set, cx.handoff_dir(), p)),
+        "dispatch" => pool!(|cx, p: stored::DispatchParams| {
+            let (thread, target, trace) = (p.thread.clone(), p.target.clone(), p.trace);
+            let r = stored::dispatch(cx.stores(), &cx.set, cx.handoff_dir(), p);
+            cx.record_dispatched("dispatch", &thread, Some(&target), &r);
+            r.map(|d| stored::dispatched(d, trace))
+        }),
+        "mergeBack" => pool!(|cx, p: stored::MergeBackParams| {
+            let (thread, trace) = (p.thread.clone(), p.trace);
+            let r = stored::merge_back(cx.stores(), &cx.set, cx.handoff_dir(), p);
+            cx.record_dispatched("mergeBack", &thread, None, &r);
+            r.map(|d| stored::dispatched(d, trace))
+        }),
         "completeRun" => pool!(|cx, p| stored::complete(cx.stores(), p)),
         "rollback" => pool!(|cx, p| stored::rollback(cx.stores(), &cx.set, cx.handoff_dir(), p)),
         "fork" => pool!(|cx, p| stored::fork(cx.stores(), p)),
-        "regenerate" => {
-            pool!(|cx, p| stored::regenerate(cx.stores(), &cx.set, cx.handoff_dir(), p))
-        }
-        "pregrant/check" => pool!(|cx, p| stored::pregrant_check(cx.stores(), p)),
+        "regenerate" => pool!(|cx, p: stored::RegenerateParams| {
+            let (thread, trace) = (p.thread.clone(), p.trace);
+            let r = stored::regenerate(cx.stores(), &cx.set, cx.handoff_dir(), p);
+            cx.record_dispatched("regenerate", &thread, None, &r);
+            r.map(|d| stored::dispatched(d, trace))
+        }),
+        "pregrant/check" => pool!(|cx, p: stored::PregrantParams| {
+            let thread = p.thread.clone();
+            let r = stored::pregrant_check(cx.stores(), p);
+            let outcome = match &r {
+                Ok(v) => Outcome::Grant {
+                    allow: v.get("allow").and_then(Value::as_bool).unwrap_or(false),
+                    reason: v
+                        .get("reason")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                },
+                Err(e) => Outcome::Failed(e),
+            };
+            cx.record("pregrant/check", Some(&thread), None, outcome, None);
+            r
+        }),
         "thread/import" => pool!(move |cx, p: stored::ImportParams| {
             let state = inline_state(p.state.as_ref(), p.state_text.as_deref(), parsed)?;
             stored::import(cx.stores(), state, p.replace)
@@ -206,6 +240,22 @@ pub async fn call(
         "policy/status" => {
             let _: Empty = parse_params(method, params)?;
             Ok(shared.policies.status())
+        }
+        "metrics" => {
+            let _: Empty = parse_params(method, params)?;
+            let text = shared.ops.metrics_text(shared);
+            Ok(json!({
+                "content_type": super::metrics::Metrics::CONTENT_TYPE,
+                "samples": super::metrics::samples(&text),
+                "text": text,
+            }))
+        }
+        "status" => {
+            let _: Empty = parse_params(method, params)?;
+            let s = shared.clone();
+            tokio::task::spawn_blocking(move || super::status::status(&s))
+                .await
+                .map_err(|e| RpcError::internal(format!("the request's task failed: {e}")))
         }
         "health" => {
             let _: Empty = parse_params(method, params)?;
@@ -236,9 +286,93 @@ pub async fn call(
 struct Cx {
     set: Arc<PolicySet>,
     shared: Arc<Shared>,
+    /// When the method started (for the decision log's time and duration).
+    started: Instant,
+    time: jiff::Timestamp,
 }
 
 impl Cx {
+    fn new(shared: &Arc<Shared>) -> Cx {
+        Cx {
+            set: shared.policies.current(),
+            shared: shared.clone(),
+            started: Instant::now(),
+            time: jiff::Timestamp::now(),
+        }
+    }
+
+    /// Hand a decision (or a failure) to the decision log and the metrics.
+    fn record(
+        &self,
+        method: &str,
+        thread: Option<&str>,
+        target: Option<&str>,
+        outcome: Outcome<'_>,
+        input: Option<Value>,
+    ) {
+        self.shared.ops.record(
+            &self.shared,
+            Event {
+                method,
+                started: self.started,
+                time: self.time,
+                policy: &self.set.policy,
+                thread,
+                target,
+                outcome,
+                input,
+                divergences: None,
+            },
+        );
+    }
+
+    /// [`Cx::record`] of a dispatch, merge-back or regenerate. Its input is in the store's
+    /// decision log (`baton log export` writes it); the line references the row by thread
+    /// and run.
+    fn record_dispatched(
+        &self,
+        method: &str,
+        thread: &str,
+        target: Option<&str>,
+        r: &Result<crate::store::Dispatched, RpcError>,
+    ) {
+        match r {
+            Ok(d) => {
+                let handoff = d.handoff.as_ref().map(|h| {
+                    json!({
+                        "id": h.id,
+                        "strategy": h.strategy,
+                        "covered": h.covered,
+                        "off_band": h.document_path.is_some(),
+                        "supersedes": h.supersedes,
+                    })
+                });
+                let written = d
+                    .handoff
+                    .iter()
+                    .chain(d.merge_back.iter())
+                    .any(|h| h.document_path.is_some());
+                let input = self
+                    .shared
+                    .ops
+                    .logs_input(&self.set.policy)
+                    .then(|| json!({"store": {"thread": thread, "run": d.run}}));
+                self.record(
+                    method,
+                    Some(thread),
+                    target,
+                    Outcome::Decision {
+                        decision: &d.decision,
+                        handoff,
+                        document_written: written,
+                    },
+                    input,
+                );
+            }
+            Err(e) => self.record(method, Some(thread), target, Outcome::Failed(e), None),
+        }
+    }
+
     fn stores(&self) -> &StorePool {
         &self.shared.stores
     }
@@ -262,10 +396,7 @@ where
     F: FnOnce(&Cx, P) -> Result<Value, RpcError> + Send + 'static,
 {
     let p: P = parse_params(method, params)?;
-    let cx = Cx {
-        set: shared.policies.current(),
-        shared: shared.clone(),
-    };
+    let cx = Cx::new(shared);
     tokio::task::spawn_blocking(move || {
         let _turn = turn;
         f(&cx, p)
@@ -293,10 +424,7 @@ pub fn call_here(
         f: impl FnOnce(&Cx, P) -> Result<Vec<u8>, RpcError>,
     ) -> Result<Vec<u8>, RpcError> {
         let p: P = parse_params(method, params)?;
-        let cx = Cx {
-            set: shared.policies.current(),
-            shared: shared.clone(),
-        };
+        let cx = Cx::new(shared);
         let _turn = turn;
         f(&cx, p)
     }
@@ -464,21 +592,84 @@ fn explain(cx: &Cx, p: DecideParams, parsed: Option<ParsedText>) -> Result<Value
     Ok(crate::store::report::to_value(&report, p.trace))
 }
 
+/// The thread id and (under `log { keep input }`) the input of a deciding request, for its
+/// decision-log line.
+#[derive(Default)]
+struct Seen {
+    thread: Option<String>,
+    input: Option<Value>,
+}
+
+impl Seen {
+    /// What `state` (decided for `target`) shows the log.
+    fn of(cx: &Cx, state: &State, target: Option<&str>) -> Seen {
+        Seen {
+            thread: Some(state.thread.id.clone()),
+            input: cx
+                .shared
+                .ops
+                .logs_input(&cx.set.policy)
+                .then(|| json!({"state": state, "target": target})),
+        }
+    }
+}
+
+/// Record a deciding request's decision (or failure) and give its result back.
+fn recorded<T>(
+    cx: &Cx,
+    method: &str,
+    p: &DecideParams,
+    seen: Seen,
+    r: Result<T, RpcError>,
+    decision: impl Fn(&T) -> &crate::decision::Decision,
+) -> Result<T, RpcError> {
+    let thread = seen.thread.as_deref().or(p.thread.as_deref());
+    let outcome = match &r {
+        Ok(v) => Outcome::Decision {
+            decision: decision(v),
+            handoff: None,
+            document_written: false,
+        },
+        Err(e) => Outcome::Failed(e),
+    };
+    cx.record(method, thread, p.target.as_deref(), outcome, seen.input);
+    r
+}
+
 fn explain_report(
     cx: &Cx,
     p: &DecideParams,
     parsed: Option<ParsedText>,
 ) -> Result<crate::store::report::ExplainReport, RpcError> {
+    let mut seen = Seen::default();
+    let r = explain_decided(cx, p, parsed, &mut seen);
+    recorded(cx, "explain", p, seen, r, |r| &r.decision)
+}
+
+fn explain_decided(
+    cx: &Cx,
+    p: &DecideParams,
+    parsed: Option<ParsedText>,
+    seen: &mut Seen,
+) -> Result<crate::store::report::ExplainReport, RpcError> {
     let set = &cx.set;
     let decided = match (&p.thread, p.state.is_none() && p.state_text.is_none()) {
         // A stored thread: the store reads only a window of a long one when that decides the
         // same (docs/store.md#speed).
-        (Some(t), true) => cx.stores().read(|s| {
-            s.decide(&set.engine, t, p.target.as_deref())
-                .map_err(|e| stored::store_error(&e))
-        })?,
+        (Some(t), true) => {
+            if cx.shared.ops.logs_input(&set.policy) {
+                if let Ok(state) = stored::load(cx.stores(), t) {
+                    *seen = Seen::of(cx, &state, p.target.as_deref());
+                }
+            }
+            cx.stores().read(|s| {
+                s.decide(&set.engine, t, p.target.as_deref())
+                    .map_err(|e| stored::store_error(&e))
+            })?
+        }
         _ => {
             let (state, opts) = decide_input(cx, p, parsed)?;
+            *seen = Seen::of(cx, &state, opts.target.as_deref());
             set.engine.decide(&state, opts.target.as_deref())
         }
     };
@@ -500,8 +691,20 @@ fn render_report(
     p: &DecideParams,
     parsed: Option<ParsedText>,
 ) -> Result<crate::store::report::RenderReport, RpcError> {
+    let mut seen = Seen::default();
+    let r = render_decided(cx, p, parsed, &mut seen);
+    recorded(cx, "render", p, seen, r, |r| &r.decision)
+}
+
+fn render_decided(
+    cx: &Cx,
+    p: &DecideParams,
+    parsed: Option<ParsedText>,
+    seen: &mut Seen,
+) -> Result<crate::store::report::RenderReport, RpcError> {
     let set = &cx.set;
     let (state, opts) = decide_input(cx, p, parsed)?;
+    *seen = Seen::of(cx, &state, opts.target.as_deref());
     let outcome = set
         .engine
         .run(&state, opts.target.as_deref())

@@ -10,9 +10,29 @@
 //!   connection partway through a message when every slot is taken;
 //! * `methods`: the method router, a thin layer over the library (no policy logic);
 //! * `json`: results written as JSON text with sorted members, without a `Value` tree;
-//! * `sweep`: the periodic garbage collection of off-band documents.
+//! * `sweep`: the periodic garbage collection of off-band documents;
+//! * `decision_log`, `metrics`, `metrics_http`, `ops`: what operators see: the decision log,
+//!   Prometheus metrics and their endpoint, and the hub that records each decision in both.
 
-internal!(framing, json, methods, policy_set, rpc, session, slots, stored, sweep);
+internal!(
+    decision_log,
+    framing,
+    json,
+    methods,
+    metrics,
+    metrics_http,
+    ops,
+    policy_set,
+    rpc,
+    session,
+    slots,
+    status,
+    stored,
+    sweep
+);
+
+pub use decision_log::{DecisionLogConfig, LogTarget};
+pub(crate) use ops::exported_line;
 
 pub use framing::Framing;
 pub use policy_set::{PolicyHolder, PolicySet};
@@ -79,6 +99,19 @@ pub struct ServeConfig {
     pub watch: bool,
     /// The periodic sweep of expired off-band documents (`None`: no sweep).
     pub gc: Option<GcSweep>,
+    /// The decision log (`--decision-log`; `None`: none).
+    pub decision_log: Option<DecisionLogConfig>,
+    /// The metrics endpoint (`--metrics`; `None`: metrics only through the `metrics` method).
+    pub metrics: Option<MetricsEndpoint>,
+}
+
+/// Where the metrics endpoint listens (`--metrics ADDR`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsEndpoint {
+    /// `HOST:PORT`; loopback only unless `allow_remote`.
+    pub addr: String,
+    /// `--metrics-allow-remote`: serve on an address that is not loopback.
+    pub allow_remote: bool,
 }
 
 impl ServeConfig {
@@ -99,6 +132,8 @@ impl ServeConfig {
             debounce: Duration::from_millis(200),
             watch: true,
             gc: Some(GcSweep::default()),
+            decision_log: None,
+            metrics: None,
         }
     }
 }
@@ -149,6 +184,15 @@ pub enum ServeError {
         /// The underlying error.
         reason: String,
     },
+    /// The decision log cannot be opened.
+    #[error("{0}")]
+    DecisionLog(#[from] decision_log::OpenError),
+    /// The metrics endpoint cannot listen (a port in use, an address that is not loopback).
+    #[error("{0}")]
+    Metrics(#[from] metrics_http::MetricsError),
+    /// Options that do not go together.
+    #[error("error: {0}")]
+    Usage(String),
     /// The tokio runtime cannot be built.
     #[error("error: cannot start the async runtime: {0}")]
     Runtime(String),
@@ -179,12 +223,38 @@ pub fn serve(cfg: ServeConfig) -> Result<(), ServeError> {
 
 /// The async body of [`serve`], for embedding in an existing runtime.
 pub async fn run(cfg: ServeConfig) -> Result<(), ServeError> {
+    if let (Transport::Stdio, Some(LogTarget::Stdout)) =
+        (&cfg.transport, cfg.decision_log.as_ref().map(|l| &l.target))
+    {
+        return Err(ServeError::Usage(
+            "--decision-log - writes to standard output, which --stdio uses for its messages; give the log a file path".into(),
+        ));
+    }
     let policies = Arc::new(PolicyHolder::load(
         &cfg.policy,
         cfg.templates.clone(),
         cfg.handoff_dir.clone(),
     )?);
-    let shared = session::Shared::new(cfg.clone(), policies.clone());
+    let log = cfg
+        .decision_log
+        .clone()
+        .map(decision_log::DecisionLog::open)
+        .transpose()?;
+    let metrics_listener = match &cfg.metrics {
+        None => None,
+        Some(m) => {
+            let addr = metrics_http::resolve(&m.addr, m.allow_remote)?;
+            let listener = metrics_http::bind(addr, &m.addr).await?;
+            if let Ok(bound) = listener.local_addr() {
+                // The bound port (for `--metrics 127.0.0.1:0`), on stderr, never in the way of
+                // a stdio client.
+                eprintln!("metrics: serving http://{bound}/metrics");
+            }
+            Some(listener)
+        }
+    };
+    let shared = session::Shared::new(cfg.clone(), policies.clone(), ops::Ops::new(log));
+    let scraper = metrics_listener.map(|l| tokio::spawn(metrics_http::run(l, shared.clone())));
     let _watcher = if cfg.watch {
         Some(start_watcher(&shared)?)
     } else {
@@ -193,6 +263,9 @@ pub async fn run(cfg: ServeConfig) -> Result<(), ServeError> {
     let sweeper = cfg.gc.map(|g| tokio::spawn(sweep::run(shared.clone(), g)));
     let served = serve_transport(&cfg, shared).await;
     if let Some(s) = sweeper {
+        s.abort();
+    }
+    if let Some(s) = scraper {
         s.abort();
     }
     served

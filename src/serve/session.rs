@@ -65,6 +65,8 @@ type Cancels = Arc<Mutex<HashMap<Id, oneshot::Sender<()>>>>;
 /// State shared by every connection of one server.
 pub struct Shared {
     pub cfg: ServeConfig,
+    /// The decision log and the metrics.
+    pub ops: super::ops::Ops,
     pub policies: Arc<PolicyHolder>,
     pub stores: StorePool,
     /// thread id -> (sequence of the last queued request, its release signal).
@@ -81,20 +83,36 @@ pub struct Shared {
     pub slots: Slots,
 }
 
-/// Counts a request as in flight until dropped.
-struct InFlight(Arc<Shared>);
+/// Counts a request as in flight until dropped; then counts it in the request metrics (its
+/// method, how long it took, whether it failed).
+struct InFlight {
+    shared: Arc<Shared>,
+    method: String,
+    started: Instant,
+    failed: bool,
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.idle.notify_waiters();
+        let secs = self.started.elapsed().as_secs_f64();
+        self.shared
+            .ops
+            .metrics
+            .request(&self.method, secs, self.failed);
+        if self.shared.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.shared.idle.notify_waiters();
         }
     }
 }
 
 impl Shared {
-    pub fn new(cfg: ServeConfig, policies: Arc<PolicyHolder>) -> Arc<Shared> {
+    pub fn new(
+        cfg: ServeConfig,
+        policies: Arc<PolicyHolder>,
+        ops: super::ops::Ops,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
+            ops,
             stores: StorePool::new(cfg.db.clone()),
             cfg,
             policies,
@@ -111,14 +129,24 @@ impl Shared {
         })
     }
 
+    /// The shadow policy's status (null: none).
+    pub fn shadow_status(&self) -> Value {
+        Value::Null
+    }
+
     /// Requests currently running or queued.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
     }
 
-    fn enter(self: &Arc<Self>) -> InFlight {
+    fn enter(self: &Arc<Self>, method: &str) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
-        InFlight(self.clone())
+        InFlight {
+            shared: self.clone(),
+            method: method.to_string(),
+            started: Instant::now(),
+            failed: false,
+        }
     }
 
     /// Take a place in the queue of every thread in `threads` (synchronously and all at once,
@@ -216,6 +244,7 @@ impl Shared {
         let outcome = tokio::task::spawn_blocking(move || holder.reload())
             .await
             .map_err(|e| RpcError::internal(format!("reload task failed: {e}")))?;
+        self.ops.metrics.reload(outcome.is_ok());
         match outcome {
             Ok(r) => {
                 let v = json!({
@@ -519,7 +548,7 @@ async fn handle_request(
         let _ = out.send(rpc::error_response(Some(&id), &err)).await;
         return;
     };
-    let guard = shared.enter();
+    let guard = shared.enter(&method);
     // A request that can name threads takes its queue places after the connection's previous
     // such request; one that cannot (no thread, state or child in its params) needs no place.
     let names_threads = methods::may_name_threads(&method, &params);
@@ -533,7 +562,7 @@ async fn handle_request(
     lock(&conn.cancels).insert(id.clone(), cancel_tx);
     let (s, out, cancels) = (shared.clone(), out.clone(), conn.cancels.clone());
     tokio::spawn(async move {
-        let _guard = guard;
+        let mut guard = guard;
         let _permit = permit;
         let mut cancel_rx = cancel_rx;
         // Read the threads the request names off the read loop (a `stateText` is parsed, a
@@ -559,17 +588,19 @@ async fn handle_request(
                         hop.run(params, admitted, spec, &mut cancel_rx).await
                     };
                     match end {
-                        HopEnd::Answered(msg, held) => {
+                        HopEnd::Answered(msg, held, failed) => {
                             lock(&cancels).remove(&id);
                             let _ = out.send_frame(msg).await;
                             drop(held);
+                            guard.failed = failed;
                         }
                         HopEnd::Failed(e) => {
                             lock(&cancels).remove(&id);
                             let _ = out.send(rpc::error_response(Some(&id), &e)).await;
+                            guard.failed = true;
                         }
                         HopEnd::Queued(params, parsed, queued) => {
-                            run_request(
+                            guard.failed = run_request(
                                 s, out, cancels, cancel_rx, spec, id, method, params, parsed,
                                 queued,
                             )
@@ -586,7 +617,7 @@ async fn handle_request(
         if let Some(admitted) = admitted {
             let _ = admitted.send(());
         }
-        run_request(
+        guard.failed = run_request(
             s, out, cancels, cancel_rx, spec, id, method, params, parsed, queued,
         )
         .await;
@@ -611,8 +642,9 @@ struct KeysHop {
 
 /// What the hop to the blocking pool produced.
 enum HopOutcome {
-    /// The request ran: its framed response, and its turn (held until the response is queued).
-    Ran(Vec<u8>, Turn),
+    /// The request ran: its framed response, its turn (held until the response is queued),
+    /// and whether it failed.
+    Ran(Vec<u8>, Turn, bool),
     /// Its places are taken; it waits for earlier requests (or runs on the pool later).
     Queued(Value, Option<methods::ParsedText>, Queued),
 }
@@ -620,7 +652,7 @@ enum HopOutcome {
 impl From<HopOutcome> for HopEnd {
     fn from(outcome: HopOutcome) -> HopEnd {
         match outcome {
-            HopOutcome::Ran(msg, turn) => HopEnd::Answered(msg, Some(turn)),
+            HopOutcome::Ran(msg, turn, failed) => HopEnd::Answered(msg, Some(turn), failed),
             HopOutcome::Queued(params, parsed, queued) => HopEnd::Queued(params, parsed, queued),
         }
     }
@@ -628,9 +660,9 @@ impl From<HopOutcome> for HopEnd {
 
 /// How the hop ended for the session.
 enum HopEnd {
-    /// The response to queue (the result, or the cancellation), and the turn to hold until
-    /// it is queued.
-    Answered(Vec<u8>, Option<Turn>),
+    /// The response to queue (the result, or the cancellation), the turn to hold until it is
+    /// queued, and whether it is an error.
+    Answered(Vec<u8>, Option<Turn>, bool),
     /// The hop failed (its task panicked).
     Failed(RpcError),
     /// The request holds its places; the rest runs as any other request.
@@ -653,7 +685,7 @@ impl KeysHop {
         let _ = admitted.send(());
         if waits.is_empty() && methods::runs_where_keys_are_read(&method) {
             let result = methods::call_here(&s, &method, params, turn.clone(), parsed);
-            HopOutcome::Ran(reply_json(framing, &id, &result), turn)
+            HopOutcome::Ran(reply_json(framing, &id, &result), turn, result.is_err())
         } else {
             HopOutcome::Queued(params, parsed, (waits, turn))
         }
@@ -714,13 +746,18 @@ impl KeysHop {
                     }
                 });
                 let err = cancelled_error(&method);
-                HopEnd::Answered(encode(framing, &rpc::error_response(Some(&id), &err)), None)
+                HopEnd::Answered(
+                    encode(framing, &rpc::error_response(Some(&id), &err)),
+                    None,
+                    true,
+                )
             }
         }
     }
 }
 
 /// Wait for the request's turn in its threads' queues, run it, and queue its response.
+/// Returns whether it failed.
 #[allow(clippy::too_many_arguments)]
 async fn run_request(
     s: Arc<Shared>,
@@ -733,7 +770,7 @@ async fn run_request(
     params: Value,
     parsed: Option<methods::ParsedText>,
     (waits, turn): Queued,
-) {
+) -> bool {
     let held = turn.clone();
     let cancelled = async move {
         if cancel_rx.await.is_err() {
@@ -779,6 +816,7 @@ async fn run_request(
     // Waits while the connection's queue is full (the client is not reading).
     let _ = out.send_frame(msg).await;
     drop(held);
+    result.is_err()
 }
 
 fn cancelled_error(method: &str) -> RpcError {

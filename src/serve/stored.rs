@@ -199,7 +199,7 @@ fn yes() -> bool {
 
 /// The result of a dispatch, merge-back or regenerate: the same JSON `baton dispatch --json`
 /// prints (the decision's `policy` is the set that made it).
-fn dispatched(d: Dispatched, trace: bool) -> Value {
+pub fn dispatched(d: Dispatched, trace: bool) -> Value {
     store::report::to_value(&store::DispatchReport::from(d), trace)
 }
 
@@ -208,7 +208,7 @@ pub fn dispatch(
     set: &PolicySet,
     handoff_dir: Option<PathBuf>,
     p: DispatchParams,
-) -> Result<Value, RpcError> {
+) -> Result<Dispatched, RpcError> {
     let req = store::DispatchRequest {
         thread: p.thread,
         target: p.target,
@@ -228,7 +228,6 @@ pub fn dispatch(
         store::dispatch_with_writer(s, &set.policy, &req, || pool.writer_guard())
             .map_err(|e| store_error(&e))
     })
-    .map(|d| dispatched(d, p.trace))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -329,14 +328,13 @@ pub fn merge_back(
     set: &PolicySet,
     handoff_dir: Option<PathBuf>,
     p: MergeBackParams,
-) -> Result<Value, RpcError> {
+) -> Result<Dispatched, RpcError> {
     let opts = handoff_options(set, handoff_dir, p.message);
     // As for a dispatch, the writer lock is taken only around the write transaction.
     pool.with(|s| {
         store::merge_back_with_writer(s, &set.policy, &p.thread, &opts, || pool.writer_guard())
             .map_err(|e| store_error(&e))
     })
-    .map(|d| dispatched(d, p.trace))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -357,7 +355,7 @@ pub fn regenerate(
     set: &PolicySet,
     handoff_dir: Option<PathBuf>,
     p: RegenerateParams,
-) -> Result<Value, RpcError> {
+) -> Result<Dispatched, RpcError> {
     let opts = handoff_options(set, handoff_dir, p.message);
     // As for a dispatch, the writer lock is taken only around the write transaction.
     pool.with(|s| {
@@ -366,7 +364,6 @@ pub fn regenerate(
         })
         .map_err(|e| store_error(&e))
     })
-    .map(|d| dispatched(d, p.trace))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]

@@ -60,6 +60,12 @@ pub async fn run(shared: Arc<Shared>, sweep: GcSweep) {
         }
         let s = shared.clone();
         let pass = tokio::task::spawn_blocking(move || sweep_once(&s, &sweep)).await;
+        if let Ok(Ok(r)) = &pass {
+            shared
+                .ops
+                .metrics
+                .documents_collected(u64::try_from(r.removed.len()).unwrap_or(u64::MAX));
+        }
         let params = match pass {
             Ok(Ok(r)) if r.removed.is_empty() && r.warnings.is_empty() => continue,
             Ok(Ok(r)) => json!({

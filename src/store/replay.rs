@@ -353,3 +353,112 @@ fn rows(store: &Store, filter: &ReplayFilter) -> Result<Vec<Row>, StoreError> {
     rows.collect::<Result<Vec<_>, _>>()
         .map_err(|e| store.err(during, e))
 }
+
+/// One decision-log row as `baton log export` writes it: the decision as it was returned
+/// (trace put back) and, when asked, what it was made from.
+#[derive(Debug, Clone)]
+pub struct LoggedDecision {
+    /// The log row's id.
+    pub id: i64,
+    /// The thread that recorded it.
+    pub thread: String,
+    /// The run it was for.
+    pub run: u32,
+    /// `dispatch`, `regenerate` or `merge_back`.
+    pub operation: String,
+    /// The policy's name.
+    pub policy: String,
+    /// The policy's sha256.
+    pub policy_sha256: String,
+    /// When it was logged (RFC 3339, UTC, milliseconds).
+    pub created_at: String,
+    /// The decision as `explain --json` printed it.
+    pub decision: serde_json::Value,
+    /// What it was made from (`state`, `target`, `document_root`, `context`); `None` when not
+    /// asked for or logged before the log kept inputs.
+    pub input: Option<serde_json::Value>,
+}
+
+impl Store {
+    /// Every decision-log row logged at or after `since` (all when `None`), oldest first; with
+    /// `inputs`, each row's input put back together.
+    pub fn logged_decisions(
+        &self,
+        since: Option<jiff::Timestamp>,
+        inputs: bool,
+    ) -> Result<Vec<LoggedDecision>, StoreError> {
+        let during = "reading the decision log";
+        let mut st = self
+            .connection()
+            .prepare(
+                "SELECT id, thread, run, operation, policy_name, policy_sha256, decision, created_at
+                 FROM decision_log ORDER BY id",
+            )
+            .map_err(|e| self.err(during, e))?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    Row {
+                        id: r.get(0)?,
+                        thread: r.get(1)?,
+                        run: r.get(2)?,
+                        operation: r.get(3)?,
+                        policy: r.get(4)?,
+                        sha: r.get(5)?,
+                        decision: r.get::<_, super::packed::Text>(6)?.0,
+                        input: None,
+                    },
+                    r.get::<_, String>(7)?,
+                ))
+            })
+            .map_err(|e| self.err(during, e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.err(during, e))?;
+        let mut out = Vec::new();
+        for (row, created_at) in rows {
+            if let Some(since) = since {
+                match created_at.parse::<jiff::Timestamp>() {
+                    Ok(t) if t < since => continue,
+                    _ => {}
+                }
+            }
+            let corrupt = |why: String| StoreError::Corrupt {
+                path: self.name(),
+                what: format!("decision-log row {}", row.id),
+                why,
+            };
+            let decision = expanded(self, &row.decision).map_err(corrupt)?;
+            let input = if inputs {
+                let raw: Option<super::packed::Input> = self
+                    .connection()
+                    .query_row(
+                        "SELECT input FROM decision_log WHERE id = ?1",
+                        [row.id],
+                        |r| r.get(0),
+                    )
+                    .map_err(|e| self.err(during, e))?;
+                match raw {
+                    Some(text) => Some(
+                        super::input_log::materialize(self.connection(), &text.0)
+                            .map_err(corrupt)?,
+                    ),
+                    None => None,
+                }
+            } else {
+                None
+            };
+            out.push(LoggedDecision {
+                id: row.id,
+                thread: row.thread,
+                run: row.run,
+                operation: row.operation,
+                policy: row.policy,
+                policy_sha256: row.sha,
+                created_at,
+                decision,
+                input,
+            });
+        }
+        Ok(out)
+    }
+}

@@ -29,6 +29,8 @@ pub(super) struct Merged<'a> {
     pub(super) providers_span: Option<Span>,
     /// Every `redact` block of the set, bases first (they add up; docs/redaction.md).
     pub(super) redact: Vec<&'a RedactBlock>,
+    /// Every `log` block of the set, bases first (they add up).
+    pub(super) log: Vec<&'a LogBlock>,
 }
 
 /// One provider's settings across the files of a set: a later file's key replaces an
@@ -138,6 +140,7 @@ pub(super) fn merge(files: &[PolicyFile]) -> Merged<'_> {
         providers: Vec::new(),
         providers_span: None,
         redact: Vec::new(),
+        log: Vec::new(),
     };
     for f in files {
         if f.name.is_some() {
@@ -175,6 +178,7 @@ pub(super) fn merge(files: &[PolicyFile]) -> Merged<'_> {
             m.providers_span = Some(p.span);
         }
         m.redact.extend(f.redact.as_ref());
+        m.log.extend(f.log.as_ref());
     }
     m
 }

@@ -5,6 +5,7 @@
 mod compile;
 mod compose;
 mod lint;
+mod log;
 mod providers;
 mod redact;
 mod resolve;
@@ -424,6 +425,9 @@ pub fn check(
     // Secret redaction (docs/redaction.md).
     let redact = redact::compile_redact(&mut c, &merged);
 
+    // The decision log's masking (docs/policy-language.md#log).
+    let log = log::compile_log(&mut c, &merged);
+
     // Lints.
     // The traps only of a policy that checks: on top of errors they would be noise.
     if !c.diags.iter().any(|d| d.is_error()) {
@@ -466,6 +470,7 @@ pub fn check(
         pregrant,
         providers,
         redact,
+        log,
         warnings: diags,
         sources,
         rule_texts: Default::default(),

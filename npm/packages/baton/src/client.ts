@@ -103,6 +103,25 @@ export interface PolicyStatus {
   last_rejection: null | { at_ms: number; message: string; diagnostics: unknown[] };
 }
 
+/** `metrics`'s result: the Prometheus exposition text and its samples by metric name. */
+export interface Metrics {
+  content_type: string;
+  text: string;
+  samples: Record<string, { labels: Record<string, string>; value: number | null }[]>;
+}
+
+/** `status`'s result (`baton status --json`). */
+export interface Status {
+  version: string;
+  uptime_ms: number;
+  policy: { name: string; sha256: string; spec: string; generation: number; loaded_at_ms: number };
+  last_reload_error: string | null;
+  shadow: null | { name: string; sha256: string; spec: string; loaded_at_ms: number };
+  store: { path: string; threads: number; runs: number; documents: number; bytes: number } | { path: string; error: string };
+  decision_log: { enabled: boolean; error: string | null };
+  in_flight: number;
+}
+
 /** The notifications of the service, and the client's own events. */
 export interface ClientEvents {
   /** A changed policy set checked and now serves (`policy/loaded`). */
@@ -111,6 +130,10 @@ export interface ClientEvents {
   "policy/rejected": [params: { message: string; diagnostics: unknown[]; serving: PolicyRef }];
   /** A periodic sweep removed off-band documents (`handoffs/collected`). */
   "handoffs/collected": [params: { removed: { path: string; reason: string }[]; kept: number; warnings: string[] }];
+  /** The decision log cannot be written (a full disk); decisions are still answered (`log/degraded`). */
+  "log/degraded": [params: { message: string }];
+  /** The decision log is written again (`log/recovered`). */
+  "log/recovered": [params: Record<string, never>];
   /** Any notification, by method. */
   notification: [method: string, params: unknown];
   /** The sidecar exited unexpectedly (requests in flight failed with `SidecarExited`). */
@@ -556,6 +579,14 @@ export class BatonClient extends EventEmitter<ClientEvents> {
   /** The service's health. */
   health(o?: RequestOptions): Promise<Health> {
     return this.request("health", {}, o);
+  }
+  /** The service's metrics (what `--metrics` serves over HTTP). */
+  metrics(o?: RequestOptions): Promise<Metrics> {
+    return this.request("metrics", {}, o);
+  }
+  /** Versions, policies, store figures, uptime, the last reload error (`baton status`). */
+  status(o?: RequestOptions): Promise<Status> {
+    return this.request("status", {}, o);
   }
 
   /**

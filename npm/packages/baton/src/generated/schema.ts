@@ -1799,6 +1799,7 @@ export interface ServiceMethods {
   "fork": { params: ForkParams; result: ForkReport };
   "health": { params: Record<string, never>; result: unknown };
   "mergeBack": { params: MergeBackParams; result: DispatchReport };
+  "metrics": { params: Record<string, never>; result: unknown };
   "policy/reload": { params: Record<string, never>; result: unknown };
   "policy/status": { params: Record<string, never>; result: unknown };
   "pregrant/check": { params: PregrantParams; result: Verdict };
@@ -1806,6 +1807,7 @@ export interface ServiceMethods {
   "render": { params: DecideParams; result: RenderReport };
   "rollback": { params: RollbackParams; result: RollbackReport };
   "shutdown": { params: Record<string, never>; result: unknown };
+  "status": { params: Record<string, never>; result: unknown };
   "thread/export": { params: ThreadParams; result: unknown };
   "thread/import": { params: ImportParams; result: ImportReport };
 }
