@@ -29,6 +29,12 @@ pub enum DiffError {
     /// The corpus directory holds no state file.
     #[error("{0}: error: the corpus has no state files (*.yaml, *.yml, *.json)")]
     Empty(String),
+    /// The decision log cannot be read.
+    #[error("{0}: error: cannot read the decision log: {1}")]
+    Log(String, String),
+    /// No line of the decision log carries the input of its decision.
+    #[error("{0}: error: no line of the log carries its decision's input ({1} lines read); log inputs with the policy's `log {{ keep input }}` (docs/policy-language.md#log), or export the store's with `baton log export --policy POLICY`")]
+    NoInput(String, usize),
     /// `--target NAME` names a provider that is neither known nor declared by any state.
     #[error("--target: error: unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in a state of the corpus")]
     UnknownTarget(String),
@@ -292,4 +298,75 @@ pub fn diff_corpus(
         Targets::One(p) if !target_known => Err(DiffError::UnknownTarget(p.clone())),
         _ => Ok(report),
     }
+}
+
+/// Decide again, with `old` and `new`, every decision of a decision log (`baton serve
+/// --decision-log`, `baton log export`) whose line carries its input (`input.state`; a policy
+/// logs it with `log { keep input }`), for the line's target (or `opts`' targets when they
+/// name one), and report what changes as [`diff_corpus`] does. Each decision is named
+/// `LOG:LINE`. Lines without an input are passed over; a log none of whose lines has one is an
+/// error.
+pub fn diff_log(
+    old: &Engine,
+    new: &Engine,
+    log: &Path,
+    opts: &DiffOptions,
+) -> Result<DiffReport, DiffError> {
+    let name = crate::state::display_path(log);
+    let text = std::fs::read_to_string(log)
+        .map_err(|e| DiffError::Log(name.clone(), crate::state::io_reason(&e)))?;
+    let mut report = DiffReport::default();
+    let (mut lines, mut with_input) = (0usize, 0usize);
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        lines = lines.saturating_add(1);
+        let at = format!("{name}:{}", i.saturating_add(1));
+        let v: serde_json::Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => {
+                report.problems.push(StateProblem {
+                    state: at,
+                    target: None,
+                    old: Some(format!("{name}:{}: error: not a JSON line: {e}", i.saturating_add(1))),
+                    new: None,
+                });
+                continue;
+            }
+        };
+        let Some(input) = v.pointer("/input/state") else {
+            continue;
+        };
+        with_input = with_input.saturating_add(1);
+        let state = match crate::state::parse_str(&input.to_string(), crate::state::Format::Json, &at) {
+            Ok(s) => s,
+            Err(e) => {
+                report.problems.push(StateProblem {
+                    state: at,
+                    target: None,
+                    old: Some(e.to_string()),
+                    new: None,
+                });
+                continue;
+            }
+        };
+        let target = v
+            .pointer("/input/target")
+            .and_then(serde_json::Value::as_str)
+            .or_else(|| v.get("target").and_then(serde_json::Value::as_str))
+            .unwrap_or(&state.request.provider)
+            .to_string();
+        let line_opts = match &opts.targets {
+            Targets::One(_) => opts.clone(),
+            _ => DiffOptions {
+                targets: Targets::One(target),
+            },
+        };
+        diff_state(old, new, &state, &at, &line_opts, &mut report);
+    }
+    if with_input == 0 {
+        return Err(DiffError::NoInput(name, lines));
+    }
+    Ok(report)
 }

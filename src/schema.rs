@@ -69,7 +69,8 @@ fn described(schema: schemars::Schema, description: &str) -> Value {
 fn service() -> Value {
     use crate::serve::params::{
         CompleteParams, DecideParams, DispatchParams, Empty, ForkParams, ImportParams,
-        MergeBackParams, PregrantParams, RegenerateParams, RollbackParams, ThreadParams,
+        MergeBackParams, PregrantParams, RegenerateParams, RollbackParams, ShadowParams,
+        ThreadParams,
     };
     let mut gen = SchemaGenerator::default();
     let methods: Vec<(&str, schemars::Schema)> = vec![
@@ -86,6 +87,7 @@ fn service() -> Value {
         ("thread/export", gen.subschema_for::<ThreadParams>()),
         ("policy/reload", gen.subschema_for::<Empty>()),
         ("policy/status", gen.subschema_for::<Empty>()),
+        ("policy/shadow", gen.subschema_for::<ShadowParams>()),
         ("metrics", gen.subschema_for::<Empty>()),
         ("status", gen.subschema_for::<Empty>()),
         ("health", gen.subschema_for::<Empty>()),

@@ -731,3 +731,356 @@ fn a_log_block_is_checked_formatted_and_named_in_errors() {
         .status
         .success());
 }
+
+/// A candidate that flips one rule of the default policy for the seed example: the
+/// `clean_context` signal always holds, so run 9 on codex starts fresh.
+fn candidate(dir: &Path) -> PathBuf {
+    let p = dir.join("candidate.policy");
+    std::fs::write(
+        &p,
+        "policy \"candidate\" {\n  extends \"default\"\n}\n\nstale clean_context when true because \"always start clean\"\n",
+    )
+    .unwrap();
+    p
+}
+
+/// An active policy that logs its decisions' inputs.
+fn logging_active(dir: &Path) -> PathBuf {
+    let p = dir.join("active.policy");
+    std::fs::write(
+        &p,
+        "policy \"active\" {\n  extends \"default\"\n}\n\nlog {\n  keep input\n}\n",
+    )
+    .unwrap();
+    p
+}
+
+/// Send `requests` to a `--stdio --framing lines` server and return each response's bytes.
+fn raw_responses(dir: &Path, args: &[&str], requests: &[Value]) -> Vec<String> {
+    let mut child = serve_cmd(
+        dir,
+        &[
+            &["--stdio", "--framing", "lines", "--no-watch", "--no-gc"],
+            args,
+        ]
+        .concat(),
+    )
+    .spawn()
+    .unwrap();
+    let mut w = child.stdin.take().unwrap();
+    let mut r = BufReader::new(child.stdout.take().unwrap());
+    let mut out = Vec::new();
+    for req in requests {
+        writeln!(w, "{req}").unwrap();
+        w.flush().unwrap();
+        loop {
+            let mut line = String::new();
+            assert!(r.read_line(&mut line).unwrap() > 0, "a response to {req}");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("id").is_some() {
+                out.push(line);
+                break;
+            }
+        }
+    }
+    drop(w);
+    assert!(child.wait().unwrap().success());
+    out
+}
+
+#[test]
+fn a_shadow_policy_shows_exactly_the_divergences_baton_diff_predicts_and_changes_no_response() {
+    let dir = tempfile::tempdir().unwrap();
+    let cand = candidate(dir.path());
+    let log = dir.path().join("shadow.jsonl");
+    let state = example_state("seed-switch.yaml");
+    let requests: Vec<Value> = [
+        ("explain", json!({"state": state.clone()})),
+        ("render", json!({"state": state.clone()})),
+        (
+            "explain",
+            json!({"state": state.clone(), "target": "cursor", "trace": false}),
+        ),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, (m, p))| json!({"jsonrpc": "2.0", "id": i, "method": m, "params": p}))
+    .collect();
+    let plain = raw_responses(dir.path(), &[], &requests);
+    let shadowed = raw_responses(
+        dir.path(),
+        &[
+            "--shadow",
+            cand.to_str().unwrap(),
+            "--decision-log",
+            log.to_str().unwrap(),
+        ],
+        &requests,
+    );
+    assert_eq!(
+        plain, shadowed,
+        "the shadow changes no response, byte for byte"
+    );
+
+    // What `baton diff` predicts for the same state and target.
+    let corpus = dir.path().join("corpus");
+    std::fs::create_dir(&corpus).unwrap();
+    std::fs::copy(
+        Path::new(ROOT).join("examples/seed-switch.yaml"),
+        corpus.join("seed.yaml"),
+    )
+    .unwrap();
+    let out = baton(
+        dir.path(),
+        &[
+            "diff",
+            "--from",
+            "default",
+            "--to",
+            cand.to_str().unwrap(),
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--target",
+            "codex",
+            "--json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let predicted: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let predicted = &predicted["decisions"][0]["changes"];
+    assert!(predicted.as_array().unwrap().len() > 1, "{predicted}");
+
+    let lines = lines_of(&log);
+    assert_eq!(lines.len(), 3);
+    for l in &lines[..2] {
+        assert_eq!(l["divergences"]["policy"]["name"], "candidate");
+        assert_eq!(&l["divergences"]["changes"], predicted, "{l}");
+    }
+    let fields: Vec<&str> = predicted
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert!(
+        fields.contains(&"strategy") && fields.contains(&"stale"),
+        "{fields:?}"
+    );
+    let stale = predicted
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["field"] == "stale")
+        .unwrap();
+    assert_eq!(stale["causes"][0]["rule"], "stale clean_context");
+    // For cursor (no thread: full_new either way) the candidate still flips the signal.
+    assert!(lines[2]["divergences"]["changes"].is_array());
+}
+
+#[test]
+fn shadow_divergences_are_counted_and_the_shadow_is_swapped_by_method() {
+    let dir = tempfile::tempdir().unwrap();
+    let cand = candidate(dir.path());
+    let bad = dir.path().join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    std::fs::write(bad.join("x.policy"), "stale oops when target.nope\n").unwrap();
+    let mut s = stdio(dir.path(), &["--no-watch"]);
+    let state = example_state("seed-switch.yaml");
+    // No shadow yet.
+    assert_eq!(s.client.result("status", json!({}))["shadow"], Value::Null);
+    // A candidate that does not check is refused with its diagnostics; nothing changes.
+    let r = s
+        .client
+        .call("policy/shadow", json!({"spec": bad.to_str().unwrap()}));
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is refused; the active policy and the shadow in place are unaffected"),
+        "{r}"
+    );
+    assert!(!r["error"]["data"]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert_eq!(r["error"]["data"]["shadow"], Value::Null);
+    // A good one decides beside the active policy from now on.
+    let r = s
+        .client
+        .result("policy/shadow", json!({"spec": cand.to_str().unwrap()}));
+    assert_eq!(r["shadow"]["name"], "candidate");
+    let active = s.client.result("explain", json!({"state": state.clone()}));
+    assert_eq!(
+        active["decision"]["strategy"], "delta_existing",
+        "the active policy decides"
+    );
+    let m = s.client.result("metrics", json!({}));
+    assert_eq!(
+        m["samples"]["baton_shadow_decisions_total"][0]["value"],
+        1.0
+    );
+    let strategy = m["samples"]["baton_shadow_divergences_total"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["labels"]["field"] == "strategy")
+        .unwrap();
+    assert_eq!(strategy["labels"]["policy"], "candidate");
+    assert_eq!(strategy["value"], 1.0);
+    // A dispatch is shadowed too, from the input the store logged for it.
+    s.client
+        .result("thread/import", json!({"state": state.clone()}));
+    let d = s
+        .client
+        .result("dispatch", json!({"thread": "th_1", "target": "codex"}));
+    assert_eq!(d["strategy"], "delta_existing");
+    let m = s.client.result("metrics", json!({}));
+    assert_eq!(
+        m["samples"]["baton_shadow_decisions_total"][0]["value"],
+        2.0
+    );
+    let strategy = m["samples"]["baton_shadow_divergences_total"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["labels"]["field"] == "strategy")
+        .unwrap();
+    assert_eq!(
+        strategy["value"], 2.0,
+        "the dispatch's strategy diverges too"
+    );
+    let st = s.client.result("status", json!({}));
+    assert_eq!(st["shadow"]["name"], "candidate");
+    assert_eq!(st["shadow"]["sha256"].as_str().unwrap().len(), 64);
+    // A refused candidate leaves the one in place.
+    let r = s
+        .client
+        .call("policy/shadow", json!({"spec": bad.to_str().unwrap()}));
+    assert_eq!(r["error"]["data"]["shadow"]["name"], "candidate");
+    // null removes it.
+    let r = s.client.result("policy/shadow", json!({"spec": null}));
+    assert_eq!(r["shadow"], Value::Null);
+    assert_eq!(s.stop(), 0);
+}
+
+#[test]
+fn a_shadow_dir_that_does_not_parse_is_a_clear_error_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("candidate");
+    std::fs::create_dir(&bad).unwrap();
+    std::fs::write(
+        bad.join("x.policy"),
+        "strategy {\n  full_new whenn true\n}\n",
+    )
+    .unwrap();
+    let (code, err) = start_fails(dir.path(), &["--stdio", "--shadow", bad.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "error: the shadow policy `{}` is refused (the active policy is unaffected):",
+            bad.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("x.policy:2:"),
+        "the diagnostic names the file and line: {err}"
+    );
+}
+
+#[test]
+fn diff_from_log_replays_logged_inputs_under_a_candidate() {
+    let dir = tempfile::tempdir().unwrap();
+    let active = logging_active(dir.path());
+    let cand = candidate(dir.path());
+    let log = dir.path().join("d.jsonl");
+    let mut s = stdio(
+        dir.path(),
+        &[
+            "--policy",
+            active.to_str().unwrap(),
+            "--decision-log",
+            log.to_str().unwrap(),
+            "--shadow",
+            cand.to_str().unwrap(),
+            "--no-watch",
+        ],
+    );
+    let state = example_state("seed-switch.yaml");
+    s.client.result("explain", json!({"state": state.clone()}));
+    s.client.result(
+        "explain",
+        json!({"state": state.clone(), "target": "claude"}),
+    );
+    assert_eq!(s.stop(), 0);
+    let lines = lines_of(&log);
+    assert_eq!(lines.len(), 2);
+
+    let out = baton(
+        dir.path(),
+        &[
+            "diff",
+            "--from",
+            active.to_str().unwrap(),
+            "--to",
+            cand.to_str().unwrap(),
+            "--from-log",
+            log.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["decisions_compared"], 2);
+    let decisions = report["decisions"].as_array().unwrap();
+    assert!(!decisions.is_empty());
+    for d in decisions {
+        let line_no: usize = d["state"]
+            .as_str()
+            .unwrap()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let logged = &lines[line_no - 1];
+        assert_eq!(d["target"], logged["target"]);
+        // Offline replay finds what the live shadow found.
+        assert_eq!(d["changes"], logged["divergences"]["changes"], "{d}");
+    }
+    // A log without inputs cannot be replayed: said so.
+    let plain = dir.path().join("plain.jsonl");
+    std::fs::write(
+        &plain,
+        format!("{}\n", json!({"id": "x", "method": "explain"})),
+    )
+    .unwrap();
+    let out = baton(
+        dir.path(),
+        &[
+            "diff",
+            "--from",
+            "default",
+            "--to",
+            cand.to_str().unwrap(),
+            "--from-log",
+            plain.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("no line of the log carries its decision's input (1 lines read)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

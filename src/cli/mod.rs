@@ -208,8 +208,17 @@ pub struct DiffArgs {
     #[arg(long, value_name = "POLICY")]
     pub to: String,
     /// Directory of state files (*.yaml, *.yml, *.json).
-    #[arg(long, value_name = "DIR")]
-    pub corpus: PathBuf,
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "from_log",
+        conflicts_with = "from_log"
+    )]
+    pub corpus: Option<PathBuf>,
+    /// A decision log (`baton serve --decision-log`, `baton log export`) instead of a corpus:
+    /// every logged decision that carries its input (`log { keep input }`) is decided again.
+    #[arg(long, value_name = "LOG")]
+    pub from_log: Option<PathBuf>,
     /// Decide for this provider, or `all` (the four known ones and those a state declares).
     /// Default: every provider each state involves.
     #[arg(long, value_name = "PROVIDER")]
@@ -320,6 +329,11 @@ pub struct ServeArgs {
     /// Allow --metrics on an address that is not loopback.
     #[arg(long)]
     pub metrics_allow_remote: bool,
+    /// A candidate policy (file, directory or shipped profile) that decides every decision
+    /// beside the active one, changing nothing; its divergences go to the decision log and
+    /// the metrics (docs/operations.md).
+    #[arg(long, value_name = "POLICY")]
+    pub shadow: Option<String>,
 }
 
 #[derive(Args, Debug)]

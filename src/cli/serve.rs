@@ -72,6 +72,7 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
         addr,
         allow_remote: a.metrics_allow_remote,
     });
+    cfg.shadow = a.shadow;
     tune_malloc();
     match serve::serve(cfg) {
         Ok(()) => super::commands::OK,

@@ -101,7 +101,15 @@ pub(crate) fn diff(a: DiffArgs) -> u8 {
             .map(crate::diff::Targets::parse)
             .unwrap_or_default(),
     };
-    let report = match crate::diff::diff_corpus(&old, &new, &a.corpus, &opts) {
+    let report = match (&a.corpus, &a.from_log) {
+        (Some(corpus), _) => crate::diff::diff_corpus(&old, &new, corpus, &opts),
+        (None, Some(log)) => crate::diff::diff_log(&old, &new, log, &opts),
+        (None, None) => {
+            eprintln!("error: give --corpus DIR or --from-log LOG");
+            return super::commands::USAGE;
+        }
+    };
+    let report = match report {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{e}");

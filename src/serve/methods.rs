@@ -39,6 +39,7 @@ pub const NAMES: &[&str] = &[
     "thread/export",
     "policy/reload",
     "policy/status",
+    "policy/shadow",
     "metrics",
     "status",
     "health",
@@ -54,7 +55,9 @@ pub fn lookup(method: &str) -> Option<Spec> {
             Some(Spec { mutates: false })
         }
         "dispatch" | "completeRun" | "rollback" | "fork" | "mergeBack" | "regenerate"
-        | "pregrant/check" | "thread/import" | "policy/reload" => Some(Spec { mutates: true }),
+        | "pregrant/check" | "thread/import" | "policy/reload" | "policy/shadow" => {
+            Some(Spec { mutates: true })
+        }
         _ => None,
     }
 }
@@ -241,6 +244,40 @@ pub async fn call(
             let _: Empty = parse_params(method, params)?;
             Ok(shared.policies.status())
         }
+        "policy/shadow" => {
+            let p: ShadowParams = parse_params(method, params)?;
+            let s = shared.clone();
+            let loaded = tokio::task::spawn_blocking(move || match p.spec {
+                None => {
+                    s.shadow.set(None);
+                    Ok(())
+                }
+                Some(spec) => {
+                    match super::shadow::Shadow::load(
+                        &spec,
+                        s.cfg.templates.clone(),
+                        s.cfg.handoff_dir.clone(),
+                    ) {
+                        Ok(c) => {
+                            s.shadow.set(Some(c));
+                            Ok(())
+                        }
+                        Err(e) => Err((spec, e)),
+                    }
+                }
+            })
+            .await
+            .map_err(|e| RpcError::internal(format!("the request's task failed: {e}")))?;
+            drop(turn);
+            match loaded {
+                Ok(()) => Ok(json!({"shadow": shared.shadow.status()})),
+                Err((spec, e)) => Err(RpcError::new(
+                    code::POLICY_ERROR,
+                    format!("the shadow policy `{spec}` is refused; the active policy and the shadow in place are unaffected: {e}"),
+                )
+                .with_data(json!({"diagnostics": e.diagnostics, "shadow": shared.shadow.status()}))),
+            }
+        }
         "metrics" => {
             let _: Empty = parse_params(method, params)?;
             let text = shared.ops.metrics_text(shared);
@@ -326,6 +363,24 @@ impl Cx {
         );
     }
 
+    /// What the shadow policy decides differently from `active`, the decision the store just
+    /// made and logged for `thread`, deciding the input the store logged with it as the store
+    /// does (`None` without a shadow, or when the store kept no input).
+    fn shadow_stored(&self, thread: &str, active: &crate::decision::Decision) -> Option<Value> {
+        let candidate = self.shared.shadow.current()?;
+        let input = self
+            .stores()
+            .with(|s| s.latest_input(thread).map_err(|e| stored::store_error(&e)))
+            .ok()
+            .flatten()?;
+        let (v, fields) = super::shadow::stored_divergences(active, &candidate, &input);
+        self.shared
+            .ops
+            .metrics
+            .shadow(&candidate.set.policy.name, &fields);
+        Some(v)
+    }
+
     /// [`Cx::record`] of a dispatch, merge-back or regenerate. Its input is in the store's
     /// decision log (`baton log export` writes it); the line references the row by thread
     /// and run.
@@ -352,21 +407,39 @@ impl Cx {
                     .iter()
                     .chain(d.merge_back.iter())
                     .any(|h| h.document_path.is_some());
+                // A merge-back is logged in the fork's parent, which its decision is for.
+                let logged_in = if method == "mergeBack" {
+                    self.stores()
+                        .with(|s| s.parent_of(thread).map_err(|e| stored::store_error(&e)))
+                        .ok()
+                        .flatten()
+                        .unwrap_or_else(|| thread.to_string())
+                } else {
+                    thread.to_string()
+                };
                 let input = self
                     .shared
                     .ops
                     .logs_input(&self.set.policy)
-                    .then(|| json!({"store": {"thread": thread, "run": d.run}}));
-                self.record(
-                    method,
-                    Some(thread),
-                    target,
-                    Outcome::Decision {
-                        decision: &d.decision,
-                        handoff,
-                        document_written: written,
+                    .then(|| json!({"store": {"thread": logged_in, "run": d.run}}));
+                let divergences = self.shadow_stored(&logged_in, &d.decision);
+                self.shared.ops.record(
+                    &self.shared,
+                    Event {
+                        method,
+                        started: self.started,
+                        time: self.time,
+                        policy: &self.set.policy,
+                        thread: Some(thread),
+                        target,
+                        outcome: Outcome::Decision {
+                            decision: &d.decision,
+                            handoff,
+                            document_written: written,
+                        },
+                        input,
+                        divergences,
                     },
-                    input,
                 );
             }
             Err(e) => self.record(method, Some(thread), target, Outcome::Failed(e), None),
@@ -460,6 +533,15 @@ fn parse_params<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, R
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Empty {}
+
+/// Params of `policy/shadow`.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ShadowParams {
+    /// The candidate policy (a file, a directory of `*.policy` or a shipped profile) that
+    /// decides beside the active one from now on; null removes the shadow.
+    spec: Option<String>,
+}
 
 /// Params of `explain` and `render`.
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -598,12 +680,18 @@ fn explain(cx: &Cx, p: DecideParams, parsed: Option<ParsedText>) -> Result<Value
 struct Seen {
     thread: Option<String>,
     input: Option<Value>,
+    /// The state, when a shadow policy decides it too.
+    state: Option<State>,
+    target: Option<String>,
 }
 
 impl Seen {
     /// What `state` (decided for `target`) shows the log.
     fn of(cx: &Cx, state: &State, target: Option<&str>) -> Seen {
+        let shadowed = cx.shared.shadow.current().is_some();
         Seen {
+            state: shadowed.then(|| state.clone()),
+            target: target.map(str::to_string),
             thread: Some(state.thread.id.clone()),
             input: cx
                 .shared
@@ -624,6 +712,22 @@ fn recorded<T>(
     decision: impl Fn(&T) -> &crate::decision::Decision,
 ) -> Result<T, RpcError> {
     let thread = seen.thread.as_deref().or(p.thread.as_deref());
+    let divergences = match (&r, &seen.state, cx.shared.shadow.current()) {
+        (Ok(_), Some(state), Some(candidate)) => {
+            let (v, fields) = super::shadow::divergences(
+                &cx.set.engine,
+                &candidate,
+                state,
+                seen.target.as_deref(),
+            );
+            cx.shared
+                .ops
+                .metrics
+                .shadow(&candidate.set.policy.name, &fields);
+            Some(v)
+        }
+        _ => None,
+    };
     let outcome = match &r {
         Ok(v) => Outcome::Decision {
             decision: decision(v),
@@ -632,7 +736,20 @@ fn recorded<T>(
         },
         Err(e) => Outcome::Failed(e),
     };
-    cx.record(method, thread, p.target.as_deref(), outcome, seen.input);
+    cx.shared.ops.record(
+        &cx.shared,
+        Event {
+            method,
+            started: cx.started,
+            time: cx.time,
+            policy: &cx.set.policy,
+            thread,
+            target: p.target.as_deref(),
+            outcome,
+            input: seen.input,
+            divergences,
+        },
+    );
     r
 }
 
@@ -657,7 +774,7 @@ fn explain_decided(
         // A stored thread: the store reads only a window of a long one when that decides the
         // same (docs/store.md#speed).
         (Some(t), true) => {
-            if cx.shared.ops.logs_input(&set.policy) {
+            if cx.shared.ops.logs_input(&set.policy) || cx.shared.shadow.current().is_some() {
                 if let Ok(state) = stored::load(cx.stores(), t) {
                     *seen = Seen::of(cx, &state, p.target.as_deref());
                 }

@@ -25,6 +25,7 @@ internal!(
     policy_set,
     rpc,
     session,
+    shadow,
     slots,
     status,
     stored,
@@ -40,7 +41,7 @@ pub use sweep::GcSweep;
 
 /// The request parameter types, for the service's JSON Schema (`baton schema service`).
 pub(crate) mod params {
-    pub(crate) use super::methods::{DecideParams, Empty};
+    pub(crate) use super::methods::{DecideParams, Empty, ShadowParams};
     pub(crate) use super::stored::{
         CompleteParams, DispatchParams, ForkParams, ImportParams, MergeBackParams, PregrantParams,
         RegenerateParams, RollbackParams, ThreadParams,
@@ -103,6 +104,8 @@ pub struct ServeConfig {
     pub decision_log: Option<DecisionLogConfig>,
     /// The metrics endpoint (`--metrics`; `None`: metrics only through the `metrics` method).
     pub metrics: Option<MetricsEndpoint>,
+    /// The shadow policy (`--shadow`: a file, directory or shipped profile; `None`: none).
+    pub shadow: Option<String>,
 }
 
 /// Where the metrics endpoint listens (`--metrics ADDR`).
@@ -134,6 +137,7 @@ impl ServeConfig {
             gc: Some(GcSweep::default()),
             decision_log: None,
             metrics: None,
+            shadow: None,
         }
     }
 }
@@ -190,6 +194,16 @@ pub enum ServeError {
     /// The metrics endpoint cannot listen (a port in use, an address that is not loopback).
     #[error("{0}")]
     Metrics(#[from] metrics_http::MetricsError),
+    /// The shadow policy does not load or check at start.
+    #[error(
+        "error: the shadow policy `{spec}` is refused (the active policy is unaffected):\n{source}"
+    )]
+    Shadow {
+        /// The `--shadow` argument.
+        spec: String,
+        /// Why it does not check.
+        source: PolicyError,
+    },
     /// Options that do not go together.
     #[error("error: {0}")]
     Usage(String),
@@ -253,7 +267,19 @@ pub async fn run(cfg: ServeConfig) -> Result<(), ServeError> {
             Some(listener)
         }
     };
+    let candidate = match &cfg.shadow {
+        None => None,
+        Some(spec) => Some(
+            shadow::Shadow::load(spec, cfg.templates.clone(), cfg.handoff_dir.clone()).map_err(
+                |source| ServeError::Shadow {
+                    spec: spec.clone(),
+                    source,
+                },
+            )?,
+        ),
+    };
     let shared = session::Shared::new(cfg.clone(), policies.clone(), ops::Ops::new(log));
+    shared.shadow.set(candidate);
     let scraper = metrics_listener.map(|l| tokio::spawn(metrics_http::run(l, shared.clone())));
     let _watcher = if cfg.watch {
         Some(start_watcher(&shared)?)

@@ -67,6 +67,8 @@ pub struct Shared {
     pub cfg: ServeConfig,
     /// The decision log and the metrics.
     pub ops: super::ops::Ops,
+    /// The shadow policy (`--shadow`, `policy/shadow`).
+    pub shadow: super::shadow::Shadow,
     pub policies: Arc<PolicyHolder>,
     pub stores: StorePool,
     /// thread id -> (sequence of the last queued request, its release signal).
@@ -113,6 +115,7 @@ impl Shared {
     ) -> Arc<Shared> {
         Arc::new(Shared {
             ops,
+            shadow: super::shadow::Shadow::default(),
             stores: StorePool::new(cfg.db.clone()),
             cfg,
             policies,
@@ -131,7 +134,7 @@ impl Shared {
 
     /// The shadow policy's status (null: none).
     pub fn shadow_status(&self) -> Value {
-        Value::Null
+        self.shadow.status()
     }
 
     /// Requests currently running or queued.

@@ -33,8 +33,8 @@ pub use lifecycle::{
     NextRun, ProviderThreadChange, RollbackReport, RunEnd,
 };
 pub use replay::{
-    replay, DecisionInput, LoggedDecision, ReplayDifference, ReplayFilter, ReplayReport,
-    ReplaySkipped,
+    decide_input, replay, DecisionInput, LoggedDecision, ReplayDifference, ReplayFilter,
+    ReplayReport, ReplaySkipped,
 };
 pub use report::{DispatchReport, ImportReport, Recorded};
 pub use schema::SCHEMA_VERSION;

@@ -261,6 +261,15 @@ pub fn replay(
     Ok(report)
 }
 
+/// Decide `input` with `policy` the way the store decides (its context included): what a
+/// shadow policy would have decided for a logged dispatch (`baton serve --shadow`).
+pub fn decide_input(
+    policy: &crate::policy::Policy,
+    input: &DecisionInput,
+) -> Result<crate::decision::Decision, crate::pipeline::PipelineError> {
+    decide_again(policy, input)
+}
+
 /// Decide `input` again the way the store decided it: evaluate, then select and fit the
 /// handoff to its budget (the budget and its trace entry are part of the decision). The
 /// deterministic summary is rendered; a logged decision whose handoff an external summarizer
@@ -460,5 +469,35 @@ impl Store {
             });
         }
         Ok(out)
+    }
+}
+
+impl Store {
+    /// What the latest logged decision of `thread` was made from (`None`: no row, or a row
+    /// logged before the log kept inputs).
+    pub fn latest_input(&self, thread: &str) -> Result<Option<DecisionInput>, StoreError> {
+        use rusqlite::OptionalExtension;
+        let during = "reading the decision log";
+        let row: Option<(i64, Option<super::packed::Input>)> = self
+            .connection()
+            .query_row(
+                "SELECT id, input FROM decision_log WHERE thread = ?1 ORDER BY id DESC LIMIT 1",
+                [thread],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(during, e))?;
+        match row {
+            Some((id, Some(input))) => {
+                unchunked(self, &input.0)
+                    .map(Some)
+                    .map_err(|why| StoreError::Corrupt {
+                        path: self.name(),
+                        what: format!("decision-log row {id}"),
+                        why,
+                    })
+            }
+            _ => Ok(None),
+        }
     }
 }

@@ -572,6 +572,10 @@ export class BatonClient extends EventEmitter<ClientEvents> {
   policyStatus(o?: RequestOptions): Promise<PolicyStatus> {
     return this.request("policy/status", {}, o);
   }
+  /** Put a candidate policy beside the active one (null removes it); it decides every request too and changes nothing (docs/operations.md). */
+  policyShadow(spec: string | null, o?: RequestOptions): Promise<{ shadow: Status["shadow"] }> {
+    return this.request("policy/shadow", { spec }, o);
+  }
   /** Re-read and check the policy set now (`-32001` with `data.diagnostics` when it does not check). */
   policyReload(o?: RequestOptions): Promise<{ policy: PolicyRef; changed: boolean; generation: number }> {
     return this.request("policy/reload", {}, o);

@@ -1255,6 +1255,19 @@ export interface RollbackParams {
   to: number;
 }
 /**
+ * Params of `policy/shadow`.
+ *
+ * This interface was referenced by `BatonSchemas`'s JSON-Schema
+ * via the `definition` "ShadowParams".
+ */
+export interface ShadowParams {
+  /**
+   * The candidate policy (a file, a directory of `*.policy` or a shipped profile) that
+   * decides beside the active one from now on; null removes the shadow.
+   */
+  spec?: string | null;
+}
+/**
  * This interface was referenced by `BatonSchemas`'s JSON-Schema
  * via the `definition` "ThreadParams".
  */
@@ -1801,6 +1814,7 @@ export interface ServiceMethods {
   "mergeBack": { params: MergeBackParams; result: DispatchReport };
   "metrics": { params: Record<string, never>; result: unknown };
   "policy/reload": { params: Record<string, never>; result: unknown };
+  "policy/shadow": { params: ShadowParams; result: unknown };
   "policy/status": { params: Record<string, never>; result: unknown };
   "pregrant/check": { params: PregrantParams; result: Verdict };
   "regenerate": { params: RegenerateParams; result: DispatchReport };
