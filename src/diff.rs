@@ -329,7 +329,10 @@ pub fn diff_log(
                 report.problems.push(StateProblem {
                     state: at,
                     target: None,
-                    old: Some(format!("{name}:{}: error: not a JSON line: {e}", i.saturating_add(1))),
+                    old: Some(format!(
+                        "{name}:{}: error: not a JSON line: {e}",
+                        i.saturating_add(1)
+                    )),
                     new: None,
                 });
                 continue;
@@ -339,7 +342,8 @@ pub fn diff_log(
             continue;
         };
         with_input = with_input.saturating_add(1);
-        let state = match crate::state::parse_str(&input.to_string(), crate::state::Format::Json, &at) {
+        let text = input.to_string();
+        let state = match crate::state::parse_str(&text, crate::state::Format::Json, &at) {
             Ok(s) => s,
             Err(e) => {
                 report.problems.push(StateProblem {

@@ -1084,3 +1084,64 @@ fn diff_from_log_replays_logged_inputs_under_a_candidate() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_metrics_endpoint_refuses_an_oversized_request_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, sock, port) = metrics_server(dir.path(), &[]);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let filler = "x".repeat(9 * 1024);
+    write!(s, "GET /metrics HTTP/1.1\r\nX-Filler: {filler}\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(
+        resp.starts_with("HTTP/1.1 431 Request Header Fields Too Large"),
+        "{resp}"
+    );
+    let (head, _) = {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(s, "POST /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        (resp, ())
+    };
+    assert!(head.starts_with("HTTP/1.1 405"), "{head}");
+    let mut c = Client::connect(&sock, false);
+    c.result("shutdown", json!({}));
+    c.notify("exit", json!({}));
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn a_socket_server_logs_decisions_to_standard_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("o.sock");
+    let child = serve_cmd(
+        dir.path(),
+        &[
+            "--socket",
+            sock.to_str().unwrap(),
+            "--no-watch",
+            "--no-gc",
+            "--decision-log",
+            "-",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let mut c = Client::connect(&sock, false);
+    let state = example_state("seed-switch.yaml");
+    c.result("explain", json!({"state": state.clone()}));
+    c.result("explain", json!({"state": state, "target": "cursor"}));
+    c.result("shutdown", json!({}));
+    c.notify("exit", json!({}));
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[1]["target"], "cursor");
+}

@@ -195,6 +195,9 @@ pub(crate) fn status(a: StatusArgs) -> u8 {
     OK
 }
 
+/// The largest response `baton status` reads (a status is a few hundred bytes).
+const MAX_RESPONSE: usize = 16 * 1024 * 1024;
+
 /// Send one request without params to the server at `socket` and return its result.
 fn ask(socket: &std::path::Path, lines: bool, method: &str) -> Result<Value, String> {
     let mut stream = std::os::unix::net::UnixStream::connect(socket)
@@ -235,6 +238,9 @@ fn ask(socket: &std::path::Path, lines: bool, method: &str) -> Result<Value, Str
                 }
             }
             let len = len.ok_or("a response without Content-Length")?;
+            if len > MAX_RESPONSE {
+                return Err(format!("a response of {len} bytes, over {MAX_RESPONSE}"));
+            }
             let mut buf = vec![0u8; len];
             r.read_exact(&mut buf).map_err(|e| e.to_string())?;
             buf

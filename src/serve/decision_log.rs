@@ -63,7 +63,9 @@ impl DecisionLogConfig {
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: error: cannot write the decision log: {reason}")]
 pub struct OpenError {
+    /// The log's path.
     pub path: String,
+    /// Why it cannot be written.
     pub reason: String,
 }
 

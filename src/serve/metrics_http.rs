@@ -19,7 +19,9 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, thiserror::Error)]
 #[error("{addr}: error: cannot serve metrics: {reason}")]
 pub struct MetricsError {
+    /// The `--metrics` address as given.
     pub addr: String,
+    /// Why it cannot be served.
     pub reason: String,
 }
 
@@ -90,7 +92,23 @@ async fn answer(mut stream: tokio::net::TcpStream, shared: Arc<Shared>) -> std::
         }
         head.extend_from_slice(buf.get(..n).unwrap_or(&[]));
         if head.len() > MAX_HEAD {
-            return respond(&mut stream, "431 Request Header Fields Too Large", "text/plain", b"request head too large\n").await;
+            respond(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                "text/plain",
+                b"request head too large\n",
+            )
+            .await?;
+            // Read (a little of) what the client is still sending before closing: closing with
+            // unread input would reset the connection, and the client could lose the answer.
+            let mut left: usize = 64 * 1024;
+            while left > 0 {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => left = left.saturating_sub(n),
+                }
+            }
+            return Ok(());
         }
     }
     let line = head.split(|b| *b == b'\n').next().unwrap_or(&[]);
@@ -98,14 +116,24 @@ async fn answer(mut stream: tokio::net::TcpStream, shared: Arc<Shared>) -> std::
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
-    match (method, path) {
-        ("GET", "/metrics") => {
-            let text = shared.ops.metrics_text(&shared);
-            respond(&mut stream, "200 OK", super::metrics::Metrics::CONTENT_TYPE, text.as_bytes()).await
-        }
-        ("GET", _) => respond(&mut stream, "404 Not Found", "text/plain", b"not found; metrics are at /metrics\n").await,
-        _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", b"only GET /metrics\n").await,
-    }
+    let (status, content_type, body) = match (method, path) {
+        ("GET", "/metrics") => (
+            "200 OK",
+            super::metrics::Metrics::CONTENT_TYPE,
+            shared.ops.metrics_text(&shared).into_bytes(),
+        ),
+        ("GET", _) => (
+            "404 Not Found",
+            "text/plain",
+            b"not found; metrics are at /metrics\n".to_vec(),
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain",
+            b"only GET /metrics\n".to_vec(),
+        ),
+    };
+    respond(&mut stream, status, content_type, &body).await
 }
 
 async fn respond(
