@@ -484,6 +484,9 @@ fn the_metrics_endpoint_counts_a_known_workload() {
         sample(&scrape, "baton_pregrants_total", &[("result", "denied")]),
         2.0
     );
+    // The dispatch to cursor (no thread there yet) wrote its off-band document.
+    assert_eq!(sample(&scrape, "baton_documents_written_total", &[]), 1.0);
+    assert_eq!(sample(&scrape, "baton_documents_collected_total", &[]), 0.0);
     assert_eq!(
         sample(&scrape, "baton_reloads_total", &[("result", "accepted")]),
         1.0
