@@ -911,6 +911,48 @@ fn an_inline_handoff_says_the_rest_is_not_sent() {
     assert!(r.inline.contains("they are not sent."));
 }
 
+/// Bad input: one 50 MB tool output (and a 50 MB failing command's output) under every shipped
+/// policy and for both kinds of target: the handoff is made within its limits, the failing
+/// command named with its exit code where the policy lists commands; nothing crashes.
+#[rstest]
+fn a_50_mb_output_renders_within_the_limits_under_every_policy(
+    #[values("default", "mcode", "t3code", "t3code-legacy")] policy: &str,
+    #[values("claude", "codex")] target: &str,
+) {
+    let output = "x".repeat(99) + "\n";
+    let output = output.repeat(500_000);
+    let v = json!({
+        "version": 1,
+        "thread": {"id": "th_huge", "title": "Huge"},
+        "runs": [{"ordinal": 1, "provider": "cursor", "items": [
+            {"kind": "user_message", "text": "Read the whole log."},
+            {"kind": "tool_call", "tool": "Bash", "input": "cat big.log", "status": "completed", "output": output},
+            {"kind": "command", "command": "make check", "exit_code": 2, "output": output},
+        ]}],
+        "request": {"provider": target, "message": "Go on."}
+    });
+    let o = run_with(&shipped(policy), &state(&v), None);
+    let b = o.decision.budget.as_ref().expect("a budget report");
+    assert!(b.kept, "{policy} -> {target}: {b:?}");
+    let r = o.rendered.expect("a handoff");
+    assert!(chars(&r.inline) <= b.first_turn_limit, "{b:?}");
+    if r.document_path.is_some() {
+        assert!(chars(&r.document) <= b.document_limit, "{b:?}");
+    }
+    let read = if r.document_path.is_some() {
+        &r.document
+    } else {
+        &r.inline
+    };
+    assert!(
+        read.contains("Read the whole log."),
+        "{policy}: the latest request"
+    );
+    if policy != "t3code-legacy" {
+        assert!(read.contains("make check"), "{policy}: the failing command");
+    }
+}
+
 /// Bad input: one 50 MB tool output renders within the document limit, the output's end kept,
 /// its whole text in the transcript.
 #[test]
@@ -1167,4 +1209,65 @@ fn adding_runs_sheds_the_oldest_content_first(
             );
         }
     }
+}
+
+/// Bad input: a thread of 100,000 runs (each a request, every tenth a test run) renders
+/// within its limit with the same guarantees: the newest 10 requests whole, the latest one
+/// and the open question kept, what is shed counted in one line. (The generated thread of
+/// 100,000 runs of real-looking work is measured in docs/limits.md#rendering.)
+#[test]
+fn a_thread_of_100_000_runs_renders_within_its_limit() {
+    let runs: Vec<baton::state::Run> = (1..=100_000u32)
+        .map(|i| {
+            let mut items = vec![baton::state::Item::UserMessage {
+                id: None,
+                text: format!("Request {i}: fix case {i}.\nKeep the API."),
+            }];
+            if i % 10 == 0 {
+                items.push(baton::state::Item::Command {
+                    id: None,
+                    command: format!("cargo test case_{i}"),
+                    exit_code: Some(0),
+                    output: Some("test result: ok. 1 passed".into()),
+                });
+            }
+            if i == 100_000 {
+                items.push(baton::state::Item::Question {
+                    id: None,
+                    text: "Per tenant or global?".into(),
+                    answered: false,
+                });
+            }
+            baton::state::Run {
+                ordinal: i,
+                provider: "codex".into(),
+                provider_thread: None,
+                status: baton::state::RunStatus::Completed,
+                handoff: None,
+                items,
+                started_at: None,
+                ended_at: None,
+                workspace: None,
+            }
+        })
+        .collect();
+    let mut s = state(&json!({
+        "version": 1, "thread": {"id": "th_100k", "title": "100,000 runs"},
+        "request": {"provider": "claude", "message": "Carry on."}
+    }));
+    s.runs = runs;
+    let o = run_with(&shipped("default"), &s, None);
+    let b = o.decision.budget.as_ref().unwrap();
+    assert!(b.kept, "{b:?}");
+    let r = o.rendered.unwrap();
+    assert!(chars(&r.document) <= 60_000, "{}", chars(&r.document));
+    for i in 99_991..=100_000 {
+        assert!(
+            r.document
+                .contains(&format!("Request {i}: fix case {i}.\n")),
+            "request {i} not whole"
+        );
+    }
+    assert!(r.document.contains("Per tenant or global?"));
+    assert!(r.document.contains("earlier requests (runs 1-"), "counted");
 }

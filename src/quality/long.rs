@@ -4,9 +4,10 @@
 //! Public entry points: [`generate`] (a state of N runs) and [`measure`] (the figures of one
 //! handoff of such a state). Each run is a request (sometimes several lines long), a look at the
 //! history of the file it is about, a test run, a file change and a reply; every 25th run
-//! records a decision; every 50th run has a failing test run that the next run fixes. Run `i`
-//! is the same in every generated state that has it, so a longer thread is a shorter one with
-//! runs added.
+//! records a decision; every 50th run has a failing test run that the next run fixes; every
+//! tenth run's reply and the last run's are long (over `default`'s text rule). Run `i` is the
+//! same in every generated state that has it but its last run (which adds an open question and
+//! a long reply), so a longer thread is a shorter one with runs added.
 
 use crate::facts::item_contexts;
 use crate::pipeline;
@@ -220,10 +221,10 @@ fn run_of(i: u32, last: u32, handover: Handover) -> Run {
         file_stem(&path),
         pick(STEMS, mix(u64::from(i)) >> 3)
     );
-    // Every tenth run's reply is a long one (about 3,400 characters, in paragraphs), as real
-    // agents write after a larger change: over `default`'s 2,000-character text rule, whole
-    // while the document is under its limit.
-    if i % 10 == 7 {
+    // Every tenth run's reply, and the last run's, is a long one (about 3,300 characters, in
+    // paragraphs), as real agents write after a larger change: over `default`'s
+    // 2,000-character text rule, whole while the document is under its limit.
+    if i % 10 == 7 || i == last {
         reply.push_str(&long_reply(i, &path));
     }
     items.push(Item::AssistantMessage {
