@@ -43,7 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let state = generate(n, handover)?;
                 let f = measure(&policy, &state, handover.target())?;
                 // `turn max none` (t3code-legacy): no first-turn limit.
-                let limit = if f.limit == usize::MAX {
+                let limit = if f.limit == baton::policy::NO_TURN_LIMIT {
                     "none".to_string()
                 } else {
                     f.limit.to_string()

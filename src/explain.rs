@@ -135,13 +135,13 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         let n = crate::cut::thousands;
         // `turn max none`: the first turn has no limit.
         let of = |limit: usize| {
-            if limit == usize::MAX {
+            if limit == crate::policy::NO_TURN_LIMIT {
                 "no limit (turn max none)".to_string()
             } else {
                 n(limit)
             }
         };
-        let mut line = if b.limit == usize::MAX {
+        let mut line = if b.limit == crate::policy::NO_TURN_LIMIT {
             format!("{scope} {} characters, no limit (turn max none)", n(b.after))
         } else {
             format!(
@@ -155,9 +155,9 @@ pub fn render(d: &Decision, verbose: bool) -> String {
             let _ = write!(line, "; {} before degrading", n(b.before));
         }
         let mut lines = vec![line];
-        if b.first_turn_limit == usize::MAX {
+        if b.first_turn_limit == crate::policy::NO_TURN_LIMIT {
             lines.push(format!(
-                "first turn {} of {}; document max {}",
+                "first turn {}, {}; document max {}",
                 n(b.first_turn),
                 of(b.first_turn_limit),
                 n(b.document_limit)

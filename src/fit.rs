@@ -90,7 +90,7 @@ pub fn fit(
     let target_turn = usize::try_from(caps.max_input_chars_per_turn).unwrap_or(usize::MAX);
     let first_turn = match policy.summary.as_ref().map(|s| s.turn_max) {
         Some(TurnLimit::Chars(n)) => n,
-        Some(TurnLimit::Unlimited) => usize::MAX,
+        Some(TurnLimit::Unlimited) => crate::policy::NO_TURN_LIMIT,
         Some(TurnLimit::Target) | None => target_turn,
     };
     let limits = Limits {

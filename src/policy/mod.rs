@@ -310,6 +310,10 @@ pub enum TurnLimit {
     Unlimited,
 }
 
+/// The first-turn limit of `turn max none` in a budget report: the largest per-turn input a
+/// provider can declare (what a `u32` holds, exact in every JSON client), read as "no limit".
+pub const NO_TURN_LIMIT: usize = 4_294_967_295;
+
 /// The label of the degradation step that applies the text rules' ceilings.
 pub const TEXT_RULES: &str = "text_rules";
 
