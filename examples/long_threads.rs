@@ -42,6 +42,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for &n in &sizes {
                 let state = generate(n, handover)?;
                 let f = measure(&policy, &state, handover.target())?;
+                // `turn max none` (t3code-legacy): no first-turn limit.
+                let limit = if f.limit == baton::policy::NO_TURN_LIMIT {
+                    "none".to_string()
+                } else {
+                    f.limit.to_string()
+                };
                 println!(
                     "| {} | {} {} | {} | {} {} | {} ({}) | {}/{} | {}/{} | {}/{} | {}/{} | {} |",
                     f.policy,
@@ -54,7 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     f.strategy,
                     f.delivery,
                     f.document_chars,
-                    f.limit,
+                    limit,
                     f.files.0,
                     f.files.1,
                     f.requests.0,

@@ -133,22 +133,43 @@ pub fn render(d: &Decision, verbose: bool) -> String {
             "first-turn message"
         };
         let n = crate::cut::thousands;
-        let mut line = format!(
-            "{scope} {} of {} characters ({})",
-            n(b.after),
-            n(b.limit),
-            if b.kept { "kept" } else { "NOT kept" }
-        );
+        // `turn max none`: the first turn has no limit.
+        let of = |limit: usize| {
+            if limit == crate::policy::NO_TURN_LIMIT {
+                "no limit (turn max none)".to_string()
+            } else {
+                n(limit)
+            }
+        };
+        let mut line = if b.limit == crate::policy::NO_TURN_LIMIT {
+            format!("{scope} {} characters, no limit (turn max none)", n(b.after))
+        } else {
+            format!(
+                "{scope} {} of {} characters ({})",
+                n(b.after),
+                n(b.limit),
+                if b.kept { "kept" } else { "NOT kept" }
+            )
+        };
         if b.before != b.after {
             let _ = write!(line, "; {} before degrading", n(b.before));
         }
         let mut lines = vec![line];
-        lines.push(format!(
-            "first turn {} of {} (the target's max_input_chars_per_turn); document max {}",
-            n(b.first_turn),
-            n(b.first_turn_limit),
-            n(b.document_limit)
-        ));
+        if b.first_turn_limit == crate::policy::NO_TURN_LIMIT {
+            lines.push(format!(
+                "first turn {}, {}; document max {}",
+                n(b.first_turn),
+                of(b.first_turn_limit),
+                n(b.document_limit)
+            ));
+        } else {
+            lines.push(format!(
+                "first turn {} of {} (the target's max_input_chars_per_turn); document max {}",
+                n(b.first_turn),
+                n(b.first_turn_limit),
+                n(b.document_limit)
+            ));
+        }
         if let Some(r) = b.replaced_chars {
             lines.push(format!(
                 "held to the {} characters of the delta it replaces",

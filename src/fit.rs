@@ -15,7 +15,7 @@ use crate::decision::{
     Pregrant, ProviderThreadAction, ThreadAction, TraceEntry,
 };
 use crate::facts::{Facts, Value};
-use crate::policy::{DegradeStep, Policy, Strategy, DEFAULT_DOCUMENT_MAX};
+use crate::policy::{DegradeStep, Policy, Strategy, TurnLimit, DEFAULT_DOCUMENT_MAX};
 use crate::render::{RenderError, RenderOptions, Rendered};
 use crate::select::ladder::NEWEST_RUNS_KEPT;
 use crate::select::{select_degraded, select_runs, Degrade, Summary};
@@ -86,8 +86,15 @@ pub fn fit(
     // The target's capabilities as the decision saw them (the policy's `providers` block
     // over the state's).
     let caps = facts.caps.clone();
+    // The first turn: the target's per-turn cap, unless the policy sets its own (`turn max`).
+    let target_turn = usize::try_from(caps.max_input_chars_per_turn).unwrap_or(usize::MAX);
+    let first_turn = match policy.summary.as_ref().map(|s| s.turn_max) {
+        Some(TurnLimit::Chars(n)) => n,
+        Some(TurnLimit::Unlimited) => crate::policy::NO_TURN_LIMIT,
+        Some(TurnLimit::Target) | None => target_turn,
+    };
     let limits = Limits {
-        first_turn: usize::try_from(caps.max_input_chars_per_turn).unwrap_or(usize::MAX),
+        first_turn,
         document: policy
             .summary
             .as_ref()
@@ -330,12 +337,16 @@ fn fit_ladder(
     if attempt.kept || opts.summary_text.is_some() {
         return Ok(attempt);
     }
-    let steps = policy
-        .summary
-        .as_ref()
-        .map(|s| s.degrade.clone())
-        .filter(|d| !d.is_empty())
-        .unwrap_or_else(DegradeStep::default_order);
+    // The text rules first: they are ceilings, applied only over the limit (oldest runs
+    // first, as far as needed); then the policy's steps.
+    let steps = std::iter::once(DegradeStep::TextRules).chain(
+        policy
+            .summary
+            .as_ref()
+            .map(|s| s.degrade.clone())
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(DegradeStep::default_order),
+    );
     // Off-band, what the budget leaves out is read whole in the transcript beside the document.
     let transcript = (mode == DeliveryMode::OffBand)
         .then(|| decision.delivery.as_ref().and_then(|d| d.document.as_deref()))
@@ -449,6 +460,11 @@ fn fit_ladder(
         let mut full = degrade.clone();
         apply_step(&mut full, &step);
         let (s, r, n) = try_with(&full)?;
+        // Text rules that cut nothing (every text within its ceiling) are not a step.
+        if step == DegradeStep::TextRules && n == attempt.after && s.sections == attempt.summary.sections {
+            degrade = full;
+            continue;
+        }
         // Over the limit even where it reaches every run, or a step that has no reach (a
         // layout): it applies in full and the next step follows.
         let searchable = !matches!(step, DegradeStep::Group(_)) && runs.len() > 1;
@@ -516,6 +532,7 @@ fn apply_step(degrade: &mut Degrade, step: &DegradeStep) {
         DegradeStep::FirstLine(k) => degrade.first_line.push(k.clone()),
         DegradeStep::Group(k) => degrade.group.push(k.clone()),
         DegradeStep::Count(k) => degrade.count.push(k.clone()),
+        DegradeStep::TextRules => degrade.ceilings = true,
         DegradeStep::DropOldestRuns => {}
     }
 }

@@ -167,18 +167,24 @@ summary {
   text head 10
   text tail 10 for assistant_message
   text whole in decisions
+  document max 2000
   include decision into decisions
   include assistant_message into messages
   include narration into narration
+  include error into failures
 }
+delivery { off_band otherwise }
 "#,
     );
+    // Text rules cut only over the limit: a 3,000-character error takes the document over
+    // its 2,000 characters.
     let s = state(&json!({
         "version": 1, "thread": {"id": "th"},
         "runs": [{"ordinal": 1, "provider": "codex", "items": [
             {"kind": "decision", "text": "use the oauth2 crate everywhere"},
             {"kind": "assistant_message", "text": "the callback route works now"},
             {"kind": "narration", "text": "reading the router module first"},
+            {"kind": "error", "text": "e ".repeat(1500)},
         ]}],
         "request": {"provider": "claude"}
     }));
@@ -218,7 +224,10 @@ fn must_keep_state() -> Value {
 #[case("default")]
 #[case("mcode")]
 fn must_keep_items_are_never_cut(#[case] policy: &str) {
-    let v = must_keep_state();
+    let mut v = must_keep_state();
+    // Text rules cut only over the limit: 70,000 characters of a successful build log in the
+    // older run take the document over default's 60,000.
+    v["runs"][0]["items"][1]["output"] = json!("Compiling a crate\n".repeat(3_900));
     let s = state(&v);
     let doc = run_with(&shipped(policy), &s, None)
         .rendered
@@ -636,7 +645,9 @@ fn the_worked_example_in_the_docs_is_current() {
         );
     }
     let doc = o.rendered.unwrap().document;
-    assert!(doc.contains("To fit the budget, 21 older or less important items were shortened"));
+    // 24: the outputs of runs 1-21 left out, those of runs 22-24 cut to their text rule
+    // (over the limit, text rules are the first step).
+    assert!(doc.contains("To fit the budget, 24 older or less important items were shortened"));
     assert!(doc.contains("[output of 81 lines left out]"), "{doc}");
     assert!(doc.contains("They are not sent; handoff.json lists their ids."));
     assert!(doc.contains("- Should the old paths return 301 or 308? (unanswered)"));
@@ -900,6 +911,48 @@ fn an_inline_handoff_says_the_rest_is_not_sent() {
     assert!(r.inline.contains("they are not sent."));
 }
 
+/// Bad input: one 50 MB tool output (and a 50 MB failing command's output) under every shipped
+/// policy and for both kinds of target: the handoff is made within its limits, the failing
+/// command named with its exit code where the policy lists commands; nothing crashes.
+#[rstest]
+fn a_50_mb_output_renders_within_the_limits_under_every_policy(
+    #[values("default", "mcode", "t3code", "t3code-legacy")] policy: &str,
+    #[values("claude", "codex")] target: &str,
+) {
+    let output = "x".repeat(99) + "\n";
+    let output = output.repeat(500_000);
+    let v = json!({
+        "version": 1,
+        "thread": {"id": "th_huge", "title": "Huge"},
+        "runs": [{"ordinal": 1, "provider": "cursor", "items": [
+            {"kind": "user_message", "text": "Read the whole log."},
+            {"kind": "tool_call", "tool": "Bash", "input": "cat big.log", "status": "completed", "output": output},
+            {"kind": "command", "command": "make check", "exit_code": 2, "output": output},
+        ]}],
+        "request": {"provider": target, "message": "Go on."}
+    });
+    let o = run_with(&shipped(policy), &state(&v), None);
+    let b = o.decision.budget.as_ref().expect("a budget report");
+    assert!(b.kept, "{policy} -> {target}: {b:?}");
+    let r = o.rendered.expect("a handoff");
+    assert!(chars(&r.inline) <= b.first_turn_limit, "{b:?}");
+    if r.document_path.is_some() {
+        assert!(chars(&r.document) <= b.document_limit, "{b:?}");
+    }
+    let read = if r.document_path.is_some() {
+        &r.document
+    } else {
+        &r.inline
+    };
+    assert!(
+        read.contains("Read the whole log."),
+        "{policy}: the latest request"
+    );
+    if policy != "t3code-legacy" {
+        assert!(read.contains("make check"), "{policy}: the failing command");
+    }
+}
+
 /// Bad input: one 50 MB tool output renders within the document limit, the output's end kept,
 /// its whole text in the transcript.
 #[test]
@@ -923,4 +976,298 @@ fn a_50_mb_tool_output_renders_within_the_limit() {
     let r = o.rendered.unwrap();
     assert!(chars(&r.document) <= 60_000);
     assert!(r.document.contains("cat big.log") && r.document.contains("exit 1"));
+}
+
+// ---- cut only when the budget binds (issue 24, point 3) ----
+
+/// A reply of 3,407 characters, with paragraphs, as a real Claude Code reply.
+fn long_reply() -> String {
+    let para = "I traced the failure to the session cache: it keeps the token after logout, so the next request reuses it and the middleware accepts it. ";
+    let mut s = String::from("Summary of what I changed and why.\n\n");
+    let mut n = 0;
+    while chars(&s) < 3_200 {
+        s.push_str(para);
+        n += 1;
+        if n % 4 == 0 {
+            s.push_str("\n\n");
+        }
+    }
+    let s = format!("{}\n\nDone.", s.trim());
+    let pad = 3_407 - chars(&s);
+    let s = format!("{s}{}", " Really.".repeat(pad / 8)) + &"!".repeat(pad % 8);
+    assert_eq!(chars(&s), 3_407);
+    s
+}
+
+/// A short thread whose texts are over the default's text rules (a 3,407-character reply, a
+/// 2,600-character older request, a 2,000-character test output) but whose document is far
+/// under its limit.
+fn short_thread_with_long_texts(target: &str) -> Value {
+    let reply = long_reply();
+    let request = format!(
+        "Please fix logout. {}",
+        "The token must be gone after logout. ".repeat(70)
+    );
+    let output: String = (0..80)
+        .map(|i| format!("test auth::case_{i} ... ok\n"))
+        .collect();
+    json!({
+        "version": 1, "thread": {"id": "th_short", "title": "Logout"},
+        "runs": [{"ordinal": 1, "provider": "claude", "items": [
+            {"kind": "user_message", "text": request},
+            {"kind": "command", "command": "cargo test -p auth", "exit_code": 0, "output": output},
+            {"kind": "assistant_message", "text": reply},
+            {"kind": "user_message", "text": "Thanks. Now the refresh path."},
+        ]}],
+        "request": {"provider": target, "message": "Carry on."}
+    })
+}
+
+/// Under its limit, a document carries every text whole: the text rules (`head_tail 2000`,
+/// `tail 1500 for command`) are ceilings that only the budget applies. The newest reply of
+/// 3,407 characters is whole in a document of about 9,000 characters whose limit is 60,000.
+/// (The same thread over its limit: `text_rules_cut_when_the_budget_binds`.)
+#[test]
+fn under_its_limit_every_text_is_whole() {
+    let v = short_thread_with_long_texts("claude");
+    let o = run_with(&shipped("default"), &state(&v), None);
+    let b = o.decision.budget.as_ref().unwrap();
+    assert!(b.kept && b.steps.is_empty(), "{b:?}");
+    let doc = o.rendered.unwrap().document;
+    assert!(chars(&doc) < 20_000, "{}", chars(&doc));
+    let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let items = v["runs"][0]["items"].as_array().unwrap();
+    for text in [&items[0]["text"], &items[1]["output"], &items[2]["text"]] {
+        let text = text.as_str().unwrap();
+        assert!(
+            words(&doc).contains(&words(text)),
+            "cut under the limit: {text:.80}\n{doc}"
+        );
+    }
+    assert!(!doc.contains("characters cut"), "{doc}");
+    assert!(!doc.contains("To fit the budget"), "{doc}");
+}
+
+/// Over its limit, the text rules are the first step, oldest runs first: a target that takes
+/// the handoff inline binds it to its per-turn input, so the same thread to a 7,000-character
+/// turn cuts the older request, the output and the reply to their rules' ceilings (the trace names
+/// `text_rules`), and keeps the newest reply whole as far as the budget allows.
+#[rstest]
+#[case::inline_turn_binds(json!({"file_read": false, "max_input_chars_per_turn": 7000}), true)]
+#[case::inline_under_the_turn(json!({"file_read": false, "max_input_chars_per_turn": 30000}), false)]
+fn text_rules_cut_when_the_budget_binds(#[case] caps: Value, #[case] binds: bool) {
+    let mut v = short_thread_with_long_texts("plain");
+    v["providers"] = json!({"plain": caps});
+    v["version"] = json!(1);
+    let o = run_with(&shipped("default"), &state(&v), Some("plain"));
+    let b = o.decision.budget.as_ref().unwrap();
+    assert_eq!(b.scope, "first_turn");
+    assert!(b.kept, "{b:?}");
+    let r = o.rendered.unwrap();
+    assert_eq!(r.provenance.delivery, "inline");
+    let cut = r.inline.contains("characters cut");
+    assert_eq!(cut, binds, "{b:?}\n{}", r.inline);
+    assert_eq!(
+        b.steps.first().map(|s| s.step.starts_with("text_rules")),
+        binds.then_some(true),
+        "{b:?}"
+    );
+    if binds {
+        let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        let latest = v["runs"][0]["items"][3]["text"].as_str().unwrap();
+        assert!(words(&r.inline).contains(latest));
+    }
+}
+
+/// `baton quality --long-threads`'s gate measures it: a generated thread with a long reply
+/// and a long output under the limit has no cut text.
+#[test]
+fn the_long_thread_gate_sees_a_cut_under_the_limit() {
+    let s = generate(20, Handover::Fresh).unwrap();
+    let f = measure(&shipped("default"), &s, "claude").unwrap();
+    assert!(!f.cut_under_limit, "{f:?}");
+    assert!(baton::quality::long::failures(&f).is_empty(), "{f:?}");
+    // A policy whose text rules are formats (`compact`) cuts whatever the budget: the gate
+    // reports it.
+    let p = policy_text(
+        "compact.policy",
+        "policy \"compact\" { extends \"default\" }\nsummary {\n  text compact 200\n  include user_message into goals\n  include assistant_message into messages\n  include command into commands\n}\n",
+    );
+    let f = measure(&p, &s, "claude").unwrap();
+    assert!(f.cut_under_limit, "{f:?}");
+}
+
+// ---- t3code-legacy: one budget, no per-provider cap (issue 24, point 7) ----
+
+/// t3code's legacy continuation has one 32,000-character budget and no per-provider cap: five
+/// 10,000-character messages to codex (16,000 characters per turn) keep the three newest whole.
+#[test]
+fn t3code_legacy_is_not_cut_to_the_targets_turn() {
+    let msgs: Vec<Value> = (1..=5)
+        .map(|i| {
+            let kind = if i % 2 == 1 {
+                "user_message"
+            } else {
+                "assistant_message"
+            };
+            let text = format!("message {i} {}", "w".repeat(9_990));
+            json!({"kind": kind, "text": text})
+        })
+        .collect();
+    let v = json!({
+        "version": 1, "thread": {"id": "th_legacy"},
+        "runs": [{"ordinal": 1, "provider": "claude", "items": msgs}],
+        "request": {"provider": "codex", "message": "Continue."}
+    });
+    let o = run_with(&shipped("t3code-legacy"), &state(&v), None);
+    let b = o.decision.budget.as_ref().unwrap();
+    assert!(b.kept && b.steps.is_empty(), "{b:?}");
+    let r = o.rendered.unwrap();
+    assert_eq!(r.provenance.delivery, "inline");
+    for m in &msgs[2..] {
+        let t = m["text"].as_str().unwrap();
+        assert_eq!(chars(t), 10_000);
+        assert!(r.inline.contains(t), "newest message cut");
+    }
+    assert!(!r.inline.contains(msgs[0]["text"].as_str().unwrap()));
+    let explained = baton::explain::render(&o.decision, false);
+    assert!(
+        explained.contains("no limit (turn max none)"),
+        "{explained}"
+    );
+}
+
+// ---- monotone across thread lengths (issue 24, point 1) ----
+
+/// The runs whose request, decision and reply `read` shows (by the generated markers), and the
+/// runs whose request of several lines it shows whole (a one-line request is whole whenever
+/// its first line is shown).
+fn shown_runs(read: &str, runs: u32) -> [Vec<u32>; 4] {
+    let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let collapsed = words(read);
+    let mut out: [Vec<u32>; 4] = Default::default();
+    for i in 1..=runs {
+        if read.contains(&format!("Request {i}:")) {
+            out[0].push(i);
+            let request = baton::quality::long::request_of(i);
+            if request.contains('\n') && collapsed.contains(&words(&request)) {
+                out[1].push(i);
+            }
+        }
+        if read.contains(&format!("Decision {i}:")) {
+            out[2].push(i);
+        }
+        if read.contains(&format!("Done with request {i}.")) {
+            out[3].push(i);
+        }
+    }
+    out
+}
+
+/// Adding runs never makes the newest runs' content disappear while older content stays: for
+/// every shipped policy, handover and kind, what the document of a thread of N runs shows and
+/// the document of the same thread with k more runs no longer shows is older than everything
+/// of that kind both show.
+#[rstest]
+fn adding_runs_sheds_the_oldest_content_first(
+    #[values((100, 1), (100, 37), (400, 13), (1200, 150))] sizes: (u32, u32),
+    #[values("default", "mcode", "t3code", "t3code-legacy")] policy: &str,
+    #[values(Handover::Fresh, Handover::Back)] handover: Handover,
+) {
+    let (n, k) = sizes;
+    let p = shipped(policy);
+    let read = |runs: u32| {
+        let s = generate(runs, handover).unwrap();
+        let o = run_with(&p, &s, Some(handover.target()));
+        let covered = o.decision.covered_runs.map(|r| (r.from, r.to));
+        let text = o.rendered.map(|r| {
+            if r.document_path.is_some() {
+                r.document
+            } else {
+                r.inline
+            }
+        });
+        (covered, text.unwrap_or_default())
+    };
+    let (short_range, short) = read(n);
+    let (long_range, long) = read(n + k);
+    let (a, b) = (shown_runs(&short, n), shown_runs(&long, n + k));
+    let kinds = ["request", "request (whole)", "decision", "reply"];
+    for ((kind, was), now) in kinds.iter().zip(&a).zip(&b) {
+        // Runs the longer document does not cover (a delta starts later) are not compared.
+        let from = long_range.map_or(1, |r| r.0);
+        let lost: Vec<u32> = was
+            .iter()
+            .copied()
+            .filter(|r| *r >= from && !now.contains(r))
+            .collect();
+        let kept: Vec<u32> = was.iter().copied().filter(|r| now.contains(r)).collect();
+        if let (Some(newest_lost), Some(oldest_kept)) = (lost.last(), kept.first()) {
+            assert!(
+                newest_lost < oldest_kept,
+                "{policy} {handover:?} {n}+{k}: the {kind} of run {newest_lost} disappeared while that of run {oldest_kept} stays (covered {short_range:?} -> {long_range:?})"
+            );
+        }
+    }
+}
+
+/// Bad input: a thread of 100,000 runs (each a request, every tenth a test run) renders
+/// within its limit with the same guarantees: the newest 10 requests whole, the latest one
+/// and the open question kept, what is shed counted in one line. (The generated thread of
+/// 100,000 runs of real-looking work is measured in docs/limits.md#rendering.)
+#[test]
+fn a_thread_of_100_000_runs_renders_within_its_limit() {
+    let runs: Vec<baton::state::Run> = (1..=100_000u32)
+        .map(|i| {
+            let mut items = vec![baton::state::Item::UserMessage {
+                id: None,
+                text: format!("Request {i}: fix case {i}.\nKeep the API."),
+            }];
+            if i % 10 == 0 {
+                items.push(baton::state::Item::Command {
+                    id: None,
+                    command: format!("cargo test case_{i}"),
+                    exit_code: Some(0),
+                    output: Some("test result: ok. 1 passed".into()),
+                });
+            }
+            if i == 100_000 {
+                items.push(baton::state::Item::Question {
+                    id: None,
+                    text: "Per tenant or global?".into(),
+                    answered: false,
+                });
+            }
+            baton::state::Run {
+                ordinal: i,
+                provider: "codex".into(),
+                provider_thread: None,
+                status: baton::state::RunStatus::Completed,
+                handoff: None,
+                items,
+                started_at: None,
+                ended_at: None,
+                workspace: None,
+            }
+        })
+        .collect();
+    let mut s = state(&json!({
+        "version": 1, "thread": {"id": "th_100k", "title": "100,000 runs"},
+        "request": {"provider": "claude", "message": "Carry on."}
+    }));
+    s.runs = runs;
+    let o = run_with(&shipped("default"), &s, None);
+    let b = o.decision.budget.as_ref().unwrap();
+    assert!(b.kept, "{b:?}");
+    let r = o.rendered.unwrap();
+    assert!(chars(&r.document) <= 60_000, "{}", chars(&r.document));
+    for i in 99_991..=100_000 {
+        assert!(
+            r.document
+                .contains(&format!("Request {i}: fix case {i}.\n")),
+            "request {i} not whole"
+        );
+    }
+    assert!(r.document.contains("Per tenant or global?"));
+    assert!(r.document.contains("earlier requests (runs 1-"), "counted");
 }

@@ -191,7 +191,10 @@ fn completion_offers_what_fits_the_cursor() {
     assert!(sections.contains(&"risks".to_string()), "{sections:?}");
     assert!(sections.contains(&"goals".to_string()), "{sections:?}");
     let forms = at(&mut c, "as \n", 3);
-    assert_eq!(forms, ["full", "text", "line", "path_only", "count"]);
+    assert_eq!(
+        forms,
+        ["full", "text", "line", "path_only", "count", "activity"]
+    );
     c.stop();
 }
 

@@ -46,7 +46,7 @@ const F: &str = "tests/fixtures/policies";
   |
 4 |   include user_message into history as transcrpt
   |                                        ^^^^^^^^^
-  = help: did you mean `transcript`? (forms: full, text, line, path_only, count, transcript)"
+  = help: did you mean `transcript`? (forms: full, text, line, path_only, count, transcript, activity)"
 )]
 #[case::unknown_enum_value(
     "unknown-enum-value.policy",

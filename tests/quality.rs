@@ -266,3 +266,43 @@ request: {provider: claude, message: 'go'}
         "{f:?}"
     );
 }
+
+/// Issue 24, point 7: `mcode` lists shell commands as Mcode runs them, Bash tool calls with
+/// their status, so every failing command and tool call the corpus leaves open reaches its
+/// documents; what it misses are unanswered questions and pending approvals, which Mcode's
+/// Path D does not list either. (Its open-problem recall on the corpus went from 15.1% to
+/// 49.1%.)
+#[test]
+fn mcode_recalls_every_open_failing_command_and_tool_call() {
+    let r = quality::measure_corpus(&policy::load("mcode").unwrap(), &corpus()).unwrap();
+    let mut kinds = std::collections::BTreeSet::new();
+    for d in &r.documents {
+        let Some(f) = &d.figures else { continue };
+        if f.open_problems.missing.is_empty() {
+            continue;
+        }
+        let s = state::load_file(&corpus().join(&d.state)).unwrap();
+        for id in &f.open_problems.missing {
+            let kind = s
+                .runs
+                .iter()
+                .flat_map(|run| {
+                    run.items
+                        .iter()
+                        .enumerate()
+                        .map(move |(i, it)| (format!("r{}.{}", run.ordinal, i + 1), it))
+                })
+                .find(|(item_id, it)| item_id == id || it.id() == Some(id.as_str()))
+                .map(|(_, it)| it.kind().to_string())
+                .unwrap_or_default();
+            kinds.insert(kind);
+        }
+    }
+    let expected: std::collections::BTreeSet<String> = ["approval", "question"]
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+    assert!(kinds.is_subset(&expected), "mcode missed open {kinds:?}");
+    let t = &r.totals.open_problems;
+    assert!(t.present * 100 >= t.expected * 45, "{t:?}");
+}

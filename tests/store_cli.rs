@@ -1014,3 +1014,46 @@ fn rollback_advice_counts_the_turns_kept(#[case] to: &str, #[case] line: &str) {
         "{out}"
     );
 }
+
+/// Issue 24, point 7: after a fork's first dispatch (here portable, onto claude, which had no
+/// thread in the fork), `baton explain --db --thread FORK --target claude` decides as the next
+/// dispatch will: the fork's own claude thread is active and has seen every run, so it is not
+/// `full_new` "no thread for this provider yet".
+#[test]
+fn explain_on_a_fork_after_its_first_dispatch_sees_the_forks_own_thread() {
+    let db = Db::new();
+    db.import("examples/seed-switch.yaml");
+    db.ok(&[
+        "fork", "--thread", "th_1", "--at", "5", "--child", "th_fork",
+    ]);
+    let d = db.json(&[
+        "dispatch", "--thread", "th_fork", "--target", "claude", "--json",
+    ]);
+    assert_eq!(d["strategy"], "full_new", "{d}");
+    let created = d["recorded"]["provider_thread"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let items = db.dir.path().join("fork-run.yaml");
+    std::fs::write(
+        &items,
+        "- {kind: user_message, text: \"Try a Redis session store.\"}\n- {kind: assistant_message, text: \"Done.\"}\n",
+    )
+    .unwrap();
+    db.complete("th_fork", 6, &items);
+    let e = db.json(&[
+        "explain", "--thread", "th_fork", "--target", "claude", "--json",
+    ]);
+    assert_eq!(e["strategy"], "no_handoff", "{e}");
+    assert_eq!(e["provider_thread"]["id"], created.as_str(), "{e}");
+    let human = db.ok(&["explain", "--thread", "th_fork", "--target", "claude"]);
+    assert!(
+        !human.contains("no thread for this provider yet"),
+        "{human}"
+    );
+    // The next dispatch agrees.
+    let d = db.json(&[
+        "dispatch", "--thread", "th_fork", "--target", "claude", "--json",
+    ]);
+    assert_eq!(d["strategy"], "no_handoff", "{d}");
+}

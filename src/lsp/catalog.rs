@@ -32,6 +32,10 @@ pub const FORMS: &[(&str, &str)] = &[
     ("line", "One line through the `text max` rule."),
     ("path_only", "A file change as its path."),
     ("count", "A checkpoint as its file count."),
+    (
+        "activity",
+        "A command as the Bash tool call that ran it (`Bash (failed, exit 1): cargo test`); a tool call as its activity line.",
+    ),
 ];
 
 /// (keyword, what it starts).

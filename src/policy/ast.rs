@@ -137,6 +137,8 @@ pub struct SummaryBlock {
     pub text_cuts: Vec<TextCutDecl>,
     /// `document max N`.
     pub document_max: Option<Spanned<i64>>,
+    /// `turn max N` (`Some(n)`) or `turn max none` (`None`).
+    pub turn_max: Option<Spanned<Option<i64>>>,
     /// `degrade STEP` entries, in source order.
     pub degrade: Vec<Spanned<DegradeDecl>>,
 }

@@ -101,6 +101,10 @@ pub enum Form {
     /// `Assistant:`), then its text as written (no text rule). A newest-first budget cuts such a
     /// block to its newest words, label kept.
     Transcript,
+    /// Seed 003's tool activity line (`<tool> (<status>): <input>`), a command as the Bash
+    /// tool call that ran it: `Bash (failed, exit 1): cargo test`, `Bash: git status`. Any
+    /// other kind as in `line`.
+    Activity,
 }
 
 impl Form {
@@ -112,6 +116,7 @@ impl Form {
             "path_only" => Form::PathOnly,
             "count" => Form::Count,
             "transcript" => Form::Transcript,
+            "activity" => Form::Activity,
             _ => return None,
         })
     }
@@ -123,6 +128,7 @@ impl Form {
             Form::PathOnly => "path_only",
             Form::Count => "count",
             Form::Transcript => "transcript",
+            Form::Activity => "activity",
         }
     }
 }
@@ -233,6 +239,9 @@ pub enum DegradeStep {
     Group(String),
     /// Leave out a kind's items and say how many there were (files: per directory).
     Count(String),
+    /// Apply the policy's `head`, `tail` and `head_tail` text rules, which are ceilings: under
+    /// the limit every text is whole. Always the first step, before the policy's own.
+    TextRules,
 }
 
 impl DegradeStep {
@@ -248,6 +257,7 @@ impl DegradeStep {
             DegradeStep::FirstLine(k) => format!("first_line {k}"),
             DegradeStep::Group(k) => format!("group {k}"),
             DegradeStep::Count(k) => format!("count {k}"),
+            DegradeStep::TextRules => TEXT_RULES.into(),
         }
     }
 
@@ -261,7 +271,7 @@ impl DegradeStep {
             | DegradeStep::FirstLine(k)
             | DegradeStep::Group(k)
             | DegradeStep::Count(k) => Some(k),
-            DegradeStep::DropOldestRuns | DegradeStep::Shorten(_) => None,
+            DegradeStep::DropOldestRuns | DegradeStep::Shorten(_) | DegradeStep::TextRules => None,
         }
     }
 
@@ -288,6 +298,25 @@ impl DegradeStep {
     }
 }
 
+/// The first-turn message's limit a policy sets (`turn max`, docs/rendering.md#budgets).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TurnLimit {
+    /// The target's `max_input_chars_per_turn` (no `turn max`).
+    #[default]
+    Target,
+    /// `turn max N`.
+    Chars(usize),
+    /// `turn max none`: no per-turn cap (t3code's legacy continuation has none).
+    Unlimited,
+}
+
+/// The first-turn limit of `turn max none` in a budget report: the largest per-turn input a
+/// provider can declare (what a `u32` holds, exact in every JSON client), read as "no limit".
+pub const NO_TURN_LIMIT: usize = 4_294_967_295;
+
+/// The label of the degradation step that applies the text rules' ceilings.
+pub const TEXT_RULES: &str = "text_rules";
+
 /// The off-band document budget when a policy's summary block sets no `document max`.
 pub const DEFAULT_DOCUMENT_MAX: usize = 100_000;
 
@@ -303,6 +332,8 @@ pub struct CSummary {
     pub text_cuts: Vec<CTextCut>,
     /// The off-band document budget (`document max N`).
     pub document_max: Option<usize>,
+    /// The first-turn message's limit (`turn max N`, `turn max none`).
+    pub turn_max: TurnLimit,
     /// The degradation order (`degrade ...`); empty means [`DegradeStep::default_order`].
     pub degrade: Vec<DegradeStep>,
     /// Sections the policy declared (name, title), in declaration order.

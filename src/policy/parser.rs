@@ -182,6 +182,8 @@ fn rule_name(r: &Rule) -> String {
         Rule::cut_in => "`in`".into(),
         Rule::cut_strict => "`strict`".into(),
         Rule::document_budget => "`document max`".into(),
+        Rule::turn_budget => "`turn max`".into(),
+        Rule::turn_none => "`none`".into(),
         Rule::degrade_rule => "`degrade`".into(),
         Rule::degrade_oldest | Rule::degrade_drop | Rule::degrade_tail | Rule::degrade_paths | Rule::degrade_shorten | Rule::degrade_kinded | Rule::degrade_verb => "a degradation step (`drop KIND`, `tail KIND N`, `paths KIND`, `drop_oldest_runs`, `shorten N`, `drop_output KIND`, `first_line KIND`, `group KIND`, `count KIND`)".into(),
         Rule::budget_rule => "`budget`".into(),
@@ -237,6 +239,7 @@ fn rule_words(r: &Rule) -> &'static [&'static str] {
         Rule::exclude_rule => &["exclude"],
         Rule::budget_rule => &["budget"],
         Rule::document_budget => &["document"],
+        Rule::turn_budget => &["turn"],
         Rule::degrade_rule => &["degrade"],
         Rule::source_rule => &["source"],
         Rule::source_deterministic | Rule::source_command => &["deterministic", "command"],
@@ -820,6 +823,7 @@ impl<'a> Builder<'a> {
             source: None,
             text_cuts: Vec::new(),
             document_max: None,
+            turn_max: None,
             degrade: Vec::new(),
         };
         for e in p.kids() {
@@ -853,6 +857,16 @@ impl<'a> Builder<'a> {
                 }
                 Rule::document_budget => {
                     block.document_max = e.kids().next().map(|n| self.spanned_int(n))
+                }
+                Rule::turn_budget => {
+                    block.turn_max = e.kids().next().map(|n| {
+                        let span = self.span(&n);
+                        let node = match n.as_rule() {
+                            Rule::int => Some(self.spanned_int(n).node),
+                            _ => None,
+                        };
+                        Spanned { node, span }
+                    })
                 }
                 Rule::degrade_rule => {
                     let Some(step) = e.kids().next() else {

@@ -4,9 +4,10 @@
 //! Public entry points: [`generate`] (a state of N runs) and [`measure`] (the figures of one
 //! handoff of such a state). Each run is a request (sometimes several lines long), a look at the
 //! history of the file it is about, a test run, a file change and a reply; every 25th run
-//! records a decision; every 50th run has a failing test run that the next run fixes. Run `i`
-//! is the same in every generated state that has it, so a longer thread is a shorter one with
-//! runs added.
+//! records a decision; every 50th run has a failing test run that the next run fixes; every
+//! tenth run's reply and the last run's are long (over `default`'s text rule). Run `i` is the
+//! same in every generated state that has it but its last run (which adds an open question and
+//! a long reply), so a longer thread is a shorter one with runs added.
 
 use crate::facts::item_contexts;
 use crate::pipeline;
@@ -215,13 +216,20 @@ fn run_of(i: u32, last: u32, handover: Handover) -> Run {
     if let Some(d) = decision_of(i) {
         items.push(Item::Decision { id: None, text: d });
     }
+    let mut reply = format!(
+        "Done with request {i}. I changed `{path}`: the {} path now checks its input before it touches the {} table, and the tests in {crate_name} pass. I left the callers alone; two of them still build their own retry loop, which we may want to fold in later.",
+        file_stem(&path),
+        pick(STEMS, mix(u64::from(i)) >> 3)
+    );
+    // Every tenth run's reply, and the last run's, is a long one (about 3,300 characters, in
+    // paragraphs), as real agents write after a larger change: over `default`'s
+    // 2,000-character text rule, whole while the document is under its limit.
+    if i % 10 == 7 || i == last {
+        reply.push_str(&long_reply(i, &path));
+    }
     items.push(Item::AssistantMessage {
         id: None,
-        text: format!(
-            "Done with request {i}. I changed `{path}`: the {} path now checks its input before it touches the {} table, and the tests in {crate_name} pass. I left the callers alone; two of them still build their own retry loop, which we may want to fold in later.",
-            file_stem(&path),
-            pick(STEMS, mix(u64::from(i)) >> 3)
-        ),
+        text: reply,
     });
     if i == last {
         items.push(Item::Question {
@@ -245,6 +253,23 @@ fn run_of(i: u32, last: u32, handover: Handover) -> Run {
         ended_at: None,
         workspace: None,
     }
+}
+
+/// The paragraphs a long reply of run `i` adds (about 3,000 characters).
+fn long_reply(i: u32, path: &str) -> String {
+    let mut s = String::new();
+    for k in 0..9u64 {
+        let h = mix(u64::from(i).wrapping_mul(13).wrapping_add(k));
+        s.push_str(&format!(
+            "\n\nStep {}: I read `{path}` again and followed the {} call into {}. The {} there assumed the caller holds the lock, which is not true on the retry path, so I moved the check up and added a test that runs two writers at once ({}). It fails without the change and passes with it; the rest of the suite is unchanged.",
+            k.saturating_add(1),
+            pick(STEMS, h),
+            pick(DIRS, h >> 7),
+            pick(STEMS, h >> 13),
+            hash_line(i, k.saturating_add(40))
+        ));
+    }
+    s
 }
 
 fn file_stem(path: &str) -> &str {
@@ -467,7 +492,21 @@ pub fn measure(
         .budget
         .as_ref()
         .is_some_and(|b| !b.steps.is_empty());
-    f.cut_under_limit = !degraded && read.contains("characters cut");
+    // Under the limit every text is whole: a request, decision or reply the document shows
+    // (its first line is there) must be there whole.
+    let collapsed_read = super::collapse(read);
+    let cut_shown = !degraded && items.iter().any(|c| match c.item {
+        Some(
+            Item::UserMessage { text, .. }
+            | Item::AssistantMessage { text, .. }
+            | Item::Decision { text, .. },
+        ) => {
+            let line = first_line(text);
+            read.contains(&line) && !collapsed_read.contains(&super::collapse(text))
+        }
+        _ => false,
+    });
+    f.cut_under_limit = !degraded && (read.contains("characters cut") || cut_shown);
     if let (Some(t), Some(summary)) = (&r.transcript, &outcome.summary) {
         let ids: Vec<String> = crate::render::receipt::receipt(summary)
             .into_iter()

@@ -204,7 +204,16 @@ pub struct Degrade {
     /// Where the items the budget leaves out or cuts can be read whole (the transcript's
     /// path), named by count lines; `None`: they are not sent.
     pub transcript: Option<String>,
+    /// The policy's `head`, `tail` and `head_tail` text rules apply (`text_rules`, the first
+    /// step over the limit; within its reach, see [`Degrade::reach`]). Without it every text
+    /// those rules govern is whole: text rules are ceilings that cut only when the budget
+    /// binds (docs/rendering.md#cutting-text).
+    pub ceilings: bool,
 }
+
+/// The label of the step that applies the text rules' ceilings (in [`Degrade::reach`] and
+/// the budget's trace).
+pub use crate::policy::TEXT_RULES;
 
 impl Degrade {
     /// Whether the step labelled `label` reaches `run`.
@@ -212,6 +221,21 @@ impl Degrade {
         (self.reach.iter().rev())
             .find(|(l, _)| l == label)
             .is_none_or(|(_, before)| run < *before)
+    }
+
+    /// Whether the text rules' ceilings apply to the texts of `run`.
+    pub fn ceiling_applies(&self, run: u32) -> bool {
+        self.ceilings && self.reaches(TEXT_RULES, run)
+    }
+
+    /// No change but the text rules' ceilings, applied to every run: the selection sized by
+    /// `summary.*` facts (what the text rules bring the texts down to before the budget
+    /// leaves any item out).
+    pub fn with_ceilings() -> Degrade {
+        Degrade {
+            ceilings: true,
+            ..Degrade::default()
+        }
     }
 
     /// Whether the step `VERB KIND` of `list` applies to an item of `kind` in `run`.
@@ -463,7 +487,10 @@ struct Take<'p, 's> {
     /// The text rule's cut and whether it is strict.
     cut: Option<Cut>,
     strict: bool,
-    /// The entry's text in the include rule's form under the text rule alone.
+    /// The text rule is a ceiling (`head`, `tail`, `head_tail`): it cuts only where the
+    /// budget's `text_rules` step reaches; elsewhere the text is whole.
+    ceiling: bool,
+    /// The entry's text in the include rule's form, whole where the text rule is a ceiling.
     text: String,
 }
 
@@ -551,12 +578,13 @@ fn prepare_runs<'p, 's>(
                 let keep = must_keep.contains(&ctx.id);
                 let protected = protected.contains(&ctx.id);
                 let (cut, strict) = text_cut(rules, ctx.kind, &inc.section);
+                let ceiling = is_ceiling(cut);
                 let red = &mut redaction.context;
                 let text = take_text(
                     state,
                     &ctx,
                     inc.form,
-                    (cut, keep && !strict),
+                    (if ceiling { Some(Cut::Whole) } else { cut }, keep && !strict),
                     note.as_deref(),
                     red,
                 );
@@ -572,6 +600,7 @@ fn prepare_runs<'p, 's>(
                     section,
                     cut,
                     strict,
+                    ceiling,
                     text,
                 }));
             }
@@ -750,8 +779,15 @@ impl Prepared<'_, '_> {
                 }
             }
             let (kind, run) = (t.ctx.kind, t.ctx.run);
-            let mut cut = t.cut;
-            let mut changed = false;
+            // A ceiling cuts only within the `text_rules` step's reach (must-keep items stay
+            // whole unless the rule is strict, as `Texts::whole` says).
+            let ceiling_on = t.ceiling && degrade.ceiling_applies(run);
+            let mut cut = if t.ceiling && !ceiling_on {
+                Some(Cut::Whole)
+            } else {
+                t.cut
+            };
+            let mut changed = ceiling_on;
             if reachable {
                 if let Some(d) = degrade.cut(kind, run) {
                     cut = cut.map_or(Some(d), |c| Some(c.tighter(d)));
@@ -1106,7 +1142,10 @@ pub struct PolicySizer<'p> {
 
 impl SummarySizer for PolicySizer<'_> {
     fn chars(&self, facts: &Facts<'_>, runs: &[u32]) -> i64 {
-        select_runs(self.policy, facts, runs).chars as i64
+        // Sized with the text rules applied: what the delta comes to before the budget
+        // leaves any item out.
+        let summary = select_inner(self.policy, facts, runs, None, &Degrade::with_ceilings());
+        i64::try_from(summary.chars).unwrap_or(i64::MAX)
     }
 }
 
@@ -1133,6 +1172,13 @@ fn text_cut(rules: &CSummary, kind: &str, section: &str) -> (Option<Cut>, bool) 
         Some((_, r)) => (Some(r.cut), r.strict),
         None => (None, false),
     }
+}
+
+/// Whether a text rule is a ceiling, applied only when the budget binds (`head`, `tail`,
+/// `head_tail`), rather than a format that always applies (`compact`, seed 004's one-line
+/// rule; `whole`).
+fn is_ceiling(cut: Option<Cut>) -> bool {
+    matches!(cut, Some(Cut::Head(_) | Cut::Tail(_) | Cut::HeadTail(_)))
 }
 
 /// How the texts of one entry are cut and made safe.
@@ -1361,6 +1407,21 @@ fn entry_text(
     let Some(item) = ctx.item else {
         return String::new();
     };
+    // Seed 003's activity line: a command as the Bash tool call that ran it; any other kind
+    // as its `line`.
+    if form == Form::Activity {
+        if let Item::Command {
+            command, exit_code, ..
+        } = item
+        {
+            let status = match exit_code {
+                Some(0) | None => String::new(),
+                Some(c) => format!(" (failed, exit {c})"),
+            };
+            return format!("Bash{status}: {}", t.line(&red.text(id, command)));
+        }
+    }
+    let form = if form == Form::Activity { Form::Line } else { form };
     if form == Form::Full {
         if let Some(text) = problems::open_failure_text(ctx, red) {
             return text;

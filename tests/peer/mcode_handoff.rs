@@ -175,6 +175,40 @@ fn tool_activity_keeps_each_status() {
     );
 }
 
+/// Issue 24, point 7: Mcode runs shell commands as Bash tool calls, so Path D's "Recent tool
+/// activity" lists them with their status. A thread whose shell commands are `command` items
+/// (a Codex thread) gets the same lines: a failing command reads as a failed Bash call (its exit
+/// code kept beside the status), a successful one shows no status, in run order with the tool
+/// calls; the open problem it leaves is in the document.
+#[test]
+fn commands_are_listed_as_bash_tool_activity_with_their_status() {
+    let s = state(
+        "version: 1
+thread: {id: t_cmd, title: Tests}
+runs:
+  - ordinal: 1
+    provider: codex
+    items:
+      - {kind: user_message, text: \"Run the tests.\"}
+      - {kind: command, command: git status, exit_code: 0, output: \"OUTPUT-NOT-SHOWN\"}
+      - {kind: tool_call, tool: Read, input: src/lib.rs, status: completed}
+      - {kind: command, command: cargo test -p api, exit_code: 101, output: \"test failed\"}
+request: {provider: claude, message: \"Fix the failing test.\"}
+",
+    );
+    let doc = document("mcode", &s);
+    assert!(
+        doc.contains(
+            "## Recent tool activity\n\n- Bash: git status\n- Read: src/lib.rs\n- Bash (failed, exit 101): cargo test -p api\n"
+        ),
+        "{doc}"
+    );
+    assert!(
+        !doc.contains("OUTPUT-NOT-SHOWN"),
+        "Mcode lists a call's input, not its output"
+    );
+}
+
 /// Mirrors `(c) no compact summary` and `(d) present compact summary: uses Summary heading and
 /// includes the text`.
 #[test]

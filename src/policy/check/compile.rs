@@ -3,7 +3,7 @@
 use crate::policy::ast::*;
 use crate::policy::{
     CExclude, CInclude,
-    CSummary, CTextCut, DegradeStep, Form, SummarySource,
+    CSummary, CTextCut, DegradeStep, Form, SummarySource, TurnLimit,
 };
 use crate::state::ITEM_KINDS;
 use crate::suggest::did_you_mean;
@@ -182,6 +182,19 @@ pub(super) fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary
         }
         None => None,
     };
+    let turn_max = match &s.turn_max {
+        None => TurnLimit::Target,
+        Some(Spanned { node: None, .. }) => TurnLimit::Unlimited,
+        Some(Spanned { node: Some(n), span }) => {
+            let d = Spanned { node: *n, span: *span };
+            if d.node < 1 || d.node > MAX_COUNT {
+                c.in_range(&d, "turn max", 1, MAX_COUNT, None);
+                TurnLimit::Target
+            } else {
+                TurnLimit::Chars(usize::try_from(d.node).unwrap_or(usize::MAX))
+            }
+        }
+    };
     if let Some(b) = &s.budget {
         let chars = usize::try_from(b.chars.node).unwrap_or(0);
         if (1..crate::policy::MUST_KEEP_FLOOR).contains(&chars) {
@@ -277,6 +290,7 @@ pub(super) fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary
         text_max,
         text_cuts,
         document_max,
+        turn_max,
         degrade,
         sections,
         includes,

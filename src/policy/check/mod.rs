@@ -48,7 +48,7 @@ pub const BUILTIN_SECTIONS: &[(&str, &str)] = &[
     ("history", "History"),
 ];
 
-pub const FORMS: &[&str] = &["full", "text", "line", "path_only", "count", "transcript"];
+pub const FORMS: &[&str] = &["full", "text", "line", "path_only", "count", "transcript", "activity"];
 
 /// The largest count a policy may write (`turns`, `uses`, `text max`, `budget`,
 /// `inline_limit`, `timeout_ms`): what a `u32` holds, far beyond any sensible value, and small
