@@ -9,13 +9,14 @@
 
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::eval::EvalOptions;
-use crate::facts::Facts;
+use crate::eval::{DecisionContext, EvalOptions};
+use crate::ids::DocumentRoot;
 use crate::outcome::Outcome;
+use crate::pipeline::{Plan, Setup};
 use crate::policy::{self, Diagnostic, Policy, PolicyError};
 use crate::render::{RenderOptions, TemplateSet};
-use crate::select::PolicySizer;
 use crate::state::State;
+use crate::summarize::{Deterministic, Summarizer};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -45,6 +46,29 @@ struct Inner {
     policy: Arc<Policy>,
     templates: TemplateSet,
     document_root: Option<PathBuf>,
+    /// `document_root` resolved once, when the engine was built.
+    root: DocumentRoot,
+}
+
+/// What a decision is made in besides the policy, the state and the target: empty for a
+/// state file (`Context::default()`); the store passes a window's history, a merge-back's
+/// numbering or a waiting handoff through its own operations.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    inner: DecisionContext,
+}
+
+impl Context {
+    /// The context of a state file: nothing besides the state.
+    pub fn new() -> Context {
+        Context::default()
+    }
+}
+
+impl From<DecisionContext> for Context {
+    fn from(inner: DecisionContext) -> Context {
+        Context { inner }
+    }
 }
 
 /// Where an engine's policy comes from.
@@ -113,8 +137,12 @@ impl Engine {
 
     /// A builder for the policy `spec` (file, directory or shipped profile name).
     pub fn builder(spec: &str) -> EngineBuilder {
+        Engine::builder_of(PolicySource::Spec(spec.to_string()))
+    }
+
+    fn builder_of(policy: PolicySource) -> EngineBuilder {
         EngineBuilder {
-            policy: PolicySource::Spec(spec.to_string()),
+            policy,
             templates_dir: None,
             templates: None,
             document_root: None,
@@ -123,15 +151,10 @@ impl Engine {
 
     /// A builder for policy text held in memory.
     pub fn builder_from_text(name: &str, text: &str) -> EngineBuilder {
-        EngineBuilder {
-            policy: PolicySource::Text {
-                name: name.to_string(),
-                text: text.to_string(),
-            },
-            templates_dir: None,
-            templates: None,
-            document_root: None,
-        }
+        Engine::builder_of(PolicySource::Text {
+            name: name.to_string(),
+            text: text.to_string(),
+        })
     }
 
     /// An engine from an already checked policy and compiled templates. Fails when the
@@ -150,11 +173,13 @@ impl Engine {
                 ))));
             }
         }
+        let root = DocumentRoot::resolve(document_root.clone());
         Ok(Engine {
             inner: Arc::new(Inner {
                 policy,
                 templates,
                 document_root,
+                root,
             }),
         })
     }
@@ -196,47 +221,67 @@ impl Engine {
         }
     }
 
-    /// Decide how the requested run of `state` starts on `target` (`None`: the state's
-    /// `request.provider`). Summary sizes are measured by the policy's own selection rules, and
-    /// a decision that needs a handoff is fitted to its budget (its `budget` field; delivery
-    /// moved off-band, or `unsupported`, when what the next provider must act on cannot reach
-    /// it otherwise), exactly as [`Engine::run`] and the store decide.
-    pub fn decide(&self, state: &State, target: Option<&str>) -> Result<Decision, Error> {
-        Ok(crate::pipeline::explain(
-            self.policy(),
-            state,
-            &self.eval_options(target),
-            &self.render_options(),
-        )?
-        .decision)
+    /// The setup of a decision for `target` in `context` with this engine's resolved
+    /// off-band root and compiled templates.
+    pub(crate) fn setup(&self, target: Option<&str>, context: &Context) -> Setup {
+        Setup {
+            target: target.map(str::to_string),
+            root: self.inner.root.clone(),
+            context: context.inner.clone(),
+            render: self.render_options(),
+        }
     }
 
-    /// Decide, then select, summarize and render the handoff when the decision needs one.
-    pub fn run(&self, state: &State, target: Option<&str>) -> Result<Outcome, Error> {
-        Ok(crate::pipeline::run(
+    /// The first of the two calls every caller makes: decide how the requested run of
+    /// `state` starts on `target` (`None`: the state's `request.provider`) in `context`.
+    /// Nothing is selected, summarized, fitted or rendered yet: pass the plan to
+    /// [`Engine::finish`].
+    pub fn plan<'a>(
+        &'a self,
+        state: &'a State,
+        target: Option<&str>,
+        context: &Context,
+    ) -> Result<Plan<'a>, Error> {
+        Ok(crate::pipeline::plan(
             self.policy(),
             state,
-            &self.eval_options(target),
-            &self.render_options(),
+            &self.setup(target, context),
         )?)
+    }
+
+    /// The second call: select the handoff's items, summarize them with `summarizer` when
+    /// the policy names an external source ([`crate::CommandRunner`] runs its command,
+    /// [`crate::summarize::Deterministic`] runs nothing), fit the handoff to its budget
+    /// (degradation steps; delivery moved off-band, or `unsupported`, when what the next
+    /// provider must act on cannot reach it otherwise) and render it.
+    pub fn finish(&self, plan: Plan<'_>, summarizer: &dyn Summarizer) -> Result<Outcome, Error> {
+        Ok(crate::pipeline::finish(plan, summarizer)?)
+    }
+
+    /// Decide how the requested run of `state` starts on `target` (`None`: the state's
+    /// `request.provider`): [`Engine::plan`] and [`Engine::finish`] with no external
+    /// summarizer, so the decision is fitted to its budget exactly as [`Engine::run`] and the
+    /// store decide.
+    pub fn decide(&self, state: &State, target: Option<&str>) -> Result<Decision, Error> {
+        let plan = self.plan(state, target, &Context::default())?;
+        Ok(self.finish(plan, &Deterministic)?.decision)
+    }
+
+    /// Decide, then select, summarize (the policy's external command, when it names one)
+    /// and render the handoff when the decision needs one.
+    pub fn run(&self, state: &State, target: Option<&str>) -> Result<Outcome, Error> {
+        let plan = self.plan(state, target, &Context::default())?;
+        self.finish(plan, &crate::deliver::CommandRunner)
     }
 
     /// Select, summarize and render the handoff of a `decision` this engine made for
-    /// `state`. A decision that needs no handoff comes back with no document.
+    /// `state` (and the caller may have adjusted). A decision that needs no handoff comes
+    /// back with no document.
     pub fn render(&self, state: &State, decision: &Decision) -> Result<Outcome, Error> {
-        let policy = self.policy();
-        let caps = policy.provider_caps(state, &decision.target).caps;
-        let eligible =
-            crate::eval::eligible_with_caps(policy, state, &decision.target, Some(caps.clone()));
-        let sizer = PolicySizer { policy };
-        let facts = Facts::new(state, &decision.target, eligible, &sizer).with_caps(caps);
-        Ok(crate::pipeline::finish(
-            policy,
-            state,
-            decision.clone(),
-            &facts,
-            &self.render_options(),
-        )?)
+        let plan = self
+            .plan(state, Some(&decision.target), &Context::default())?
+            .with_decision(decision.clone());
+        self.finish(plan, &crate::deliver::CommandRunner)
     }
 
     /// The human explanation of a decision (what `baton explain` prints).

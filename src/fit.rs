@@ -712,10 +712,15 @@ fn move_off_band(
     let Some(hid) = decision.handoff_id.clone() else {
         return;
     };
-    let document =
-        crate::ids::document_path(opts.document_root.clone(), &facts.state.thread.id, &hid)
-            .display()
-            .to_string();
+    // The pipeline passes the root it resolved once (`crate::ids::DocumentRoot`).
+    let document = match &opts.document_root {
+        Some(root) => {
+            crate::ids::DocumentRoot::resolved(root.clone()).document_path(&facts.state.thread.id, &hid)
+        }
+        None => crate::ids::document_path(None, &facts.state.thread.id, &hid),
+    }
+    .display()
+    .to_string();
     let inline_limit = decision
         .delivery
         .as_ref()

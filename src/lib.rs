@@ -73,13 +73,16 @@ pub mod serve;
 pub mod state;
 #[cfg(feature = "store")]
 pub mod store;
+pub mod summarize;
 pub mod testing;
 pub mod workspace;
 
 pub use decision::Decision;
-pub use engine::{Engine, EngineBuilder};
+pub use deliver::CommandRunner;
+pub use engine::{Context, Engine, EngineBuilder};
 pub use error::Error;
 pub use outcome::Outcome;
+pub use pipeline::Plan;
 pub use policy::{Diagnostic, Policy, PolicyError, Severity};
 pub use render::{Rendered, TemplateSet};
 pub use state::{State, StateError};

@@ -18,6 +18,7 @@ const LAYERS: &[(&str, &str, u32)] = &[
     ("facts", "core", 2),
     ("policy", "core", 3),
     ("decision", "core", 4),
+    ("summarize", "core", 4),
     ("fmt", "core", 4),
     ("eval", "core", 5),
     ("explain", "core", 5),
@@ -48,10 +49,13 @@ const LAYERS: &[(&str, &str, u32)] = &[
 /// Items the crate root re-exports, and the module each comes from.
 const ROOT_ITEMS: &[(&str, &str)] = &[
     ("Decision", "decision"),
+    ("CommandRunner", "deliver"),
+    ("Context", "engine"),
     ("Engine", "engine"),
     ("EngineBuilder", "engine"),
     ("Error", "error"),
     ("Outcome", "outcome"),
+    ("Plan", "pipeline"),
     ("Diagnostic", "policy"),
     ("Policy", "policy"),
     ("PolicyError", "policy"),

@@ -35,8 +35,7 @@ pub use pregrant::{
 pub use stage::{deliver, Delivered};
 pub use summarizer::{
     created_by, run_external, run_external_blocking, runs_command, summarize_blocking,
-    ExternalCommand,
-    SummarizerFailure, SummaryOutcome, SummarySource,
+    CommandRunner, ExternalCommand, SummarizerFailure, SummaryOutcome, SummarySource,
 };
 
 /// Errors from off-band delivery, pre-grants and garbage collection.

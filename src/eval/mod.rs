@@ -1,9 +1,10 @@
 //! The evaluator: policy + state -> [`Decision`] with a full trace.
 //!
-//! Public entry point: [`decide`] ([`evaluate_in`] when the store decides a merge-back for
-//! the parent, or a run that takes one, with a [`DecisionContext`]). Order: eligible runs, every staleness signal, the strategy
-//! ladder (first match wins), coverage, delivery, pre-grant. Deterministic: no clocks, no
-//! randomness, no hash-map iteration order in the output.
+//! Public entry point: [`evaluate_with`] (what [`crate::pipeline::plan`] calls, with the
+//! store's [`DecisionContext`] and an off-band root resolved before; no I/O). Order: eligible
+//! runs, every staleness signal, the strategy ladder (first match wins), coverage, delivery,
+//! pre-grant. Deterministic: no clocks, no randomness, no hash-map iteration order in the
+//! output.
 
 mod providers;
 
@@ -484,8 +485,9 @@ fn reads_where(e: &CExpr, hit: &dyn Fn(Option<Fact>) -> bool) -> bool {
     }
 }
 
-/// Decide how to start the requested run. `sizer` measures summaries when a rule reads
-/// `summary.*` (use [`RoughSizer`] or the selector's sizer).
+/// The ladder's decision alone, without fitting (baton's own tests and benchmarks; every
+/// caller of the library decides through [`crate::pipeline::plan`] and
+/// [`crate::pipeline::finish`]). `sizer` measures summaries when a rule reads `summary.*`.
 pub fn decide(
     policy: &Policy,
     state: &State,
@@ -503,7 +505,17 @@ pub fn evaluate<'a>(
     opts: &EvalOptions,
     sizer: &'a dyn SummarySizer,
 ) -> Result<(Decision, Facts<'a>), EvalError> {
-    evaluate_in(policy, state, opts, &DecisionContext::default(), sizer)
+    // Resolved per call: these two are for baton's own tests and benchmarks, which hold
+    // `EvalOptions`; the main path resolves the root once and calls [`evaluate_with`].
+    let root = crate::ids::DocumentRoot::resolve(opts.document_root.clone());
+    evaluate_with(
+        policy,
+        state,
+        opts.target.as_deref(),
+        &root,
+        &DecisionContext::default(),
+        sizer,
+    )
 }
 
 /// Where a decision's handoff is recorded when that is not the evaluated thread's own next
@@ -552,19 +564,21 @@ pub struct DecisionContext {
     pub history: Option<crate::facts::History>,
 }
 
-/// [`evaluate`] with a [`DecisionContext`]: a merge-back's decision is numbered, named and
-/// delivered for the thread that records it (`record_in`), and a run that makes no handoff
-/// of its own but takes a waiting one (`waiting`) says how that one is delivered and granted.
-pub fn evaluate_in<'a>(
+/// The evaluator, as the main path ([`crate::pipeline::plan`]) calls it: decide for `target`
+/// (`None`: `request.provider`) in `cx`, with an off-band root resolved before, so no I/O and
+/// no environment. A merge-back's decision is numbered, named and delivered for the thread
+/// that records it (`cx.record_in`), and a run that makes no handoff of its own but takes a
+/// waiting one (`cx.waiting`) says how that one is delivered and granted.
+pub fn evaluate_with<'a>(
     policy: &Policy,
     state: &'a State,
-    opts: &EvalOptions,
+    target: Option<&str>,
+    root: &crate::ids::DocumentRoot,
     cx: &DecisionContext,
     sizer: &'a dyn SummarySizer,
 ) -> Result<(Decision, Facts<'a>), EvalError> {
-    let target = opts
-        .target
-        .clone()
+    let target = target
+        .map(str::to_string)
         .unwrap_or_else(|| state.request.provider.clone());
     if crate::state::default_caps(&target).is_none()
         && !state.providers.contains_key(&target)
@@ -779,7 +793,7 @@ pub fn evaluate_in<'a>(
             .map(|(_, r)| r);
         let mode = DeliveryMode::of(chosen.map(|r| r.off_band).unwrap_or(false));
         let document = (mode == DeliveryMode::OffBand).then(|| {
-            let path = crate::ids::document_path(opts.document_root.clone(), record_thread, hid);
+            let path = root.document_path(record_thread, hid);
             // The path as `display` writes it, without formatting when it is UTF-8.
             path.into_os_string()
                 .into_string()

@@ -1110,6 +1110,14 @@ impl SummarySizer for PolicySizer<'_> {
     }
 }
 
+/// A policy sizes its own summaries (as [`PolicySizer`]), so that facts borrowing the policy
+/// need no sizer object of their own.
+impl SummarySizer for Policy {
+    fn chars(&self, facts: &Facts<'_>, runs: &[u32]) -> i64 {
+        select_runs(self, facts, runs).chars as i64
+    }
+}
+
 /// The text rule for an item of `kind` placed in `section`: the most specific rule (kind and
 /// section, then kind, then section, then every text; a later rule wins over an earlier one
 /// of the same scope), and whether it is `strict`.

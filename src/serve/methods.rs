@@ -186,7 +186,7 @@ pub async fn call(
         "dispatch" => pool!(|cx, p| stored::dispatch(cx.stores(), &cx.set, cx.handoff_dir(), p)),
         "mergeBack" => pool!(|cx, p| stored::merge_back(cx.stores(), &cx.set, cx.handoff_dir(), p)),
         "completeRun" => pool!(|cx, p| stored::complete(cx.stores(), p)),
-        "rollback" => pool!(|cx, p| stored::rollback(cx.stores(), &cx.set, cx.handoff_dir(), p)),
+        "rollback" => pool!(|cx, p| stored::rollback(cx.stores(), &cx.set, p)),
         "fork" => pool!(|cx, p| stored::fork(cx.stores(), p)),
         "regenerate" => {
             pool!(|cx, p| stored::regenerate(cx.stores(), &cx.set, cx.handoff_dir(), p))

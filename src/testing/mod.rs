@@ -26,7 +26,7 @@ use crate::eval::EvalOptions;
 use crate::pipeline::{Outcome, PipelineError};
 use crate::policy::{Policy, PolicyError};
 use crate::render::RenderOptions;
-use crate::select::{PolicySizer, RuleHit};
+use crate::select::RuleHit;
 use crate::state::State;
 use std::path::Path;
 
@@ -80,31 +80,16 @@ pub(crate) fn check(
         target: target.map(str::to_string),
         document_root: Some(std::env::temp_dir().join("baton-test-docs")),
     };
-    let sizer = PolicySizer { policy };
-    let (decision, facts) = crate::eval::evaluate(policy, state, &opts, &sizer)?;
-    if !decision.needs_handoff() {
-        let outcome = Outcome {
-            decision,
-            summary: None,
-            rendered: None,
-        };
-        return Ok((Checked { outcome }, Vec::new()));
-    }
-    // Selection with rule observation, then rendering as the pipeline does; tests never run
-    // an external summarizer.
-    let (summary, hits) = crate::select::select_observed(policy, &facts, &decision);
-    let outcome = crate::pipeline::fit_selected(
-        policy,
-        state,
-        &facts,
-        decision,
-        summary,
-        &RenderOptions {
-            document_root: opts.document_root.clone(),
-            ..RenderOptions::default()
+    // The one path, observing the summary rules; tests never run an external summarizer.
+    let setup = crate::pipeline::Setup::of(&opts, &RenderOptions::default());
+    let plan = crate::pipeline::plan(policy, state, &setup)?.observe_rules();
+    let finished = crate::pipeline::finish_full(plan, &crate::summarize::Deterministic)?;
+    Ok((
+        Checked {
+            outcome: finished.outcome,
         },
-    )?;
-    Ok((Checked { outcome }, hits))
+        finished.hits,
+    ))
 }
 
 /// A decision (and its document) to assert on. Each assertion returns `&Self` to chain.
