@@ -74,8 +74,10 @@ impl From<DecisionContext> for Context {
 /// Where an engine's policy comes from.
 #[derive(Debug, Clone)]
 enum PolicySource {
-    /// A file, a directory of `*.policy` files, or a shipped profile name.
-    Spec(String),
+    /// A spec of a kind: a shipped profile name, a file or a directory (see [`Engine::new`]).
+    Spec(String, crate::policy::source::SpecKind),
+    /// A file or a directory of `*.policy` files.
+    Path(PathBuf),
     /// Policy text held in memory, shown in diagnostics as `name`.
     Text { name: String, text: String },
 }
@@ -112,7 +114,16 @@ impl EngineBuilder {
     /// Load, check and compile the policy and the templates.
     pub fn build(self) -> Result<Engine, Error> {
         let policy = match &self.policy {
-            PolicySource::Spec(spec) => policy::load(spec)?,
+            PolicySource::Spec(spec, kind) => policy::load_kind(spec, *kind)?,
+            PolicySource::Path(path) => {
+                let Some(spec) = path.to_str() else {
+                    return Err(Error::Policy(PolicyError::single(Diagnostic::file_level(
+                        &path.display().to_string(),
+                        "a policy path must be UTF-8",
+                    ))));
+                };
+                policy::load_kind(spec, crate::policy::source::SpecKind::Path)?
+            }
             PolicySource::Text { name, text } => policy::load_text(name, text)?,
         };
         let templates = match (self.templates, self.templates_dir) {
@@ -124,10 +135,26 @@ impl EngineBuilder {
 }
 
 impl Engine {
-    /// The engine of a policy file, a directory of `*.policy` files, or a shipped profile
-    /// (`default`, `t3code`, `t3code-legacy`, `mcode`), with the embedded templates.
+    /// The engine of `policy`, with the embedded templates: a shipped profile name first
+    /// (exactly `default`, `t3code`, `t3code-legacy` or `mcode`; a file or directory of that
+    /// name in the working directory never shadows it, write `./default` for one), else a
+    /// directory of `*.policy` files, else a policy file. This is what `baton --policy`
+    /// takes (docs/cli.md#choosing-a-policy). [`Engine::shipped`] and [`Engine::from_path`]
+    /// say which one they mean.
     pub fn new(policy: &str) -> Result<Engine, Error> {
         Engine::builder(policy).build()
+    }
+
+    /// The engine of a shipped profile (`default`, `t3code`, `t3code-legacy`, `mcode`); never
+    /// reads the file system.
+    pub fn shipped(name: &str) -> Result<Engine, Error> {
+        Engine::builder_shipped(name).build()
+    }
+
+    /// The engine of a policy file or of a directory of `*.policy` files; never a shipped
+    /// profile.
+    pub fn from_path(path: impl AsRef<std::path::Path>) -> Result<Engine, Error> {
+        Engine::builder_path(path).build()
     }
 
     /// The engine of policy text held in memory (`name` is shown in diagnostics and traces).
@@ -135,9 +162,25 @@ impl Engine {
         Engine::builder_from_text(name, text).build()
     }
 
-    /// A builder for the policy `spec` (file, directory or shipped profile name).
+    /// A builder for the policy `spec`, read as [`Engine::new`] reads it.
     pub fn builder(spec: &str) -> EngineBuilder {
-        Engine::builder_of(PolicySource::Spec(spec.to_string()))
+        Engine::builder_of(PolicySource::Spec(
+            spec.to_string(),
+            crate::policy::source::SpecKind::Any,
+        ))
+    }
+
+    /// A builder for a shipped profile (see [`Engine::shipped`]).
+    pub fn builder_shipped(name: &str) -> EngineBuilder {
+        Engine::builder_of(PolicySource::Spec(
+            name.to_string(),
+            crate::policy::source::SpecKind::Shipped,
+        ))
+    }
+
+    /// A builder for a policy file or directory (see [`Engine::from_path`]).
+    pub fn builder_path(path: impl AsRef<std::path::Path>) -> EngineBuilder {
+        Engine::builder_of(PolicySource::Path(path.as_ref().to_path_buf()))
     }
 
     fn builder_of(policy: PolicySource) -> EngineBuilder {
@@ -204,20 +247,24 @@ impl Engine {
         self.inner.document_root.as_deref()
     }
 
-    /// The evaluation options of a decision for `target` (`None`: `request.provider`).
-    pub fn eval_options(&self, target: Option<&str>) -> EvalOptions {
-        EvalOptions {
-            target: target.map(str::to_string),
-            document_root: self.inner.document_root.clone(),
+    unstable_pub! {
+        /// The evaluation options of a decision for `target` (`None`: `request.provider`).
+        fn eval_options(&self, target: Option<&str>) -> EvalOptions {
+            EvalOptions {
+                target: target.map(str::to_string),
+                document_root: self.inner.document_root.clone(),
+            }
         }
     }
 
-    /// The render options that render with this engine's compiled templates.
-    pub fn render_options(&self) -> RenderOptions {
-        RenderOptions {
-            templates: Some(self.inner.templates.clone()),
-            templates_dir: self.inner.templates.dir().map(|d| d.to_path_buf()),
-            ..RenderOptions::default()
+    unstable_pub! {
+        /// The render options that render with this engine's compiled templates.
+        fn render_options(&self) -> RenderOptions {
+            RenderOptions {
+                templates: Some(self.inner.templates.clone()),
+                templates_dir: self.inner.templates.dir().map(|d| d.to_path_buf()),
+                ..RenderOptions::default()
+            }
         }
     }
 

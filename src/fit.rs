@@ -11,7 +11,7 @@
 //! `handoff.json` and in the trace.
 
 use crate::decision::{
-    BudgetReport, BudgetStep, DecidedBy, Decision, Delivery, DeliveryMode, Outcome as TraceOutcome,
+    BudgetReport, BudgetStep, DecidedBy, Decision, Delivery, DeliveryMode, RuleOutcome as TraceOutcome,
     Pregrant, ProviderThreadAction, ThreadAction, TraceEntry,
 };
 use crate::facts::{Facts, Value};

@@ -2,7 +2,7 @@
 //! ladder step, every staleness signal (held and not held), coverage after superseded handoffs
 //! and rolled-back runs, and determinism.
 
-use baton::decision::{Decision, Outcome};
+use baton::decision::{Decision, RuleOutcome};
 use baton::Engine;
 use rstest::rstest;
 use std::path::{Path, PathBuf};
@@ -37,7 +37,7 @@ fn decide_example(example: &str) -> Decision {
 }
 
 /// The outcome of the trace entry for rule `rule` (e.g. `stale resume_failed`).
-fn trace_outcome(d: &Decision, rule: &str) -> Outcome {
+fn trace_outcome(d: &Decision, rule: &str) -> RuleOutcome {
     d.trace
         .iter()
         .find(|t| t.rule == rule)
@@ -257,7 +257,7 @@ fn stale_signal_held_and_not_held(#[case] signal: &str, #[case] example: &str) {
     let rule = format!("stale {signal}");
     assert_eq!(
         trace_outcome(&decide_example(example), &rule),
-        Outcome::Matched
+        RuleOutcome::Matched
     );
     for seed in [
         "seed-switch.yaml",
@@ -266,7 +266,7 @@ fn stale_signal_held_and_not_held(#[case] signal: &str, #[case] example: &str) {
     ] {
         assert_eq!(
             trace_outcome(&decide_example(seed), &rule),
-            Outcome::NotMatched,
+            RuleOutcome::NotMatched,
             "{signal} in {seed}"
         );
     }
@@ -318,7 +318,7 @@ fn superseded_handoff_does_not_count_toward_last_seen() {
         .iter()
         .find(|t| t.rule == "strategy no_handoff")
         .unwrap();
-    assert_eq!(no_handoff.outcome, Outcome::NotMatched);
+    assert_eq!(no_handoff.outcome, RuleOutcome::NotMatched);
     assert_eq!(
         serde_json::to_value(&no_handoff.values).unwrap()["target.runs_since_last_seen"],
         2

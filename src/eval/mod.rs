@@ -29,16 +29,28 @@ pub struct EvalOptions {
 
 /// A decision that could not be made. Each names the policy location or state path at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EvalError {
     #[error("{at}: error: strategy `{strategy}` resumes the target's thread, but {provider} has no provider thread in this app thread\n  = help: guard the rule with `target.has_thread`, or put `full_new when not target.has_thread` above it")]
+    /// A rung that resumes the target's thread matched, but the target has none.
     NoThreadToResume {
+        /// The deciding rule's `file:line:col`.
         at: String,
+        /// The strategy of that rule.
         strategy: String,
+        /// The target provider.
         provider: String,
     },
     #[error("{at}: error: strategy `native_fork` needs a fork whose source provider thread can be forked, but {reason}\n  = help: guard the rule with `fork.native_possible`")]
-    NoNativeFork { at: String, reason: String },
+    /// `native_fork` matched, but the fork's source cannot be forked natively (fields: the rule's `file:line:col`, why).
+    NoNativeFork {
+        /// The deciding rule's `file:line:col`.
+        at: String,
+        /// Why it cannot be forked.
+        reason: String,
+    },
     #[error("--target: error: unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in the state or in the policy's `providers` block")]
+    /// A target provider baton does not know.
     UnknownTarget(String),
 }
 
@@ -543,8 +555,11 @@ pub struct RecordIn {
 /// waiting for the parent's next run), as its own decision delivered it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Waiting {
+    /// The waiting handoff's id.
     pub handoff_id: String,
+    /// How its own decision delivered it.
     pub delivery: Option<Delivery>,
+    /// The pre-grant its own decision issued.
     pub pregrant: Option<Pregrant>,
 }
 
@@ -554,8 +569,10 @@ pub struct Waiting {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecisionContext {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The thread and run the decision is recorded in (a merge-back), when not its own.
     pub record_in: Option<RecordIn>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A handoff already made for this run (a fork's merge-back).
     pub waiting: Option<Waiting>,
     /// The state is a window (its runs start after `history.base`): what the runs before it
     /// were (see [`crate::facts::History`]). The store decides a dispatch on a window when it
@@ -635,7 +652,7 @@ pub fn evaluate_with<'a>(
         let values = trace.values_mut();
         values.push((Cow::Borrowed("eligible_runs"), Value::Int(count)));
         values.push((Cow::Borrowed("excluded_runs"), Value::List(excluded)));
-        trace.push_rule(texts.eligible(), Outcome::Matched, from);
+        trace.push_rule(texts.eligible(), RuleOutcome::Matched, from);
     }
     let mut facts = Facts::new(state, &target, eligible, sizer).with_caps(caps);
     if let Some(w) = window {
@@ -906,7 +923,7 @@ impl<'p> Rule<'p> {
             None => true,
             Some(w) => holds_traced(w, facts, signals, trace.values_mut()),
         };
-        trace.push_rule(self.text, Outcome::of(matched), from);
+        trace.push_rule(self.text, RuleOutcome::of(matched), from);
         matched
     }
 }

@@ -29,9 +29,13 @@ use std::sync::{Arc, OnceLock};
 /// One line (or block) of a section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Entry {
+    /// The item's id.
     pub id: String,
+    /// The item's kind.
     pub kind: &'static str,
+    /// The run it is from.
     pub run: u32,
+    /// Its text, as the section shows it.
     pub text: String,
     /// The budget cut this entry short.
     pub truncated: bool,
@@ -46,16 +50,24 @@ pub struct Entry {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A section of the handoff: its entries in order.
 pub struct Section {
+    /// The section's name (`goals`, ...).
     pub name: String,
+    /// Its title.
     pub title: String,
+    /// Its entries.
     pub entries: Vec<Entry>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// An item left out of the handoff.
 pub struct Omitted {
+    /// The item's id.
     pub id: String,
+    /// The item's kind.
     pub kind: &'static str,
+    /// Why it was left out.
     pub reason: String,
 }
 
@@ -70,6 +82,7 @@ pub struct Summary {
     pub omitted: Arc<Vec<Omitted>>,
     /// Characters of every entry's text.
     pub chars: usize,
+    /// The summary block's character budget, if any.
     pub budget: Option<usize>,
     /// What redaction did to the selection (docs/redaction.md); never serialised (the
     /// summarizer's input carries the redacted texts, not this).
@@ -147,6 +160,7 @@ impl Redaction {
 pub const TITLE_ID: &str = "thread.title";
 
 impl Summary {
+    /// The section named `name`.
     pub fn section(&self, name: &str) -> Option<&Section> {
         self.sections.iter().find(|s| s.name == name)
     }
@@ -372,7 +386,9 @@ pub fn select_degraded(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SummaryRuleKind {
+    /// An `include` rule.
     Include,
+    /// An `exclude` rule.
     Exclude,
 }
 
@@ -380,8 +396,11 @@ pub enum SummaryRuleKind {
 /// the rule's kind and index in that block, and whether it held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct RuleHit {
+    /// Which rule kind.
     pub kind: SummaryRuleKind,
+    /// Its index among the summary rules.
     pub index: usize,
+    /// Whether it matched.
     pub matched: bool,
 }
 

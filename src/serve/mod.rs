@@ -15,7 +15,7 @@
 internal!(framing, json, methods, policy_set, rpc, session, slots, stored, sweep);
 
 pub use framing::Framing;
-pub use policy_set::{PolicyHolder, PolicySet};
+pub use policy_set::{PolicyHolder, PolicySet, Rejection, Reloaded};
 pub use sweep::GcSweep;
 
 /// The request parameter types, for the service's JSON Schema (`baton schema service`).
@@ -42,6 +42,7 @@ use std::time::Duration;
 
 /// Where the service listens.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum Transport {
     /// One client on stdin/stdout; the service exits when stdin closes or on `exit`.
     Stdio,
@@ -127,6 +128,7 @@ pub const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// Why the service could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServeError {
     /// The policy set (policy and templates) does not load or check at start.
     #[error("{0}")]

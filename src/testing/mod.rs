@@ -17,6 +17,8 @@ pub mod file;
 pub mod paths;
 pub mod runner;
 
+pub use crate::coverage::{Coverage, FileCoverage, RuleCoverage, RuleId, RuleKind};
+pub use crate::select::{RuleHit, SummaryRuleKind};
 pub use file::{load as load_test_file, parse_str as parse_test_file, TestFile, TestFileError};
 pub use paths::default_paths;
 pub use runner::{run_paths, CaseResult, Mismatch, RunOptions, RunReport};
@@ -26,7 +28,6 @@ use crate::eval::EvalOptions;
 use crate::pipeline::{Outcome, PipelineError};
 use crate::policy::{Policy, PolicyError};
 use crate::render::RenderOptions;
-use crate::select::RuleHit;
 use crate::state::State;
 use std::path::Path;
 

@@ -205,6 +205,7 @@ pub struct ProviderThreadChange {
 /// What the app must do with a provider thread after a rollback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AppAction {
     /// Roll the provider thread back with the provider's own rollback, keeping `turns_kept`
     /// turns: the next run on the provider resumes it.
