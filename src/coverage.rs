@@ -238,7 +238,7 @@ impl Coverage {
     }
 
     /// Record one decision of `policy` (its trace) and the summary rule evaluations behind its
-    /// handoff (see [`crate::select::select_observed`]).
+    /// handoff (see `select::select_observed`).
     pub fn record(&mut self, policy: &Policy, decision: &Decision, hits: &[RuleHit]) {
         self.register(policy);
         let Some(by_at) = self.by_at.get(&policy.sha256) else {

@@ -65,12 +65,6 @@ impl Context {
     }
 }
 
-impl From<DecisionContext> for Context {
-    fn from(inner: DecisionContext) -> Context {
-        Context { inner }
-    }
-}
-
 /// Where an engine's policy comes from.
 #[derive(Debug, Clone)]
 enum PolicySource {

@@ -72,7 +72,7 @@ impl Setup {
 }
 
 /// A decision made, its handoff not yet selected, summarized, fitted or rendered: the first
-/// of the two calls ([`plan`]); [`finish`] is the second.
+/// of the two calls (`plan`); `finish` is the second.
 pub struct Plan<'a> {
     policy: &'a Policy,
     state: &'a State,
@@ -91,7 +91,7 @@ impl std::fmt::Debug for Plan<'_> {
 }
 
 impl<'a> Plan<'a> {
-    /// The decision as the ladder made it, before fitting: [`finish`] may still move its
+    /// The decision as the ladder made it, before fitting: `finish` may still move its
     /// handoff off-band or make it `unsupported`. Read it to choose what to do next (the
     /// store reloads items when its covered runs reach before those it loaded), never as
     /// the answer.
@@ -100,7 +100,7 @@ impl<'a> Plan<'a> {
     }
 
     /// Whether the facts of a windowed state fell short of the whole thread's (see
-    /// [`crate::facts::Facts::window_short`]).
+    /// `facts::Facts::window_short`).
     pub fn window_short(&self) -> bool {
         self.facts.window_short()
     }

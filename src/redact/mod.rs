@@ -375,7 +375,7 @@ impl Context {
         }
     }
 
-    /// [`redact`], for callers that cannot stop on an error: a text that cannot be redacted
+    /// `redact`, for callers that cannot stop on an error: a text that cannot be redacted
     /// is replaced whole by a notice and the failure is kept ([`Context::failure`]), so that
     /// the handoff is refused.
     pub fn text<'t>(&mut self, item: &str, text: &'t str) -> Cow<'t, str> {

@@ -97,7 +97,7 @@ pub struct Summary {
 pub struct Redaction {
     /// The handoff's redaction context (the numbers given so far): anything else built from
     /// this selection (a transcript of omitted items) redacts through a clone of it
-    /// ([`crate::redact::redact`]), so the same secret keeps its number.
+    /// (`redact::redact`), so the same secret keeps its number.
     pub context: crate::redact::Context,
     /// The thread's title, redacted.
     pub title: Option<String>,
