@@ -12,7 +12,7 @@
 //! to hold. Rules that were never reached are `never`. The `eligible` rule is true when it
 //! admitted a run and false when it left one out.
 
-use crate::decision::{Decision, Outcome};
+use crate::decision::{Decision, RuleOutcome};
 use crate::facts::Value;
 use crate::policy::ast::Span;
 use crate::policy::Policy;
@@ -24,12 +24,19 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RuleKind {
+    /// The `eligible` rule.
     Eligible,
+    /// A `stale` signal.
     Stale,
+    /// A rung of the `strategy` ladder.
     Strategy,
+    /// A summary `include` rule.
     Include,
+    /// A summary `exclude` rule.
     Exclude,
+    /// A `delivery` rule.
     Delivery,
+    /// A `pregrant` rule.
     Pregrant,
     /// A policy's own redaction rule (`redact NAME pattern "..."`): covered when it redacted
     /// something in a handoff.
@@ -39,8 +46,11 @@ pub enum RuleKind {
 /// A rule's identity: file, kind and index among that file's rules of the kind.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct RuleId {
+    /// The policy file the rule is in.
     pub file: String,
+    /// Which block the rule is in.
     pub kind: RuleKind,
+    /// Its index among the rules of its kind in that file.
     pub index: usize,
 }
 
@@ -48,6 +58,7 @@ pub struct RuleId {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RuleCoverage {
     #[serde(flatten)]
+    /// The rule.
     pub id: RuleId,
     /// `stale model_changed`, `strategy full_new`, `include file_change into files`, ...
     pub label: String,
@@ -57,8 +68,10 @@ pub struct RuleCoverage {
     /// Whether the rule has a condition (it can be false).
     pub conditional: bool,
     #[serde(rename = "true")]
+    /// Evaluations in which its condition held.
     pub true_count: u64,
     #[serde(rename = "false")]
+    /// Evaluations in which it did not hold.
     pub false_count: u64,
 }
 
@@ -85,12 +98,17 @@ impl RuleCoverage {
 /// Coverage of one policy file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FileCoverage {
+    /// The policy file.
     pub file: String,
+    /// Its rules, in policy order.
     pub rules: Vec<RuleCoverage>,
+    /// Rules evaluated at least once.
     pub covered: usize,
+    /// Rules in the file.
     pub total: usize,
     /// Covered rules in percent (100 for a file without rules).
     pub percent: f64,
+    /// Branches (held, not held) seen, in percent of all.
     pub branch_percent: f64,
 }
 
@@ -105,6 +123,7 @@ pub struct Coverage {
 }
 
 impl Coverage {
+    /// An empty coverage.
     pub fn new() -> Coverage {
         Coverage::default()
     }
@@ -219,7 +238,7 @@ impl Coverage {
     }
 
     /// Record one decision of `policy` (its trace) and the summary rule evaluations behind its
-    /// handoff (see [`crate::select::select_observed`]).
+    /// handoff (see `select::select_observed`).
     pub fn record(&mut self, policy: &Policy, decision: &Decision, hits: &[RuleHit]) {
         self.register(policy);
         let Some(by_at) = self.by_at.get(&policy.sha256) else {
@@ -240,7 +259,7 @@ impl Coverage {
                 }
                 continue;
             }
-            Self::bump(&mut self.rules, id, t.outcome == Outcome::Matched);
+            Self::bump(&mut self.rules, id, t.outcome == RuleOutcome::Matched);
         }
         let Some(summary) = self.summary.get(&policy.sha256) else {
             return;

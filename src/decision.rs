@@ -1,12 +1,12 @@
 //! The decision (DESIGN §4, contract): what `baton explain --json` prints.
 
-use crate::facts::Value;
-use crate::policy::Strategy;
 use crate::state::{HandoffStrategy, RunRange};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 mod trace;
+pub use crate::facts::Value;
+pub use crate::policy::Strategy;
 pub use trace::{Trace, ValueName};
 
 /// How the next run of a thread starts on a target provider, and what context it receives: the
@@ -145,6 +145,7 @@ pub struct PolicyRef {
 /// What happens to the target's provider thread (`provider_thread.action`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ThreadAction {
     /// Resume the target's existing provider thread (`resume`).
     Resume,
@@ -191,6 +192,7 @@ impl ProviderThreadAction {
 /// How the handoff document is delivered (`delivery.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum DeliveryMode {
     /// Written to a private file the agent reads (with the pre-grant); the first turn carries a
     /// short prompt naming it (`off_band`).
@@ -265,23 +267,27 @@ pub struct DecidedBy {
     pub because: Option<String>,
 }
 
-/// Whether a traced rule's condition held.
+/// Whether a traced rule's condition held (a trace entry's `outcome`; the result of the main
+/// path is [`crate::Outcome`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+// The schema keeps the name it has always had (`baton schema decision`).
+#[schemars(rename = "Outcome")]
+#[non_exhaustive]
+pub enum RuleOutcome {
     /// The condition held (`matched`).
     Matched,
     /// The condition did not hold (`not_matched`).
     NotMatched,
 }
 
-impl Outcome {
+impl RuleOutcome {
     /// `Matched` when `matched` holds, else `NotMatched`.
-    pub fn of(matched: bool) -> Outcome {
+    pub fn of(matched: bool) -> RuleOutcome {
         if matched {
-            Outcome::Matched
+            RuleOutcome::Matched
         } else {
-            Outcome::NotMatched
+            RuleOutcome::NotMatched
         }
     }
 }
@@ -296,7 +302,7 @@ pub struct TraceEntry {
     /// policy's summary block.
     pub at: String,
     /// Whether the rule's condition held.
-    pub outcome: Outcome,
+    pub outcome: RuleOutcome,
     /// The facts the rule read, with their values (plain JSON values).
     #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     pub values: BTreeMap<String, Value>,

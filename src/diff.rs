@@ -216,13 +216,8 @@ pub fn diff_state(
     // Decide, select and fit, as `Engine::decide` does, keeping the selection: its included
     // items are compared too.
     let decide = |engine: &Engine, target: &str| {
-        crate::pipeline::explain(
-            engine.policy(),
-            state,
-            &engine.eval_options(Some(target)),
-            &engine.render_options(),
-        )
-        .map_err(crate::error::Error::from)
+        let plan = engine.plan(state, Some(target), &crate::engine::Context::default())?;
+        engine.finish(plan, &crate::summarize::Deterministic)
     };
     for target in opts.targets.of(state) {
         let a = decide(old, &target);

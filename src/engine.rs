@@ -9,13 +9,14 @@
 
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::eval::EvalOptions;
-use crate::facts::Facts;
+use crate::eval::{DecisionContext, EvalOptions};
+use crate::ids::DocumentRoot;
 use crate::outcome::Outcome;
+use crate::pipeline::{Plan, Setup};
 use crate::policy::{self, Diagnostic, Policy, PolicyError};
 use crate::render::{RenderOptions, TemplateSet};
-use crate::select::PolicySizer;
 use crate::state::State;
+use crate::summarize::{Deterministic, Summarizer};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -45,13 +46,32 @@ struct Inner {
     policy: Arc<Policy>,
     templates: TemplateSet,
     document_root: Option<PathBuf>,
+    /// `document_root` resolved once, when the engine was built.
+    root: DocumentRoot,
+}
+
+/// What a decision is made in besides the policy, the state and the target: empty for a
+/// state file (`Context::default()`); the store passes a window's history, a merge-back's
+/// numbering or a waiting handoff through its own operations.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    inner: DecisionContext,
+}
+
+impl Context {
+    /// The context of a state file: nothing besides the state.
+    pub fn new() -> Context {
+        Context::default()
+    }
 }
 
 /// Where an engine's policy comes from.
 #[derive(Debug, Clone)]
 enum PolicySource {
-    /// A file, a directory of `*.policy` files, or a shipped profile name.
-    Spec(String),
+    /// A spec of a kind: a shipped profile name, a file or a directory (see [`Engine::new`]).
+    Spec(String, crate::policy::source::SpecKind),
+    /// A file or a directory of `*.policy` files.
+    Path(PathBuf),
     /// Policy text held in memory, shown in diagnostics as `name`.
     Text { name: String, text: String },
 }
@@ -88,7 +108,16 @@ impl EngineBuilder {
     /// Load, check and compile the policy and the templates.
     pub fn build(self) -> Result<Engine, Error> {
         let policy = match &self.policy {
-            PolicySource::Spec(spec) => policy::load(spec)?,
+            PolicySource::Spec(spec, kind) => policy::load_kind(spec, *kind)?,
+            PolicySource::Path(path) => {
+                let Some(spec) = path.to_str() else {
+                    return Err(Error::Policy(PolicyError::single(Diagnostic::file_level(
+                        &path.display().to_string(),
+                        "a policy path must be UTF-8",
+                    ))));
+                };
+                policy::load_kind(spec, crate::policy::source::SpecKind::Path)?
+            }
             PolicySource::Text { name, text } => policy::load_text(name, text)?,
         };
         let templates = match (self.templates, self.templates_dir) {
@@ -100,10 +129,26 @@ impl EngineBuilder {
 }
 
 impl Engine {
-    /// The engine of a policy file, a directory of `*.policy` files, or a shipped profile
-    /// (`default`, `t3code`, `t3code-legacy`, `mcode`), with the embedded templates.
+    /// The engine of `policy`, with the embedded templates: a shipped profile name first
+    /// (exactly `default`, `t3code`, `t3code-legacy` or `mcode`; a file or directory of that
+    /// name in the working directory never shadows it, write `./default` for one), else a
+    /// directory of `*.policy` files, else a policy file. This is what `baton --policy`
+    /// takes (docs/cli.md#choosing-a-policy). [`Engine::shipped`] and [`Engine::from_path`]
+    /// say which one they mean.
     pub fn new(policy: &str) -> Result<Engine, Error> {
         Engine::builder(policy).build()
+    }
+
+    /// The engine of a shipped profile (`default`, `t3code`, `t3code-legacy`, `mcode`); never
+    /// reads the file system.
+    pub fn shipped(name: &str) -> Result<Engine, Error> {
+        Engine::builder_shipped(name).build()
+    }
+
+    /// The engine of a policy file or of a directory of `*.policy` files; never a shipped
+    /// profile.
+    pub fn from_path(path: impl AsRef<std::path::Path>) -> Result<Engine, Error> {
+        Engine::builder_path(path).build()
     }
 
     /// The engine of policy text held in memory (`name` is shown in diagnostics and traces).
@@ -111,10 +156,30 @@ impl Engine {
         Engine::builder_from_text(name, text).build()
     }
 
-    /// A builder for the policy `spec` (file, directory or shipped profile name).
+    /// A builder for the policy `spec`, read as [`Engine::new`] reads it.
     pub fn builder(spec: &str) -> EngineBuilder {
+        Engine::builder_of(PolicySource::Spec(
+            spec.to_string(),
+            crate::policy::source::SpecKind::Any,
+        ))
+    }
+
+    /// A builder for a shipped profile (see [`Engine::shipped`]).
+    pub fn builder_shipped(name: &str) -> EngineBuilder {
+        Engine::builder_of(PolicySource::Spec(
+            name.to_string(),
+            crate::policy::source::SpecKind::Shipped,
+        ))
+    }
+
+    /// A builder for a policy file or directory (see [`Engine::from_path`]).
+    pub fn builder_path(path: impl AsRef<std::path::Path>) -> EngineBuilder {
+        Engine::builder_of(PolicySource::Path(path.as_ref().to_path_buf()))
+    }
+
+    fn builder_of(policy: PolicySource) -> EngineBuilder {
         EngineBuilder {
-            policy: PolicySource::Spec(spec.to_string()),
+            policy,
             templates_dir: None,
             templates: None,
             document_root: None,
@@ -123,15 +188,10 @@ impl Engine {
 
     /// A builder for policy text held in memory.
     pub fn builder_from_text(name: &str, text: &str) -> EngineBuilder {
-        EngineBuilder {
-            policy: PolicySource::Text {
-                name: name.to_string(),
-                text: text.to_string(),
-            },
-            templates_dir: None,
-            templates: None,
-            document_root: None,
-        }
+        Engine::builder_of(PolicySource::Text {
+            name: name.to_string(),
+            text: text.to_string(),
+        })
     }
 
     /// An engine from an already checked policy and compiled templates. Fails when the
@@ -150,11 +210,13 @@ impl Engine {
                 ))));
             }
         }
+        let root = DocumentRoot::resolve(document_root.clone());
         Ok(Engine {
             inner: Arc::new(Inner {
                 policy,
                 templates,
                 document_root,
+                root,
             }),
         })
     }
@@ -179,64 +241,88 @@ impl Engine {
         self.inner.document_root.as_deref()
     }
 
-    /// The evaluation options of a decision for `target` (`None`: `request.provider`).
-    pub fn eval_options(&self, target: Option<&str>) -> EvalOptions {
-        EvalOptions {
-            target: target.map(str::to_string),
-            document_root: self.inner.document_root.clone(),
+    unstable_pub! {
+        /// The evaluation options of a decision for `target` (`None`: `request.provider`).
+        fn eval_options(&self, target: Option<&str>) -> EvalOptions {
+            EvalOptions {
+                target: target.map(str::to_string),
+                document_root: self.inner.document_root.clone(),
+            }
         }
     }
 
-    /// The render options that render with this engine's compiled templates.
-    pub fn render_options(&self) -> RenderOptions {
-        RenderOptions {
-            templates: Some(self.inner.templates.clone()),
-            templates_dir: self.inner.templates.dir().map(|d| d.to_path_buf()),
-            ..RenderOptions::default()
+    unstable_pub! {
+        /// The render options that render with this engine's compiled templates.
+        fn render_options(&self) -> RenderOptions {
+            RenderOptions {
+                templates: Some(self.inner.templates.clone()),
+                templates_dir: self.inner.templates.dir().map(|d| d.to_path_buf()),
+                ..RenderOptions::default()
+            }
         }
+    }
+
+    /// The setup of a decision for `target` in `context` with this engine's resolved
+    /// off-band root and compiled templates.
+    pub(crate) fn setup(&self, target: Option<&str>, context: &Context) -> Setup {
+        Setup {
+            target: target.map(str::to_string),
+            root: self.inner.root.clone(),
+            context: context.inner.clone(),
+            render: self.render_options(),
+        }
+    }
+
+    /// The first of the two calls every caller makes: decide how the requested run of
+    /// `state` starts on `target` (`None`: the state's `request.provider`) in `context`.
+    /// Nothing is selected, summarized, fitted or rendered yet: pass the plan to
+    /// [`Engine::finish`].
+    pub fn plan<'a>(
+        &'a self,
+        state: &'a State,
+        target: Option<&str>,
+        context: &Context,
+    ) -> Result<Plan<'a>, Error> {
+        Ok(crate::pipeline::plan(
+            self.policy(),
+            state,
+            &self.setup(target, context),
+        )?)
+    }
+
+    /// The second call: select the handoff's items, summarize them with `summarizer` when
+    /// the policy names an external source ([`crate::CommandRunner`] runs its command,
+    /// [`crate::summarize::Deterministic`] runs nothing), fit the handoff to its budget
+    /// (degradation steps; delivery moved off-band, or `unsupported`, when what the next
+    /// provider must act on cannot reach it otherwise) and render it.
+    pub fn finish(&self, plan: Plan<'_>, summarizer: &dyn Summarizer) -> Result<Outcome, Error> {
+        Ok(crate::pipeline::finish(plan, summarizer)?)
     }
 
     /// Decide how the requested run of `state` starts on `target` (`None`: the state's
-    /// `request.provider`). Summary sizes are measured by the policy's own selection rules, and
-    /// a decision that needs a handoff is fitted to its budget (its `budget` field; delivery
-    /// moved off-band, or `unsupported`, when what the next provider must act on cannot reach
-    /// it otherwise), exactly as [`Engine::run`] and the store decide.
+    /// `request.provider`): [`Engine::plan`] and [`Engine::finish`] with no external
+    /// summarizer, so the decision is fitted to its budget exactly as [`Engine::run`] and the
+    /// store decide.
     pub fn decide(&self, state: &State, target: Option<&str>) -> Result<Decision, Error> {
-        Ok(crate::pipeline::explain(
-            self.policy(),
-            state,
-            &self.eval_options(target),
-            &self.render_options(),
-        )?
-        .decision)
+        let plan = self.plan(state, target, &Context::default())?;
+        Ok(self.finish(plan, &Deterministic)?.decision)
     }
 
-    /// Decide, then select, summarize and render the handoff when the decision needs one.
+    /// Decide, then select, summarize (the policy's external command, when it names one)
+    /// and render the handoff when the decision needs one.
     pub fn run(&self, state: &State, target: Option<&str>) -> Result<Outcome, Error> {
-        Ok(crate::pipeline::run(
-            self.policy(),
-            state,
-            &self.eval_options(target),
-            &self.render_options(),
-        )?)
+        let plan = self.plan(state, target, &Context::default())?;
+        self.finish(plan, &crate::deliver::CommandRunner)
     }
 
     /// Select, summarize and render the handoff of a `decision` this engine made for
-    /// `state`. A decision that needs no handoff comes back with no document.
+    /// `state` (and the caller may have adjusted). A decision that needs no handoff comes
+    /// back with no document.
     pub fn render(&self, state: &State, decision: &Decision) -> Result<Outcome, Error> {
-        let policy = self.policy();
-        let caps = policy.provider_caps(state, &decision.target).caps;
-        let eligible =
-            crate::eval::eligible_with_caps(policy, state, &decision.target, Some(caps.clone()));
-        let sizer = PolicySizer { policy };
-        let facts = Facts::new(state, &decision.target, eligible, &sizer).with_caps(caps);
-        Ok(crate::pipeline::finish(
-            policy,
-            state,
-            decision.clone(),
-            &facts,
-            &self.render_options(),
-        )?)
+        let plan = self
+            .plan(state, Some(&decision.target), &Context::default())?
+            .with_decision(decision.clone());
+        self.finish(plan, &crate::deliver::CommandRunner)
     }
 
     /// The human explanation of a decision (what `baton explain` prints).

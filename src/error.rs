@@ -13,6 +13,7 @@ use crate::state::StateError;
 /// command prints (`file:line:col: error: message`, with the source snippet and help);
 /// [`Error::diagnostics`] gives the structured form.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The policy (or the template set) does not load or check.
     #[error(transparent)]

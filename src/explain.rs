@@ -1,6 +1,6 @@
 //! The human form of a decision: the answer and why first, the rest on `--verbose`.
 
-use crate::decision::{Decision, Outcome, ThreadAction, TraceEntry};
+use crate::decision::{Decision, RuleOutcome, ThreadAction, TraceEntry};
 use crate::facts::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -66,7 +66,7 @@ pub fn render(d: &Decision, verbose: bool) -> String {
     let stale: Vec<&TraceEntry> = d
         .trace
         .iter()
-        .filter(|t| t.rule.starts_with("stale ") && t.outcome == Outcome::Matched)
+        .filter(|t| t.rule.starts_with("stale ") && t.outcome == RuleOutcome::Matched)
         .collect();
     let checked = d
         .trace
@@ -223,7 +223,7 @@ pub fn render(d: &Decision, verbose: bool) -> String {
     let skipped: Vec<&TraceEntry> = d
         .trace
         .iter()
-        .filter(|t| t.rule.starts_with("strategy ") && t.outcome == Outcome::NotMatched)
+        .filter(|t| t.rule.starts_with("strategy ") && t.outcome == RuleOutcome::NotMatched)
         .collect();
     labelled(
         &mut out,
@@ -240,8 +240,8 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         let _ = writeln!(out, "\ntrace ({} rules evaluated):", d.trace.len());
         for t in &d.trace {
             let mark = match t.outcome {
-                Outcome::Matched => "matched    ",
-                Outcome::NotMatched => "not matched",
+                RuleOutcome::Matched => "matched    ",
+                RuleOutcome::NotMatched => "not matched",
             };
             let _ = writeln!(out, "  {mark}  {}  {}", t.rule, t.at);
             if let Some(w) = &t.when {

@@ -11,7 +11,7 @@
 //! `handoff.json` and in the trace.
 
 use crate::decision::{
-    BudgetReport, BudgetStep, DecidedBy, Decision, Delivery, DeliveryMode, Outcome as TraceOutcome,
+    BudgetReport, BudgetStep, DecidedBy, Decision, Delivery, DeliveryMode, RuleOutcome as TraceOutcome,
     Pregrant, ProviderThreadAction, ThreadAction, TraceEntry,
 };
 use crate::facts::{Facts, Value};
@@ -729,10 +729,15 @@ fn move_off_band(
     let Some(hid) = decision.handoff_id.clone() else {
         return;
     };
-    let document =
-        crate::ids::document_path(opts.document_root.clone(), &facts.state.thread.id, &hid)
-            .display()
-            .to_string();
+    // The pipeline passes the root it resolved once (`crate::ids::DocumentRoot`).
+    let document = match &opts.document_root {
+        Some(root) => {
+            crate::ids::DocumentRoot::resolved(root.clone()).document_path(&facts.state.thread.id, &hid)
+        }
+        None => crate::ids::document_path(None, &facts.state.thread.id, &hid),
+    }
+    .display()
+    .to_string();
     let inline_limit = decision
         .delivery
         .as_ref()

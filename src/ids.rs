@@ -166,6 +166,40 @@ pub fn canonical_root(root: PathBuf) -> PathBuf {
     }
 }
 
+/// An off-band root resolved once ([`canonical_root`] of the root, or of [`default_root`]
+/// when none is given), when an engine is built or a store operation starts: every decision
+/// made with it joins paths without touching the file system or the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentRoot(PathBuf);
+
+impl DocumentRoot {
+    /// Resolve `root` (`None`: [`default_root`]): `lstat`, `canonicalize` and `$TMPDIR`
+    /// happen here, once.
+    pub fn resolve(root: Option<PathBuf>) -> Self {
+        DocumentRoot(canonical_root(root.unwrap_or_else(default_root)))
+    }
+
+    /// A root resolved before (a [`DocumentRoot::path`] carried as a plain path).
+    pub fn resolved(root: PathBuf) -> Self {
+        DocumentRoot(root)
+    }
+
+    /// The resolved root.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// `<root>/<thread>/<handoff>/handoff.md`, with no I/O; no validation (see
+    /// [`validate_id`]).
+    pub fn document_path(&self, thread_id: &str, handoff_id: &str) -> PathBuf {
+        let mut path = self.0.clone();
+        path.push(thread_id);
+        path.push(handoff_id);
+        path.push(DOCUMENT_FILE);
+        path
+    }
+}
+
 /// `<canonical root>/<thread>/<handoff>/handoff.md`, the off-band document's path; no
 /// validation (see [`validate_id`]). `root` defaults to [`default_root`].
 pub fn document_path(root: Option<PathBuf>, thread_id: &str, handoff_id: &str) -> PathBuf {

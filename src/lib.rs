@@ -46,9 +46,24 @@
 // `cargo doc` run with `-D warnings` in CI); the internal modules `unstable` makes public are
 // `doc(hidden)`, which `missing_docs` does not ask to document.
 #![warn(missing_docs)]
+// Every type a public signature names can be named by a user (exported, or wrapped): checked
+// without `unstable` (`cargo clippy --lib -- -D warnings`, .ci/run), where the internal
+// modules are private.
+#![warn(unnameable_types)]
 // Without `unstable` the internal modules are private, and helpers only the tests and
 // benchmarks call look unused; clippy runs with every feature on, where nothing is hidden.
 #![cfg_attr(not(feature = "unstable"), allow(dead_code, unused_imports))]
+
+/// A method public with the `unstable` feature (baton's own tests and benches), visible to
+/// the crate only otherwise: for methods of public types whose signatures name internals.
+macro_rules! unstable_pub {
+    ($(#[$m:meta])* fn $($rest:tt)*) => {
+        #[cfg(feature = "unstable")]
+        $(#[$m])* pub fn $($rest)*
+        #[cfg(not(feature = "unstable"))]
+        $(#[$m])* pub(crate) fn $($rest)*
+    };
+}
 
 // Internal modules: public only with the `unstable` feature (baton's own tests and benches).
 macro_rules! internal {
@@ -73,16 +88,41 @@ pub mod serve;
 pub mod state;
 #[cfg(feature = "store")]
 pub mod store;
+pub mod summarize;
 pub mod testing;
 pub mod workspace;
 
 pub use decision::Decision;
-pub use engine::{Engine, EngineBuilder};
+pub use deliver::CommandRunner;
+pub use deliver::DeliveryError;
+pub use engine::{Context, Engine, EngineBuilder};
 pub use error::Error;
+pub use eval::EvalError;
+pub use ids::InvalidId;
 pub use outcome::Outcome;
+pub use pipeline::{PipelineError, Plan};
+pub use render::RenderError;
+
+/// The parts of a policy diagnostic ([`Diagnostic`]) and of a policy's sources.
+pub mod diagnostic {
+    pub use crate::policy::ast::Span;
+    pub use crate::policy::diag::{ByteRange, Label, Source, SourceText};
+}
+
+/// The parts of a handoff an [`Outcome`] carries: the selected summary (its sections and
+/// entries, what was left out, what was redacted) and the rendered document's provenance.
+pub mod handoff {
+    pub use crate::redact::{
+        BuildError as RedactorError, Context as RedactionContext, RedactError, RedactionReport,
+        Redactor, Spec as RedactionSpec,
+    };
+    pub use crate::render::{Chars, Provenance, Templates};
+    pub use crate::select::{Entry, Omitted, Redaction, Section, Summary};
+}
 pub use policy::{Diagnostic, Policy, PolicyError, Severity};
 pub use render::{Rendered, TemplateSet};
 pub use state::{State, StateError};
+pub use summarize::Summarizer;
 
 /// The README's code blocks run as doctests (its embedding example among them).
 #[cfg(doctest)]

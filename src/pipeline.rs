@@ -1,191 +1,296 @@
-//! The whole pipeline in one call: decide, select, summarize (an external summarizer when the
-//! policy names one), render. The CLI and the service use this; delivery of the rendered
-//! handoff is the next stage, [`crate::deliver::deliver`].
+//! The one main path, in two calls every caller makes (docs/architecture.md#the-one-path):
+//!
+//! * [`plan`]: decide ([`crate::eval::evaluate_with`], summaries sized by the policy's own
+//!   selection rules) in a [`Setup`]: the target, the off-band root resolved once, the
+//!   decision context the store passes in (a window's history, a merge-back's numbering, a
+//!   waiting handoff), the templates. No I/O.
+//! * [`finish`]: select, summarize (through the [`Summarizer`] the caller gives: the
+//!   delivery layer's command runner, or [`Deterministic`]), fit the handoff to its budget
+//!   ([`crate::fit`]: degradation, off-band, or `unsupported`) and render it.
+//!
+//! Fitting is always part of [`finish`], so every caller (the `Engine`, the CLI, the store's
+//! dispatch, regenerate, merge-back, rollback advice, stored explain and replay, the
+//! service, the language server, `baton test`, `quality` and `diff`) gets the same decision
+//! for the same (policy, state, target, context). Delivery of the rendered handoff is the
+//! next stage, [`crate::deliver::deliver`].
 
 use crate::decision::Decision;
-use crate::eval::{EvalError, EvalOptions};
+use crate::eval::{DecisionContext, EvalError, EvalOptions};
 use crate::facts::Facts;
+use crate::ids::DocumentRoot;
 use crate::policy::Policy;
 use crate::render::{RenderError, RenderOptions};
-use crate::select::{PolicySizer, Summary};
+use crate::select::{RuleHit, Summary};
 use crate::state::State;
+pub use crate::summarize::{Deterministic, Summarizer, SummaryRequest};
 
+/// A decision that could not be made or a handoff that could not be rendered.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PipelineError {
+    /// The policy asked for a decision the state cannot carry out.
     #[error(transparent)]
     Eval(#[from] EvalError),
+    /// The handoff could not be rendered.
     #[error(transparent)]
     Render(#[from] RenderError),
 }
 
 pub use crate::outcome::Outcome;
 
-/// Decide with summary sizes measured by the policy's own selection rules.
-pub fn decide(policy: &Policy, state: &State, opts: &EvalOptions) -> Result<Decision, EvalError> {
-    crate::eval::decide(policy, state, opts, &PolicySizer { policy })
+/// Everything a decision is made in besides the policy and the state.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The provider the next run starts on (`None`: `request.provider`).
+    pub target: Option<String>,
+    /// The off-band root, resolved once (when the engine is built, or when a store
+    /// operation starts).
+    pub root: DocumentRoot,
+    /// What the store passes in: a window's history, a merge-back's numbering, a waiting
+    /// handoff (empty for a state file).
+    pub context: DecisionContext,
+    /// The templates the handoff is rendered (and measured) with; its `document_root` is
+    /// set to `root`.
+    pub render: RenderOptions,
 }
 
-/// Decide, then select and render the handoff if the decision needs one.
+impl Setup {
+    /// The setup of [`EvalOptions`] (its root resolved now) and `render`, with no context.
+    pub fn of(eval: &EvalOptions, render: &RenderOptions) -> Setup {
+        Setup {
+            target: eval.target.clone(),
+            root: DocumentRoot::resolve(eval.document_root.clone()),
+            context: DecisionContext::default(),
+            render: render.clone(),
+        }
+    }
+
+    /// This setup in `context`.
+    pub fn in_context(self, context: DecisionContext) -> Setup {
+        Setup { context, ..self }
+    }
+}
+
+/// A decision made, its handoff not yet selected, summarized, fitted or rendered: the first
+/// of the two calls (`plan`); `finish` is the second.
+pub struct Plan<'a> {
+    policy: &'a Policy,
+    state: &'a State,
+    decision: Decision,
+    facts: Facts<'a>,
+    render: RenderOptions,
+    observe: bool,
+}
+
+impl std::fmt::Debug for Plan<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("decision", &self.decision)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Plan<'a> {
+    /// The decision as the ladder made it, before fitting: `finish` may still move its
+    /// handoff off-band or make it `unsupported`. Read it to choose what to do next (the
+    /// store reloads items when its covered runs reach before those it loaded), never as
+    /// the answer.
+    pub fn evaluated(&self) -> &Decision {
+        &self.decision
+    }
+
+    /// Whether the facts of a windowed state fell short of the whole thread's (see
+    /// `facts::Facts::window_short`).
+    pub fn window_short(&self) -> bool {
+        self.facts.window_short()
+    }
+
+    /// Record which summary rules selected each item (for rule coverage, `baton test`).
+    pub fn observe_rules(mut self) -> Self {
+        self.observe = true;
+        self
+    }
+
+    /// The plan with `decision` in place of the one made (`baton import --render` renders a
+    /// decision it adjusted): finishing selects and fits for that decision.
+    pub fn with_decision(mut self, decision: Decision) -> Self {
+        self.facts.set_outcome(
+            Some(decision.strategy.as_str()),
+            decision.delivery.as_ref().map(|d| d.mode.as_str()),
+        );
+        self.decision = decision;
+        self
+    }
+}
+
+/// The first call: decide for `setup` on `state`. Summary sizes are measured by the policy's
+/// own selection rules; nothing is selected or rendered yet.
+pub fn plan<'a>(
+    policy: &'a Policy,
+    state: &'a State,
+    setup: &Setup,
+) -> Result<Plan<'a>, EvalError> {
+    let (decision, facts) = crate::eval::evaluate_with(
+        policy,
+        state,
+        setup.target.as_deref(),
+        &setup.root,
+        &setup.context,
+        policy,
+    )?;
+    let render = RenderOptions {
+        document_root: Some(setup.root.path().to_path_buf()),
+        ..setup.render.clone()
+    };
+    Ok(Plan {
+        policy,
+        state,
+        decision,
+        facts,
+        render,
+        observe: false,
+    })
+}
+
+/// What [`finish_full`] gives besides the outcome.
+#[derive(Debug)]
+pub struct Finished {
+    /// The fitted decision and its handoff.
+    pub outcome: Outcome,
+    /// The summary rules' evaluations, when the plan observed them.
+    pub hits: Vec<RuleHit>,
+    /// The windowed facts fell short while fitting (the whole thread must decide).
+    pub window_short: bool,
+}
+
+/// The second call: select the handoff's items, summarize them with `summarizer` when the
+/// policy names an external source, fit the handoff to its budget and render it. A decision
+/// that needs no handoff comes back as it was made.
+pub fn finish(plan: Plan<'_>, summarizer: &dyn Summarizer) -> Result<Outcome, PipelineError> {
+    finish_full(plan, summarizer).map(|f| f.outcome)
+}
+
+/// [`finish`], also giving the summary rules' evaluations and whether a windowed state's
+/// facts fell short.
+pub fn finish_full(
+    plan: Plan<'_>,
+    summarizer: &dyn Summarizer,
+) -> Result<Finished, PipelineError> {
+    let Plan {
+        policy,
+        state,
+        decision,
+        facts,
+        render,
+        observe,
+    } = plan;
+    if !decision.needs_handoff() {
+        return Ok(Finished {
+            outcome: Outcome {
+                decision,
+                summary: None,
+                rendered: None,
+            },
+            hits: Vec::new(),
+            window_short: facts.window_short(),
+        });
+    }
+    let (summary, hits) = if observe {
+        crate::select::select_observed(policy, &facts, &decision)
+    } else {
+        (crate::select::select(policy, &facts, &decision), Vec::new())
+    };
+    let render = summarize(policy, state, &decision, &summary, &render, summarizer);
+    let f = crate::fit::fit(policy, state, &facts, decision, summary, &render)?;
+    Ok(Finished {
+        outcome: Outcome {
+            decision: f.decision,
+            summary: f.summary,
+            rendered: f.rendered,
+        },
+        hits,
+        window_short: facts.window_short(),
+    })
+}
+
+/// Both calls, with the delivery layer's command runner as the summarizer: what a handoff
+/// made for delivery goes through.
 pub fn run(
     policy: &Policy,
     state: &State,
     eval: &EvalOptions,
     render: &RenderOptions,
 ) -> Result<Outcome, PipelineError> {
-    let sizer = PolicySizer { policy };
-    let (decision, facts) = crate::eval::evaluate(policy, state, eval, &sizer)?;
-    finish(policy, state, decision, &facts, render)
+    let setup = Setup::of(eval, render);
+    finish(plan(policy, state, &setup)?, &crate::deliver::CommandRunner)
 }
 
-/// The rest of [`run`] once `decision` is made from `facts`: select, summarize and render
-/// the handoff if the decision needs one. For callers that evaluate themselves (the store
-/// renumbers a merge-back's decision for the parent thread, and decides again on more
-/// items when a dispatch's decision reaches before the items it loaded).
-pub fn finish(
-    policy: &Policy,
-    state: &State,
-    decision: Decision,
-    facts: &Facts<'_>,
-    render: &RenderOptions,
-) -> Result<Outcome, PipelineError> {
-    if !decision.needs_handoff() {
-        return Ok(Outcome {
-            decision,
-            summary: None,
-            rendered: None,
-        });
-    }
-    let summary = crate::select::select(policy, facts, &decision);
-    let render = summarize(policy, state, &decision, &summary, render);
-    fit_selected(policy, state, facts, decision, summary, &render)
-}
-
-/// Fit the handoff of `decision`, selected as `summary`, to its budget and render it
-/// ([`crate::fit`]): degradation steps, delivery moved off-band, or `unsupported` when what
-/// the next provider must act on cannot reach it.
-pub fn fit_selected(
-    policy: &Policy,
-    state: &State,
-    facts: &Facts<'_>,
-    decision: Decision,
-    summary: Summary,
-    render: &RenderOptions,
-) -> Result<Outcome, PipelineError> {
-    let f = crate::fit::fit(policy, state, facts, decision, summary, render)?;
-    Ok(Outcome {
-        decision: f.decision,
-        summary: f.summary,
-        rendered: f.rendered,
-    })
-}
-
-/// Decide, select and fit the handoff to its budget, without running an external
-/// summarizer: what `baton explain` shows (the decision with its `budget`). `render` names the
-/// templates the handoff is measured with; its document root is `eval`'s.
+/// Both calls with no external summarizer ([`Deterministic`]): the fitted decision and the
+/// deterministic handoff, what `baton explain` shows.
 pub fn explain(
     policy: &Policy,
     state: &State,
     eval: &EvalOptions,
     render: &RenderOptions,
 ) -> Result<Outcome, PipelineError> {
-    let sizer = PolicySizer { policy };
-    let (decision, facts) = crate::eval::evaluate(policy, state, eval, &sizer)?;
-    if !decision.needs_handoff() {
-        return Ok(Outcome {
-            decision,
-            summary: None,
-            rendered: None,
-        });
-    }
-    let summary = crate::select::select(policy, &facts, &decision);
-    let render = RenderOptions {
-        document_root: eval.document_root.clone(),
-        ..render.clone()
-    };
-    fit_selected(policy, state, &facts, decision, summary, &render)
+    let setup = Setup::of(eval, render);
+    finish(plan(policy, state, &setup)?, &Deterministic)
+}
+
+/// The fitted decision of [`explain`].
+pub fn decide(policy: &Policy, state: &State, opts: &EvalOptions) -> Result<Decision, PipelineError> {
+    explain(policy, state, opts, &RenderOptions::default()).map(|o| o.decision)
 }
 
 /// [`explain`] on a windowed state (its runs after `history.base`; see
-/// [`crate::facts::History`]). `None` when the outcome could differ from [`explain`]'s on the
-/// whole thread: the facts fall short, the covered runs reach before the window, or it fails
-/// (the whole thread then decides, and fails, as it would have).
+/// [`crate::facts::History`]) in `setup`. `None` when the outcome could differ from the
+/// whole thread's: the facts fall short, the covered runs reach before the window, or it
+/// fails (the whole thread then decides, and fails, as it would have).
 pub fn explain_windowed(
     policy: &Policy,
     state: &State,
-    eval: &EvalOptions,
-    render: &RenderOptions,
+    setup: &Setup,
     history: &crate::facts::History,
+    summarizer: &dyn Summarizer,
 ) -> Option<Outcome> {
-    let sizer = PolicySizer { policy };
-    let cx = crate::eval::DecisionContext {
-        history: Some(history.clone()),
-        ..Default::default()
-    };
-    let (decision, facts) = crate::eval::evaluate_in(policy, state, eval, &cx, &sizer).ok()?;
-    let reaches_back = decision
+    let mut context = setup.context.clone();
+    context.history = Some(history.clone());
+    let setup = setup.clone().in_context(context);
+    let plan = plan(policy, state, &setup).ok()?;
+    let reaches_back = plan
+        .evaluated()
         .covered_runs
         .as_ref()
         .is_some_and(|c| c.from <= history.base);
-    if facts.window_short() || reaches_back {
+    if plan.window_short() || reaches_back {
         return None;
     }
-    if !decision.needs_handoff() {
-        return Some(Outcome {
-            decision,
-            summary: None,
-            rendered: None,
-        });
-    }
-    let summary = crate::select::select(policy, &facts, &decision);
-    let render = RenderOptions {
-        document_root: eval.document_root.clone(),
-        ..render.clone()
-    };
-    let outcome = fit_selected(policy, state, &facts, decision, summary, &render).ok()?;
-    (!facts.window_short()).then_some(outcome)
-}
-
-/// Render the handoff of `decision` from an already selected `summary` (no summarizer runs;
-/// `render` says who wrote it), and carry the inline note into the decision, without fitting
-/// it to a budget ([`fit_selected`] does both).
-pub fn render_selected(
-    policy: &Policy,
-    state: &State,
-    mut decision: Decision,
-    summary: Summary,
-    render: &RenderOptions,
-) -> Result<Outcome, PipelineError> {
-    let rendered = crate::render::render(policy, state, &decision, &summary, render)?;
-    if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {
-        d.inline_note = Some(note);
-    }
-    Ok(Outcome {
-        decision,
-        summary: Some(summary),
-        rendered: Some(rendered),
-    })
+    let finished = finish_full(plan, summarizer).ok()?;
+    (!finished.window_short).then_some(finished.outcome)
 }
 
 /// The summarizer's output budget when the policy's summary block sets no `budget`.
 pub const DEFAULT_SUMMARIZER_BUDGET: usize = 32_000;
 
-/// Run the policy's external summarizer, if it names one, and say in the render options who
-/// wrote the summary. The command gets the decision, the thread and the selected summary
-/// as JSON on stdin; any failure falls back to the deterministic sections and is recorded.
+/// Ask `summarizer` for the summary text when the policy names an external source, and say
+/// in the render options who wrote the summary. It gets the decision, the thread and the
+/// selected summary as JSON; any failure falls back to the deterministic sections and is
+/// recorded.
 fn summarize(
     policy: &Policy,
     state: &State,
     decision: &Decision,
     summary: &Summary,
     render: &RenderOptions,
+    summarizer: &dyn Summarizer,
 ) -> RenderOptions {
     let mut opts = render.clone();
     let Some(source) = policy.summary.as_ref().map(|s| &s.source) else {
         return opts;
     };
-    let Some(cmd) = crate::deliver::ExternalCommand::from_source(source) else {
+    if matches!(source, crate::summarize::SummarySource::Deterministic) {
         return opts;
-    };
+    }
     let budget = summary.budget.unwrap_or(DEFAULT_SUMMARIZER_BUDGET);
     // The summarizer is outside the thread: it gets the redacted title and selection.
     let input = serde_json::json!({
@@ -194,15 +299,21 @@ fn summarize(
         "decision": decision,
         "summary": summary,
     });
-    match crate::deliver::run_external_blocking(&cmd, &input, budget) {
-        Ok(text) => {
-            opts.created_by = Some(crate::deliver::created_by(source));
+    let request = SummaryRequest {
+        source,
+        input: &input,
+        budget,
+    };
+    match summarizer.summarize(&request) {
+        None => {}
+        Some(Ok(text)) => {
+            opts.created_by = Some(crate::summarize::created_by(source));
             // Its output goes through the same rules (it saw only redacted text, but may
             // hold a secret of its own making or from its environment).
             let mut cx = summary.redaction.context.clone();
             opts.summary_text = Some(cx.text("summary_text", &text).into_owned());
         }
-        Err(failure) => {
+        Some(Err(failure)) => {
             opts.created_by = Some("deterministic".to_string());
             opts.fallback_reason = Some(failure.kind().to_string());
             opts.fallback_detail = Some(failure.to_string());

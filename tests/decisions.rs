@@ -2,9 +2,8 @@
 //! ladder step, every staleness signal (held and not held), coverage after superseded handoffs
 //! and rolled-back runs, and determinism.
 
-use baton::decision::{Decision, Outcome};
-use baton::eval::{decide, EvalOptions, RoughSizer};
-use baton::policy::Policy;
+use baton::decision::{Decision, RuleOutcome};
+use baton::Engine;
 use rstest::rstest;
 use std::path::{Path, PathBuf};
 
@@ -14,35 +13,31 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn default_policy() -> Policy {
-    baton::policy::load(root().join("policies/default.policy").to_str().unwrap())
+/// The engine of `policies/default.policy` with the off-band root `document_root`: every
+/// decision here goes through the one path a user runs ([`Engine::decide`]: summaries sized
+/// by the policy's own rules, the handoff fitted to the target's budget).
+fn default_engine(document_root: Option<PathBuf>) -> Engine {
+    Engine::builder(root().join("policies/default.policy").to_str().unwrap())
+        .document_root(document_root)
+        .build()
         .expect("default.policy checks")
 }
 
 /// The default policy's decision on a state built in the test.
 fn decide_state(state: &baton::State) -> Decision {
-    decide(
-        &default_policy(),
-        state,
-        &EvalOptions::default(),
-        &RoughSizer,
-    )
-    .expect("decides")
+    default_engine(None).decide(state, None).expect("decides")
 }
 
 fn decide_example(example: &str) -> Decision {
     let state = baton::state::load_file(&root().join("examples").join(example))
         .unwrap_or_else(|e| panic!("{example} loads: {e}"));
-    let opts = EvalOptions {
-        target: None,
-        document_root: Some(PathBuf::from(common::DOC_ROOT)),
-    };
-    decide(&default_policy(), &state, &opts, &RoughSizer)
+    default_engine(Some(PathBuf::from(common::DOC_ROOT)))
+        .decide(&state, None)
         .unwrap_or_else(|e| panic!("{example} decides: {e}"))
 }
 
 /// The outcome of the trace entry for rule `rule` (e.g. `stale resume_failed`).
-fn trace_outcome(d: &Decision, rule: &str) -> Outcome {
+fn trace_outcome(d: &Decision, rule: &str) -> RuleOutcome {
     d.trace
         .iter()
         .find(|t| t.rule == rule)
@@ -262,7 +257,7 @@ fn stale_signal_held_and_not_held(#[case] signal: &str, #[case] example: &str) {
     let rule = format!("stale {signal}");
     assert_eq!(
         trace_outcome(&decide_example(example), &rule),
-        Outcome::Matched
+        RuleOutcome::Matched
     );
     for seed in [
         "seed-switch.yaml",
@@ -271,7 +266,7 @@ fn stale_signal_held_and_not_held(#[case] signal: &str, #[case] example: &str) {
     ] {
         assert_eq!(
             trace_outcome(&decide_example(seed), &rule),
-            Outcome::NotMatched,
+            RuleOutcome::NotMatched,
             "{signal} in {seed}"
         );
     }
@@ -323,7 +318,7 @@ fn superseded_handoff_does_not_count_toward_last_seen() {
         .iter()
         .find(|t| t.rule == "strategy no_handoff")
         .unwrap();
-    assert_eq!(no_handoff.outcome, Outcome::NotMatched);
+    assert_eq!(no_handoff.outcome, RuleOutcome::NotMatched);
     assert_eq!(
         serde_json::to_value(&no_handoff.values).unwrap()["target.runs_since_last_seen"],
         2
@@ -349,11 +344,7 @@ fn the_superseding_handoff_counts_once_ready() {
 fn target_flag_overrides_request_provider() {
     // Seed example, run 9 asked for codex; for claude, L1 already saw runs 1-8.
     let state = baton::state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
-    let opts = EvalOptions {
-        target: Some("claude".into()),
-        document_root: None,
-    };
-    let d = decide(&default_policy(), &state, &opts, &RoughSizer).unwrap();
+    let d = default_engine(None).decide(&state, Some("claude")).unwrap();
     assert_eq!(d.target, "claude");
     assert_eq!(d.strategy.as_str(), "no_handoff");
     assert_eq!(d.provider_thread.id.as_deref(), Some("L1"));

@@ -428,7 +428,8 @@ pub fn hand_render(state: &State, job: &Job) -> HandHandoff {
                         t.push_str(match st.status {
                             baton::state::StepStatus::Done => "[x] ",
                             baton::state::StepStatus::InProgress => "[~] ",
-                            baton::state::StepStatus::Pending => "[ ] ",
+                            // `StepStatus` is `#[non_exhaustive]`: a new status reads as pending.
+                            _ => "[ ] ",
                         });
                         t.push_str(&escape_controls(&head_tail(&words(&st.text), HEAD_TAIL)));
                     }

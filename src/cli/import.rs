@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 
 /// A coding tool whose session logs baton reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+// A command-line argument type: `From<ToolArg> for Tool` makes it reachable with `unstable`,
+// but `cli` is not a library interface.
+#[allow(unnameable_types)]
 pub enum ToolArg {
     /// Claude Code (~/.claude/projects/<slug>/<session>.jsonl).
     ClaudeCode,

@@ -42,13 +42,13 @@ covers, what goes in it, how it is delivered, and which narrow permission lets t
 it. Rules live in policy files; `baton explain` shows why a decision was made.",
     after_help = "Examples:\n  baton explain --state examples/seed-switch.yaml\n  baton explain --state examples/seed-switch.yaml --target claude --json\n  baton check policies/\n\nExit codes: 0 success, 1 a policy/state/test failure to fix, 2 bad usage."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Parse, type-check and lint policy files (exit 1 on any error).
     #[command(
         after_help = "Examples:\n  baton check                 # the shipped profiles\n  baton check policies/       # every *.policy file, each on its own\n  baton check my.policy --deny-warnings"

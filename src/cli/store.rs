@@ -649,8 +649,8 @@ pub(crate) fn complete(a: CompleteArgs) -> u8 {
 }
 
 pub(crate) fn rollback(a: RollbackArgs) -> u8 {
-    let policy = match super::commands::load_policy(&a.policy) {
-        Ok(p) => p,
+    let engine = match super::commands::load_engine(&a.policy, None, super::handoff_root(None)) {
+        Ok(e) => e,
         Err(c) => return c,
     };
     let mut store = match open(&a.db.resolve()) {
@@ -659,7 +659,7 @@ pub(crate) fn rollback(a: RollbackArgs) -> u8 {
     };
     let rolled = store::rollback(&mut store, &a.thread, a.to).map(|mut r| {
         // The rollback is committed; advice that cannot be given is a warning, not a failure.
-        if let Err(e) = store::advise_rollback(&store, &policy, &mut r, super::handoff_root(None)) {
+        if let Err(e) = store::advise_rollback(&store, &engine, &mut r) {
             eprintln!("warning: cannot decide the next runs after the rollback: {e}");
         }
         r

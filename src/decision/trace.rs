@@ -8,7 +8,7 @@
 //! dereferences to `[TraceEntry]`) or serialized; what it prints is exactly what the entries
 //! built on the spot printed.
 
-use super::{Outcome, TraceEntry};
+use super::{RuleOutcome, TraceEntry};
 use crate::facts::Value;
 use crate::policy::TraceTexts;
 use serde::{Serialize, Serializer};
@@ -38,7 +38,7 @@ enum Entry {
     /// A rule of the policy: its index in `texts`, and its values `values[from..to]`.
     Rule {
         text: usize,
-        outcome: Outcome,
+        outcome: RuleOutcome,
         from: usize,
         to: usize,
     },
@@ -47,21 +47,25 @@ enum Entry {
 }
 
 impl Trace {
-    /// An empty trace whose rule entries refer to `texts`.
-    pub fn new(texts: Arc<TraceTexts>) -> Trace {
-        Trace {
-            texts: Some(texts),
-            ..Trace::default()
+    unstable_pub! {
+        /// An empty trace whose rule entries refer to `texts`.
+        fn new(texts: Arc<TraceTexts>) -> Trace {
+            Trace {
+                texts: Some(texts),
+                ..Trace::default()
+            }
         }
     }
 
-    /// An empty trace with room for `entries` entries and `values` values.
-    pub fn with_capacity(texts: Arc<TraceTexts>, entries: usize, values: usize) -> Trace {
-        Trace {
-            texts: Some(texts),
-            entries: Vec::with_capacity(entries),
-            values: Vec::with_capacity(values),
-            full: OnceLock::new(),
+    unstable_pub! {
+        /// An empty trace with room for `entries` entries and `values` values.
+        fn with_capacity(texts: Arc<TraceTexts>, entries: usize, values: usize) -> Trace {
+            Trace {
+                texts: Some(texts),
+                entries: Vec::with_capacity(entries),
+                values: Vec::with_capacity(values),
+                full: OnceLock::new(),
+            }
         }
     }
 
@@ -83,7 +87,7 @@ impl Trace {
 
     /// Append the entry of rule `text` (an index in the policy's `TraceTexts`) whose values
     /// were added since `from` ([`Trace::values_len`] before the rule was evaluated).
-    pub fn push_rule(&mut self, text: usize, outcome: Outcome, from: usize) {
+    pub fn push_rule(&mut self, text: usize, outcome: RuleOutcome, from: usize) {
         self.full.take();
         self.entries.push(Entry::Rule {
             text,

@@ -35,8 +35,7 @@ pub use pregrant::{
 pub use stage::{deliver, Delivered};
 pub use summarizer::{
     created_by, run_external, run_external_blocking, runs_command, summarize_blocking,
-    ExternalCommand,
-    SummarizerFailure, SummaryOutcome, SummarySource,
+    CommandRunner, ExternalCommand, SummarizerFailure, SummaryOutcome, SummarySource,
 };
 
 /// Errors from off-band delivery, pre-grants and garbage collection.
@@ -44,6 +43,7 @@ pub use summarizer::{
 /// The messages are human-readable, name the path they refer to and, where the user can
 /// do something about it, say what.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DeliveryError {
     /// A thread id, handoff id or file name cannot be used as a path component.
     #[error("invalid {kind} {id:?}: {why}")]

@@ -41,9 +41,9 @@ pub fn validate_id(kind: &'static str, id: &str) -> Result<(), DeliveryError> {
 }
 
 impl OffbandStore {
-    /// A store rooted at `root`, or at [`default_root`] when `None`.
+    /// A store rooted at `root`, or at `ids::default_root` when `None`.
     ///
-    /// The root is held in canonical form (see [`canonical_root`]), so every path the store
+    /// The root is held in canonical form (see `ids::canonical_root`), so every path the store
     /// hands out (the decision's `delivery.document`, the first-turn prompt, the pre-grant)
     /// is the one `pregrant check` allows, even when the root sits below a symlinked
     /// directory such as macOS's `/tmp -> /private/tmp`.
@@ -53,7 +53,7 @@ impl OffbandStore {
         }
     }
 
-    /// Same rule as the free function [`default_root`].
+    /// Same rule as the free function `ids::default_root`.
     pub fn default_root() -> PathBuf {
         default_root()
     }

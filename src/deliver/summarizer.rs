@@ -11,7 +11,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-pub use crate::policy::SummarySource;
+pub use crate::summarize::{created_by, SummarizerFailure, SummarySource};
+use crate::summarize::{Summarizer, SummaryRequest};
 
 /// Stdout is read in full up to at least this many bytes; beyond the cap it is cut off.
 const STDOUT_MIN_CAP: usize = 1 << 20;
@@ -61,80 +62,6 @@ pub fn runs_command(policy: &crate::policy::Policy) -> bool {
         policy.summary.as_ref().map(|s| &s.source),
         Some(SummarySource::Command { .. })
     )
-}
-
-/// What `created_by` records for a summary `source` wrote: `deterministic` or
-/// `command:<the policy's command line>`.
-pub fn created_by(source: &SummarySource) -> String {
-    match source {
-        SummarySource::Deterministic => "deterministic".to_string(),
-        SummarySource::Command { command, .. } => format!("command:{command}"),
-    }
-}
-
-/// Why an external summarizer's output was not used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SummarizerFailure {
-    /// It ran longer than its timeout and was killed.
-    #[error("summarizer timed out after {} ms and was killed", .0.as_millis())]
-    Timeout(Duration),
-    /// It exited unsuccessfully.
-    #[error("summarizer {}{}", exit_description(*.code, *.signal), stderr_suffix(.stderr))]
-    ExitStatus {
-        /// Exit code, if it exited.
-        code: Option<i32>,
-        /// Signal number, if it was killed by a signal.
-        signal: Option<i32>,
-        /// A short excerpt of its stderr.
-        stderr: String,
-    },
-    /// It printed nothing (or only whitespace).
-    #[error("summarizer printed nothing on stdout")]
-    EmptyOutput,
-    /// It printed more than the budget allows.
-    #[error("summarizer output has {chars} characters, over the budget of {budget}")]
-    OverBudget {
-        /// Characters printed (a lower bound if reading was cut short).
-        chars: usize,
-        /// The budget.
-        budget: usize,
-    },
-    /// Its stdout was not valid UTF-8.
-    #[error("summarizer output is not valid UTF-8")]
-    InvalidUtf8,
-    /// It could not be started.
-    #[error("summarizer could not be started: {0}")]
-    Spawn(String),
-}
-
-fn exit_description(code: Option<i32>, signal: Option<i32>) -> String {
-    match (code, signal) {
-        (Some(c), _) => format!("exited with status {c}"),
-        (None, Some(s)) => format!("was killed by signal {s}"),
-        (None, None) => "exited unsuccessfully".to_string(),
-    }
-}
-
-fn stderr_suffix(stderr: &str) -> String {
-    if stderr.is_empty() {
-        String::new()
-    } else {
-        format!(": {stderr}")
-    }
-}
-
-impl SummarizerFailure {
-    /// A stable snake_case name, recorded as the fallback reason.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            SummarizerFailure::Timeout(_) => "timeout",
-            SummarizerFailure::ExitStatus { .. } => "exit_status",
-            SummarizerFailure::EmptyOutput => "empty_output",
-            SummarizerFailure::OverBudget { .. } => "over_budget",
-            SummarizerFailure::InvalidUtf8 => "invalid_utf8",
-            SummarizerFailure::Spawn(_) => "spawn",
-        }
-    }
 }
 
 /// Read everything from `r`, keeping at most `keep` bytes; returns (kept, overflowed).
@@ -298,21 +225,31 @@ pub async fn run_external(
     Ok(text.to_string())
 }
 
-/// [`run_external`] for synchronous callers: runs it on a fresh current-thread runtime.
-/// Called from inside a tokio runtime (the service), it runs that runtime on a scoped
-/// helper thread, so it never blocks a runtime worker's own event loop or panics.
+/// The one current-thread runtime every synchronous summarizer call runs on, built on the
+/// first call (a current-thread runtime may be driven by several threads' `block_on` at once:
+/// each waits its turn for the I/O and timer drivers).
+fn runtime() -> Result<&'static tokio::runtime::Runtime, SummarizerFailure> {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| SummarizerFailure::Spawn(format!("cannot start a tokio runtime: {e}")))?;
+    Ok(RUNTIME.get_or_init(|| rt))
+}
+
+/// [`run_external`] for synchronous callers, on the process's one summarizer runtime (built
+/// once, never per call). Called from inside a tokio runtime (the service), it drives that
+/// runtime from a scoped helper thread, so it never blocks a runtime worker's own event loop
+/// or panics.
 pub fn run_external_blocking(
     cmd: &ExternalCommand,
     input_json: &serde_json::Value,
     budget_chars: usize,
 ) -> Result<String, SummarizerFailure> {
-    let run = || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| SummarizerFailure::Spawn(format!("cannot start a tokio runtime: {e}")))?;
-        rt.block_on(run_external(cmd, input_json, budget_chars))
-    };
+    let run = || runtime()?.block_on(run_external(cmd, input_json, budget_chars));
     if tokio::runtime::Handle::try_current().is_err() {
         return run();
     }
@@ -323,6 +260,19 @@ pub fn run_external_blocking(
             ))
         })
     })
+}
+
+/// The [`Summarizer`] that runs the policy's external command (`source command "CMD"`) with
+/// its timeout; the main path's summarizer wherever a handoff is made for delivery (the
+/// store, the service, `baton render`, [`crate::Engine::run`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CommandRunner;
+
+impl Summarizer for CommandRunner {
+    fn summarize(&self, request: &SummaryRequest<'_>) -> Option<Result<String, SummarizerFailure>> {
+        let cmd = ExternalCommand::from_source(request.source)?;
+        Some(run_external_blocking(&cmd, request.input, request.budget))
+    }
 }
 
 /// The summary a handoff uses, who made it, and why the external one was not used.

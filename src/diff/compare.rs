@@ -1,7 +1,7 @@
 //! Two decisions of one (state, target) compared field by field, each changed field credited
 //! to the rule of the new policy that decided it, read from the decision trace.
 
-use crate::decision::{Decision, DeliveryMode, Outcome, TraceEntry};
+use crate::decision::{Decision, DeliveryMode, RuleOutcome, TraceEntry};
 use crate::facts::Value;
 use crate::policy::Policy;
 use serde::Serialize;
@@ -289,7 +289,7 @@ fn fields(d: &Decision) -> Vec<(&'static str, serde_json::Value, String)> {
 fn matched<'d>(d: &'d Decision, prefix: &str) -> Option<&'d TraceEntry> {
     d.trace
         .iter()
-        .find(|t| t.rule.starts_with(prefix) && t.outcome == Outcome::Matched)
+        .find(|t| t.rule.starts_with(prefix) && t.outcome == RuleOutcome::Matched)
 }
 
 fn entry<'d>(d: &'d Decision, rule: &str) -> Option<&'d TraceEntry> {

@@ -1,9 +1,10 @@
 //! The evaluator: policy + state -> [`Decision`] with a full trace.
 //!
-//! Public entry point: [`decide`] ([`evaluate_in`] when the store decides a merge-back for
-//! the parent, or a run that takes one, with a [`DecisionContext`]). Order: eligible runs, every staleness signal, the strategy
-//! ladder (first match wins), coverage, delivery, pre-grant. Deterministic: no clocks, no
-//! randomness, no hash-map iteration order in the output.
+//! Public entry point: [`evaluate_with`] (what [`crate::pipeline::plan`] calls, with the
+//! store's [`DecisionContext`] and an off-band root resolved before; no I/O). Order: eligible
+//! runs, every staleness signal, the strategy ladder (first match wins), coverage, delivery,
+//! pre-grant. Deterministic: no clocks, no randomness, no hash-map iteration order in the
+//! output.
 
 mod providers;
 
@@ -28,16 +29,28 @@ pub struct EvalOptions {
 
 /// A decision that could not be made. Each names the policy location or state path at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EvalError {
     #[error("{at}: error: strategy `{strategy}` resumes the target's thread, but {provider} has no provider thread in this app thread\n  = help: guard the rule with `target.has_thread`, or put `full_new when not target.has_thread` above it")]
+    /// A rung that resumes the target's thread matched, but the target has none.
     NoThreadToResume {
+        /// The deciding rule's `file:line:col`.
         at: String,
+        /// The strategy of that rule.
         strategy: String,
+        /// The target provider.
         provider: String,
     },
     #[error("{at}: error: strategy `native_fork` needs a fork whose source provider thread can be forked, but {reason}\n  = help: guard the rule with `fork.native_possible`")]
-    NoNativeFork { at: String, reason: String },
+    /// `native_fork` matched, but the fork's source cannot be forked natively (fields: the rule's `file:line:col`, why).
+    NoNativeFork {
+        /// The deciding rule's `file:line:col`.
+        at: String,
+        /// Why it cannot be forked.
+        reason: String,
+    },
     #[error("--target: error: unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in the state or in the policy's `providers` block")]
+    /// A target provider baton does not know.
     UnknownTarget(String),
 }
 
@@ -484,8 +497,9 @@ fn reads_where(e: &CExpr, hit: &dyn Fn(Option<Fact>) -> bool) -> bool {
     }
 }
 
-/// Decide how to start the requested run. `sizer` measures summaries when a rule reads
-/// `summary.*` (use [`RoughSizer`] or the selector's sizer).
+/// The ladder's decision alone, without fitting (baton's own tests and benchmarks; every
+/// caller of the library decides through [`crate::pipeline::plan`] and
+/// [`crate::pipeline::finish`]). `sizer` measures summaries when a rule reads `summary.*`.
 pub fn decide(
     policy: &Policy,
     state: &State,
@@ -503,7 +517,17 @@ pub fn evaluate<'a>(
     opts: &EvalOptions,
     sizer: &'a dyn SummarySizer,
 ) -> Result<(Decision, Facts<'a>), EvalError> {
-    evaluate_in(policy, state, opts, &DecisionContext::default(), sizer)
+    // Resolved per call: these two are for baton's own tests and benchmarks, which hold
+    // `EvalOptions`; the main path resolves the root once and calls [`evaluate_with`].
+    let root = crate::ids::DocumentRoot::resolve(opts.document_root.clone());
+    evaluate_with(
+        policy,
+        state,
+        opts.target.as_deref(),
+        &root,
+        &DecisionContext::default(),
+        sizer,
+    )
 }
 
 /// Where a decision's handoff is recorded when that is not the evaluated thread's own next
@@ -531,8 +555,11 @@ pub struct RecordIn {
 /// waiting for the parent's next run), as its own decision delivered it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Waiting {
+    /// The waiting handoff's id.
     pub handoff_id: String,
+    /// How its own decision delivered it.
     pub delivery: Option<Delivery>,
+    /// The pre-grant its own decision issued.
     pub pregrant: Option<Pregrant>,
 }
 
@@ -542,8 +569,10 @@ pub struct Waiting {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecisionContext {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The thread and run the decision is recorded in (a merge-back), when not its own.
     pub record_in: Option<RecordIn>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A handoff already made for this run (a fork's merge-back).
     pub waiting: Option<Waiting>,
     /// The state is a window (its runs start after `history.base`): what the runs before it
     /// were (see [`crate::facts::History`]). The store decides a dispatch on a window when it
@@ -552,19 +581,21 @@ pub struct DecisionContext {
     pub history: Option<crate::facts::History>,
 }
 
-/// [`evaluate`] with a [`DecisionContext`]: a merge-back's decision is numbered, named and
-/// delivered for the thread that records it (`record_in`), and a run that makes no handoff
-/// of its own but takes a waiting one (`waiting`) says how that one is delivered and granted.
-pub fn evaluate_in<'a>(
+/// The evaluator, as the main path ([`crate::pipeline::plan`]) calls it: decide for `target`
+/// (`None`: `request.provider`) in `cx`, with an off-band root resolved before, so no I/O and
+/// no environment. A merge-back's decision is numbered, named and delivered for the thread
+/// that records it (`cx.record_in`), and a run that makes no handoff of its own but takes a
+/// waiting one (`cx.waiting`) says how that one is delivered and granted.
+pub fn evaluate_with<'a>(
     policy: &Policy,
     state: &'a State,
-    opts: &EvalOptions,
+    target: Option<&str>,
+    root: &crate::ids::DocumentRoot,
     cx: &DecisionContext,
     sizer: &'a dyn SummarySizer,
 ) -> Result<(Decision, Facts<'a>), EvalError> {
-    let target = opts
-        .target
-        .clone()
+    let target = target
+        .map(str::to_string)
         .unwrap_or_else(|| state.request.provider.clone());
     if crate::state::default_caps(&target).is_none()
         && !state.providers.contains_key(&target)
@@ -621,7 +652,7 @@ pub fn evaluate_in<'a>(
         let values = trace.values_mut();
         values.push((Cow::Borrowed("eligible_runs"), Value::Int(count)));
         values.push((Cow::Borrowed("excluded_runs"), Value::List(excluded)));
-        trace.push_rule(texts.eligible(), Outcome::Matched, from);
+        trace.push_rule(texts.eligible(), RuleOutcome::Matched, from);
     }
     let mut facts = Facts::new(state, &target, eligible, sizer).with_caps(caps);
     if let Some(w) = window {
@@ -779,7 +810,7 @@ pub fn evaluate_in<'a>(
             .map(|(_, r)| r);
         let mode = DeliveryMode::of(chosen.map(|r| r.off_band).unwrap_or(false));
         let document = (mode == DeliveryMode::OffBand).then(|| {
-            let path = crate::ids::document_path(opts.document_root.clone(), record_thread, hid);
+            let path = root.document_path(record_thread, hid);
             // The path as `display` writes it, without formatting when it is UTF-8.
             path.into_os_string()
                 .into_string()
@@ -892,7 +923,7 @@ impl<'p> Rule<'p> {
             None => true,
             Some(w) => holds_traced(w, facts, signals, trace.values_mut()),
         };
-        trace.push_rule(self.text, Outcome::of(matched), from);
+        trace.push_rule(self.text, RuleOutcome::of(matched), from);
         matched
     }
 }

@@ -1,7 +1,7 @@
 //! The trace entry that says where the target's capabilities came from (the policy's
 //! `providers` block, the state, baton's shipped ones).
 
-use crate::decision::{Outcome, TraceEntry};
+use crate::decision::{RuleOutcome, TraceEntry};
 use crate::facts::Fact;
 use crate::policy::providers::ProviderCaps;
 use crate::policy::Policy;
@@ -20,7 +20,7 @@ pub(super) fn trace_entry(policy: &Policy, caps: &ProviderCaps) -> Option<TraceE
     Some(TraceEntry {
         rule: format!("providers {}", caps.provider),
         at: caps.at.map(|s| policy.at(s)).unwrap_or_default(),
-        outcome: Outcome::Matched,
+        outcome: RuleOutcome::Matched,
         values,
         when: None,
         because: Some(caps.describe()),

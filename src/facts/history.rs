@@ -39,14 +39,19 @@ pub struct History {
 #[serde(deny_unknown_fields)]
 pub struct Tally {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The provider thread of the run.
     pub provider_thread: Option<String>,
+    /// The provider of the run.
     pub provider: String,
+    /// Its status.
     pub status: RunStatus,
+    /// It consumed a handoff.
     pub has_handoff: bool,
     /// How many runs.
     pub runs: u32,
     /// The oldest and the newest of them.
     pub first: u32,
+    /// The last run ordinal of the tally.
     pub last: u32,
 }
 
@@ -54,9 +59,13 @@ pub struct Tally {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrefixRun {
+    /// The run's ordinal.
     pub ordinal: u32,
+    /// The provider of the run.
     pub provider: String,
+    /// Its status.
     pub status: RunStatus,
+    /// It consumed a handoff.
     pub has_handoff: bool,
 }
 

@@ -66,11 +66,15 @@ impl Type {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Value {
+    /// No value.
     Null,
+    /// A boolean.
     Bool(bool),
+    /// An integer.
     Int(i64),
     /// Borrowed for the fixed vocabulary (statuses, kinds), owned for text from the state.
     Str(Cow<'static, str>),
+    /// A list of values.
     List(Vec<Value>),
 }
 
@@ -97,6 +101,7 @@ impl Value {
         Value::Int(acc)
     }
 
+    /// A string, or `Null` for `None`.
     pub fn opt_str(s: Option<&str>) -> Value {
         match s {
             Some(s) => Value::Str(Cow::Owned(s.to_string())),

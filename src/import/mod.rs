@@ -84,6 +84,7 @@ impl fmt::Display for Tool {
 /// A problem that makes a log unreadable as a whole. Malformed lines are not errors: they are
 /// skipped and reported as [`Warning`]s.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ImportError {
     #[error("{path}: error: cannot read session log: {reason}")]
     Io { path: String, reason: String },

@@ -59,6 +59,7 @@ impl Default for Options {
 
 /// Why the server stopped abnormally.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LspError {
     /// The client broke the protocol (no `initialize`, a message after `exit`, ...).
     #[error("lsp: protocol error: {0}")]

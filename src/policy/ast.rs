@@ -6,10 +6,15 @@ use serde::Serialize;
 /// byte offsets, and the 1-based line and column of the start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Span {
+    /// Index of the source in the policy's sources.
     pub source: usize,
+    /// Byte offset where the span starts.
     pub start: usize,
+    /// Byte offset where it ends.
     pub end: usize,
+    /// Line (1-based).
     pub line: usize,
+    /// Column (1-based).
     pub col: usize,
 }
 

@@ -61,6 +61,7 @@ pub struct Source {
 /// How bad a diagnostic is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Severity {
     /// The policy does not load (`error`).
     Error,

@@ -30,6 +30,12 @@ pub fn load(spec: &str) -> Result<Policy, PolicyError> {
     check::check(loaded.sources, loaded.files)
 }
 
+/// [`load`] of a spec of a given kind ([`source::SpecKind`]: a path, or a shipped name).
+pub fn load_kind(spec: &str, kind: source::SpecKind) -> Result<Policy, PolicyError> {
+    let loaded = source::load_kind(spec, kind)?;
+    check::check(loaded.sources, loaded.files)
+}
+
 /// [`load`] with the texts of some files given in memory (an editor's open buffers), read
 /// instead of the disk; see [`source::load_overlay`].
 pub fn load_overlay(
@@ -50,16 +56,24 @@ pub fn load_text(name: &str, text: &str) -> Result<Policy, PolicyError> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[schemars(description = "How the run starts: the strategy of the ladder rule that decided.")]
+#[non_exhaustive]
 pub enum Strategy {
+    /// `no_handoff`: the target's thread already saw every run.
     NoHandoff,
+    /// `delta_existing`: resume the target's thread with what it missed.
     DeltaExisting,
+    /// `full_existing`: resume it with the whole thread.
     FullExisting,
+    /// `full_new`: a new provider thread with the whole thread.
     FullNew,
+    /// `native_fork`: the provider's own fork.
     NativeFork,
+    /// `unsupported`: no handoff can reach the target.
     Unsupported,
 }
 
 impl Strategy {
+    /// The strategy named `s` (`full_new`, ...).
     pub fn parse(s: &str) -> Option<Strategy> {
         Some(match s {
             "no_handoff" => Strategy::NoHandoff,
@@ -71,6 +85,7 @@ impl Strategy {
             _ => return None,
         })
     }
+    /// Its name (`full_new`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             Strategy::NoHandoff => "no_handoff",
@@ -200,9 +215,17 @@ pub struct CExclude {
 /// Who writes the summary.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SummarySource {
+    /// baton's own sections.
     Deterministic,
-    Command { command: String, timeout_ms: u64 },
+    /// An external command (`source command "CMD" timeout_ms N`): its command line and timeout.
+    Command {
+        /// The shell command line.
+        command: String,
+        /// How long it may run, in milliseconds.
+        timeout_ms: u64,
+    },
 }
 
 /// A compiled `text FORM ...` rule (or the legacy `text max N`, as `compact N` for every text).
@@ -399,14 +422,16 @@ pub struct CRedact {
 }
 
 impl CRedact {
-    /// Where the trace entry of rule `id` points: the policy's own rule, else the `redact`
-    /// block, else `None` (a built-in of a policy without the block).
-    pub fn span_of(&self, id: &str) -> Option<Span> {
-        self.rules
-            .iter()
-            .find(|(n, _)| n == id)
-            .map(|(_, s)| *s)
-            .or(self.span)
+    unstable_pub! {
+        /// Where the trace entry of rule `id` points: the policy's own rule, else the `redact`
+        /// block, else `None` (a built-in of a policy without the block).
+        fn span_of(&self, id: &str) -> Option<Span> {
+            self.rules
+                .iter()
+                .find(|(n, _)| n == id)
+                .map(|(_, s)| *s)
+                .or(self.span)
+        }
     }
 }
 
@@ -481,67 +506,113 @@ impl CLog {
     }
 }
 
+/// Defines [`Policy`] with its compiled internals at visibility `$vis`: `pub(crate)` for a
+/// library user (who reads them through accessors: [`Policy::name`], [`Policy::sha256`],
+/// [`Policy::warnings`], ...), `pub` with the `unstable` feature (baton's own tests).
+macro_rules! policy_struct {
+    ($vis:vis) => {
 /// A checked, compiled policy set, ready to evaluate.
 #[derive(Debug, Clone)]
 pub struct Policy {
     /// The name in the `policy "NAME" { ... }` block (`"default"`); the decision's `policy.name`.
-    pub name: String,
+    $vis name: String,
     /// The block's `description`, if any.
-    pub description: Option<String>,
+    $vis description: Option<String>,
     /// sha256 of the source set (hex); with the state it reproduces every decision.
-    pub sha256: String,
+    $vis sha256: String,
     /// Template the policy asks for (`template "t3code.md.j2"`), if any.
-    pub template: Option<String>,
+    $vis template: Option<String>,
     /// The `let` constants by name, after `extends` overrides.
-    pub lets: BTreeMap<String, Value>,
+    $vis lets: BTreeMap<String, Value>,
     /// The compiled `eligible when` rule; `None`: every run that is not running or rolled back is
     /// eligible.
-    pub eligible: Option<(Span, CExpr)>,
+    $vis eligible: Option<(Span, CExpr)>,
     /// The compiled `stale` signals, in policy order.
-    pub stales: Vec<CStale>,
+    $vis stales: Vec<CStale>,
     /// The compiled `strategy` ladder, in order (first match wins; it ends in `otherwise`).
-    pub ladder: Vec<CLadderRule>,
+    $vis ladder: Vec<CLadderRule>,
     /// The compiled `summary` block; `None` when the policy has none (the shipped `default`
     /// profile's summary rules apply).
-    pub summary: Option<CSummary>,
+    $vis summary: Option<CSummary>,
     /// The compiled `delivery` block (no rules, so inline, and `inline_limit` 500 when the policy
     /// has none).
-    pub delivery: CDelivery,
+    $vis delivery: CDelivery,
     /// The compiled `pregrant` block; `None`: no pre-grant is ever issued.
-    pub pregrant: Option<CPregrant>,
+    $vis pregrant: Option<CPregrant>,
     /// The provider capabilities the policy sets (`providers { ... }`; empty when none).
-    pub providers: providers::CProviders,
+    $vis providers: providers::CProviders,
     /// The compiled `redact` block (every built-in rule when the policy has none).
-    pub redact: CRedact,
+    $vis redact: CRedact,
     /// The compiled `log` block: what the service's decision log writes (empty: the
     /// defaults).
-    pub log: CLog,
+    $vis log: CLog,
     /// Lint warnings; errors never reach a `Policy`.
-    pub warnings: Vec<Diagnostic>,
+    $vis warnings: Vec<Diagnostic>,
     /// Every source in load order (bases reached through `extends` included); spans index it.
-    pub sources: Vec<Source>,
+    $vis sources: Vec<Source>,
     /// The rules' trace texts, formatted on first use ([`Policy::rule_text`]).
-    pub rule_texts: RuleTexts,
+    $vis rule_texts: RuleTexts,
 }
+    };
+}
+#[cfg(feature = "unstable")]
+policy_struct!(pub);
+#[cfg(not(feature = "unstable"))]
+policy_struct!(pub(crate));
 
 impl Policy {
-    /// `file:line:col` of a span, for traces.
-    pub fn at(&self, span: Span) -> String {
-        at(&self.sources, span)
+    /// The name in the `policy "NAME" { ... }` block (`"default"`); the decision's
+    /// `policy.name`.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
-    /// The source text of a span (a rule as written), on one line.
-    pub fn text(&self, span: Span) -> String {
-        let Some(src) = self.sources.get(span.source) else {
-            return String::new();
-        };
-        let end = span.end.min(src.text.len());
-        let start = span.start.min(end);
-        src.text
-            .get(start..end)
-            .unwrap_or("")
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
+    /// The block's `description`, if any.
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+
+    /// sha256 of the source set (hex); with the state it reproduces every decision.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// Lint warnings; errors never reach a `Policy`.
+    pub fn warnings(&self) -> &[Diagnostic] {
+        &self.warnings
+    }
+
+    /// Every source in load order (bases reached through `extends` included).
+    pub fn sources(&self) -> &[Source] {
+        &self.sources
+    }
+
+    /// The template the policy asks for (`template "t3code.md.j2"`), if any.
+    pub fn template(&self) -> Option<&str> {
+        self.template.as_deref()
+    }
+
+    unstable_pub! {
+        /// `file:line:col` of a span, for traces.
+        fn at(&self, span: Span) -> String {
+            at(&self.sources, span)
+        }
+    }
+
+    unstable_pub! {
+        /// The source text of a span (a rule as written), on one line.
+        fn text(&self, span: Span) -> String {
+            let Some(src) = self.sources.get(span.source) else {
+                return String::new();
+            };
+            let end = span.end.min(src.text.len());
+            let start = span.start.min(end);
+            src.text
+                .get(start..end)
+                .unwrap_or("")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
     }
 }

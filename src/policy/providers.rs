@@ -210,43 +210,45 @@ impl Policy {
         self.providers.providers.iter().any(|p| p.name == provider)
     }
 
-    /// The capabilities of `provider` for a decision on `state`: per capability, a `force`d
-    /// policy value, else the state's explicit value, else the policy's value, else baton's
-    /// shipped one (module docs). Each comes with its origin.
-    pub fn provider_caps(&self, state: &State, provider: &str) -> ProviderCaps {
-        let from_state = state.providers.get(provider);
-        let stated_caps = crate::state::caps_for(state, provider);
-        let mut caps = stated_caps.clone();
-        let entry = self.providers.providers.iter().find(|p| p.name == provider);
-        let mut origins = Vec::new();
-        for def in Fact::caps() {
-            let fact = def.fact;
-            let stated = from_state.is_some_and(|c| state_sets(c, fact));
-            let setting = entry.and_then(|e| e.settings.iter().rfind(|s| s.fact == fact));
-            let origin = match setting {
-                Some(s) if s.force || !stated => {
-                    set(&mut caps, fact, s.value);
-                    CapOrigin::Policy {
-                        at: self.at(s.span),
-                        force: s.force,
-                        over_state: stated.then(|| get(&stated_caps, fact)).flatten(),
+    unstable_pub! {
+        /// The capabilities of `provider` for a decision on `state`: per capability, a `force`d
+        /// policy value, else the state's explicit value, else the policy's value, else baton's
+        /// shipped one (module docs). Each comes with its origin.
+        fn provider_caps(&self, state: &State, provider: &str) -> ProviderCaps {
+            let from_state = state.providers.get(provider);
+            let stated_caps = crate::state::caps_for(state, provider);
+            let mut caps = stated_caps.clone();
+            let entry = self.providers.providers.iter().find(|p| p.name == provider);
+            let mut origins = Vec::new();
+            for def in Fact::caps() {
+                let fact = def.fact;
+                let stated = from_state.is_some_and(|c| state_sets(c, fact));
+                let setting = entry.and_then(|e| e.settings.iter().rfind(|s| s.fact == fact));
+                let origin = match setting {
+                    Some(s) if s.force || !stated => {
+                        set(&mut caps, fact, s.value);
+                        CapOrigin::Policy {
+                            at: self.at(s.span),
+                            force: s.force,
+                            over_state: stated.then(|| get(&stated_caps, fact)).flatten(),
+                        }
                     }
-                }
-                Some(s) => CapOrigin::StateOverPolicy {
-                    policy: s.value,
-                    at: self.at(s.span),
-                },
-                None if stated => CapOrigin::State,
-                None => CapOrigin::Shipped,
-            };
-            origins.push((fact, origin));
-        }
-        ProviderCaps {
-            provider: provider.to_string(),
-            caps,
-            origins,
-            policy_has_providers: self.providers.span.is_some(),
-            at: entry.map(|e| e.span).or(self.providers.span),
+                    Some(s) => CapOrigin::StateOverPolicy {
+                        policy: s.value,
+                        at: self.at(s.span),
+                    },
+                    None if stated => CapOrigin::State,
+                    None => CapOrigin::Shipped,
+                };
+                origins.push((fact, origin));
+            }
+            ProviderCaps {
+                provider: provider.to_string(),
+                caps,
+                origins,
+                policy_has_providers: self.providers.span.is_some(),
+                at: entry.map(|e| e.span).or(self.providers.span),
+            }
         }
     }
 }

@@ -96,14 +96,48 @@ pub fn policy_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Load a policy set from a spec: a file, a directory, or a shipped profile name.
+/// What a policy spec names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecKind {
+    /// A shipped profile name first (`default`, `t3code`, ...: exactly a name of
+    /// [`shipped_names`], never shadowed by a file or directory of that name in the working
+    /// directory; write `./default` for one), else a directory of `*.policy` files, else a
+    /// file, else a shipped profile's file name (`default.policy`). What `--policy` takes.
+    Any,
+    /// A file or a directory of `*.policy` files, never a shipped profile.
+    Path,
+    /// A shipped profile name (`default` or `default.policy`), never the file system.
+    Shipped,
+}
+
+/// Load a policy set from a spec: a shipped profile name, a directory, or a file
+/// ([`SpecKind::Any`]).
 pub fn load(spec: &str) -> Result<Loaded, PolicyError> {
-    load_in(spec, Loader::default())
+    load_in(spec, SpecKind::Any, Loader::default())
+}
+
+/// [`load`] of a spec of a given kind.
+pub fn load_kind(spec: &str, kind: SpecKind) -> Result<Loaded, PolicyError> {
+    load_in(spec, kind, Loader::default())
 }
 
 /// [`load`] with `l`, whose overlay (if any) stands in for files on disk.
-fn load_in(spec: &str, mut l: Loader) -> Result<Loaded, PolicyError> {
+fn load_in(spec: &str, kind: SpecKind, mut l: Loader) -> Result<Loaded, PolicyError> {
     let path = Path::new(spec);
+    let exact_shipped = SHIPPED.iter().any(|(n, _, _)| *n == spec);
+    if kind == SpecKind::Shipped || (kind == SpecKind::Any && exact_shipped) {
+        let Some((file, text)) = shipped(spec) else {
+            return Err(PolicyError::single(Diagnostic::file_level(
+                spec,
+                format!(
+                    "no shipped profile named `{spec}` (shipped profiles: {})",
+                    shipped_names().join(", ")
+                ),
+            )));
+        };
+        l.load_text(file.to_string(), text.to_string(), Origin::Shipped, None)?;
+        return Ok(l.into_loaded());
+    }
     if path.is_dir() {
         let entries = policy_files(path).map_err(|e| {
             PolicyError::single(Diagnostic::file_level(
@@ -125,8 +159,13 @@ fn load_in(spec: &str, mut l: Loader) -> Result<Loaded, PolicyError> {
         }
     } else if path.is_file() || l.overlay.contains_key(&file_key(path)) {
         l.load_file(path, None)?;
-    } else if let Some((file, text)) = shipped(spec) {
+    } else if let Some((file, text)) = shipped(spec).filter(|_| kind == SpecKind::Any) {
         l.load_text(file.to_string(), text.to_string(), Origin::Shipped, None)?;
+    } else if kind == SpecKind::Path {
+        return Err(PolicyError::single(Diagnostic::file_level(
+            spec,
+            "no policy file or directory at this path",
+        )));
     } else {
         return Err(PolicyError::single(Diagnostic::file_level(
             spec,
@@ -149,6 +188,7 @@ pub fn load_overlay(spec: &str, overlay: &BTreeMap<PathBuf, String>) -> Result<L
         .collect();
     load_in(
         spec,
+        SpecKind::Any,
         Loader {
             overlay,
             ..Loader::default()

@@ -84,87 +84,91 @@ impl TraceTexts {
 pub struct RuleTexts(OnceLock<Arc<TraceTexts>>);
 
 impl Policy {
-    /// The trace texts of every rule (formatted once per policy).
-    pub fn trace_texts(&self) -> &Arc<TraceTexts> {
-        self.rule_texts.0.get_or_init(|| {
-            let text = |span: Span, label: String, because: Option<&String>| RuleText {
-                label,
-                at: self.at(span),
-                when: self.text(span),
-                because: because.cloned(),
-            };
-            let mut rules: Vec<RuleText> = Vec::new();
-            rules.extend(
-                self.eligible
-                    .iter()
-                    .map(|(s, _)| text(*s, "eligible".to_string(), None)),
-            );
-            let stales = rules.len();
-            rules.extend(
-                self.stales
-                    .iter()
-                    .map(|s| text(s.span, format!("stale {}", s.name), s.because.as_ref())),
-            );
-            let ladder = rules.len();
-            rules.extend(self.ladder.iter().map(|r| {
-                let label = format!("strategy {}", r.strategy.as_str());
-                text(r.span, label, r.because.as_ref())
-            }));
-            let delivery = rules.len();
-            rules.extend(self.delivery.rules.iter().map(|r| {
-                let mode = if r.off_band { "off_band" } else { "inline" };
-                text(r.span, format!("delivery {mode}"), r.because.as_ref())
-            }));
-            let grants = rules.len();
-            rules.extend(self.pregrant.iter().flat_map(|p| {
-                p.grants.iter().map(|g| {
-                    let label = format!("pregrant {}", g.tool.to_lowercase());
-                    text(g.span, label, None)
-                })
-            }));
-            let spans = self
-                .eligible
-                .iter()
-                .map(|(s, _)| *s)
-                .chain(self.stales.iter().map(|s| s.span))
-                .chain(self.ladder.iter().map(|r| r.span))
-                .chain(self.delivery.rules.iter().map(|r| r.span))
-                .chain(
-                    self.pregrant
+    unstable_pub! {
+        /// The trace texts of every rule (formatted once per policy).
+        fn trace_texts(&self) -> &Arc<TraceTexts> {
+            self.rule_texts.0.get_or_init(|| {
+                let text = |span: Span, label: String, because: Option<&String>| RuleText {
+                    label,
+                    at: self.at(span),
+                    when: self.text(span),
+                    because: because.cloned(),
+                };
+                let mut rules: Vec<RuleText> = Vec::new();
+                rules.extend(
+                    self.eligible
                         .iter()
-                        .flat_map(|p| p.grants.iter().map(|g| g.span)),
+                        .map(|(s, _)| text(*s, "eligible".to_string(), None)),
                 );
-            let by_span = spans
-                .enumerate()
-                .map(|(i, s)| ((s.source, s.start, s.end), i))
-                .collect();
-            Arc::new(TraceTexts {
-                rules,
-                by_span,
-                stales,
-                ladder,
-                delivery,
-                grants,
+                let stales = rules.len();
+                rules.extend(
+                    self.stales
+                        .iter()
+                        .map(|s| text(s.span, format!("stale {}", s.name), s.because.as_ref())),
+                );
+                let ladder = rules.len();
+                rules.extend(self.ladder.iter().map(|r| {
+                    let label = format!("strategy {}", r.strategy.as_str());
+                    text(r.span, label, r.because.as_ref())
+                }));
+                let delivery = rules.len();
+                rules.extend(self.delivery.rules.iter().map(|r| {
+                    let mode = if r.off_band { "off_band" } else { "inline" };
+                    text(r.span, format!("delivery {mode}"), r.because.as_ref())
+                }));
+                let grants = rules.len();
+                rules.extend(self.pregrant.iter().flat_map(|p| {
+                    p.grants.iter().map(|g| {
+                        let label = format!("pregrant {}", g.tool.to_lowercase());
+                        text(g.span, label, None)
+                    })
+                }));
+                let spans = self
+                    .eligible
+                    .iter()
+                    .map(|(s, _)| *s)
+                    .chain(self.stales.iter().map(|s| s.span))
+                    .chain(self.ladder.iter().map(|r| r.span))
+                    .chain(self.delivery.rules.iter().map(|r| r.span))
+                    .chain(
+                        self.pregrant
+                            .iter()
+                            .flat_map(|p| p.grants.iter().map(|g| g.span)),
+                    );
+                let by_span = spans
+                    .enumerate()
+                    .map(|(i, s)| ((s.source, s.start, s.end), i))
+                    .collect();
+                Arc::new(TraceTexts {
+                    rules,
+                    by_span,
+                    stales,
+                    ladder,
+                    delivery,
+                    grants,
+                })
             })
-        })
+        }
     }
 
-    /// The trace text of the rule at `span` (formatted once per policy). Spans of the
-    /// policy's own rules are cached; any other span is formatted on the spot.
-    pub fn rule_text(&self, span: Span) -> std::borrow::Cow<'_, RuleText> {
-        let texts = self.trace_texts();
-        match texts
-            .by_span
-            .get(&(span.source, span.start, span.end))
-            .and_then(|i| texts.rules.get(*i))
-        {
-            Some(t) => std::borrow::Cow::Borrowed(t),
-            None => std::borrow::Cow::Owned(RuleText {
-                label: String::new(),
-                at: self.at(span),
-                when: self.text(span),
-                because: None,
-            }),
+    unstable_pub! {
+        /// The trace text of the rule at `span` (formatted once per policy). Spans of the
+        /// policy's own rules are cached; any other span is formatted on the spot.
+        fn rule_text(&self, span: Span) -> std::borrow::Cow<'_, RuleText> {
+            let texts = self.trace_texts();
+            match texts
+                .by_span
+                .get(&(span.source, span.start, span.end))
+                .and_then(|i| texts.rules.get(*i))
+            {
+                Some(t) => std::borrow::Cow::Borrowed(t),
+                None => std::borrow::Cow::Owned(RuleText {
+                    label: String::new(),
+                    at: self.at(span),
+                    when: self.text(span),
+                    because: None,
+                }),
+            }
         }
     }
 }

@@ -57,7 +57,13 @@ pub struct Redactor {
 pub enum BuildError {
     /// A pattern is not a valid regular expression.
     #[error("redaction rule `{rule}`: invalid pattern: {message}")]
-    Pattern { rule: String, message: String },
+    /// A pattern that does not compile (fields: the rule's name, why).
+    Pattern {
+        /// The rule's name.
+        rule: String,
+        /// Why its pattern does not compile.
+        message: String,
+    },
     /// `disable ID` names no built-in rule.
     #[error("no built-in redaction rule `{0}`")]
     UnknownRule(String),
@@ -72,8 +78,11 @@ pub enum RedactError {
     /// The text is over [`Redactor::max_text_bytes`].
     #[error("redaction refused the text of `{item}`: {bytes} bytes, over the redaction limit of {limit} bytes; the handoff is not made")]
     TooLarge {
+        /// The item.
         item: String,
+        /// Its size in bytes.
         bytes: usize,
+        /// The most bytes redaction scans.
         limit: usize,
     },
 }
@@ -366,7 +375,7 @@ impl Context {
         }
     }
 
-    /// [`redact`], for callers that cannot stop on an error: a text that cannot be redacted
+    /// `redact`, for callers that cannot stop on an error: a text that cannot be redacted
     /// is replaced whole by a notice and the failure is kept ([`Context::failure`]), so that
     /// the handoff is refused.
     pub fn text<'t>(&mut self, item: &str, text: &'t str) -> Cow<'t, str> {

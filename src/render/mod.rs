@@ -80,8 +80,11 @@ pub struct RenderOptions {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{template}:{line}: error: {message}")]
 pub struct RenderError {
+    /// The template's name.
     pub template: String,
+    /// The line of the template.
     pub line: usize,
+    /// What went wrong.
     pub message: String,
 }
 
@@ -116,16 +119,27 @@ pub struct Rendered {
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
+/// The provenance record (`handoff.json`): who made the handoff, from what, and how.
 pub struct Provenance {
+    /// The policy (name, sha256).
     pub policy: crate::decision::PolicyRef,
+    /// The handoff id.
     pub handoff: String,
+    /// The thread id.
     pub thread: String,
+    /// The target provider.
     pub target: String,
+    /// The decision's strategy.
     pub strategy: String,
+    /// The handoff strategy.
     pub handoff_strategy: String,
+    /// The runs the handoff covers.
     pub covered_runs: crate::state::RunRange,
+    /// How it is delivered (`inline`, `off_band`).
     pub delivery: String,
+    /// Who wrote the summary (`deterministic`, `command:...`).
     pub created_by: String,
+    /// Why an external summarizer's output was not used.
     pub fallback_reason: Option<String>,
     /// The summarizer failure's message when `fallback_reason` is set.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -134,9 +148,13 @@ pub struct Provenance {
     /// off-band write or the pre-grant failed); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivery_fallback_reason: Option<String>,
+    /// Ids of the items in the handoff.
     pub included: Arc<Vec<String>>,
+    /// Items left out, with why.
     pub omitted: Arc<Vec<crate::select::Omitted>>,
+    /// Character counts.
     pub chars: Chars,
+    /// The templates it was rendered with.
     pub templates: Templates,
     /// The budget the handoff was fitted to, and every degradation step (docs/rendering.md#budgets).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -150,16 +168,24 @@ pub struct Provenance {
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
+/// Character counts of a rendered handoff.
 pub struct Chars {
+    /// The document.
     pub document: usize,
+    /// The first-turn prompt.
     pub inline: usize,
+    /// The summary text.
     pub summary: usize,
+    /// The policy's inline limit.
     pub inline_limit: usize,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
+/// The templates a handoff was rendered with.
 pub struct Templates {
+    /// The document's template.
     pub document: String,
+    /// The first-turn prompt's template.
     pub inline: String,
 }
 

@@ -29,9 +29,13 @@ use std::sync::{Arc, OnceLock};
 /// One line (or block) of a section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Entry {
+    /// The item's id.
     pub id: String,
+    /// The item's kind.
     pub kind: &'static str,
+    /// The run it is from.
     pub run: u32,
+    /// Its text, as the section shows it.
     pub text: String,
     /// The budget cut this entry short.
     pub truncated: bool,
@@ -46,16 +50,24 @@ pub struct Entry {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A section of the handoff: its entries in order.
 pub struct Section {
+    /// The section's name (`goals`, ...).
     pub name: String,
+    /// Its title.
     pub title: String,
+    /// Its entries.
     pub entries: Vec<Entry>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// An item left out of the handoff.
 pub struct Omitted {
+    /// The item's id.
     pub id: String,
+    /// The item's kind.
     pub kind: &'static str,
+    /// Why it was left out.
     pub reason: String,
 }
 
@@ -70,6 +82,7 @@ pub struct Summary {
     pub omitted: Arc<Vec<Omitted>>,
     /// Characters of every entry's text.
     pub chars: usize,
+    /// The summary block's character budget, if any.
     pub budget: Option<usize>,
     /// What redaction did to the selection (docs/redaction.md); never serialised (the
     /// summarizer's input carries the redacted texts, not this).
@@ -84,7 +97,7 @@ pub struct Summary {
 pub struct Redaction {
     /// The handoff's redaction context (the numbers given so far): anything else built from
     /// this selection (a transcript of omitted items) redacts through a clone of it
-    /// ([`crate::redact::redact`]), so the same secret keeps its number.
+    /// (`redact::redact`), so the same secret keeps its number.
     pub context: crate::redact::Context,
     /// The thread's title, redacted.
     pub title: Option<String>,
@@ -147,6 +160,7 @@ impl Redaction {
 pub const TITLE_ID: &str = "thread.title";
 
 impl Summary {
+    /// The section named `name`.
     pub fn section(&self, name: &str) -> Option<&Section> {
         self.sections.iter().find(|s| s.name == name)
     }
@@ -396,7 +410,9 @@ pub fn select_degraded(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SummaryRuleKind {
+    /// An `include` rule.
     Include,
+    /// An `exclude` rule.
     Exclude,
 }
 
@@ -404,8 +420,11 @@ pub enum SummaryRuleKind {
 /// the rule's kind and index in that block, and whether it held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct RuleHit {
+    /// Which rule kind.
     pub kind: SummaryRuleKind,
+    /// Its index among the summary rules.
     pub index: usize,
+    /// Whether it matched.
     pub matched: bool,
 }
 
@@ -1146,6 +1165,14 @@ impl SummarySizer for PolicySizer<'_> {
         // leaves any item out.
         let summary = select_inner(self.policy, facts, runs, None, &Degrade::with_ceilings());
         i64::try_from(summary.chars).unwrap_or(i64::MAX)
+    }
+}
+
+/// A policy sizes its own summaries (as [`PolicySizer`]), so that facts borrowing the policy
+/// need no sizer object of their own.
+impl SummarySizer for Policy {
+    fn chars(&self, facts: &Facts<'_>, runs: &[u32]) -> i64 {
+        select_runs(self, facts, runs).chars as i64
     }
 }
 

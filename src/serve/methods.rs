@@ -204,7 +204,7 @@ pub async fn call(
             r.map(|d| stored::dispatched(d, trace))
         }),
         "completeRun" => pool!(|cx, p| stored::complete(cx.stores(), p)),
-        "rollback" => pool!(|cx, p| stored::rollback(cx.stores(), &cx.set, cx.handoff_dir(), p)),
+        "rollback" => pool!(|cx, p| stored::rollback(cx.stores(), &cx.set, p)),
         "fork" => pool!(|cx, p| stored::fork(cx.stores(), p)),
         "regenerate" => pool!(|cx, p: stored::RegenerateParams| {
             let (thread, trace) = (p.thread.clone(), p.trace);

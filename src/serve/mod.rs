@@ -36,7 +36,7 @@ pub use decision_log::{DecisionLogConfig, LogTarget};
 pub(crate) use ops::exported_line;
 
 pub use framing::Framing;
-pub use policy_set::{PolicyHolder, PolicySet};
+pub use policy_set::{PolicyHolder, PolicySet, Rejection, Reloaded};
 pub use sweep::GcSweep;
 
 /// The request parameter types, for the service's JSON Schema (`baton schema service`).
@@ -63,6 +63,7 @@ use std::time::Duration;
 
 /// Where the service listens.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum Transport {
     /// One client on stdin/stdout; the service exits when stdin closes or on `exit`.
     Stdio,
@@ -166,6 +167,7 @@ pub const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// Why the service could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServeError {
     /// The policy set (policy and templates) does not load or check at start.
     #[error("{0}")]

@@ -51,8 +51,11 @@ impl PolicySet {
 /// The last reload that was refused.
 #[derive(Debug, Clone, Serialize)]
 pub struct Rejection {
+    /// When (milliseconds since the epoch).
     pub at_ms: u64,
+    /// Why the set was rejected.
     pub message: String,
+    /// The checker's diagnostics.
     pub diagnostics: Vec<Diagnostic>,
     /// The same rejection as the previous reload's (nothing changed since): not announced
     /// again, so one bad edit makes one `policy/rejected`.
@@ -63,6 +66,7 @@ pub struct Rejection {
 /// The outcome of a reload that checked.
 #[derive(Debug, Clone)]
 pub struct Reloaded {
+    /// The new set.
     pub set: Arc<PolicySet>,
     /// False when the files were unchanged (same policy sha256 and templates): nothing swapped.
     pub changed: bool,

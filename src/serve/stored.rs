@@ -269,18 +269,17 @@ pub struct RollbackParams {
     pub to: u32,
 }
 
-/// Roll back, then say what the app does with each provider thread (the serving policy decides
-/// the next run on each provider; see [`store::advise_rollback`]). The rollback is committed
+/// Roll back, then say what the app does with each provider thread (the serving engine (its
+/// policy, templates and off-band root) decides the next run on each provider; see [`store::advise_rollback`]). The rollback is committed
 /// whatever the advice: advice that cannot be given leaves `next_run` null.
 pub fn rollback(
     pool: &StorePool,
     set: &PolicySet,
-    handoff_dir: Option<PathBuf>,
     p: RollbackParams,
 ) -> Result<Value, RpcError> {
     let mut r = pool.write_op(|s| store::rollback(s, &p.thread, p.to))?;
     let _ = pool.with(|s| {
-        store::advise_rollback(s, &set.policy, &mut r, handoff_dir).map_err(|e| store_error(&e))
+        store::advise_rollback(s, &set.engine, &mut r).map_err(|e| store_error(&e))
     });
     Ok(json!(r))
 }

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 /// The format of a state document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Format {
     /// YAML (libyaml through serde_yaml); the default, and standard input's format.
     Yaml,

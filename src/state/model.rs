@@ -134,6 +134,7 @@ pub struct ResolvedCaps {
 /// `target.caps.handoff_channel`). baton sends nothing itself: the app puts the prompt there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum HandoffChannel {
     /// The system prompt (`system`; claude's default).
     System,
@@ -196,6 +197,7 @@ pub struct ProviderThread {
 )]
 /// The status of a provider thread (`provider_threads[].status`).
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ProviderThreadStatus {
     /// In use (`active`, the default).
     #[default]
@@ -329,6 +331,7 @@ fn is_zero(n: &u64) -> bool {
 )]
 /// How a run ended (`runs[].status`).
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RunStatus {
     /// It finished (`completed`, the default).
     #[default]
@@ -380,6 +383,7 @@ pub struct PlanStep {
 )]
 /// The status of a plan step.
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StepStatus {
     /// Done (`done`).
     Done,
@@ -404,6 +408,7 @@ impl StepStatus {
 /// One item of a run, in source order. `id` is optional and defaults to `r<ordinal>.<index>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum Item {
     /// A message from the user (`user_message`).
     UserMessage {
@@ -568,6 +573,7 @@ pub enum Item {
 /// What happened to a changed file (`file_change.change`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum FileChangeKind {
     /// The file was created (`created`).
     Created,
@@ -594,6 +600,7 @@ impl FileChangeKind {
 /// How a tool call ended (`tool_call.status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolStatus {
     /// It completed (`completed`).
     Completed,
@@ -787,6 +794,7 @@ impl Handoff {
 /// The kind of handoff document (`handoff_strategy`; DESIGN §3 vocabulary).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum HandoffStrategy {
     /// The eligible runs after `target.last_seen`, the runs the target thread has not seen
     /// (`delta_since_target_last_seen`; the default of `delta_existing`).
@@ -837,6 +845,7 @@ impl HandoffStrategy {
 /// The status of a handoff (`handoffs[].status`; DESIGN §3 vocabulary).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum HandoffStatus {
     /// Being made (`pending`).
     Pending,
@@ -896,6 +905,7 @@ pub struct Transfer {
 /// What a transfer moves (`transfers[].type`; DESIGN §3 vocabulary).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum TransferType {
     /// A fork of the thread (`fork`).
     Fork,
@@ -925,6 +935,7 @@ impl TransferType {
 /// The status of a transfer (`transfers[].status`; DESIGN §3 vocabulary).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum TransferStatus {
     /// Not resolved yet (`pending`); a fork's transfer is resolved at its first dispatch.
     Pending,
@@ -1007,6 +1018,7 @@ pub struct Request {
 )]
 /// What starts a run (`request.kind`).
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RequestKind {
     /// The next run of the thread (`dispatch`, the default).
     #[default]
@@ -1043,6 +1055,7 @@ pub struct ForkAnchor {
 /// Who wrote a fork anchor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AnchorRole {
     /// The user (`user`).
     User,

@@ -10,6 +10,9 @@
 mod collect;
 mod grants;
 pub mod hint;
+pub use crate::deliver::{GcReport, HandoffLiveness, OffbandStore, Retention};
+pub use crate::eval::{DecisionContext, EvalOptions, RecordIn, Waiting};
+pub use crate::facts::{History, PrefixRun, Tally};
 mod input_log;
 mod io;
 pub mod lifecycle;
@@ -46,6 +49,7 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Everything that can go wrong in the store. Each error names the database and the thread,
 /// run or handoff it refers to.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The database file cannot be created or opened.
     #[error("{path}: error: cannot open database: {reason}")]

@@ -5,7 +5,6 @@
 use super::{Store, StoreError};
 use crate::eval::{DecisionContext, EvalOptions};
 use crate::policy::Policy;
-use crate::select::PolicySizer;
 use crate::state::State;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -278,20 +277,10 @@ fn decide_again(
     policy: &crate::policy::Policy,
     input: &DecisionInput,
 ) -> Result<crate::decision::Decision, crate::pipeline::PipelineError> {
-    let sizer = PolicySizer { policy };
-    let eval = input.options();
-    let (decision, facts) =
-        crate::eval::evaluate_in(policy, &input.state, &eval, &input.context, &sizer)?;
-    if !decision.needs_handoff() {
-        return Ok(decision);
-    }
-    let summary = crate::select::select(policy, &facts, &decision);
-    let render = crate::render::RenderOptions {
-        document_root: Some(input.document_root.clone()),
-        ..Default::default()
-    };
-    crate::pipeline::fit_selected(policy, &input.state, &facts, decision, summary, &render)
-        .map(|o| o.decision)
+    let setup = crate::pipeline::Setup::of(&input.options(), &Default::default())
+        .in_context(input.context.clone());
+    let plan = crate::pipeline::plan(policy, &input.state, &setup)?;
+    crate::pipeline::finish(plan, &crate::summarize::Deterministic).map(|o| o.decision)
 }
 
 /// Apply to a decision made again what the delivery stage recorded in the logged one: a

@@ -259,9 +259,9 @@ impl super::Store {
                 if let Some(o) = crate::pipeline::explain_windowed(
                     engine.policy(),
                     &state,
-                    &engine.eval_options(target),
-                    &engine.render_options(),
+                    &engine.setup(target, &crate::engine::Context::default()),
                     &history,
+                    &crate::summarize::Deterministic,
                 ) {
                     return Ok(Ok(o.decision));
                 }

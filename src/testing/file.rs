@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// A problem with a test file, a state it names, or the policy it names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TestFileError {
     /// The test file cannot be read.
     #[error("{file}: error: cannot read the test file: {message}")]

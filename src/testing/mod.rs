@@ -17,6 +17,8 @@ pub mod file;
 pub mod paths;
 pub mod runner;
 
+pub use crate::coverage::{Coverage, FileCoverage, RuleCoverage, RuleId, RuleKind};
+pub use crate::select::{RuleHit, SummaryRuleKind};
 pub use file::{load as load_test_file, parse_str as parse_test_file, TestFile, TestFileError};
 pub use paths::default_paths;
 pub use runner::{run_paths, CaseResult, Mismatch, RunOptions, RunReport};
@@ -26,7 +28,6 @@ use crate::eval::EvalOptions;
 use crate::pipeline::{Outcome, PipelineError};
 use crate::policy::{Policy, PolicyError};
 use crate::render::RenderOptions;
-use crate::select::{PolicySizer, RuleHit};
 use crate::state::State;
 use std::path::Path;
 
@@ -80,31 +81,16 @@ pub(crate) fn check(
         target: target.map(str::to_string),
         document_root: Some(std::env::temp_dir().join("baton-test-docs")),
     };
-    let sizer = PolicySizer { policy };
-    let (decision, facts) = crate::eval::evaluate(policy, state, &opts, &sizer)?;
-    if !decision.needs_handoff() {
-        let outcome = Outcome {
-            decision,
-            summary: None,
-            rendered: None,
-        };
-        return Ok((Checked { outcome }, Vec::new()));
-    }
-    // Selection with rule observation, then rendering as the pipeline does; tests never run
-    // an external summarizer.
-    let (summary, hits) = crate::select::select_observed(policy, &facts, &decision);
-    let outcome = crate::pipeline::fit_selected(
-        policy,
-        state,
-        &facts,
-        decision,
-        summary,
-        &RenderOptions {
-            document_root: opts.document_root.clone(),
-            ..RenderOptions::default()
+    // The one path, observing the summary rules; tests never run an external summarizer.
+    let setup = crate::pipeline::Setup::of(&opts, &RenderOptions::default());
+    let plan = crate::pipeline::plan(policy, state, &setup)?.observe_rules();
+    let finished = crate::pipeline::finish_full(plan, &crate::summarize::Deterministic)?;
+    Ok((
+        Checked {
+            outcome: finished.outcome,
         },
-    )?;
-    Ok((Checked { outcome }, hits))
+        finished.hits,
+    ))
 }
 
 /// A decision (and its document) to assert on. Each assertion returns `&Self` to chain.

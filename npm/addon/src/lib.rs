@@ -206,7 +206,7 @@ impl NativeEngine {
     #[napi]
     pub fn policy(&self) -> String {
         let p = self.engine.policy();
-        json!({"name": p.name, "sha256": p.sha256, "warnings": p.warnings}).to_string()
+        json!({"name": p.name(), "sha256": p.sha256(), "warnings": p.warnings()}).to_string()
     }
 
     /// Run `method` (`decide`, `explain` or `render`) on the calling thread.
@@ -280,7 +280,7 @@ impl NativeEngine {
 #[napi]
 pub fn check(spec: String) -> String {
     let v = match Engine::new(&spec) {
-        Ok(e) => json!({"policy": spec, "ok": true, "diagnostics": e.policy().warnings}),
+        Ok(e) => json!({"policy": spec, "ok": true, "diagnostics": e.policy().warnings()}),
         Err(e) if !e.diagnostics().is_empty() => {
             json!({"policy": spec, "ok": false, "diagnostics": e.diagnostics()})
         }

@@ -3,14 +3,12 @@
 use super::rebind::{self, Rebound};
 use super::recheck::{prepare_then_record, Reads, Steps};
 use super::{
-    commit, logged_input, next_id, next_run, next_transfer_id, options, pending_merge_back,
-    pipeline_err, record_handoff, refuse_running, DispatchRequest, Dispatched, ForkPoint,
-    NewHandoff,
+    commit, logged_input, next_id, next_run, next_transfer_id, pending_merge_back, pipeline_err,
+    record_handoff, refuse_running, setup, DispatchRequest, Dispatched, ForkPoint, NewHandoff,
 };
 use crate::decision::{Decision, ThreadAction};
 use crate::eval::DecisionContext;
 use crate::policy::{Policy, Strategy};
-use crate::select::PolicySizer;
 use crate::state::*;
 use crate::store::io::Cx;
 use crate::store::{fault, Store, StoreError};
@@ -116,27 +114,25 @@ fn prepare(
     crate::workspace::enrich(&mut state, &req.target);
     // Decide on the loaded items; when the decision reaches before them (or a fork resolves),
     // load every item and decide again. Only the final decision is rendered.
-    let (eval, render) = options(&req.target, req.dirs());
     let err = pipeline_err(&path, thread);
-    let sizer = PolicySizer { policy };
-    let mut evaluated = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
-        .map_err(|e| err(e.into()))?;
     let reaches_back = |d: &Decision| d.covered_runs.as_ref().is_some_and(|c| c.from <= bound);
-    if bound > 0 && (pending_fork.is_some() || reaches_back(&evaluated.0)) {
-        drop(evaluated);
+    let mut plan = crate::pipeline::plan(policy, &state, &setup(&req.target, req.dirs(), &context))
+        .map_err(|e| err(e.into()))?;
+    if bound > 0 && (pending_fork.is_some() || reaches_back(plan.evaluated())) {
+        drop(plan);
         for r in &mut state.runs {
             r.items.clear();
         }
         cx.fill_items(thread, 0, &mut state.runs)?;
-        evaluated = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
+        plan = crate::pipeline::plan(policy, &state, &setup(&req.target, req.dirs(), &context))
             .map_err(|e| err(e.into()))?;
     }
-    let (decision, facts) = evaluated;
     // A merge-back waiting for this run but made for another provider or provider thread is
     // made again for the run; the run is decided with that one waiting.
     let rebound = match &pending_merge {
         Some((tid, hid)) => {
-            let run_pt = rebind::run_provider_thread(&decision, || {
+            let decision = plan.evaluated();
+            let run_pt = rebind::run_provider_thread(decision, || {
                 new_provider_thread_id(&state, &req.target)
             });
             rebind::rebind(
@@ -145,30 +141,29 @@ fn prepare(
                 policy,
                 req,
                 &state,
-                &decision,
+                decision,
                 run_pt.as_deref(),
                 (tid, hid),
             )?
         }
         None => None,
     };
-    let (decision, facts, context) = match rebound.as_ref().and_then(Rebound::waiting) {
+    let (plan, context) = match rebound.as_ref().and_then(Rebound::waiting) {
         Some(waiting) => {
-            drop(facts);
+            drop(plan);
             let context = DecisionContext {
                 waiting: Some(waiting),
                 ..context
             };
-            let (d, f) = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
-                .map_err(|e| err(e.into()))?;
-            (d, f, context)
+            let plan =
+                crate::pipeline::plan(policy, &state, &setup(&req.target, req.dirs(), &context))
+                    .map_err(|e| err(e.into()))?;
+            (plan, context)
         }
-        None => (decision, facts, context),
+        None => (plan, context),
     };
     let input = logged_input(&state, &req.target, req.dirs(), &context, &path)?;
-    let outcome =
-        crate::pipeline::finish(policy, &state, decision, &facts, &render).map_err(&err)?;
-    drop(facts);
+    let outcome = crate::pipeline::finish(plan, &crate::deliver::CommandRunner).map_err(&err)?;
     Ok(Prepared {
         state,
         pending_fork,
@@ -249,27 +244,26 @@ fn prepare_windowed(
     // Forks are never windowed: this is a plain dispatch.
     state.request = request(req, None);
     crate::workspace::enrich_before(&mut state, &anchors, &req.target);
-    let (eval, render) = options(&req.target, req.dirs());
-    let sizer = PolicySizer { policy };
-    let Ok((decision, facts)) = crate::eval::evaluate_in(policy, &state, &eval, &context, &sizer)
+    let Ok(plan) = crate::pipeline::plan(policy, &state, &setup(&req.target, req.dirs(), &context))
     else {
         return Ok(None);
     };
-    let reaches_back = decision
+    let reaches_back = plan
+        .evaluated()
         .covered_runs
         .as_ref()
         .is_some_and(|c| c.from <= base);
-    if facts.window_short() || reaches_back {
+    if plan.window_short() || reaches_back {
         return Ok(None);
     }
     let input = logged_input(&state, &req.target, req.dirs(), &context, path)?;
-    let Ok(outcome) = crate::pipeline::finish(policy, &state, decision, &facts, &render) else {
+    let Ok(finished) = crate::pipeline::finish_full(plan, &crate::deliver::CommandRunner) else {
         return Ok(None);
     };
-    if facts.window_short() {
+    if finished.window_short {
         return Ok(None);
     }
-    drop(facts);
+    let outcome = finished.outcome;
     Ok(Some(Prepared {
         state,
         pending_fork: None,

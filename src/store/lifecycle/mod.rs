@@ -17,11 +17,11 @@ use super::io::{Cx, HandoffRow};
 use super::replay::DecisionInput;
 use super::{sql_err, StoreError};
 use crate::decision::Decision;
-use crate::eval::{DecisionContext, EvalOptions};
+use crate::eval::DecisionContext;
 use crate::pipeline::Outcome;
+use crate::pipeline::Setup;
 use crate::policy::Policy;
 use crate::render::RenderOptions;
-use crate::select::PolicySizer;
 use crate::state::*;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -205,6 +205,7 @@ pub struct ProviderThreadChange {
 /// What the app must do with a provider thread after a rollback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AppAction {
     /// Roll the provider thread back with the provider's own rollback, keeping `turns_kept`
     /// turns: the next run on the provider resumes it.
@@ -351,23 +352,25 @@ impl DispatchRequest {
     }
 }
 
-/// The pipeline's options for a decision for `target`.
-fn options(target: &str, dirs: Dirs<'_>) -> (EvalOptions, RenderOptions) {
-    let eval = EvalOptions {
+/// The setup of a decision for `target` in `context`: the operation's off-band root
+/// (resolved here, once per operation) and templates.
+fn setup(target: &str, dirs: Dirs<'_>, context: &DecisionContext) -> Setup {
+    Setup {
         target: Some(target.to_string()),
-        document_root: dirs.handoff.cloned(),
-    };
-    let render = RenderOptions {
-        templates: dirs.compiled.cloned(),
-        templates_dir: dirs.templates.cloned(),
-        document_root: dirs.handoff.cloned(),
-        ..Default::default()
-    };
-    (eval, render)
+        root: crate::ids::DocumentRoot::resolve(dirs.handoff.cloned()),
+        context: context.clone(),
+        render: RenderOptions {
+            templates: dirs.compiled.cloned(),
+            templates_dir: dirs.templates.cloned(),
+            ..Default::default()
+        },
+    }
 }
 
-/// Decide (and render) for `target` on `state` in `context`. Returns the outcome and what
-/// it was decided from (a [`DecisionInput`] as JSON) for the decision log.
+/// Decide (and render) for `target` on `state` in `context`, through the one path
+/// ([`crate::pipeline::plan`], [`crate::pipeline::finish`] with the policy's summarizer).
+/// Returns the outcome and what it was decided from (a [`DecisionInput`] as JSON) for the
+/// decision log.
 fn decide(
     policy: &Policy,
     state: &State,
@@ -376,13 +379,11 @@ fn decide(
     path: &str,
     context: &DecisionContext,
 ) -> Result<(Outcome, serde_json::Value), StoreError> {
-    let (eval, render) = options(target, dirs);
     let err = pipeline_err(path, &state.thread.id);
-    let sizer = PolicySizer { policy };
-    let (decision, facts) = crate::eval::evaluate_in(policy, state, &eval, context, &sizer)
+    let plan = crate::pipeline::plan(policy, state, &setup(target, dirs, context))
         .map_err(|e| err(e.into()))?;
     let input = logged_input(state, target, dirs, context, path)?;
-    let outcome = crate::pipeline::finish(policy, state, decision, &facts, &render).map_err(err)?;
+    let outcome = crate::pipeline::finish(plan, &crate::deliver::CommandRunner).map_err(err)?;
     Ok((outcome, input))
 }
 

@@ -5,11 +5,10 @@
 
 use super::{AppAction, NextRun, RollbackReport};
 use crate::decision::ThreadAction;
-use crate::eval::EvalOptions;
-use crate::policy::Policy;
 use crate::state::{ProviderThreadStatus, Request, RequestKind, TransferStatus, TransferType};
 use crate::store::{Store, StoreError};
-use std::path::PathBuf;
+use crate::summarize::Deterministic;
+use crate::Engine;
 
 /// The action when no policy was asked: a provider that can roll back rolls its thread back,
 /// any other thread is discarded.
@@ -28,12 +27,14 @@ pub(super) fn default_action(status: ProviderThreadStatus) -> AppAction {
 /// `keep` when it resumes it anyway (a policy without a `diverged` signal), and `discard`
 /// when the run starts or resumes another thread. A decision the policy cannot make leaves the
 /// thread's default action and no `next_run` (the dispatch would fail the same way).
-/// `document_root` is the off-band root the dispatch would use.
+///
+/// The decision goes through the one path ([`Engine::plan`], [`Engine::finish`]), fitted to
+/// the target's budget as the dispatch's is, with the engine's off-band root and templates
+/// (those the dispatch would use) and no external summarizer.
 pub fn advise_rollback(
     store: &Store,
-    policy: &Policy,
+    engine: &Engine,
     report: &mut RollbackReport,
-    document_root: Option<PathBuf>,
 ) -> Result<(), StoreError> {
     if report.provider_threads.is_empty() {
         return Ok(());
@@ -63,13 +64,17 @@ pub fn advise_rollback(
             at: None,
             workspace: None,
         };
-        let opts = EvalOptions {
-            target: Some(change.provider.clone()),
-            document_root: document_root.clone(),
-        };
-        let Ok(d) = crate::pipeline::decide(policy, &state, &opts) else {
+        let decided = engine
+            .plan(
+                &state,
+                Some(&change.provider),
+                &crate::engine::Context::default(),
+            )
+            .and_then(|plan| engine.finish(plan, &Deterministic));
+        let Ok(outcome) = decided else {
             continue;
         };
+        let d = outcome.decision;
         let resumes = d.provider_thread.action == ThreadAction::Resume
             && d.provider_thread.id.as_deref() == Some(change.id.as_str());
         change.app_action = match (resumes, change.status) {
@@ -80,9 +85,9 @@ pub fn advise_rollback(
         change.next_run = Some(NextRun {
             run: d.run,
             strategy: d.strategy,
-            provider_thread: d.provider_thread.clone(),
-            stale: d.stale.clone(),
-            because: d.decided_by.because.clone(),
+            provider_thread: d.provider_thread,
+            stale: d.stale,
+            because: d.decided_by.because,
         });
     }
     Ok(())
