@@ -62,7 +62,8 @@ impl DecisionLogConfig {
 /// Why the decision log cannot be opened at start.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: error: cannot write the decision log: {reason}")]
-pub struct OpenError {
+#[non_exhaustive]
+pub struct DecisionLogError {
     /// The log's path.
     pub path: String,
     /// Why it cannot be written.
@@ -104,19 +105,19 @@ fn open_append(path: &Path) -> std::io::Result<File> {
 
 impl DecisionLog {
     /// Open the log: the file is created or appended to. An unwritable path is an error.
-    pub fn open(cfg: DecisionLogConfig) -> Result<DecisionLog, OpenError> {
+    pub fn open(cfg: DecisionLogConfig) -> Result<DecisionLog, DecisionLogError> {
         let sink = match &cfg.target {
             LogTarget::Stdout => Sink {
                 file: None,
                 size: 0,
             },
             LogTarget::File(path) => {
-                let err = |e: std::io::Error| OpenError {
+                let err = |e: std::io::Error| DecisionLogError {
                     path: path.display().to_string(),
                     reason: crate::state::io_reason(&e),
                 };
                 if path.is_dir() {
-                    return Err(OpenError {
+                    return Err(DecisionLogError {
                         path: path.display().to_string(),
                         reason: "it is a directory; give a file path".into(),
                     });

@@ -18,6 +18,7 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// Why the metrics endpoint cannot start.
 #[derive(Debug, thiserror::Error)]
 #[error("{addr}: error: cannot serve metrics: {reason}")]
+#[non_exhaustive]
 pub struct MetricsError {
     /// The `--metrics` address as given.
     pub addr: String,

@@ -32,7 +32,8 @@ internal!(
     sweep
 );
 
-pub use decision_log::{DecisionLogConfig, LogTarget};
+pub use decision_log::{DecisionLogConfig, DecisionLogError, LogTarget};
+pub use metrics_http::MetricsError;
 pub(crate) use ops::exported_line;
 
 pub use framing::Framing;
@@ -192,7 +193,7 @@ pub enum ServeError {
     },
     /// The decision log cannot be opened.
     #[error("{0}")]
-    DecisionLog(#[from] decision_log::OpenError),
+    DecisionLog(#[from] decision_log::DecisionLogError),
     /// The metrics endpoint cannot listen (a port in use, an address that is not loopback).
     #[error("{0}")]
     Metrics(#[from] metrics_http::MetricsError),
