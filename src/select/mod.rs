@@ -1172,7 +1172,7 @@ impl SummarySizer for PolicySizer<'_> {
 /// need no sizer object of their own.
 impl SummarySizer for Policy {
     fn chars(&self, facts: &Facts<'_>, runs: &[u32]) -> i64 {
-        select_runs(self, facts, runs).chars as i64
+        PolicySizer { policy: self }.chars(facts, runs)
     }
 }
 
