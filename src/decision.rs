@@ -267,8 +267,9 @@ pub struct DecidedBy {
     pub because: Option<String>,
 }
 
-/// Whether a traced rule's condition held (a trace entry's `outcome`; the result of the main
-/// path is [`crate::Outcome`]).
+/// Whether a traced rule's condition held (a trace entry's `outcome`).
+// Not the main path's result, which is `crate::Outcome`; the doc comment above is also the
+// schema's description, so it names no Rust item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 // The schema keeps the name it has always had (`baton schema decision`).

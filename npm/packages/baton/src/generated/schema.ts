@@ -319,7 +319,7 @@ export type TransferType = "fork" | "provider_handoff" | "merge_back" | "subagen
  */
 export type DeliveryMode = "off_band" | "inline";
 /**
- * Whether a traced rule's condition held.
+ * Whether a traced rule's condition held (a trace entry's `outcome`).
  *
  * This interface was referenced by `BatonSchemas`'s JSON-Schema
  * via the `definition` "Outcome".
