@@ -171,9 +171,9 @@ pub fn replay(
             known.push(p);
         }
     }
-    let rows = rows(store, filter)?;
+    let rows = rows(store, filter, true)?;
     let mut report = ReplayReport::default();
-    for row in rows {
+    for (row, _) in rows {
         let Some(input) = row.input.as_deref() else {
             report.skipped.push(ReplaySkipped {
                 id: row.id,
@@ -323,30 +323,43 @@ fn differing(logged: &serde_json::Value, replayed: &serde_json::Value) -> Vec<St
     out
 }
 
-fn rows(store: &Store, filter: &ReplayFilter) -> Result<Vec<Row>, StoreError> {
+/// The decision-log rows matching `filter`, oldest first, with when each was logged; their
+/// inputs (packed) only `with_input`, since they are the large column.
+fn rows(
+    store: &Store,
+    filter: &ReplayFilter,
+    with_input: bool,
+) -> Result<Vec<(Row, String)>, StoreError> {
     let during = "reading the decision log";
     let mut st = store
         .connection()
         .prepare(
-            "SELECT id, thread, run, operation, policy_name, policy_sha256, decision, input
+            "SELECT id, thread, run, operation, policy_name, policy_sha256, decision,
+                    CASE WHEN ?3 THEN input END, created_at
              FROM decision_log
              WHERE (?1 IS NULL OR thread = ?1) AND (?2 IS NULL OR run = ?2)
              ORDER BY id",
         )
         .map_err(|e| store.err(during, e))?;
     let rows = st
-        .query_map(rusqlite::params![filter.thread, filter.run], |r| {
-            Ok(Row {
-                id: r.get(0)?,
-                thread: r.get(1)?,
-                run: r.get(2)?,
-                operation: r.get(3)?,
-                policy: r.get(4)?,
-                sha: r.get(5)?,
-                decision: r.get::<_, super::packed::Text>(6)?.0,
-                input: r.get::<_, Option<super::packed::Input>>(7)?.map(|t| t.0),
-            })
-        })
+        .query_map(
+            rusqlite::params![filter.thread, filter.run, with_input],
+            |r| {
+                Ok((
+                    Row {
+                        id: r.get(0)?,
+                        thread: r.get(1)?,
+                        run: r.get(2)?,
+                        operation: r.get(3)?,
+                        policy: r.get(4)?,
+                        sha: r.get(5)?,
+                        decision: r.get::<_, super::packed::Text>(6)?.0,
+                        input: r.get::<_, Option<super::packed::Input>>(7)?.map(|t| t.0),
+                    },
+                    r.get::<_, String>(8)?,
+                ))
+            },
+        )
         .map_err(|e| store.err(during, e))?;
     rows.collect::<Result<Vec<_>, _>>()
         .map_err(|e| store.err(during, e))
@@ -385,33 +398,7 @@ impl Store {
         since: Option<jiff::Timestamp>,
         inputs: bool,
     ) -> Result<Vec<LoggedDecision>, StoreError> {
-        let during = "reading the decision log";
-        let mut st = self
-            .connection()
-            .prepare(
-                "SELECT id, thread, run, operation, policy_name, policy_sha256, decision, created_at
-                 FROM decision_log ORDER BY id",
-            )
-            .map_err(|e| self.err(during, e))?;
-        let rows = st
-            .query_map([], |r| {
-                Ok((
-                    Row {
-                        id: r.get(0)?,
-                        thread: r.get(1)?,
-                        run: r.get(2)?,
-                        operation: r.get(3)?,
-                        policy: r.get(4)?,
-                        sha: r.get(5)?,
-                        decision: r.get::<_, super::packed::Text>(6)?.0,
-                        input: None,
-                    },
-                    r.get::<_, String>(7)?,
-                ))
-            })
-            .map_err(|e| self.err(during, e))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.err(during, e))?;
+        let rows = rows(self, &ReplayFilter::default(), inputs)?;
         let mut out = Vec::new();
         for (row, created_at) in rows {
             if let Some(since) = since {
@@ -426,24 +413,11 @@ impl Store {
                 why,
             };
             let decision = expanded(self, &row.decision).map_err(corrupt)?;
-            let input = if inputs {
-                let raw: Option<super::packed::Input> = self
-                    .connection()
-                    .query_row(
-                        "SELECT input FROM decision_log WHERE id = ?1",
-                        [row.id],
-                        |r| r.get(0),
-                    )
-                    .map_err(|e| self.err(during, e))?;
-                match raw {
-                    Some(text) => Some(
-                        super::input_log::materialize(self.connection(), &text.0)
-                            .map_err(corrupt)?,
-                    ),
-                    None => None,
+            let input = match &row.input {
+                Some(text) => {
+                    Some(super::input_log::materialize(self.connection(), text).map_err(corrupt)?)
                 }
-            } else {
-                None
+                None => None,
             };
             out.push(LoggedDecision {
                 id: row.id,
