@@ -10,7 +10,7 @@
 //!   command stands for a fresh private directory of this test run, so a database or document
 //!   left by an earlier run (or another checkout) cannot change the outcome; that directory
 //!   prints as `/tmp` again. After a reviewed change of output, `BATON_BLESS_DOCS=1 cargo test
-//!   --test docs_examples` rewrites the examples that show their whole output; an example with
+//!   --test tooling docs_examples` rewrites the examples that show their whole output; an example with
 //!   `...` must be edited by hand.
 
 use std::path::{Path, PathBuf};

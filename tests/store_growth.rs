@@ -16,7 +16,7 @@
 //! holds because the document is kept packed, and guards the overhead alone, which is above
 //! 2 KB; docs/store.md ("How much a turn adds") gives both.
 //!
-//! `cargo test --test store_growth -- --nocapture` prints the breakdown.
+//! `cargo test --test store store_growth -- --nocapture` prints the breakdown.
 
 use baton::policy;
 use baton::state::{self, FileChangeKind, Item, RunStatus};

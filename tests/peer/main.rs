@@ -3,8 +3,8 @@
 //! public interface, state in, decision and documents out. See README.md for what is ported and
 //! what is not.
 //!
-//! Layout: one Cargo test target, `tests/peer/main.rs` (found by Cargo without a `[[test]]`
-//! entry); every file in this directory is a module listed here.
+//! Layout: one Cargo test target, `tests/peer/main.rs` (its `[[test]]` entry is in
+//! Cargo.toml); every file in this directory is a module listed here.
 
 mod lifecycle_common;
 mod support;

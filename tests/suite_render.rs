@@ -1,0 +1,19 @@
+//! Test target `render` (`cargo test --test render`): rendering handoff documents: templates,
+//! budgets, the summarizer pipeline. Each module is one file of tests/, unchanged; `#[path]` makes
+//! rustc look for the file's own `mod common;`-style helpers in tests/ itself
+//! (docs/architecture.md#tests: how to add one).
+
+// Each file keeps its own `mod common;`-style helper module, so the files stay as they were
+// (and can be edited in parallel); a helper is compiled once per file that uses it.
+#![allow(clippy::duplicate_mod)]
+
+#[path = "handoff_budget.rs"]
+mod handoff_budget;
+#[path = "render.rs"]
+mod render;
+#[path = "render_problems.rs"]
+mod render_problems;
+#[path = "summarizer_outside_lock.rs"]
+mod summarizer_outside_lock;
+#[path = "summarizer_pipeline.rs"]
+mod summarizer_pipeline;

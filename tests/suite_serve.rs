@@ -1,0 +1,29 @@
+//! Test target `serve` (`cargo test --test serve`): the JSON-RPC service (`baton serve`):
+//! transport, concurrency, errors, operations, limits. Each module is one file of tests/,
+//! unchanged; `#[path]` makes rustc look for the file's own `mod common;`-style helpers in tests/
+//! itself (docs/architecture.md#tests: how to add one).
+
+// Each file keeps its own `mod common;`-style helper module, so the files stay as they were
+// (and can be edited in parallel); a helper is compiled once per file that uses it.
+#![allow(clippy::duplicate_mod)]
+
+#[path = "limits_serve.rs"]
+mod limits_serve;
+#[path = "serve_concurrency.rs"]
+mod serve_concurrency;
+#[path = "serve_docs.rs"]
+mod serve_docs;
+#[path = "serve_errors.rs"]
+mod serve_errors;
+#[path = "serve_ops.rs"]
+mod serve_ops;
+#[path = "serve_reports.rs"]
+mod serve_reports;
+#[path = "serve_state_text_pool.rs"]
+mod serve_state_text_pool;
+#[path = "serve_store.rs"]
+mod serve_store;
+#[path = "serve_summarizer_lock.rs"]
+mod serve_summarizer_lock;
+#[path = "serve_transport.rs"]
+mod serve_transport;

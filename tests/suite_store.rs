@@ -1,0 +1,27 @@
+//! Test target `store` (`cargo test --test store`): the SQLite store and the thread lifecycle:
+//! dispatch, forks, merge-backs, rollbacks, crash safety, read-only and packed databases, growth.
+//! Each module is one file of tests/, unchanged; `#[path]` makes rustc look for the file's own `mod
+//! common;`-style helpers in tests/ itself (docs/architecture.md#tests: how to add one).
+
+// Each file keeps its own `mod common;`-style helper module, so the files stay as they were
+// (and can be edited in parallel); a helper is compiled once per file that uses it.
+#![allow(clippy::duplicate_mod)]
+
+#[path = "crash_safety.rs"]
+mod crash_safety;
+#[path = "lifecycle.rs"]
+mod lifecycle;
+#[path = "rollback_leaves_nothing.rs"]
+mod rollback_leaves_nothing;
+#[path = "store.rs"]
+mod store;
+#[path = "store_cli.rs"]
+mod store_cli;
+#[path = "store_cli_reports.rs"]
+mod store_cli_reports;
+#[path = "store_growth.rs"]
+mod store_growth;
+#[path = "store_packed.rs"]
+mod store_packed;
+#[path = "store_readonly.rs"]
+mod store_readonly;

@@ -1,0 +1,93 @@
+//! Test target `tooling` (`cargo test --test tooling`): tooling and documentation: `baton
+//! test`/`fmt`/`diff`, the tested examples in docs/, the module layering, and the guard that every
+//! tests/*.rs file belongs to a test target. Each module is one file of tests/, unchanged;
+//! `#[path]` makes rustc look for the file's own `mod common;`-style helpers in tests/ itself
+//! (docs/architecture.md#tests: how to add one).
+
+// Each file keeps its own `mod common;`-style helper module, so the files stay as they were
+// (and can be edited in parallel); a helper is compiled once per file that uses it.
+#![allow(clippy::duplicate_mod)]
+
+#[path = "docs_examples.rs"]
+mod docs_examples;
+#[path = "docs_testing.rs"]
+mod docs_testing;
+#[path = "layers.rs"]
+mod layers;
+#[path = "tooling.rs"]
+mod tooling;
+#[path = "tooling_diff.rs"]
+mod tooling_diff;
+
+/// With `autotests = false`, Cargo builds only the `[[test]]` targets of Cargo.toml: a new
+/// tests/*.rs file (or tests/*/main.rs) that no target includes would never run. Every such file
+/// is a target's root or a `mod` of one.
+#[test]
+fn every_test_file_belongs_to_a_test_target() {
+    use std::path::{Path, PathBuf};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("read Cargo.toml");
+    // The `path`s of the [[test]] sections.
+    let mut roots = Vec::new();
+    let mut in_test = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_test = line == "[[test]]";
+        } else if let Some(path) = line.strip_prefix("path = \"").filter(|_| in_test) {
+            roots.push(root.join(path.trim_end_matches('"')));
+        }
+    }
+    // Each root includes `mod NAME;` (tests/NAME.rs) and `#[path = "P"] mod NAME;` (tests/P).
+    let mut covered: Vec<PathBuf> = roots.clone();
+    for file in &roots {
+        let text = std::fs::read_to_string(file).expect("read a test target's root");
+        let dir = file.parent().expect("a root is in a directory");
+        let mut path_attr: Option<String> = None;
+        for line in text.lines().map(str::trim) {
+            if let Some(p) = line.strip_prefix("#[path = \"") {
+                path_attr = Some(p.trim_end_matches("\"]").to_string());
+            } else if let Some(name) = line.strip_prefix("mod ").and_then(|m| m.strip_suffix(';')) {
+                covered.push(match path_attr.take() {
+                    Some(p) => dir.join(p),
+                    None => dir.join(format!("{name}.rs")),
+                });
+            } else if !line.is_empty() && !line.starts_with("//") {
+                path_attr = None;
+            }
+        }
+    }
+    let covered: Vec<PathBuf> = covered
+        .iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root.join("tests")).expect("read tests/") {
+        let path = entry.expect("a directory entry").path();
+        let candidate = if path.is_dir() {
+            path.join("main.rs")
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            path
+        } else {
+            continue;
+        };
+        if candidate.is_file()
+            && !covered.contains(&candidate.canonicalize().expect("canonical path"))
+        {
+            missing.push(
+                candidate
+                    .strip_prefix(root)
+                    .unwrap_or(&candidate)
+                    .display()
+                    .to_string(),
+            );
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "{} in no test target, so `cargo test` never runs it: add `#[path = \"NAME.rs\"] mod \
+         NAME;` to the tests/suite_*.rs of its area (or give it a `[[test]]` entry with its \
+         `path` in Cargo.toml); see docs/architecture.md#tests",
+        missing.join(", ")
+    );
+}
