@@ -126,7 +126,8 @@ pub(crate) fn gc(a: GcArgs) -> u8 {
     let result = match store {
         Some(mut s) => s.collect_documents(&offband, &retention, SystemTime::now(), a.dry_run),
         None => {
-            let lookup = |_: &str, _: &str| Ok(HandoffLiveness::Live);
+            let lookup =
+                |_: &str, _: &str| Ok::<_, std::convert::Infallible>(HandoffLiveness::Live);
             deliver::gc_checked(&offband, &retention, &lookup, SystemTime::now(), a.dry_run)
         }
     };
