@@ -153,7 +153,7 @@ pub(crate) fn gc(a: GcArgs) -> u8 {
 fn open_existing(db: &Path, command: &str) -> Result<Store, u8> {
     super::dbcheck::require_existing(db, command)?;
     Store::open_with_busy_timeout(db, super::store::busy_timeout()).map_err(|e| {
-        eprintln!("{e}");
+        eprintln!("{}", super::errors::store_error(&e));
         FAIL
     })
 }
