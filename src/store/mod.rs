@@ -8,6 +8,7 @@
 //! with what it was decided from ([`DecisionInput`]); [`replay()`] decides the log again.
 
 mod collect;
+mod error_data;
 mod grants;
 pub mod hint;
 pub use crate::deliver::{GcReport, HandoffLiveness, OffbandStore, Retention};
