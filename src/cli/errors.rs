@@ -69,3 +69,23 @@ pub(crate) fn store_error(e: &StoreError) -> String {
         _ => text,
     }
 }
+
+/// An engine error as `baton` prints it: an unknown target is an error of `--target`.
+pub(crate) fn engine_error(e: &crate::Error) -> String {
+    match e {
+        crate::Error::Eval(crate::EvalError::UnknownTarget(_)) => format!("--target: error: {e}"),
+        _ => e.to_string(),
+    }
+}
+
+/// A `baton diff` error as printed: an unknown target is an error of `--target`; a log
+/// without inputs names the command that exports the store's with them.
+pub(crate) fn diff_error(e: &crate::diff::DiffError) -> String {
+    match e {
+        crate::diff::DiffError::UnknownTarget(_) => format!("--target: error: {e}"),
+        crate::diff::DiffError::NoInput(..) => {
+            format!("{e}: `baton log export --policy POLICY`")
+        }
+        _ => e.to_string(),
+    }
+}

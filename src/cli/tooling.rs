@@ -112,7 +112,7 @@ pub(crate) fn diff(a: DiffArgs) -> u8 {
     let report = match report {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::diff_error(&e));
             return FAIL;
         }
     };

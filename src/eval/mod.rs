@@ -49,8 +49,9 @@ pub enum EvalError {
         /// Why it cannot be forked.
         reason: String,
     },
-    #[error("--target: error: unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in the state or in the policy's `providers` block")]
-    /// A target provider baton does not know.
+    #[error("unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in the state or in the policy's `providers` block")]
+    /// A target provider baton does not know (the `baton` command prints it as an error of
+    /// its `--target`).
     UnknownTarget(String),
 }
 
