@@ -21,6 +21,7 @@ mod packed;
 mod patch;
 pub mod replay;
 pub mod report;
+mod row_error;
 mod schema;
 mod trace_log;
 mod window;
