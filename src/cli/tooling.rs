@@ -15,6 +15,10 @@ pub(crate) fn test(a: TestArgs) -> u8 {
     let paths: Vec<PathBuf> = if a.paths.is_empty() {
         match crate::testing::default_paths(a.policy.as_deref()) {
             Ok(p) => p,
+            Err(e @ crate::testing::TestFileError::NoDefaultTests { .. }) => {
+                eprintln!("{e}\n  = help: name test files or directories (`baton test PATH...`); `baton init DIR` writes a policy with its tests in DIR/policies/tests");
+                return FAIL;
+            }
             Err(e) => {
                 eprintln!("{e}");
                 return FAIL;

@@ -257,7 +257,7 @@ fn requested_path(args: &PathArg) -> Result<PathBuf, ToolArgsError> {
         return Err(ToolArgsError::NoPath);
     };
     if let Some(other) = OTHER_PATH_KEYS.iter().find(|k| obj.contains_key(**k)) {
-        return Err(ToolArgsError::OtherPathKey { key: *other });
+        return Err(ToolArgsError::OtherPathKey { key: other });
     }
     Ok(PathBuf::from(text))
 }

@@ -741,14 +741,14 @@ fn after_word(at: &Cursor<'_>) -> Option<Vec<CompletionItem>> {
                     range,
                 ));
             }
-            return Some(out);
+            Some(out)
         }
         "into" => {
             let mut names: Vec<(String, String)> = BUILTIN_SECTIONS
                 .iter()
                 .map(|(n, t)| (n.to_string(), format!("\"{t}\" (built in)")))
                 .collect();
-            for (w0, w1, w2) in scan::triples(&code) {
+            for (w0, w1, w2) in scan::triples(code) {
                 if w0.text(text) == "section" && w1.kind == Kind::Word {
                     let n = w1.text(text).to_string();
                     let t = format!("\"{}\"", w2.unquoted(text));
@@ -767,7 +767,7 @@ fn after_word(at: &Cursor<'_>) -> Option<Vec<CompletionItem>> {
                     range,
                 ));
             }
-            return Some(out);
+            Some(out)
         }
         "as" => {
             push_table(
@@ -777,7 +777,7 @@ fn after_word(at: &Cursor<'_>) -> Option<Vec<CompletionItem>> {
                 "form",
                 range,
             );
-            return Some(out);
+            Some(out)
         }
         "handoff" => {
             push_table(
@@ -787,7 +787,7 @@ fn after_word(at: &Cursor<'_>) -> Option<Vec<CompletionItem>> {
                 "handoff strategy",
                 range,
             );
-            return Some(out);
+            Some(out)
         }
         _ => None,
     }
@@ -946,7 +946,7 @@ fn rule_start(at: &Cursor<'_>, block: Option<&str>) -> Option<Vec<CompletionItem
                     range,
                 ));
             }
-            return Some(out);
+            Some(out)
         }
         Some("strategy") => {
             push_table(
@@ -956,7 +956,7 @@ fn rule_start(at: &Cursor<'_>, block: Option<&str>) -> Option<Vec<CompletionItem
                 "strategy",
                 range,
             );
-            return Some(out);
+            Some(out)
         }
         Some("delivery") => {
             for (n, m) in [
@@ -975,41 +975,41 @@ fn rule_start(at: &Cursor<'_>, block: Option<&str>) -> Option<Vec<CompletionItem
                     range,
                 ));
             }
-            return Some(out);
+            Some(out)
         }
         Some("summary") => {
             for n in ["include", "exclude", "section", "text", "budget", "source"] {
                 let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
                 out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
             }
-            return Some(out);
+            Some(out)
         }
         Some("pregrant") => {
             for n in ["read", "turns"] {
                 out.push(item(n, CompletionItemKind::KEYWORD, None, None, range));
             }
-            return Some(out);
+            Some(out)
         }
         Some("redact") => {
             for n in ["redact", "allow", "disable"] {
                 let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
                 out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
             }
-            return Some(out);
+            Some(out)
         }
         Some("log") => {
             for n in ["drop", "hash", "keep"] {
                 let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
                 out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
             }
-            return Some(out);
+            Some(out)
         }
         Some("policy") => {
             for n in ["description", "extends", "template", "known_providers"] {
                 let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
                 out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
             }
-            return Some(out);
+            Some(out)
         }
         Some(_) => None,
         None => {
@@ -1029,7 +1029,7 @@ fn rule_start(at: &Cursor<'_>, block: Option<&str>) -> Option<Vec<CompletionItem
                 let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
                 out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
             }
-            return Some(out);
+            Some(out)
         }
     }
 }
