@@ -33,10 +33,10 @@ pub enum DiffError {
     #[error("{0}: error: cannot read the decision log: {1}")]
     Log(String, String),
     /// No line of the decision log carries the input of its decision.
-    #[error("{0}: error: no line of the log carries its decision's input ({1} lines read); log inputs with the policy's `log {{ keep input }}` (docs/policy-language.md#log), or export the store's with `baton log export --policy POLICY`")]
+    #[error("{0}: error: no line of the log carries its decision's input ({1} lines read); log inputs with the policy's `log {{ keep input }}` (docs/policy-language.md#log), or export the store's with their inputs")]
     NoInput(String, usize),
-    /// `--target NAME` names a provider that is neither known nor declared by any state.
-    #[error("--target: error: unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in a state of the corpus")]
+    /// The target names a provider that is neither known nor declared by any state.
+    #[error("unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in a state of the corpus")]
     UnknownTarget(String),
 }
 

@@ -509,7 +509,7 @@ fn tool_argument_text_with_a_repeated_key_is_refused(
     match want {
         Ok(()) => assert!(got.is_ok(), "{got:?}"),
         Err(msg) => {
-            let e = got.expect_err("refused");
+            let e = got.expect_err("refused").to_string();
             assert!(e.starts_with(msg), "{e}");
         }
     }

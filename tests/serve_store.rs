@@ -205,6 +205,18 @@ fn store_errors_are_json_rpc_errors() {
         .as_str()
         .unwrap()
         .contains("no thread \"nope\" in the database"));
+    // The error's fields as data, beside the message (a service client runs no `baton`
+    // command, so the message names none).
+    assert!(
+        !r["error"]["message"].as_str().unwrap().contains("baton db"),
+        "{r}"
+    );
+    assert_eq!(
+        r["error"]["data"]["code"], "baton::store::thread_not_found",
+        "{r}"
+    );
+    assert_eq!(r["error"]["data"]["thread"], "nope", "{r}");
+    assert!(r["error"]["data"]["database"].is_string(), "{r}");
     let r = s.client.call("explain", json!({"thread": "nope"}));
     assert_eq!(r["error"]["code"], -32003);
 

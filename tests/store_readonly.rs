@@ -92,8 +92,7 @@ fn a_read_only_store_refuses_a_dispatch_before_writing_the_document() {
         err.to_string(),
         format!(
             "{}: error: the database is read-only here, so it cannot be written while starting a \
-             dispatch; check the file's permissions and its filesystem (reading commands such \
-             as `baton db export` and `baton explain --thread` still work)",
+             dispatch; check the file's permissions and its filesystem",
             db.display()
         )
     );
@@ -123,8 +122,7 @@ fn a_read_only_open_never_migrates() {
         err.to_string(),
         format!(
             "{0}: error: database schema version 1 is older than this baton's ({1}), and a \
-             read-only open cannot migrate it; run `baton db init --db {0}` where the file is \
-             writable to migrate it",
+             read-only open cannot migrate it",
             db.display(),
             baton::store::SCHEMA_VERSION
         )

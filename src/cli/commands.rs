@@ -199,7 +199,7 @@ pub(crate) fn explain(a: ExplainArgs) -> u8 {
             OK
         }
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::engine_error(&e));
             FAIL
         }
     }
@@ -213,7 +213,7 @@ pub(crate) fn render(a: RenderArgs) -> u8 {
     let outcome = match engine.run(&state, a.decide.target.as_deref()) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::engine_error(&e));
             return FAIL;
         }
     };

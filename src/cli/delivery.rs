@@ -126,7 +126,8 @@ pub(crate) fn gc(a: GcArgs) -> u8 {
     let result = match store {
         Some(mut s) => s.collect_documents(&offband, &retention, SystemTime::now(), a.dry_run),
         None => {
-            let lookup = |_: &str, _: &str| Ok(HandoffLiveness::Live);
+            let lookup =
+                |_: &str, _: &str| Ok::<_, std::convert::Infallible>(HandoffLiveness::Live);
             deliver::gc_checked(&offband, &retention, &lookup, SystemTime::now(), a.dry_run)
         }
     };
@@ -152,7 +153,7 @@ pub(crate) fn gc(a: GcArgs) -> u8 {
 fn open_existing(db: &Path, command: &str) -> Result<Store, u8> {
     super::dbcheck::require_existing(db, command)?;
     Store::open_with_busy_timeout(db, super::store::busy_timeout()).map_err(|e| {
-        eprintln!("{e}");
+        eprintln!("{}", super::errors::store_error(&e));
         FAIL
     })
 }

@@ -321,6 +321,10 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
         } else {
             match import::sessions::find_session(&a.dirs.dirs(), &a.from) {
                 Ok(s) => (s.tool, s.path),
+                Err(e @ import::sessions::FindSessionError::NotFound { .. }) => {
+                    eprintln!("--from: error: {e}; `baton sessions list` shows the sessions found, or give the log's path");
+                    return FAIL;
+                }
                 Err(e) => {
                     eprintln!("--from: error: {e}");
                     return FAIL;

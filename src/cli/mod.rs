@@ -13,6 +13,7 @@ mod out;
 mod commands;
 mod dbcheck;
 mod delivery;
+mod errors;
 mod handoff_start;
 mod import;
 #[cfg(feature = "lsp")]

@@ -102,7 +102,7 @@ fn export(a: LogExportArgs) -> u8 {
     let rows = match rows {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::store_error(&e));
             return FAIL;
         }
     };

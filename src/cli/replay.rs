@@ -65,7 +65,7 @@ pub(crate) fn replay(a: ReplayArgs) -> u8 {
     let store = match Store::open(&db) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::store_error(&e));
             return FAIL;
         }
     };
@@ -86,7 +86,7 @@ pub(crate) fn replay(a: ReplayArgs) -> u8 {
     let report = match crate::store::replay(&store, &filter, &policies) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::store_error(&e));
             return FAIL;
         }
     };

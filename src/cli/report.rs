@@ -45,6 +45,6 @@ pub(crate) fn policy_error(e: &PolicyError) {
 pub(crate) fn error(e: &crate::Error) {
     match e {
         crate::Error::Policy(p) => policy_error(p),
-        other => eprintln!("{other}"),
+        other => eprintln!("{}", super::errors::engine_error(other)),
     }
 }

@@ -255,7 +255,7 @@ pub struct RegenerateArgs {
 
 fn open(db: &Path) -> Result<Store, u8> {
     Store::open_with_busy_timeout(db, busy_timeout()).map_err(|e| {
-        eprintln!("{e}");
+        eprintln!("{}", super::errors::store_error(&e));
         FAIL
     })
 }
@@ -264,13 +264,13 @@ fn open(db: &Path) -> Result<Store, u8> {
 /// they work on a read-only file and never migrate or create one.
 fn open_read_only(db: &Path) -> Result<Store, u8> {
     Store::open_read_only(db).map_err(|e| {
-        eprintln!("{e}");
+        eprintln!("{}", super::errors::store_error(&e));
         FAIL
     })
 }
 
 fn fail(e: StoreError) -> u8 {
-    eprintln!("{e}");
+    eprintln!("{}", super::errors::store_error(&e));
     FAIL
 }
 
@@ -660,7 +660,10 @@ pub(crate) fn rollback(a: RollbackArgs) -> u8 {
     let rolled = store::rollback(&mut store, &a.thread, a.to).map(|mut r| {
         // The rollback is committed; advice that cannot be given is a warning, not a failure.
         if let Err(e) = store::advise_rollback(&store, &engine, &mut r) {
-            eprintln!("warning: cannot decide the next runs after the rollback: {e}");
+            eprintln!(
+                "warning: cannot decide the next runs after the rollback: {}",
+                super::errors::store_error(&e)
+            );
         }
         r
     });

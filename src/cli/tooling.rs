@@ -15,6 +15,10 @@ pub(crate) fn test(a: TestArgs) -> u8 {
     let paths: Vec<PathBuf> = if a.paths.is_empty() {
         match crate::testing::default_paths(a.policy.as_deref()) {
             Ok(p) => p,
+            Err(e @ crate::testing::TestFileError::NoDefaultTests { .. }) => {
+                eprintln!("{e}\n  = help: name test files or directories (`baton test PATH...`); `baton init DIR` writes a policy with its tests in DIR/policies/tests");
+                return FAIL;
+            }
             Err(e) => {
                 eprintln!("{e}");
                 return FAIL;
@@ -112,7 +116,7 @@ pub(crate) fn diff(a: DiffArgs) -> u8 {
     let report = match report {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::diff_error(&e));
             return FAIL;
         }
     };

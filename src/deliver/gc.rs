@@ -140,14 +140,14 @@ fn describe(d: Duration) -> String {
 /// [`gc`] with liveness from a lookup that can fail (the SQLite store): a handoff whose
 /// liveness cannot be read is kept, and the first such error is reported in
 /// [`GcReport::warnings`]. The CLI's `baton gc` and the service's periodic sweep use this.
-pub fn gc_checked(
+pub fn gc_checked<E: std::fmt::Display>(
     store: &OffbandStore,
     retention: &Retention,
-    lookup: &dyn Fn(&str, &str) -> Result<HandoffLiveness, String>,
+    lookup: &dyn Fn(&str, &str) -> Result<HandoffLiveness, E>,
     now: SystemTime,
     dry_run: bool,
 ) -> Result<GcReport, DeliveryError> {
-    let first_error: std::cell::RefCell<Option<String>> = std::cell::RefCell::new(None);
+    let first_error: std::cell::RefCell<Option<E>> = std::cell::RefCell::new(None);
     let live = |thread: &str, handoff: &str| {
         lookup(thread, handoff).unwrap_or_else(|e| {
             first_error.borrow_mut().get_or_insert(e);

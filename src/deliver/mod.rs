@@ -30,7 +30,7 @@ pub use leftovers::STALE_GRACE;
 pub use offband::{OffbandStore, DOCUMENT_FILE, MARKER_FILE};
 pub use pregrant::{
     check, issue, parse_tool_args, CheckRequest, Grant, GrantStore, MemoryGrantStore, PathArg,
-    Verdict, GRANTABLE_TOOL,
+    ToolArgsError, Verdict, GRANTABLE_TOOL,
 };
 pub use stage::{deliver, Delivered};
 pub use summarizer::{

@@ -225,45 +225,91 @@ const OTHER_PATH_KEYS: [&str; 10] = [
 /// JSON arguments must be an object whose `file_path` and `path`, where present, are strings
 /// naming the same path, with no other key that names a path. Anything else is ambiguous:
 /// the checked path might not be the one the tool reads.
-fn requested_path(args: &PathArg) -> Result<PathBuf, String> {
+fn requested_path(args: &PathArg) -> Result<PathBuf, ToolArgsError> {
     let v = match args {
         PathArg::Path(p) => return Ok(p.clone()),
         PathArg::Args(v) => v,
     };
     let Some(obj) = v.as_object() else {
-        return Err(format!(
-            "tool arguments are not a JSON object (got {})",
-            json_kind(v)
-        ));
+        return Err(ToolArgsError::NotAnObject { got: json_kind(v) });
     };
     let mut found: Option<(&str, &str)> = None;
     for key in PATH_KEYS {
         let Some(value) = obj.get(key) else { continue };
         let Some(text) = value.as_str() else {
-            return Err(format!(
-                "tool arguments are ambiguous: `{key}` is {}, not a path string",
-                json_kind(value)
-            ));
+            return Err(ToolArgsError::PathNotAString {
+                key,
+                got: json_kind(value),
+            });
         };
         match found {
             Some((k, a)) if a != text => {
-                return Err(format!(
-                    "tool arguments are ambiguous: {k} {a:?} and {key} {text:?} differ"
-                ))
+                return Err(ToolArgsError::PathsDiffer {
+                    first: (k, a.to_string()),
+                    second: (key, text.to_string()),
+                })
             }
             Some(_) => {}
             None => found = Some((key, text)),
         }
     }
     let Some((_, text)) = found else {
-        return Err("tool arguments carry no `file_path` or `path` string".into());
+        return Err(ToolArgsError::NoPath);
     };
     if let Some(other) = OTHER_PATH_KEYS.iter().find(|k| obj.contains_key(**k)) {
-        return Err(format!(
-            "tool arguments are ambiguous: they name a path in `{other}` as well"
-        ));
+        return Err(ToolArgsError::OtherPathKey { key: other });
     }
     Ok(PathBuf::from(text))
+}
+
+/// Why a tool call's arguments name no one path a pre-grant can be checked against
+/// ([`parse_tool_args`], [`check`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolArgsError {
+    /// The text is not JSON.
+    #[error("not valid JSON: {reason}")]
+    NotJson {
+        /// The JSON parser's message (with its line and column).
+        reason: String,
+    },
+    /// A top-level key is given more than once.
+    #[error("the arguments are ambiguous: key {key:?} is given more than once")]
+    DuplicateKey {
+        /// The repeated key.
+        key: String,
+    },
+    /// The arguments are not a JSON object.
+    #[error("tool arguments are not a JSON object (got {got})")]
+    NotAnObject {
+        /// What they are instead (`an array`, `a string`, ...).
+        got: &'static str,
+    },
+    /// A key that names the path holds something other than a string.
+    #[error("tool arguments are ambiguous: `{key}` is {got}, not a path string")]
+    PathNotAString {
+        /// The key (`file_path`, `path`).
+        key: &'static str,
+        /// What it holds instead.
+        got: &'static str,
+    },
+    /// Two keys that name the path name different paths.
+    #[error("tool arguments are ambiguous: {} {:?} and {} {:?} differ", .first.0, .first.1, .second.0, .second.1)]
+    PathsDiffer {
+        /// The first key and its path.
+        first: (&'static str, String),
+        /// The second key and its path.
+        second: (&'static str, String),
+    },
+    /// No key names the path.
+    #[error("tool arguments carry no `file_path` or `path` string")]
+    NoPath,
+    /// Another key names a path as well (`paths`, `uri`, ...).
+    #[error("tool arguments are ambiguous: they name a path in `{key}` as well")]
+    OtherPathKey {
+        /// The other key.
+        key: &'static str,
+    },
 }
 
 fn json_kind(v: &serde_json::Value) -> &'static str {
@@ -281,16 +327,15 @@ fn json_kind(v: &serde_json::Value) -> &'static str {
 /// that gives a top-level key more than once (`{"path": "a", "path": "b"}`): a JSON parser
 /// keeps one of the two, and which one differs between parsers, so the path checked might
 /// not be the one the tool reads.
-pub fn parse_tool_args(text: &str) -> Result<serde_json::Value, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+pub fn parse_tool_args(text: &str) -> Result<serde_json::Value, ToolArgsError> {
+    let not_json = |e: serde_json::Error| ToolArgsError::NotJson {
+        reason: e.to_string(),
+    };
+    let value: serde_json::Value = serde_json::from_str(text).map_err(not_json)?;
     if value.is_object() {
-        let keys: DuplicateKeys =
-            serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+        let keys: DuplicateKeys = serde_json::from_str(text).map_err(not_json)?;
         if let Some(key) = keys.0 {
-            return Err(format!(
-                "the arguments are ambiguous: key {key:?} is given more than once"
-            ));
+            return Err(ToolArgsError::DuplicateKey { key });
         }
     }
     Ok(value)
@@ -361,7 +406,7 @@ fn first_symlink(p: &Path) -> Option<PathBuf> {
 pub fn check(store: &mut dyn GrantStore, req: &CheckRequest) -> Result<Verdict, DeliveryError> {
     let raw = match requested_path(&req.args) {
         Ok(p) => p,
-        Err(reason) => return Ok(Verdict::deny(reason)),
+        Err(reason) => return Ok(Verdict::deny(reason.to_string())),
     };
     let shown = raw.display();
 

@@ -49,8 +49,9 @@ pub enum EvalError {
         /// Why it cannot be forked.
         reason: String,
     },
-    #[error("--target: error: unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in the state or in the policy's `providers` block")]
-    /// A target provider baton does not know.
+    #[error("unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in the state or in the policy's `providers` block")]
+    /// A target provider baton does not know (the `baton` command prints it as an error of
+    /// its `--target`).
     UnknownTarget(String),
 }
 
@@ -704,79 +705,8 @@ pub fn evaluate_with<'a>(
     let at = decided_by.at.clone();
 
     // 4. Provider thread and coverage.
-    let resume = facts
-        .target_thread()
-        .map(|p| ProviderThreadAction::new(ThreadAction::Resume, Some(&p.id)));
-    let provider_thread = match strategy {
-        Strategy::Unsupported => ProviderThreadAction::new(ThreadAction::None, None),
-        // Recorded in another thread: the provider thread of that thread's next run.
-        _ if cx.record_in.is_some() => {
-            let bound_by_run = cx.record_in.as_ref().is_some_and(|r| r.bound_by_run);
-            let pt = cx
-                .record_in
-                .as_ref()
-                .and_then(|r| r.provider_thread.as_deref());
-            match pt {
-                _ if bound_by_run => ProviderThreadAction::new(ThreadAction::None, None),
-                Some(id) => ProviderThreadAction::new(ThreadAction::Resume, Some(id)),
-                None => ProviderThreadAction::new(ThreadAction::Create, None),
-            }
-        }
-        Strategy::FullNew => ProviderThreadAction::new(ThreadAction::Create, None),
-        Strategy::NoHandoff => {
-            resume.unwrap_or_else(|| ProviderThreadAction::new(ThreadAction::Create, None))
-        }
-        Strategy::DeltaExisting | Strategy::FullExisting => {
-            resume.ok_or_else(|| EvalError::NoThreadToResume {
-                at: at.clone(),
-                strategy: strategy.as_str().into(),
-                provider: target.clone(),
-            })?
-        }
-        Strategy::NativeFork => match (facts.fork_source_thread(), &state.thread.parent) {
-            (Some(p), Some(_)) => ProviderThreadAction::new(ThreadAction::ForkNative, Some(&p.id)),
-            (_, parent) => {
-                return Err(EvalError::NoNativeFork {
-                    at,
-                    reason: if parent.is_none() {
-                        "the thread is not a fork".into()
-                    } else {
-                        "the fork's source run has no provider thread".into()
-                    },
-                })
-            }
-        },
-    };
-
-    let fork_point = state.thread.parent.as_ref().map(|p| p.run).unwrap_or(0);
-    let (handoff_strategy, runs): (Option<HandoffStrategy>, Vec<u32>) = match strategy {
-        Strategy::NoHandoff | Strategy::Unsupported | Strategy::NativeFork => (None, Vec::new()),
-        _ if state.request.kind == RequestKind::MergeBack => (
-            Some(override_handoff.unwrap_or(HandoffStrategy::ForkDeltaSummary)),
-            facts
-                .all_eligible_runs()
-                .iter()
-                .copied()
-                .filter(|o| *o > fork_point)
-                .collect(),
-        ),
-        Strategy::DeltaExisting => (
-            Some(override_handoff.unwrap_or(HandoffStrategy::DeltaSinceTargetLastSeen)),
-            facts.delta_runs().to_vec(),
-        ),
-        Strategy::FullExisting | Strategy::FullNew => {
-            let hs = override_handoff.unwrap_or(HandoffStrategy::FullThreadSummary);
-            let mut runs = facts.all_eligible_runs().to_vec();
-            if state.request.kind == RequestKind::Fork {
-                runs.retain(|o| *o <= fork_point);
-            }
-            if hs == HandoffStrategy::CheckpointSummary {
-                let latest = facts.latest_checkpoint_run();
-                runs.retain(|o| *o <= latest);
-            }
-            (Some(hs), runs)
-        }
-    };
+    let provider_thread = provider_thread_action(state, &facts, cx, strategy, &target, &at)?;
+    let (handoff_strategy, runs) = handed_over(state, &facts, strategy, override_handoff);
     let (handoff_strategy, covered_runs) = match (runs.first(), runs.last()) {
         (Some(f), Some(t)) => (handoff_strategy, Some(RunRange { from: *f, to: *t })),
         // Nothing to hand over: no document.
@@ -900,6 +830,100 @@ pub fn evaluate_with<'a>(
         trace,
     };
     Ok((decision, facts))
+}
+
+/// Step 4 of [`evaluate_with`]: what happens to the target's provider thread under
+/// `strategy` (`at`: the deciding rule's location, for the errors).
+fn provider_thread_action(
+    state: &State,
+    facts: &Facts<'_>,
+    cx: &DecisionContext,
+    strategy: Strategy,
+    target: &str,
+    at: &str,
+) -> Result<ProviderThreadAction, EvalError> {
+    let resume = facts
+        .target_thread()
+        .map(|p| ProviderThreadAction::new(ThreadAction::Resume, Some(&p.id)));
+    Ok(match strategy {
+        Strategy::Unsupported => ProviderThreadAction::new(ThreadAction::None, None),
+        // Recorded in another thread: the provider thread of that thread's next run.
+        _ if cx.record_in.is_some() => {
+            let bound_by_run = cx.record_in.as_ref().is_some_and(|r| r.bound_by_run);
+            let pt = cx
+                .record_in
+                .as_ref()
+                .and_then(|r| r.provider_thread.as_deref());
+            match pt {
+                _ if bound_by_run => ProviderThreadAction::new(ThreadAction::None, None),
+                Some(id) => ProviderThreadAction::new(ThreadAction::Resume, Some(id)),
+                None => ProviderThreadAction::new(ThreadAction::Create, None),
+            }
+        }
+        Strategy::FullNew => ProviderThreadAction::new(ThreadAction::Create, None),
+        Strategy::NoHandoff => {
+            resume.unwrap_or_else(|| ProviderThreadAction::new(ThreadAction::Create, None))
+        }
+        Strategy::DeltaExisting | Strategy::FullExisting => {
+            resume.ok_or_else(|| EvalError::NoThreadToResume {
+                at: at.to_string(),
+                strategy: strategy.as_str().into(),
+                provider: target.to_string(),
+            })?
+        }
+        Strategy::NativeFork => match (facts.fork_source_thread(), &state.thread.parent) {
+            (Some(p), Some(_)) => ProviderThreadAction::new(ThreadAction::ForkNative, Some(&p.id)),
+            (_, parent) => {
+                return Err(EvalError::NoNativeFork {
+                    at: at.to_string(),
+                    reason: if parent.is_none() {
+                        "the thread is not a fork".into()
+                    } else {
+                        "the fork's source run has no provider thread".into()
+                    },
+                })
+            }
+        },
+    })
+}
+
+/// Step 4 of [`evaluate_with`]: the handoff strategy under `strategy` (the rule's
+/// `override_handoff` over the default) and the runs it hands over.
+fn handed_over(
+    state: &State,
+    facts: &Facts<'_>,
+    strategy: Strategy,
+    override_handoff: Option<HandoffStrategy>,
+) -> (Option<HandoffStrategy>, Vec<u32>) {
+    let fork_point = state.thread.parent.as_ref().map(|p| p.run).unwrap_or(0);
+    match strategy {
+        Strategy::NoHandoff | Strategy::Unsupported | Strategy::NativeFork => (None, Vec::new()),
+        _ if state.request.kind == RequestKind::MergeBack => (
+            Some(override_handoff.unwrap_or(HandoffStrategy::ForkDeltaSummary)),
+            facts
+                .all_eligible_runs()
+                .iter()
+                .copied()
+                .filter(|o| *o > fork_point)
+                .collect(),
+        ),
+        Strategy::DeltaExisting => (
+            Some(override_handoff.unwrap_or(HandoffStrategy::DeltaSinceTargetLastSeen)),
+            facts.delta_runs().to_vec(),
+        ),
+        Strategy::FullExisting | Strategy::FullNew => {
+            let hs = override_handoff.unwrap_or(HandoffStrategy::FullThreadSummary);
+            let mut runs = facts.all_eligible_runs().to_vec();
+            if state.request.kind == RequestKind::Fork {
+                runs.retain(|o| *o <= fork_point);
+            }
+            if hs == HandoffStrategy::CheckpointSummary {
+                let latest = facts.latest_checkpoint_run();
+                runs.retain(|o| *o <= latest);
+            }
+            (Some(hs), runs)
+        }
+    }
 }
 
 /// One rule about to be evaluated and traced.

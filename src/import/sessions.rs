@@ -106,8 +106,40 @@ pub fn list_sessions(
     (out, warnings)
 }
 
+/// Why [`find_session`] found no one session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FindSessionError {
+    /// A log named for the id exists but cannot be read (a FIFO, a device, ...).
+    #[error("the session log {file} cannot be read: {reason}")]
+    Unreadable {
+        /// The log's path, as shown.
+        file: String,
+        /// Why it cannot be read.
+        reason: String,
+    },
+    /// No session's id is or starts with the id.
+    #[error("no session \"{id}\" in {searched}")]
+    NotFound {
+        /// The id asked for.
+        id: String,
+        /// The directories searched, as shown.
+        searched: String,
+    },
+    /// More than one session's id starts with the id.
+    #[error("\"{id}\" matches {count} sessions ({}); give more of the id", .some.join(", "))]
+    Ambiguous {
+        /// The id asked for.
+        id: String,
+        /// How many sessions match.
+        count: usize,
+        /// The first few matching ids.
+        some: Vec<String>,
+    },
+}
+
 /// The session whose id is `id` (or starts with it, when only one does).
-pub fn find_session(dirs: &SessionDirs, id: &str) -> Result<SessionInfo, String> {
+pub fn find_session(dirs: &SessionDirs, id: &str) -> Result<SessionInfo, FindSessionError> {
     let (all, unreadable) = list_sessions(dirs, None, None);
     if let Some(s) = all.iter().find(|s| s.id == id) {
         return Ok(s.clone());
@@ -124,26 +156,25 @@ pub fn find_session(dirs: &SessionDirs, id: &str) -> Result<SessionInfo, String>
                     .is_some_and(|s| s.contains(id))
             });
             Err(match named {
-                Some(w) => format!(
-                    "the session log {} cannot be read: {}",
-                    w.file,
-                    w.message.strip_prefix("cannot read: ").unwrap_or(&w.message)
-                ),
-                None => format!(
-                    "no session \"{id}\" in {}; `baton sessions list` shows the sessions found, or give the log's path",
-                    searched(dirs)
-                ),
+                Some(w) => FindSessionError::Unreadable {
+                    file: w.file.clone(),
+                    reason: w
+                        .message
+                        .strip_prefix("cannot read: ")
+                        .unwrap_or(&w.message)
+                        .to_string(),
+                },
+                None => FindSessionError::NotFound {
+                    id: id.to_string(),
+                    searched: searched(dirs),
+                },
             })
         }
-        many => Err(format!(
-            "\"{id}\" matches {} sessions ({}); give more of the id",
-            many.len(),
-            many.iter()
-                .take(5)
-                .map(|s| s.id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+        many => Err(FindSessionError::Ambiguous {
+            id: id.to_string(),
+            count: many.len(),
+            some: many.iter().take(5).map(|s| s.id.clone()).collect(),
+        }),
     }
 }
 

@@ -619,7 +619,9 @@ const OPEN_END: &[&str] = &[
     "<=", ">", ">=", "+", "-", ",", "[", "(",
 ];
 
-/// Completion at `offset`.
+/// Completion at `offset`: the candidates of the first context the cursor is in (a comment,
+/// a string, the word after a keyword, a `providers` entry, a dotted name, a block's field,
+/// the start of a rule, an expression).
 pub fn completion(
     text: &str,
     offset: usize,
@@ -658,27 +660,77 @@ pub fn completion(
         .last()
         .map(|(i, _)| i)
         .unwrap_or(offset);
-    let prefix = text.get(start..offset).unwrap_or("");
-    let range = range_of(text, start, offset);
     let idx = code
         .iter()
         .position(|t| t.start >= start)
         .unwrap_or(code.len());
     let prev = idx.checked_sub(1).and_then(|j| code.get(j));
-    let prev_word = prev.map(|t| t.text(text)).unwrap_or("");
-    let mut out = Vec::new();
-    let push_table = |out: &mut Vec<CompletionItem>, table: &[(&str, &str)], kind, what: &str| {
-        for (n, m) in table {
-            out.push(item(
-                n,
-                kind,
-                Some(what.to_string()),
-                Some(m.to_string()),
-                range,
-            ));
-        }
+    let at = Cursor {
+        text,
+        code: &code,
+        idx,
+        start,
+        prefix: text.get(start..offset).unwrap_or(""),
+        prev,
+        prev_word: prev.map(|t| t.text(text)).unwrap_or(""),
+        range: range_of(text, start, offset),
+        path,
+        overlay,
     };
-    match prev_word {
+    after_word(&at)
+        .or_else(|| provider_entry(&at))
+        .or_else(|| dotted(&at))
+        .or_else(|| {
+            let block = scan::block_at(text, &code, idx);
+            block_field(&at, block).or_else(|| rule_start(&at, block))
+        })
+        .unwrap_or_else(|| expression(&at))
+}
+
+/// Where completion was asked: the word being typed and the code before it.
+struct Cursor<'a> {
+    text: &'a str,
+    code: &'a [Token],
+    /// The index in `code` of the first token at or after the word being typed.
+    idx: usize,
+    /// Where the word being typed starts.
+    start: usize,
+    /// The word being typed, up to the cursor.
+    prefix: &'a str,
+    /// The code token before the word.
+    prev: Option<&'a Token>,
+    /// Its text (empty at the start of the document).
+    prev_word: &'a str,
+    /// The range a candidate replaces.
+    range: Range,
+    path: Option<&'a Path>,
+    overlay: &'a Overlay,
+}
+
+/// One candidate of `kind` per `(name, documentation)` of `table`.
+fn push_table(
+    out: &mut Vec<CompletionItem>,
+    table: &[(&str, &str)],
+    kind: CompletionItemKind,
+    what: &str,
+    range: Range,
+) {
+    for (n, m) in table {
+        out.push(item(
+            n,
+            kind,
+            Some(what.to_string()),
+            Some(m.to_string()),
+            range,
+        ));
+    }
+}
+
+/// After a keyword that takes a value of one kind: item kinds, sections, forms, strategies.
+fn after_word(at: &Cursor<'_>) -> Option<Vec<CompletionItem>> {
+    let (text, code, range) = (at.text, at.code, at.range);
+    let mut out = Vec::new();
+    match at.prev_word {
         "include" | "exclude" => {
             for k in crate::state::ITEM_KINDS {
                 out.push(item(
@@ -689,14 +741,14 @@ pub fn completion(
                     range,
                 ));
             }
-            return out;
+            Some(out)
         }
         "into" => {
             let mut names: Vec<(String, String)> = BUILTIN_SECTIONS
                 .iter()
                 .map(|(n, t)| (n.to_string(), format!("\"{t}\" (built in)")))
                 .collect();
-            for (w0, w1, w2) in scan::triples(&code) {
+            for (w0, w1, w2) in scan::triples(code) {
                 if w0.text(text) == "section" && w1.kind == Kind::Word {
                     let n = w1.text(text).to_string();
                     let t = format!("\"{}\"", w2.unquoted(text));
@@ -715,7 +767,7 @@ pub fn completion(
                     range,
                 ));
             }
-            return out;
+            Some(out)
         }
         "as" => {
             push_table(
@@ -723,8 +775,9 @@ pub fn completion(
                 catalog::FORMS,
                 CompletionItemKind::ENUM_MEMBER,
                 "form",
+                range,
             );
-            return out;
+            Some(out)
         }
         "handoff" => {
             push_table(
@@ -732,82 +785,98 @@ pub fn completion(
                 catalog::HANDOFF_STRATEGIES,
                 CompletionItemKind::ENUM_MEMBER,
                 "handoff strategy",
+                range,
             );
-            return out;
+            Some(out)
         }
-        _ => {}
+        _ => None,
     }
-    // Inside a `providers` entry: a capability's values after its key, `force` after a
-    // value.
-    if in_provider_entry(text, &code, idx) {
-        let before = |k: usize| {
-            idx.checked_sub(k)
-                .and_then(|j| code.get(j))
-                .map(|t| t.text(text))
-                .unwrap_or("")
+}
+
+/// Inside a `providers` entry: a capability's values after its key, `force` after a value,
+/// else the next capability.
+fn provider_entry(at: &Cursor<'_>) -> Option<Vec<CompletionItem>> {
+    let (text, code, idx, range) = (at.text, at.code, at.idx, at.range);
+    if !in_provider_entry(text, code, idx) {
+        return None;
+    }
+    let mut out = Vec::new();
+    let before = |k: usize| {
+        idx.checked_sub(k)
+            .and_then(|j| code.get(j))
+            .map(|t| t.text(text))
+            .unwrap_or("")
+    };
+    if let Some(d) = Fact::by_cap_key(before(1)) {
+        let values: Vec<String> = match d.ty {
+            Type::Bool => vec!["true".into(), "false".into()],
+            Type::Enum(vs) => vs.iter().map(|v| v.to_string()).collect(),
+            _ => Vec::new(),
         };
-        if let Some(d) = Fact::by_cap_key(before(1)) {
-            let values: Vec<String> = match d.ty {
-                Type::Bool => vec!["true".into(), "false".into()],
-                Type::Enum(vs) => vs.iter().map(|v| v.to_string()).collect(),
-                _ => Vec::new(),
-            };
-            for v in values {
-                out.push(item(
-                    &v,
-                    CompletionItemKind::ENUM_MEMBER,
-                    Some(format!("a value of {}", d.name)),
-                    None,
-                    range,
-                ));
-            }
-            return out;
-        }
-        if Fact::by_cap_key(before(2)).is_some() {
-            let doc = lookup(catalog::KEYWORDS, "force").map(str::to_string);
-            out.push(item("force", CompletionItemKind::KEYWORD, None, doc, range));
-        }
-        // The next capability.
-        for d in Fact::caps() {
+        for v in values {
             out.push(item(
-                d.cap_key().unwrap_or(d.name),
-                CompletionItemKind::PROPERTY,
-                Some(catalog::type_name(d.ty)),
-                Some(catalog::cap_hover(d)),
+                &v,
+                CompletionItemKind::ENUM_MEMBER,
+                Some(format!("a value of {}", d.name)),
+                None,
                 range,
             ));
         }
-        return out;
+        return Some(out);
     }
-    // A dotted name: the facts under its root, or the signals after `stale.`.
-    if let Some((root, _)) = prefix.split_once('.') {
-        if root == "stale" {
-            for (n, line) in decls(text, path, overlay, "stale") {
-                out.push(item(
-                    &format!("stale.{n}"),
-                    CompletionItemKind::EVENT,
-                    Some("staleness signal".into()),
-                    Some(format!("```policy\n{line}\n```")),
-                    range,
-                ));
-            }
-            return out;
-        }
-        for d in Fact::ALL
-            .iter()
-            .filter(|d| d.name.split('.').next() == Some(root))
-        {
+    if Fact::by_cap_key(before(2)).is_some() {
+        let doc = lookup(catalog::KEYWORDS, "force").map(str::to_string);
+        out.push(item("force", CompletionItemKind::KEYWORD, None, doc, range));
+    }
+    // The next capability.
+    for d in Fact::caps() {
+        out.push(item(
+            d.cap_key().unwrap_or(d.name),
+            CompletionItemKind::PROPERTY,
+            Some(catalog::type_name(d.ty)),
+            Some(catalog::cap_hover(d)),
+            range,
+        ));
+    }
+    Some(out)
+}
+
+/// A dotted name: the facts under its root, or the signals after `stale.`.
+fn dotted(at: &Cursor<'_>) -> Option<Vec<CompletionItem>> {
+    let (text, path, overlay, range) = (at.text, at.path, at.overlay, at.range);
+    let (root, _) = at.prefix.split_once('.')?;
+    let mut out = Vec::new();
+    if root == "stale" {
+        for (n, line) in decls(text, path, overlay, "stale") {
             out.push(item(
-                d.name,
-                CompletionItemKind::FIELD,
-                Some(catalog::type_name(d.ty)),
-                Some(fact_hover(d)),
+                &format!("stale.{n}"),
+                CompletionItemKind::EVENT,
+                Some("staleness signal".into()),
+                Some(format!("```policy\n{line}\n```")),
                 range,
             ));
         }
-        return out;
+        return Some(out);
     }
-    let block = scan::block_at(text, &code, idx);
+    for d in Fact::ALL
+        .iter()
+        .filter(|d| d.name.split('.').next() == Some(root))
+    {
+        out.push(item(
+            d.name,
+            CompletionItemKind::FIELD,
+            Some(catalog::type_name(d.ty)),
+            Some(fact_hover(d)),
+            range,
+        ));
+    }
+    Some(out)
+}
+
+/// A field of a `redact` or `log` block after its keyword.
+fn block_field(at: &Cursor<'_>, block: Option<&str>) -> Option<Vec<CompletionItem>> {
+    let (prev_word, range) = (at.prev_word, at.range);
+    let mut out = Vec::new();
     // `disable |` in a `redact` block: the built-in rules.
     if block == Some("redact") && prev_word == "disable" {
         for b in crate::redact::BUILTINS {
@@ -819,7 +888,7 @@ pub fn completion(
                 range,
             ));
         }
-        return out;
+        return Some(out);
     }
     // `drop |`, `hash |`, `keep |` in a `log` block: the fields of a decision-log line.
     if block == Some("log") && matches!(prev_word, "drop" | "hash" | "keep") {
@@ -839,8 +908,14 @@ pub fn completion(
                 ));
             }
         }
-        return out;
+        return Some(out);
     }
+    None
+}
+
+/// At the start of a rule: the keywords (or names) of the block the cursor is in.
+fn rule_start(at: &Cursor<'_>, block: Option<&str>) -> Option<Vec<CompletionItem>> {
+    let (text, start, prev, range) = (at.text, at.start, at.prev, at.range);
     // Does the cursor start a new rule (rather than continue an expression)?
     let rule_start = match prev {
         None => true,
@@ -852,109 +927,117 @@ pub fn completion(
                     && !OPEN_END.contains(&w))
         }
     };
-    if rule_start {
-        match block {
-            Some("providers") => {
-                for p in crate::state::KNOWN_PROVIDERS {
-                    let caps = crate::state::shipped_caps(p);
-                    out.push(item(
-                        p,
-                        CompletionItemKind::MODULE,
-                        Some("provider".into()),
-                        Some(format!(
-                            "`{p} {{ ... }}`: the capabilities this policy sets for {p} (shipped: {} characters per turn, file_read {})",
-                            caps.max_input_chars_per_turn, caps.file_read
-                        )),
-                        range,
-                    ));
-                }
-                return out;
+    if !rule_start {
+        return None;
+    }
+    let mut out = Vec::new();
+    match block {
+        Some("providers") => {
+            for p in crate::state::KNOWN_PROVIDERS {
+                let caps = crate::state::shipped_caps(p);
+                out.push(item(
+                    p,
+                    CompletionItemKind::MODULE,
+                    Some("provider".into()),
+                    Some(format!(
+                        "`{p} {{ ... }}`: the capabilities this policy sets for {p} (shipped: {} characters per turn, file_read {})",
+                        caps.max_input_chars_per_turn, caps.file_read
+                    )),
+                    range,
+                ));
             }
-            Some("strategy") => {
-                push_table(
-                    &mut out,
-                    catalog::STRATEGIES,
-                    CompletionItemKind::ENUM_MEMBER,
-                    "strategy",
-                );
-                return out;
+            Some(out)
+        }
+        Some("strategy") => {
+            push_table(
+                &mut out,
+                catalog::STRATEGIES,
+                CompletionItemKind::ENUM_MEMBER,
+                "strategy",
+                range,
+            );
+            Some(out)
+        }
+        Some("delivery") => {
+            for (n, m) in [
+                ("off_band", "deliver as a private file"),
+                ("inline", "deliver in the prompt"),
+                (
+                    "inline_limit",
+                    "the off-band pointer prompt's character limit",
+                ),
+            ] {
+                out.push(item(
+                    n,
+                    CompletionItemKind::KEYWORD,
+                    None,
+                    Some(m.into()),
+                    range,
+                ));
             }
-            Some("delivery") => {
-                for (n, m) in [
-                    ("off_band", "deliver as a private file"),
-                    ("inline", "deliver in the prompt"),
-                    (
-                        "inline_limit",
-                        "the off-band pointer prompt's character limit",
-                    ),
-                ] {
-                    out.push(item(
-                        n,
-                        CompletionItemKind::KEYWORD,
-                        None,
-                        Some(m.into()),
-                        range,
-                    ));
-                }
-                return out;
+            Some(out)
+        }
+        Some("summary") => {
+            for n in ["include", "exclude", "section", "text", "budget", "source"] {
+                let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
+                out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
             }
-            Some("summary") => {
-                for n in ["include", "exclude", "section", "text", "budget", "source"] {
-                    let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
-                    out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
-                }
-                return out;
+            Some(out)
+        }
+        Some("pregrant") => {
+            for n in ["read", "turns"] {
+                out.push(item(n, CompletionItemKind::KEYWORD, None, None, range));
             }
-            Some("pregrant") => {
-                for n in ["read", "turns"] {
-                    out.push(item(n, CompletionItemKind::KEYWORD, None, None, range));
-                }
-                return out;
+            Some(out)
+        }
+        Some("redact") => {
+            for n in ["redact", "allow", "disable"] {
+                let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
+                out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
             }
-            Some("redact") => {
-                for n in ["redact", "allow", "disable"] {
-                    let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
-                    out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
-                }
-                return out;
+            Some(out)
+        }
+        Some("log") => {
+            for n in ["drop", "hash", "keep"] {
+                let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
+                out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
             }
-            Some("log") => {
-                for n in ["drop", "hash", "keep"] {
-                    let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
-                    out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
-                }
-                return out;
+            Some(out)
+        }
+        Some("policy") => {
+            for n in ["description", "extends", "template", "known_providers"] {
+                let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
+                out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
             }
-            Some("policy") => {
-                for n in ["description", "extends", "template", "known_providers"] {
-                    let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
-                    out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
-                }
-                return out;
+            Some(out)
+        }
+        Some(_) => None,
+        None => {
+            for n in [
+                "policy",
+                "let",
+                "eligible",
+                "stale",
+                "strategy",
+                "summary",
+                "delivery",
+                "pregrant",
+                "providers",
+                "redact",
+                "log",
+            ] {
+                let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
+                out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
             }
-            Some(_) => {}
-            None => {
-                for n in [
-                    "policy",
-                    "let",
-                    "eligible",
-                    "stale",
-                    "strategy",
-                    "summary",
-                    "delivery",
-                    "pregrant",
-                    "providers",
-                    "redact",
-                    "log",
-                ] {
-                    let doc = lookup(catalog::KEYWORDS, n).map(str::to_string);
-                    out.push(item(n, CompletionItemKind::KEYWORD, None, doc, range));
-                }
-                return out;
-            }
+            Some(out)
         }
     }
-    // An expression: fact roots, lets, `stale`, operators.
+}
+
+/// In an expression: fact roots, lets, `stale`, operators.
+fn expression(at: &Cursor<'_>) -> Vec<CompletionItem> {
+    let (text, path, overlay, range) = (at.text, at.path, at.overlay, at.range);
+    let mut out = Vec::new();
     for root in catalog::fact_roots() {
         out.push(item(
             &format!("{root}."),

@@ -812,6 +812,8 @@ impl<'a> Builder<'a> {
         block
     }
 
+    // Long by design: one arm per statement of the `summary` grammar (grammar/policy.pest),
+    // in the grammar's order, so that a new statement is one new arm beside its rule.
     fn summary(&mut self, p: Pair<'_, Rule>, span: Span) -> SummaryBlock {
         let mut block = SummaryBlock {
             span,

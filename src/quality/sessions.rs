@@ -114,7 +114,7 @@ pub fn measure_sessions(dir: &Path) -> SessionsReport {
     for log in &logs {
         match measure_log(log) {
             Ok(f) => report.logs.push(f),
-            Err(e) => report.errors.push(e),
+            Err(e) => report.errors.push(e.to_string()),
         }
     }
     for f in &report.logs {
@@ -147,21 +147,41 @@ pub fn measure_sessions(dir: &Path) -> SessionsReport {
     report
 }
 
-fn measure_log(log: &Path) -> Result<LogFigures, String> {
+/// Why one log of the corpus cannot be measured (reported in the report's `errors`).
+#[derive(Debug, thiserror::Error)]
+enum MeasureError {
+    #[error("{}: error: cannot read the labels of {log}: {reason}", .labels.display())]
+    Labels {
+        labels: PathBuf,
+        log: String,
+        reason: String,
+    },
+    #[error("{}: error: {source}", .labels.display())]
+    LabelsYaml {
+        labels: PathBuf,
+        source: serde_yaml::Error,
+    },
+    #[error(transparent)]
+    Import(#[from] import::ImportError),
+}
+
+fn measure_log(log: &Path) -> Result<LogFigures, MeasureError> {
     let name = crate::state::display_path(log);
     let labels = log.with_extension("expect.yaml");
-    let text = std::fs::read_to_string(&labels).map_err(|e| {
-        format!(
-            "{}: error: cannot read the labels of {name}: {}",
-            labels.display(),
-            crate::state::io_reason(&e)
-        )
-    })?;
+    let text = match std::fs::read_to_string(&labels) {
+        Ok(t) => t,
+        Err(e) => {
+            return Err(MeasureError::Labels {
+                labels,
+                log: name,
+                reason: crate::state::io_reason(&e),
+            })
+        }
+    };
     let expect: Expect = serde_yaml::from_str(&text)
-        .map_err(|e| format!("{}: error: {e}", labels.display()))?;
-    let tool = import::detect_tool(log).map_err(|e| e.to_string())?;
-    let imported =
-        import::import_file(tool, log, &ImportOptions::default()).map_err(|e| e.to_string())?;
+        .map_err(|source| MeasureError::LabelsYaml { labels, source })?;
+    let tool = import::detect_tool(log)?;
+    let imported = import::import_file(tool, log, &ImportOptions::default())?;
     let mut f = measure_imported(&imported.state, &expect);
     f.log = name;
     f.warnings = imported.report.all_warnings("").len();

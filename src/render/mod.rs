@@ -218,7 +218,7 @@ fn render_one(
             RenderError {
                 template: name.to_string(),
                 line: 0,
-                message: "no such template (neither in --templates nor embedded)".into(),
+                message: "no such template (neither in the template directory nor embedded)".into(),
             }
         } else {
             template_error(name, &e)

@@ -1373,6 +1373,8 @@ fn file_name(path: &str) -> &str {
 
 /// The text of one entry in one form. Every text of the thread it shows goes through the
 /// handoff's redaction context `red` first, before any cut (docs/redaction.md).
+// Long by design: one arm per item kind and form (the entry formats of docs/rendering.md),
+// each a few lines; the match over `(item, form)` keeps every format in one place.
 fn entry_text(
     state: &State,
     ctx: &ItemCtx,

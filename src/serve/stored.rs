@@ -111,7 +111,19 @@ pub fn store_error(e: &StoreError) -> RpcError {
         StoreError::NoHandoff { .. } => code::POLICY_ERROR,
         _ => code::STORE_ERROR,
     };
-    RpcError::new(code, e.to_string())
+    let mut data = serde_json::Map::new();
+    data.insert("code".into(), json!(e.code()));
+    data.insert("database".into(), json!(e.database()));
+    if let Some(t) = e.thread() {
+        data.insert("thread".into(), json!(t));
+    }
+    if let Some(r) = e.run() {
+        data.insert("run".into(), json!(r));
+    }
+    if let Some(h) = e.handoff() {
+        data.insert("handoff".into(), json!(h));
+    }
+    RpcError::new(code, e.to_string()).with_data(Value::Object(data))
 }
 
 /// A stored thread as a state. Reading never creates the database: a `--db` that names no

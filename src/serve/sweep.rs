@@ -37,15 +37,25 @@ impl Default for GcSweep {
 /// One pass: liveness from the store, under its write lock (and this process's writer lock:
 /// see [`crate::store::Store::collect_documents`]); a store that cannot answer keeps the
 /// handoff.
-pub fn sweep_once(shared: &Shared, sweep: &GcSweep) -> Result<GcReport, String> {
+pub fn sweep_once(shared: &Shared, sweep: &GcSweep) -> Result<GcReport, SweepError> {
     let offband = OffbandStore::new(shared.cfg.handoff_dir.clone());
-    shared
+    Ok(shared
         .stores
         .write(|store| {
             Ok(store.collect_documents(&offband, &sweep.retention, SystemTime::now(), false))
         })
-        .map_err(|e| e.message)?
-        .map_err(|e| e.to_string())
+        .map_err(SweepError::Store)??)
+}
+
+/// Why a sweep pass did not run through (announced in the notification's `warnings`).
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    /// The store could not be opened.
+    #[error("{}", .0.message)]
+    Store(super::rpc::RpcError),
+    /// The pass over the off-band directory failed.
+    #[error(transparent)]
+    Delivery(#[from] crate::deliver::DeliveryError),
 }
 
 /// Run [`sweep_once`] every `sweep.every` until the server shuts down.
@@ -75,7 +85,7 @@ pub async fn run(shared: Arc<Shared>, sweep: GcSweep) {
                 "kept": r.kept,
                 "warnings": r.warnings,
             }),
-            Ok(Err(e)) => json!({"removed": [], "kept": null, "warnings": [e]}),
+            Ok(Err(e)) => json!({"removed": [], "kept": null, "warnings": [e.to_string()]}),
             Err(e) => json!({"removed": [], "kept": null, "warnings": [e.to_string()]}),
         };
         shared.notify_all("handoffs/collected", params);

@@ -36,6 +36,20 @@ fn unknown_provider(state: &State, provider: &str) -> String {
 
 pub(super) fn validate(state: &State) -> Vec<StateProblem> {
     let mut p = Problems(Vec::new());
+    version_and_id(state, &mut p);
+    let pts = provider_threads(state, &mut p);
+    // Handoff ids first, so runs can refer to them.
+    let handoff_ids = handoff_ids(state, &mut p);
+    runs(state, &pts, &handoff_ids, &mut p);
+    handoffs(state, &pts, &handoff_ids, &mut p);
+    transfers(state, &handoff_ids, &mut p);
+    run_references(state, &mut p);
+    request(state, &mut p);
+    p.0
+}
+
+/// The state's version and the thread's id.
+fn version_and_id(state: &State, p: &mut Problems) {
     if state.version != 1 {
         p.add(
             "version",
@@ -65,8 +79,10 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
             format!("{why}: the thread id becomes a directory name for its handoff documents"),
         );
     }
+}
 
-    // Provider threads.
+/// Provider threads: ids unique, providers known. Their providers, by id.
+fn provider_threads<'s>(state: &'s State, p: &mut Problems) -> HashMap<&'s str, &'s str> {
     let mut pts: HashMap<&str, &str> = HashMap::new();
     for (i, pt) in state.provider_threads.iter().enumerate() {
         if pt.id.trim().is_empty() {
@@ -85,8 +101,11 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
             );
         }
     }
+    pts
+}
 
-    // Handoff ids first, so runs can refer to them.
+/// The handoff ids, each once.
+fn handoff_ids<'s>(state: &'s State, p: &mut Problems) -> HashSet<&'s str> {
     let mut handoff_ids: HashSet<&str> = HashSet::new();
     for (i, h) in state.handoffs.iter().enumerate() {
         if !handoff_ids.insert(h.id.as_str()) {
@@ -96,10 +115,12 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
             );
         }
     }
-    let transfer_ids: HashSet<&str> = state.transfers.iter().map(|t| t.id.as_str()).collect();
+    handoff_ids
+}
 
-    // Runs.
-    let n = u32::try_from(state.runs.len()).unwrap_or(u32::MAX);
+/// Runs: ordinals in order, providers and provider threads known, references resolved,
+/// only the last one running, item ids unique.
+fn runs(state: &State, pts: &HashMap<&str, &str>, handoff_ids: &HashSet<&str>, p: &mut Problems) {
     let mut item_ids: HashMap<String, String> = HashMap::new();
     for (i, run) in state.runs.iter().enumerate() {
         let expected = u32::try_from(i).unwrap_or(u32::MAX).saturating_add(1);
@@ -161,8 +182,17 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
             }
         }
     }
+}
 
-    // Handoffs.
+/// Handoffs: ranges within the thread, references resolved.
+fn handoffs(
+    state: &State,
+    pts: &HashMap<&str, &str>,
+    handoff_ids: &HashSet<&str>,
+    p: &mut Problems,
+) {
+    let n = u32::try_from(state.runs.len()).unwrap_or(u32::MAX);
+    let transfer_ids: HashSet<&str> = state.transfers.iter().map(|t| t.id.as_str()).collect();
     for (i, h) in state.handoffs.iter().enumerate() {
         let at = format!("handoffs[{i}]");
         if h.covered.from == 0 || h.covered.from > h.covered.to {
@@ -226,8 +256,10 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
             }
         }
     }
+}
 
-    // Transfers.
+/// Transfers: ids unique, handoffs resolved.
+fn transfers(state: &State, handoff_ids: &HashSet<&str>, p: &mut Problems) {
     let mut seen_t: HashSet<&str> = HashSet::new();
     for (i, t) in state.transfers.iter().enumerate() {
         if !seen_t.insert(t.id.as_str()) {
@@ -245,7 +277,11 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
             }
         }
     }
+}
 
+/// Checkpoints and the thread's compaction and fork point: the runs they name exist.
+fn run_references(state: &State, p: &mut Problems) {
+    let n = u32::try_from(state.runs.len()).unwrap_or(u32::MAX);
     // Checkpoints.
     for (i, c) in state.checkpoints.iter().enumerate() {
         if c.run == 0 || c.run > n {
@@ -285,8 +321,10 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
             );
         }
     }
+}
 
-    // Request.
+/// The request: its provider known, its kind and fork anchor consistent with the thread.
+fn request(state: &State, p: &mut Problems) {
     if !known(state, &state.request.provider) {
         p.add(
             "request.provider",
@@ -313,5 +351,4 @@ pub(super) fn validate(state: &State) -> Vec<StateProblem> {
             "a fork anchor only applies to `kind: fork`",
         );
     }
-    p.0
 }

@@ -32,21 +32,17 @@ impl Store {
         const DURING: &str = "collecting off-band documents";
         let (name, busy) = (self.name(), self.busy);
         if self.refuse_read_only(DURING).is_err() {
-            let lookup = |t: &str, h: &str| {
-                liveness(&self.conn, &name, busy, t, h).map_err(|e| e.to_string())
-            };
+            let lookup = |t: &str, h: &str| liveness(&self.conn, &name, busy, t, h);
             return deliver::gc_checked(offband, retention, &lookup, now, dry_run);
         }
         match self.begin(DURING) {
             Ok((tx, name, busy)) => {
-                let lookup =
-                    |t: &str, h: &str| liveness(&tx, &name, busy, t, h).map_err(|e| e.to_string());
+                let lookup = |t: &str, h: &str| liveness(&tx, &name, busy, t, h);
                 // The transaction wrote nothing: dropping it releases the lock.
                 deliver::gc_checked(offband, retention, &lookup, now, dry_run)
             }
             Err(e) => {
-                let why = e.to_string();
-                let lookup = |_: &str, _: &str| Err(why.clone());
+                let lookup = |_: &str, _: &str| Err(&e);
                 deliver::gc_checked(offband, retention, &lookup, now, dry_run)
             }
         }

@@ -35,6 +35,7 @@
 //! same chunks and hashed; a chunk whose hash is the base's (and on which no delta since the
 //! keyframe wrote) is unchanged, and only the others are read and compared element by element.
 
+use super::row_error::RowError;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -93,7 +94,7 @@ fn packed(chunk: &[Value]) -> String {
 
 /// A chunk's elements from its stored form ([`packed`], or a plain list, as chunks were kept
 /// before).
-fn unpacked(entries: Vec<Value>) -> Result<Vec<Value>, String> {
+fn unpacked(entries: Vec<Value>) -> Result<Vec<Value>, RowError> {
     let mut out: Vec<Value> = Vec::with_capacity(entries.len());
     for e in entries {
         let patched = match &e {
@@ -137,12 +138,12 @@ struct List {
 }
 
 impl List {
-    fn load(&mut self, conn: &Connection, key: &str, c: usize) -> Result<(), String> {
+    fn load(&mut self, conn: &Connection, key: &str, c: usize) -> Result<(), RowError> {
         if self.loaded.contains_key(&c) {
             return Ok(());
         }
         let Some(sha) = self.chunks.get(c) else {
-            return Err(format!("`{key}` has no chunk {c}"));
+            return Err(RowError::from(format!("`{key}` has no chunk {c}")));
         };
         let body: Option<String> = conn
             .query_row(
@@ -151,18 +152,18 @@ impl List {
                 |r| r.get::<_, super::packed::Text>(0),
             )
             .optional()
-            .map_err(|e| e.to_string())?
+            .map_err(RowError::from)?
             .map(|t| t.0);
         let body = body.ok_or_else(|| format!("its chunk {sha} of `{key}` is missing"))?;
-        let part: Vec<Value> = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+        let part: Vec<Value> = serde_json::from_str(&body).map_err(RowError::from)?;
         self.loaded.insert(c, unpacked(part)?);
         Ok(())
     }
 
     /// Element `i`, reading its chunk when needed.
-    fn get(&mut self, conn: &Connection, key: &str, i: usize) -> Result<Value, String> {
+    fn get(&mut self, conn: &Connection, key: &str, i: usize) -> Result<Value, RowError> {
         if i >= self.len {
-            return Err(format!("`{key}` has no element {i}"));
+            return Err(RowError::from(format!("`{key}` has no element {i}")));
         }
         if let Some(v) = self.overrides.get(&i) {
             return Ok(v.clone());
@@ -173,7 +174,7 @@ impl List {
             .get(&c)
             .and_then(|part| part.get(i % CHUNK_LEN))
             .cloned()
-            .ok_or_else(|| format!("`{key}`'s chunk {c} is shorter than the list"))
+            .ok_or_else(|| RowError::from(format!("`{key}`'s chunk {c} is shorter than the list")))
     }
 
     /// Whether chunk `c` of `current` (the elements `start..end`) is the keyframe's chunk `c`
@@ -194,31 +195,31 @@ struct Lazy {
     depth: u64,
 }
 
-fn parse(text: &str) -> Result<Map<String, Value>, String> {
-    match serde_json::from_str(text).map_err(|e| e.to_string())? {
+fn parse(text: &str) -> Result<Map<String, Value>, RowError> {
+    match serde_json::from_str(text).map_err(RowError::from)? {
         Value::Object(m) => Ok(m),
         _ => Err("it is not a JSON object".into()),
     }
 }
 
-fn read_row(conn: &Connection, id: i64) -> Result<Map<String, Value>, String> {
+fn read_row(conn: &Connection, id: i64) -> Result<Map<String, Value>, RowError> {
     let text: Option<Option<super::packed::Input>> = conn
         .query_row("SELECT input FROM decision_log WHERE id = ?1", [id], |r| {
             r.get(0)
         })
         .optional()
-        .map_err(|e| e.to_string())?;
+        .map_err(RowError::from)?;
     match text.flatten() {
         Some(t) => parse(&t.0),
-        None => Err(format!(
+        None => Err(RowError::from(format!(
             "its base, log row {id}, is missing or has no input"
-        )),
+        ))),
     }
 }
 
 /// Put a logged input back lazily: follow the chain of deltas to its keyframe, then apply the
 /// deltas forward.
-fn lazy(conn: &Connection, row: Map<String, Value>) -> Result<Lazy, String> {
+fn lazy(conn: &Connection, row: Map<String, Value>) -> Result<Lazy, RowError> {
     let mut chain = vec![row];
     loop {
         let Some(last) = chain.last() else {
@@ -299,14 +300,16 @@ fn lazy(conn: &Connection, row: Map<String, Value>) -> Result<Lazy, String> {
                                 .and_then(|n| usize::try_from(n).ok())
                         };
                         let (Some(i), Some(v)) = (index(0), pair.get(1)) else {
-                            return Err(format!("`{name}` sets an element without an index"));
+                            return Err(RowError::from(format!(
+                                "`{name}` sets an element without an index"
+                            )));
                         };
                         let v = match index(2) {
                             Some(j) => {
                                 let Value::Object(p) = v else {
-                                    return Err(format!(
+                                    return Err(RowError::from(format!(
                                         "`{name}` patches an element with no patch"
-                                    ));
+                                    )));
                                 };
                                 let mut e = list.get(conn, &name, j)?;
                                 super::patch::apply(&mut e, p)?;
@@ -388,13 +391,13 @@ fn strip_items(state: &mut Map<String, Value>, thread: &str) -> Option<Value> {
 }
 
 /// The items a `stored_items` reference names, by ordinal.
-fn stored_items(conn: &Connection, refs: &Value) -> Result<Vec<(u64, Vec<Value>)>, String> {
+fn stored_items(conn: &Connection, refs: &Value) -> Result<Vec<(u64, Vec<Value>)>, RowError> {
     let ranges: Vec<[u64; 3]> = refs
         .get("runs")
         .cloned()
         .map(serde_json::from_value)
         .transpose()
-        .map_err(|e| e.to_string())?
+        .map_err(RowError::from)?
         .unwrap_or_default();
     if let Some(sha) = refs.get("chunk").and_then(Value::as_str) {
         let body: Option<String> = conn
@@ -404,10 +407,10 @@ fn stored_items(conn: &Connection, refs: &Value) -> Result<Vec<(u64, Vec<Value>)
                 |r| r.get::<_, super::packed::Text>(0),
             )
             .optional()
-            .map_err(|e| e.to_string())?
+            .map_err(RowError::from)?
             .map(|t| t.0);
         let body = body.ok_or_else(|| format!("its chunk {sha} of `{STORED_ITEMS}` is missing"))?;
-        return serde_json::from_str(&body).map_err(|e| e.to_string());
+        return serde_json::from_str(&body).map_err(RowError::from);
     }
     let thread = refs
         .get("thread")
@@ -418,7 +421,7 @@ fn stored_items(conn: &Connection, refs: &Value) -> Result<Vec<(u64, Vec<Value>)
             "SELECT run, kind, body FROM items WHERE thread = ?1 AND run BETWEEN ?2 AND ?3
              ORDER BY run, idx",
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(RowError::from)?;
     let mut out: Vec<(u64, Vec<Value>)> = Vec::new();
     for [from, to, n] in ranges {
         let rows = st
@@ -429,14 +432,14 @@ fn stored_items(conn: &Connection, refs: &Value) -> Result<Vec<(u64, Vec<Value>)
                     r.get::<_, String>(2)?,
                 ))
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(RowError::from)?;
         let mut count = 0u64;
         for row in rows {
-            let (run, kind, body) = row.map_err(|e| e.to_string())?;
+            let (run, kind, body) = row.map_err(RowError::from)?;
             let item: crate::state::Item =
                 serde_json::from_str(&super::io::item_json(&kind, &body))
-                    .map_err(|e| e.to_string())?;
-            let item = serde_json::to_value(item).map_err(|e| e.to_string())?;
+                    .map_err(RowError::from)?;
+            let item = serde_json::to_value(item).map_err(RowError::from)?;
             count = count.saturating_add(1);
             match out.last_mut() {
                 Some((r, items)) if *r == run => items.push(item),
@@ -444,9 +447,9 @@ fn stored_items(conn: &Connection, refs: &Value) -> Result<Vec<(u64, Vec<Value>)
             }
         }
         if count != n {
-            return Err(format!(
+            return Err(RowError::from(format!(
                 "runs {from}-{to} of thread \"{thread}\" had {n} items when it was decided and have {count} now"
-            ));
+            )));
         }
     }
     Ok(out)
@@ -458,20 +461,20 @@ pub(crate) type Frozen = (Vec<(String, String)>, Vec<(i64, String)>);
 /// Before `thread`'s rows are replaced (an import with `replace`): every logged input naming
 /// its stored items keeps a copy of them instead, in `decision_chunks`. Returns the chunks to
 /// store and the rows to rewrite (id, new input).
-pub(crate) fn freeze(conn: &Connection, thread: &str) -> Result<Frozen, String> {
+pub(crate) fn freeze(conn: &Connection, thread: &str) -> Result<Frozen, RowError> {
     let mut st = conn
         .prepare(
             "SELECT id, input FROM decision_log
              WHERE thread = ?1 AND input IS NOT NULL AND instr(input, '\"stored_items\"') > 0",
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(RowError::from)?;
     let rows: Vec<(i64, String)> = st
         .query_map([thread], |r| {
             Ok((r.get(0)?, r.get::<_, super::packed::Input>(1)?.0))
         })
-        .map_err(|e| e.to_string())?
+        .map_err(RowError::from)?
         .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+        .map_err(RowError::from)?;
     let mut chunks = Vec::new();
     let mut rewritten = Vec::new();
     for (id, text) in rows {
@@ -483,7 +486,7 @@ pub(crate) fn freeze(conn: &Connection, thread: &str) -> Result<Frozen, String> 
             continue;
         }
         let items = stored_items(conn, &Value::Object(refs.clone()))?;
-        let body = serde_json::to_string(&items).map_err(|e| e.to_string())?;
+        let body = serde_json::to_string(&items).map_err(RowError::from)?;
         let sha = sha_hex(&body);
         refs.insert("chunk".into(), Value::String(sha.clone()));
         chunks.push((sha, body));
@@ -494,7 +497,7 @@ pub(crate) fn freeze(conn: &Connection, thread: &str) -> Result<Frozen, String> 
 
 /// A logged input (the `input` column) as the whole input: a keyframe's chunks read back, a
 /// delta applied to its base, the stored items it names put back in their runs.
-pub(crate) fn materialize(conn: &Connection, input: &str) -> Result<Value, String> {
+pub(crate) fn materialize(conn: &Connection, input: &str) -> Result<Value, RowError> {
     let mut l = lazy(conn, parse(input)?)?;
     let mut state = std::mem::take(&mut l.fields);
     for name in CHUNKED {
@@ -545,7 +548,7 @@ pub(crate) fn encode(
     thread: &str,
     operation: &str,
     input: Value,
-) -> Result<(String, Vec<(String, String)>), String> {
+) -> Result<(String, Vec<(String, String)>), RowError> {
     let Value::Object(mut top) = input else {
         return Err("the decision input is not a JSON object".into());
     };
@@ -598,7 +601,7 @@ pub(crate) fn encode(
                     |_| Ok(()),
                 )
                 .optional()
-                .map_err(|e| e.to_string())?
+                .map_err(RowError::from)?
                 .is_some();
             if !stored {
                 new_chunks.push((sha.clone(), packed(part)));
@@ -643,7 +646,7 @@ fn delta(
     state: &Map<String, Value>,
     hashed: &[(&str, Vec<(String, String)>)],
     top: &Map<String, Value>,
-) -> Result<Map<String, Value>, String> {
+) -> Result<Map<String, Value>, RowError> {
     let mut fields = Map::new();
     let mut removed = Vec::new();
     for (k, v) in state {
@@ -734,7 +737,7 @@ fn element(
     i: usize,
     cur: &Value,
     old: Option<Value>,
-) -> Result<Value, String> {
+) -> Result<Value, RowError> {
     let mut best = serde_json::json!([i, cur]);
     let mut best_len = best.to_string().len();
     let mut refs: Vec<(usize, Value)> = old.map(|o| (i, o)).into_iter().collect();

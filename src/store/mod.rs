@@ -8,6 +8,7 @@
 //! with what it was decided from ([`DecisionInput`]); [`replay()`] decides the log again.
 
 mod collect;
+mod error_data;
 mod grants;
 pub mod hint;
 pub use crate::deliver::{GcReport, HandoffLiveness, OffbandStore, Retention};
@@ -20,6 +21,7 @@ mod packed;
 mod patch;
 pub mod replay;
 pub mod report;
+mod row_error;
 mod schema;
 mod trace_log;
 mod window;
@@ -32,8 +34,8 @@ use std::time::Duration;
 pub use lifecycle::{
     advise_rollback, complete_run, complete_run_with, dispatch, dispatch_with_writer, fork,
     merge_back, merge_back_with_writer, regenerate, regenerate_with_writer, rollback, AppAction,
-    Completed, DispatchRequest, Dispatched, ForkPoint, ForkReport, HandoffOptions, HandoffRecord,
-    NextRun, ProviderThreadChange, RollbackReport, RunEnd,
+    Completed, DispatchRequest, Dispatched, ForkPoint, ForkRefusal, ForkReport, HandoffOptions,
+    HandoffRecord, NextRun, ProviderThreadChange, RegenerateRefusal, RollbackReport, RunEnd,
 };
 pub use replay::{
     decide_input, replay, DecisionInput, LoggedDecision, ReplayDifference, ReplayFilter,
@@ -71,7 +73,7 @@ pub enum StoreError {
     },
     /// A write on a database opened with [`Store::open_read_only`], or on a read-only file
     /// or filesystem.
-    #[error("{path}: error: the database is read-only here, so it cannot be written while {during}; check the file's permissions and its filesystem (reading commands such as `baton db export` and `baton explain --thread` still work)")]
+    #[error("{path}: error: the database is read-only here, so it cannot be written while {during}; check the file's permissions and its filesystem")]
     ReadOnly {
         /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
@@ -80,7 +82,7 @@ pub enum StoreError {
     },
     /// A read-only open of a database with an older schema, which only a writable open can
     /// migrate.
-    #[error("{path}: error: database schema version {found} is older than this baton's ({supported}), and a read-only open cannot migrate it; run `baton db init --db {path}` where the file is writable to migrate it")]
+    #[error("{path}: error: database schema version {found} is older than this baton's ({supported}), and a read-only open cannot migrate it")]
     NeedsMigration {
         /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
@@ -121,7 +123,7 @@ pub enum StoreError {
         why: String,
     },
     /// No thread with this id in the database.
-    #[error("{path}: error: no thread \"{thread}\" in the database; import it first: `baton db import --db {db} STATE_FILE`", db = hint::sh(.path))]
+    #[error("{path}: error: no thread \"{thread}\" in the database")]
     ThreadNotFound {
         /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
@@ -129,7 +131,7 @@ pub enum StoreError {
         thread: String,
     },
     /// An import of a thread that is already stored, without `replace`.
-    #[error("{path}: error: thread \"{thread}\" is already in the database; to overwrite it: `baton db import --db {db} --replace STATE_FILE`", db = hint::sh(.path))]
+    #[error("{path}: error: thread \"{thread}\" is already in the database")]
     ThreadExists {
         /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
@@ -174,7 +176,7 @@ pub enum StoreError {
         status: String,
     },
     /// A dispatch (or another operation that starts a run) while the last run is still running.
-    #[error("{path}: error: run {run} of thread \"{thread}\" is still running; complete it before dispatching again: `baton complete --db {db} --thread {th} --run {run} --items ITEMS_FILE`", db = hint::sh(.path), th = hint::sh(.thread))]
+    #[error("{path}: error: run {run} of thread \"{thread}\" is still running; complete it before dispatching again")]
     RunInProgress {
         /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
@@ -193,7 +195,7 @@ pub enum StoreError {
         /// The run ordinal.
         run: u32,
         /// Why it is refused.
-        why: String,
+        why: ForkRefusal,
     },
     /// [`rollback`] to a run the thread cannot be rolled back to.
     #[error("{path}: error: cannot roll thread \"{thread}\" back to run {to}: {why}")]
@@ -226,7 +228,7 @@ pub enum StoreError {
         at: u32,
     },
     /// [`merge_back`] while another fork's merge-back still waits for the parent's next run.
-    #[error("{path}: error: thread \"{thread}\" already has a merge-back from fork \"{fork}\" (handoff {handoff}) waiting for its next run; dispatch it first (`baton dispatch --db {db} --thread {th} --target PROVIDER`), then merge this fork back", db = hint::sh(.path), th = hint::sh(.thread))]
+    #[error("{path}: error: thread \"{thread}\" already has a merge-back from fork \"{fork}\" (handoff {handoff}) waiting for its next run; dispatch it first, then merge this fork back")]
     MergeBackWaiting {
         /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
         path: String,
@@ -272,7 +274,7 @@ pub enum StoreError {
         /// The handoff id.
         handoff: String,
         /// Why it is refused.
-        why: String,
+        why: RegenerateRefusal,
     },
     /// Deciding or rendering failed inside a lifecycle operation; `source` keeps its own
     /// located error (an evaluation or a render error).

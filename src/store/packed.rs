@@ -5,6 +5,7 @@
 //! SQL reads it with JSON functions) reads as it is, so both kinds live side by side without
 //! a schema change.
 
+use super::row_error::RowError;
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
 use flate2::Compression;
@@ -22,7 +23,7 @@ pub(crate) fn pack(text: &str) -> Value {
 }
 
 /// The text of a packed BLOB.
-pub(crate) fn unpack(bytes: &[u8]) -> Result<String, String> {
+pub(crate) fn unpack(bytes: &[u8]) -> Result<String, RowError> {
     let mut out = String::new();
     DeflateDecoder::new(bytes)
         .read_to_string(&mut out)
@@ -43,7 +44,7 @@ pub(crate) fn pack_long(text: String) -> Value {
 const LONG: usize = 64;
 
 /// The text of a column value, plain (TEXT) or packed (BLOB).
-pub(crate) fn text_of(value: Value) -> Result<String, String> {
+pub(crate) fn text_of(value: Value) -> Result<String, RowError> {
     match value {
         Value::Text(t) => Ok(t),
         Value::Blob(b) => unpack(&b),
@@ -63,7 +64,7 @@ impl FromSql for Text {
 /// A column's text: a TEXT value as it is, a BLOB through `unpack_blob`.
 fn column_text(
     value: ValueRef<'_>,
-    unpack_blob: fn(&[u8]) -> Result<String, String>,
+    unpack_blob: fn(&[u8]) -> Result<String, RowError>,
 ) -> FromSqlResult<String> {
     match value {
         ValueRef::Text(t) => std::str::from_utf8(t)
@@ -101,7 +102,7 @@ pub(crate) fn pack_input(text: &str) -> Value {
 }
 
 /// The text of a packed logged input ([`pack_input`]).
-fn unpack_input(bytes: &[u8]) -> Result<String, String> {
+fn unpack_input(bytes: &[u8]) -> Result<String, RowError> {
     let rest = bytes.strip_prefix(NAMES_ITEMS).unwrap_or(bytes);
     match rest.split_first() {
         Some((&HEADER_END, packed)) => unpack(packed),

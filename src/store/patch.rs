@@ -9,6 +9,7 @@
 //! sides are objects (or arrays of the same length) it descends, so no recorded pointer is a
 //! prefix of another and the order in which they are applied does not matter.
 
+use super::row_error::RowError;
 use serde_json::{Map, Value};
 
 /// The key of a patch listing the removed keys' pointers.
@@ -164,7 +165,7 @@ fn common<'a>(b: &str, c: &'a str) -> Option<(usize, usize, &'a str)> {
 }
 
 /// The parent pointer and the last key of `pointer` (unescaped).
-fn split(pointer: &str) -> Result<(&str, String), String> {
+fn split(pointer: &str) -> Result<(&str, String), RowError> {
     let at = pointer
         .rfind('/')
         .ok_or_else(|| format!("`{pointer}` is not a JSON pointer"))?;
@@ -174,7 +175,7 @@ fn split(pointer: &str) -> Result<(&str, String), String> {
 }
 
 /// Apply `patch` (as [`diff`] makes it) to `value`.
-pub(crate) fn apply(value: &mut Value, patch: &Map<String, Value>) -> Result<(), String> {
+pub(crate) fn apply(value: &mut Value, patch: &Map<String, Value>) -> Result<(), RowError> {
     for (pointer, v) in patch {
         if pointer == REMOVED {
             continue;
@@ -197,7 +198,7 @@ pub(crate) fn apply(value: &mut Value, patch: &Map<String, Value>) -> Result<(),
                         m,
                         s.as_u64().and_then(|n| usize::try_from(n).ok()),
                     ),
-                    _ => return Err(bad()),
+                    _ => return Err(RowError::from(bad())),
                 };
                 let (pre, suf) = pre.zip(suf).ok_or_else(bad)?;
                 let head = st.get(..pre).ok_or_else(bad)?;
@@ -217,7 +218,7 @@ pub(crate) fn apply(value: &mut Value, patch: &Map<String, Value>) -> Result<(),
                         m,
                         s.as_u64().and_then(|n| usize::try_from(n).ok()),
                     ),
-                    _ => return Err(bad()),
+                    _ => return Err(RowError::from(bad())),
                 };
                 let (pre, suf) = pre.zip(suf).ok_or_else(bad)?;
                 let at = a
@@ -242,7 +243,7 @@ pub(crate) fn apply(value: &mut Value, patch: &Map<String, Value>) -> Result<(),
                     .ok_or_else(missing)?;
                 *slot = v.clone();
             }
-            _ => return Err(missing()),
+            _ => return Err(RowError::from(missing())),
         }
     }
     if let Some(removed) = patch.get(REMOVED) {
@@ -328,7 +329,9 @@ mod tests {
         }
         let mut short = json!([1]);
         assert_eq!(
-            apply(&mut short, &p_of("/~a", json!([2, [], 1]))).unwrap_err(),
+            apply(&mut short, &p_of("/~a", json!([2, [], 1])))
+                .unwrap_err()
+                .to_string(),
             "`/~a` does not fit its list"
         );
     }
@@ -344,7 +347,7 @@ mod tests {
         let mut v = json!({"a": 1});
         let p = diff(&json!({"b": {"c": 1}}), &json!({"b": {"c": 2}}));
         assert_eq!(
-            apply(&mut v, &p).unwrap_err(),
+            apply(&mut v, &p).unwrap_err().to_string(),
             "the patch names `/b/c`, which its base does not have"
         );
     }

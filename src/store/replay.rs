@@ -2,6 +2,7 @@
 //! from (the state as evaluated, the target, the off-band root and the store's context, kept
 //! in `decision_log.input`) with the policy of the same sha256, and compared.
 
+use super::row_error::RowError;
 use super::{Store, StoreError};
 use crate::eval::{DecisionContext, EvalOptions};
 use crate::policy::Policy;
@@ -10,13 +11,13 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// A logged input put back together (see `store::input_log`).
-fn unchunked(store: &Store, input: &str) -> Result<DecisionInput, String> {
+fn unchunked(store: &Store, input: &str) -> Result<DecisionInput, RowError> {
     let v = super::input_log::materialize(store.connection(), input)?;
-    serde_json::from_value(v).map_err(|e| e.to_string())
+    serde_json::from_value(v).map_err(RowError::from)
 }
 
 /// A logged decision (the `decision` column) as it was returned (see `store::trace_log`).
-fn expanded(store: &Store, logged: &str) -> Result<serde_json::Value, String> {
+fn expanded(store: &Store, logged: &str) -> Result<serde_json::Value, RowError> {
     super::trace_log::decision(store.connection(), logged)
 }
 
@@ -37,7 +38,7 @@ impl Store {
         expanded(self, &logged).map_err(|why| StoreError::Corrupt {
             path: self.name(),
             what: format!("decision-log row {id}"),
-            why,
+            why: why.to_string(),
         })
     }
 }
@@ -407,10 +408,10 @@ impl Store {
                     _ => {}
                 }
             }
-            let corrupt = |why: String| StoreError::Corrupt {
+            let corrupt = |why: RowError| StoreError::Corrupt {
                 path: self.name(),
                 what: format!("decision-log row {}", row.id),
-                why,
+                why: why.to_string(),
             };
             let decision = expanded(self, &row.decision).map_err(corrupt)?;
             let input = match &row.input {
@@ -457,7 +458,7 @@ impl Store {
                     .map_err(|why| StoreError::Corrupt {
                         path: self.name(),
                         what: format!("decision-log row {id}"),
-                        why,
+                        why: why.to_string(),
                     })
             }
             _ => Ok(None),

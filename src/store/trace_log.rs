@@ -12,6 +12,7 @@
 //! decisions ([`encode`]): `{"~base": ID, "~depth": D, "~patch": PATCH}`, at most
 //! [`MAX_DEPTH`] deep. [`decision`] follows the chain back and puts the trace back.
 
+use super::row_error::RowError;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -72,7 +73,7 @@ pub(crate) fn rules_sha(logged: &Value) -> Option<&str> {
 
 /// Put the full trace back into a logged decision, from the trace text `rules` (the body of
 /// its `decision_rules` row). A decision logged with a full trace is returned as it is.
-pub(crate) fn expand(mut logged: Value, rules: Option<&str>) -> Result<Value, String> {
+pub(crate) fn expand(mut logged: Value, rules: Option<&str>) -> Result<Value, RowError> {
     let Some(Value::Object(trace)) = logged.get("trace") else {
         return Ok(logged);
     };
@@ -80,13 +81,13 @@ pub(crate) fn expand(mut logged: Value, rules: Option<&str>) -> Result<Value, St
         return Err("its trace has no values".into());
     };
     let rules = rules.ok_or("its trace text is missing")?;
-    let texts: Vec<Value> = serde_json::from_str(rules).map_err(|e| e.to_string())?;
+    let texts: Vec<Value> = serde_json::from_str(rules).map_err(RowError::from)?;
     if texts.len() != values.len() {
-        return Err(format!(
+        return Err(RowError::from(format!(
             "its trace has {} entries, its trace text {}",
             values.len(),
             texts.len()
-        ));
+        )));
     }
     let mut entries = Vec::with_capacity(texts.len());
     for (mut entry, v) in texts.into_iter().zip(values) {
@@ -197,7 +198,7 @@ fn compact(
     id: i64,
     row: Value,
     memo: &mut HashMap<i64, Value>,
-) -> Result<Value, String> {
+) -> Result<Value, RowError> {
     let mut chain = vec![(id, row)];
     let mut value = loop {
         let next = match chain.last() {
@@ -223,14 +224,11 @@ fn compact(
                 |r| r.get(0),
             )
             .optional()
-            .map_err(|e| e.to_string())?;
+            .map_err(RowError::from)?;
         let text = text
             .ok_or_else(|| format!("its base, log row {base}, is missing"))?
             .0;
-        chain.push((
-            base,
-            serde_json::from_str(&text).map_err(|e| e.to_string())?,
-        ));
+        chain.push((base, serde_json::from_str(&text).map_err(RowError::from)?));
     };
     while let Some((cid, delta)) = chain.pop() {
         let Value::Object(mut delta) = delta else {
@@ -256,8 +254,8 @@ fn compact(
 
 /// A logged decision (the `decision` column) as it was returned: a delta applied to its base,
 /// the full trace put back from its text in `decision_rules`.
-pub(crate) fn decision(conn: &Connection, logged: &str) -> Result<Value, String> {
-    let v: Value = serde_json::from_str(logged).map_err(|e| e.to_string())?;
+pub(crate) fn decision(conn: &Connection, logged: &str) -> Result<Value, RowError> {
+    let v: Value = serde_json::from_str(logged).map_err(RowError::from)?;
     let v = compact(conn, i64::MIN, v, &mut HashMap::new())?;
     let rules: Option<String> = match rules_sha(&v) {
         Some(sha) => conn
@@ -267,7 +265,7 @@ pub(crate) fn decision(conn: &Connection, logged: &str) -> Result<Value, String>
                 |r| r.get(0),
             )
             .optional()
-            .map_err(|e| e.to_string())?,
+            .map_err(RowError::from)?,
         None => None,
     };
     expand(v, rules.as_deref())

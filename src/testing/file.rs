@@ -59,7 +59,7 @@ pub enum TestFileError {
     },
     /// `baton test` without paths found no test files where it looks by default
     /// ([`crate::testing::default_paths`]); `looked` lists those places.
-    #[error("error: no test files given, and none found in {looked}\n  = help: name test files or directories (`baton test PATH...`); `baton init DIR` writes a policy with its tests in DIR/policies/tests")]
+    #[error("error: no test files given, and none found in {looked}")]
     NoDefaultTests {
         /// The places looked in, comma-separated, as the message prints them.
         looked: String,

@@ -21,7 +21,7 @@ pub use crate::coverage::{Coverage, FileCoverage, RuleCoverage, RuleId, RuleKind
 pub use crate::select::{RuleHit, SummaryRuleKind};
 pub use file::{load as load_test_file, parse_str as parse_test_file, TestFile, TestFileError};
 pub use paths::default_paths;
-pub use runner::{run_paths, CaseResult, Mismatch, RunOptions, RunReport};
+pub use runner::{run_paths, CaseResult, CaseStateError, Mismatch, RunOptions, RunReport};
 
 use crate::decision::Decision;
 use crate::eval::EvalOptions;
@@ -65,9 +65,9 @@ impl PolicyUnderTest {
     }
 
     /// Load a state file and decide for its `request.provider`.
-    pub fn decide_file(&self, path: impl AsRef<Path>) -> Result<Checked, String> {
-        let state = crate::state::load_file(path.as_ref()).map_err(|e| e.to_string())?;
-        self.decide(&state).map_err(|e| e.to_string())
+    pub fn decide_file(&self, path: impl AsRef<Path>) -> Result<Checked, crate::Error> {
+        let state = crate::state::load_file(path.as_ref())?;
+        Ok(self.decide(&state)?)
     }
 }
 

@@ -143,24 +143,65 @@ fn policy_spec(tf: &TestFile, spec: &str, overlay: &BTreeMap<PathBuf, String>) -
     }
 }
 
+/// Why a case's state does not load ([`case_state`]). `Display` is the line `baton test`
+/// reports for the case (with the test file's location).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaseStateError {
+    /// The case names a state file that does not exist.
+    #[error("{file}:{line}:{column}: error: case `{case}`: state file {state} does not exist")]
+    MissingFile {
+        /// The test file, as shown.
+        file: String,
+        /// The case's line in the test file (1-based).
+        line: usize,
+        /// The case's column in the test file (1-based).
+        column: usize,
+        /// The case's name.
+        case: String,
+        /// The state file, as shown.
+        state: String,
+    },
+    /// The state (file or `state_inline`) does not load or validate.
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
+    /// The inline state cannot be re-serialized for loading.
+    #[error("{file}:{line}: error: case `{case}`: its state_inline cannot be read: {reason}")]
+    Inline {
+        /// The test file, as shown.
+        file: String,
+        /// The case's line in the test file (1-based).
+        line: usize,
+        /// The case's name.
+        case: String,
+        /// Why.
+        reason: String,
+    },
+}
+
 /// Load the state of a case.
-pub fn case_state(tf: &TestFile, case: &Case) -> Result<State, String> {
+pub fn case_state(tf: &TestFile, case: &Case) -> Result<State, CaseStateError> {
     let file = crate::state::display_path(&tf.path);
     if let Some(rel) = &case.state {
         let path = base_dir(tf).join(rel);
         if !path.exists() {
-            return Err(format!(
-                "{file}:{}:{}: error: case `{}`: state file {} does not exist",
-                case.line,
-                case.col,
-                case.name,
-                crate::state::display_path(&path)
-            ));
+            return Err(CaseStateError::MissingFile {
+                file,
+                line: case.line,
+                column: case.col,
+                case: case.name.clone(),
+                state: crate::state::display_path(&path),
+            });
         }
-        return crate::state::load_file(&path).map_err(|e| e.to_string());
+        return Ok(crate::state::load_file(&path)?);
     }
     let value = case.state_inline.clone().unwrap_or_default();
-    let text = serde_yaml::to_string(&value).map_err(|e| e.to_string())?;
+    let text = serde_yaml::to_string(&value).map_err(|e| CaseStateError::Inline {
+        file: file.clone(),
+        line: case.line,
+        case: case.name.clone(),
+        reason: e.to_string(),
+    })?;
     let name = format!("{file}:{} (state_inline of `{}`)", case.line, case.name);
     crate::state::parse_str(&text, crate::state::Format::Yaml, &name).map_err(|mut e| {
         // Positions would point into the re-serialized text, not the test file: the case's
@@ -169,7 +210,7 @@ pub fn case_state(tf: &TestFile, case: &Case) -> Result<State, String> {
             p.line = None;
             p.column = None;
         }
-        e.to_string()
+        CaseStateError::State(e)
     })
 }
 
@@ -258,7 +299,7 @@ pub fn run_case(tf: &TestFile, case: &Case, policy: &Policy) -> CaseRun {
     let state = match case_state(tf, case) {
         Ok(s) => s,
         Err(e) => {
-            run.result.error = Some(e);
+            run.result.error = Some(e.to_string());
             return run;
         }
     };

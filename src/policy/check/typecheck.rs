@@ -8,6 +8,8 @@ use super::resolve::help;
 
 impl<'a> Checker<'a> {
     /// Type-check and compile `e`.
+    // Long by design: one arm per expression form (`Expr`), each typing its operands and
+    // compiling them; the match is exhaustive over the language's expressions.
     pub(super) fn expr(&mut self, e: &Expr, ctx: Ctx) -> Option<(CExpr, Ty)> {
         let lit = |ty| Ty {
             ty,

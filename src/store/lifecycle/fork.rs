@@ -5,6 +5,30 @@ use crate::state::*;
 use crate::store::io::Cx;
 use crate::store::{Store, StoreError};
 
+/// Why a thread cannot be forked at a run ([`StoreError::BadForkPoint`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ForkRefusal {
+    /// The thread has no such run.
+    #[error("the thread has {runs} runs")]
+    NoSuchRun {
+        /// How many runs it has.
+        runs: usize,
+    },
+    /// The run is still running.
+    #[error("the run is still running; complete it first")]
+    Running,
+    /// The run was rolled back.
+    #[error("the run was rolled back")]
+    RolledBack,
+    /// The child's id is taken.
+    #[error("a thread \"{child}\" is already in the database; name another child, or none for a fresh id")]
+    ChildExists {
+        /// The child id asked for (or generated).
+        child: String,
+    },
+}
+
 /// Fork the thread at run `at`: a child thread (id `child`, else `<thread>-fork<n>`) that
 /// inherits runs 1..at, with lineage `parent: {thread, run: at}` and a `pending` fork
 /// transfer. Nothing provider-specific is chosen here; the child's first dispatch decides.
@@ -17,24 +41,22 @@ pub fn fork(
     let (tx, path, busy) = store.begin("forking")?;
     let cx = Cx::new(&tx, &path, busy);
     let parent = cx.load(thread)?;
-    let refuse = |why: String| StoreError::BadForkPoint {
+    let refuse = |why: ForkRefusal| StoreError::BadForkPoint {
         path: path.clone(),
         thread: thread.into(),
         run: at,
         why,
     };
     let Some(source) = parent.runs.get((at as usize).wrapping_sub(1)) else {
-        return Err(refuse(format!("the thread has {} runs", parent.runs.len())));
+        return Err(refuse(ForkRefusal::NoSuchRun {
+            runs: parent.runs.len(),
+        }));
     };
     match source.status {
         RunStatus::Running => {
-            return Err(refuse(format!(
-                "the run is still running; complete it first: `baton complete --db {} --thread {} --run {at} --items ITEMS_FILE`",
-                crate::store::hint::sh(&path),
-                crate::store::hint::sh(thread)
-            )))
+            return Err(refuse(ForkRefusal::Running));
         }
-        RunStatus::RolledBack => return Err(refuse("the run was rolled back".into())),
+        RunStatus::RolledBack => return Err(refuse(ForkRefusal::RolledBack)),
         _ => {}
     }
     let child_id = match child {
@@ -51,11 +73,7 @@ pub fn fork(
         }
     };
     if cx.thread_exists(&child_id)? {
-        return Err(refuse(format!(
-            "a thread \"{child_id}\" is already in the database; name another child (`baton fork --db {db} --thread {th} --at {at} --child NEW_ID`), or leave `--child` out for a fresh id",
-            db = crate::store::hint::sh(&path),
-            th = crate::store::hint::sh(thread),
-        )));
+        return Err(refuse(ForkRefusal::ChildExists { child: child_id }));
     }
     // Run `at` exists (checked above), so this is runs 1..=at.
     let runs: Vec<Run> = parent.runs.get(..at as usize).unwrap_or_default().to_vec();

@@ -28,9 +28,9 @@ use std::path::PathBuf;
 
 pub use complete::{complete_run, complete_run_with};
 pub use dispatch::{dispatch, dispatch_with_writer};
-pub use fork::fork;
+pub use fork::{fork, ForkRefusal};
 pub use merge_back::{merge_back, merge_back_with_writer};
-pub use regenerate::{regenerate, regenerate_with_writer};
+pub use regenerate::{regenerate, regenerate_with_writer, RegenerateRefusal};
 pub use rollback::rollback;
 pub use rollback_advice::advise_rollback;
 

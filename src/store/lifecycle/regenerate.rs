@@ -12,6 +12,30 @@ use crate::store::io::Cx;
 use crate::store::{Store, StoreError};
 use rusqlite::params;
 
+/// Why a handoff cannot be regenerated ([`StoreError::NotRegenerable`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegenerateRefusal {
+    /// A later handoff already replaced it.
+    #[error("it is already superseded")]
+    Superseded,
+    /// It is a merge-back handoff from a fork.
+    #[error("it is a merge-back from fork \"{fork}\"; merge the fork back again instead")]
+    MergeBack {
+        /// The fork it merged back.
+        fork: String,
+    },
+    /// It was not made for a run of this thread.
+    #[error("it is not for a run of this thread")]
+    NotForARun,
+    /// Its run is not running, or consumes another handoff.
+    #[error("run {run} is not a running run that consumes it; only the handoff of the running run can be regenerated")]
+    NotRunning {
+        /// The run it was made for.
+        run: u32,
+    },
+}
+
 /// Make a new handoff for the running run that consumes `handoff`, superseding it. The old
 /// row keeps everything but its status (`superseded`); the new one names it in `supersedes`.
 ///
@@ -86,7 +110,7 @@ fn prepare(
 ) -> Result<Prepared, StoreError> {
     let path = path.to_string();
     let mut state = reads.load(cx, thread)?;
-    let refuse = |why: String| StoreError::NotRegenerable {
+    let refuse = |why: RegenerateRefusal| StoreError::NotRegenerable {
         path: path.clone(),
         thread: thread.into(),
         handoff: handoff.into(),
@@ -100,17 +124,13 @@ fn prepare(
         });
     };
     if old.status == HandoffStatus::Superseded {
-        return Err(refuse("it is already superseded".into()));
+        return Err(refuse(RegenerateRefusal::Superseded));
     }
     if let Some(fork) = old.covered_thread.as_deref().filter(|f| *f != thread) {
-        return Err(refuse(format!(
-            "it is a merge-back from fork \"{fork}\"; merge the fork back again instead: `baton merge-back --db {} --thread {}`",
-            crate::store::hint::sh(&path),
-            crate::store::hint::sh(fork)
-        )));
+        return Err(refuse(RegenerateRefusal::MergeBack { fork: fork.into() }));
     }
     let Some(t) = old.target_run else {
-        return Err(refuse("it is not for a run of this thread".into()));
+        return Err(refuse(RegenerateRefusal::NotForARun));
     };
     let run = state
         .runs
@@ -118,9 +138,7 @@ fn prepare(
         .cloned()
         .filter(|r| r.status == RunStatus::Running && r.handoff.as_deref() == Some(handoff));
     let Some(run) = run else {
-        return Err(refuse(format!(
-            "run {t} is not a running run that consumes it; only the handoff of the running run can be regenerated"
-        )));
+        return Err(refuse(RegenerateRefusal::NotRunning { run: t }));
     };
     // The thread as it was before that run's dispatch, with the old handoff out of the way.
     state.runs.truncate((t as usize).saturating_sub(1));

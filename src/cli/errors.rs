@@ -1,0 +1,91 @@
+//! How the `baton` command shows the library's errors. The library's errors are data (the
+//! database, thread, run, ...) with a message that names no command; the advice to run
+//! another `baton` command, written so that it can be pasted into a shell, is added here.
+
+use crate::store::hint::sh;
+use crate::store::{ForkRefusal, RegenerateRefusal, StoreError};
+
+/// A store error as `baton` prints it: the library's message, then the command that helps.
+pub(crate) fn store_error(e: &StoreError) -> String {
+    let text = e.to_string();
+    match e {
+        StoreError::ReadOnly { .. } => format!(
+            "{text} (reading commands such as `baton db export` and `baton explain --thread` still work)"
+        ),
+        StoreError::NeedsMigration { path, .. } => format!(
+            "{text}; run `baton db init --db {path}` where the file is writable to migrate it"
+        ),
+        StoreError::ThreadNotFound { path, .. } => {
+            format!("{text}; import it first: `baton db import --db {} STATE_FILE`", sh(path))
+        }
+        StoreError::ThreadExists { path, .. } => format!(
+            "{text}; to overwrite it: `baton db import --db {} --replace STATE_FILE`",
+            sh(path)
+        ),
+        StoreError::RunInProgress { path, thread, run } => format!(
+            "{text}: `baton complete --db {} --thread {} --run {run} --items ITEMS_FILE`",
+            sh(path),
+            sh(thread)
+        ),
+        StoreError::MergeBackWaiting {
+            path,
+            thread,
+            handoff,
+            fork,
+        } => format!(
+            "{path}: error: thread \"{thread}\" already has a merge-back from fork \"{fork}\" (handoff {handoff}) waiting for its next run; dispatch it first (`baton dispatch --db {} --thread {} --target PROVIDER`), then merge this fork back",
+            sh(path),
+            sh(thread)
+        ),
+        StoreError::BadForkPoint {
+            path,
+            thread,
+            run,
+            why: ForkRefusal::Running,
+        } => format!(
+            "{text}: `baton complete --db {} --thread {} --run {run} --items ITEMS_FILE`",
+            sh(path),
+            sh(thread)
+        ),
+        StoreError::BadForkPoint {
+            path,
+            thread,
+            run,
+            why: ForkRefusal::ChildExists { child },
+        } => format!(
+            "{path}: error: cannot fork thread \"{thread}\" at run {run}: a thread \"{child}\" is already in the database; name another child (`baton fork --db {} --thread {} --at {run} --child NEW_ID`), or leave `--child` out for a fresh id",
+            sh(path),
+            sh(thread)
+        ),
+        StoreError::NotRegenerable {
+            path,
+            why: RegenerateRefusal::MergeBack { fork },
+            ..
+        } => format!(
+            "{text}: `baton merge-back --db {} --thread {}`",
+            sh(path),
+            sh(fork)
+        ),
+        _ => text,
+    }
+}
+
+/// An engine error as `baton` prints it: an unknown target is an error of `--target`.
+pub(crate) fn engine_error(e: &crate::Error) -> String {
+    match e {
+        crate::Error::Eval(crate::EvalError::UnknownTarget(_)) => format!("--target: error: {e}"),
+        _ => e.to_string(),
+    }
+}
+
+/// A `baton diff` error as printed: an unknown target is an error of `--target`; a log
+/// without inputs names the command that exports the store's with them.
+pub(crate) fn diff_error(e: &crate::diff::DiffError) -> String {
+    match e {
+        crate::diff::DiffError::UnknownTarget(_) => format!("--target: error: {e}"),
+        crate::diff::DiffError::NoInput(..) => {
+            format!("{e}: `baton log export --policy POLICY`")
+        }
+        _ => e.to_string(),
+    }
+}
