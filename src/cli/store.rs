@@ -58,8 +58,12 @@ pub struct DbArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum DbCommand {
-    /// Create the database (or migrate it to this baton's schema).
+    /// Create the database (or migrate it to this baton's schema). `--db` takes a SQLite
+    /// file or, built with feature `postgres`, a `postgres://` URL.
     Init(InitArgs),
+    /// Migrate an existing database to this baton's schema (the same as `init`, for a
+    /// database that exists).
+    Migrate(InitArgs),
     /// Import state files, or with --from coding-tool session logs, one thread each.
     Import(ImportArgs),
     /// Print a stored thread as a state file (YAML, or JSON with --json).
@@ -254,6 +258,7 @@ pub struct RegenerateArgs {
 }
 
 fn open(db: &Path) -> Result<Store, u8> {
+    refuse_postgres(db)?;
     Store::open_with_busy_timeout(db, busy_timeout()).map_err(|e| {
         eprintln!("{e}");
         FAIL
@@ -263,10 +268,53 @@ fn open(db: &Path) -> Result<Store, u8> {
 /// Reading commands (`db export`, `explain`/`render --thread`) open the database read-only:
 /// they work on a read-only file and never migrate or create one.
 fn open_read_only(db: &Path) -> Result<Store, u8> {
+    refuse_postgres(db)?;
     Store::open_read_only(db).map_err(|e| {
         eprintln!("{e}");
         FAIL
     })
+}
+
+/// A `postgres://` URL given to a command the PostgreSQL backend does not run yet: said so,
+/// instead of SQLite failing to create a file of that name.
+fn refuse_postgres(db: &Path) -> Result<(), u8> {
+    match store::DbUrl::parse(&db.to_string_lossy()) {
+        url @ store::DbUrl::Postgres(_) => {
+            eprintln!(
+                "{url}: error: this command does not run on PostgreSQL yet; the PostgreSQL backend runs `baton db init` and `baton db migrate` (docs/store.md#postgresql); give a SQLite file with --db"
+            );
+            Err(FAIL)
+        }
+        store::DbUrl::Sqlite(_) => Ok(()),
+    }
+}
+
+/// `db init` and `db migrate` on a `postgres://` URL.
+#[cfg(feature = "postgres")]
+fn init_postgres(url: &str, json: bool) -> u8 {
+    match store::pg::PgStore::open(url).and_then(|s| Ok((s.schema_version()?, s))) {
+        Ok((v, s)) if json => {
+            json_out(&serde_json::json!({"db": s.url(), "schema_version": v}));
+            OK
+        }
+        Ok((v, s)) => {
+            print(&format!("{}: schema version {v}", s.url()));
+            OK
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            FAIL
+        }
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+fn init_postgres(url: &str, _json: bool) -> u8 {
+    eprintln!(
+        "{}: error: this baton was built without PostgreSQL support; build it with `--features postgres` (docs/store.md#postgresql), or give a SQLite file with --db",
+        store::DbUrl::parse(url)
+    );
+    FAIL
 }
 
 fn fail(e: StoreError) -> u8 {
@@ -314,8 +362,11 @@ pub(crate) fn decide_stored(
 
 pub(crate) fn db(a: DbArgs) -> u8 {
     match a.command {
-        DbCommand::Init(a) => {
+        DbCommand::Init(a) | DbCommand::Migrate(a) => {
             let path = a.db.resolve();
+            if let store::DbUrl::Postgres(url) = store::DbUrl::parse(&path.to_string_lossy()) {
+                return init_postgres(&url, a.json);
+            }
             let store = match open(&path) {
                 Ok(s) => s,
                 Err(c) => return c,
@@ -375,6 +426,9 @@ pub(crate) fn db(a: DbArgs) -> u8 {
         }
         DbCommand::Export(a) => {
             let db = a.db.resolve();
+            if let Err(c) = refuse_postgres(&db) {
+                return c;
+            }
             if let Err(c) = super::dbcheck::require_existing(&db, "baton db export") {
                 return c;
             }
