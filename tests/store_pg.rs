@@ -171,17 +171,18 @@ fn an_unreachable_server_is_named_without_its_password() {
 #[test]
 fn a_command_the_backend_does_not_run_yet_says_so() {
     let (ok, _, err) = baton(&[
-        "db",
-        "export",
+        "dispatch",
         "--db",
         "postgres://baton:hunter2@db.internal/baton",
         "--thread",
         "t",
+        "--target",
+        "codex",
     ]);
     assert!(!ok);
     assert_eq!(
         err.trim_end(),
-        "postgres://baton:***@db.internal/baton: error: this command does not run on PostgreSQL yet; the PostgreSQL backend runs `baton db init` and `baton db migrate` (docs/store.md#postgresql); give a SQLite file with --db"
+        "postgres://baton:***@db.internal/baton: error: this command does not run on PostgreSQL yet; the PostgreSQL backend runs `baton db init`, `migrate`, `import`, `export` and `copy` (docs/store.md#postgresql); give a SQLite file with --db"
     );
 }
 
@@ -515,4 +516,163 @@ fn the_run_tally_triggers_keep_the_same_tally_as_on_sqlite() {
         .expect("counts")
         .get(0);
     assert_eq!(n, 0);
+}
+
+/// Every row of every table of a SQLite database, sorted, as text.
+fn sqlite_rows(db: &std::path::Path) -> Vec<(String, Vec<String>)> {
+    let store = baton::store::Store::open(db).expect("opens");
+    let conn = store.connection();
+    [
+        "threads",
+        "provider_threads",
+        "runs",
+        "items",
+        "handoffs",
+        "transfers",
+        "checkpoints",
+        "decision_chunks",
+        "decision_rules",
+        "decision_log",
+        "grants",
+        "run_tally",
+    ]
+    .iter()
+    .map(|t| {
+        let mut st = conn
+            .prepare(&format!("SELECT * FROM {t}"))
+            .expect("prepares");
+        let width = st.column_count();
+        let mut rows: Vec<String> = st
+            .query_map([], |r| {
+                (0..width)
+                    .map(|i| {
+                        r.get::<_, rusqlite::types::Value>(i)
+                            .map(|v| format!("{v:?}"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(|v| v.join(" | "))
+            })
+            .expect("queries")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        rows.sort();
+        (t.to_string(), rows)
+    })
+    .collect()
+}
+
+fn export(db: &str, thread: &str) -> String {
+    let (ok, out, err) = baton(&["db", "export", "--db", db, "--thread", thread]);
+    assert!(ok, "export {thread} from {db}: {err}");
+    out
+}
+
+#[test]
+fn db_copy_to_postgres_and_back_keeps_every_row_and_every_export() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = dir.path().join("a.db");
+    let b = dir.path().join("b.db");
+    let a_s = a.display().to_string();
+    let b_s = b.display().to_string();
+    let examples: Vec<String> = std::fs::read_dir("examples")
+        .expect("examples")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .map(|p| p.display().to_string())
+        .collect();
+    let mut args = vec!["db", "import", "--db", &a_s];
+    args.extend(examples.iter().map(String::as_str));
+    // Every example whose thread is valid and not a repeat is imported (the rest are refused).
+    baton(&args);
+    let threads = baton::store::Store::open(&a)
+        .expect("opens")
+        .threads()
+        .expect("threads");
+    assert!(threads.len() > 5, "{threads:?}");
+    // Decisions, handoff documents and grants: a dispatch on every thread that can take one.
+    let handoffs = dir.path().join("handoffs");
+    let handoffs = handoffs.display().to_string();
+    let mut dispatched = 0;
+    for t in &threads {
+        let (ok, _, _) = baton(&[
+            "dispatch",
+            "--db",
+            &a_s,
+            "--thread",
+            t,
+            "--target",
+            "claude",
+            "--message",
+            "go on",
+            "--handoff-dir",
+            &handoffs,
+        ]);
+        dispatched += usize::from(ok);
+    }
+    assert!(dispatched > 0);
+    let pg = fresh_db();
+    let (ok, out, err) = baton(&[
+        "db",
+        "copy",
+        "--from",
+        &format!("sqlite:{a_s}"),
+        "--to",
+        &pg,
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(report["threads"], threads.len(), "{out}");
+    let (ok, _, err) = baton(&["db", "copy", "--from", &pg, "--to", &b_s]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        sqlite_rows(&a),
+        sqlite_rows(&b),
+        "every row survives the round trip"
+    );
+    for t in &threads {
+        let from_a = export(&a_s, t);
+        assert_eq!(from_a, export(&pg, t), "thread {t} on PostgreSQL");
+        assert_eq!(from_a, export(&b_s, t), "thread {t} copied back");
+    }
+    let (ok, out, err) = baton(&["replay", "--db", &b_s]);
+    assert!(ok, "replay of the copy: {out}{err}");
+    // Into a database that already holds threads: refused, nothing changed.
+    let (ok, _, err) = baton(&["db", "copy", "--from", &a_s, "--to", &pg]);
+    assert!(!ok);
+    let shown = DbUrl::parse(&pg).redacted();
+    assert_eq!(
+        err.trim_end(),
+        format!("{shown}: error: the copy's destination already holds {} threads; copy into an empty database (`baton db init --db {shown}` makes one)", threads.len())
+    );
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+fn db_import_then_export_gives_the_thread_back(#[case] backend: Backend) {
+    let (db, _dir) = new_db(backend);
+    let (ok, _, err) = baton(&["db", "import", "--db", &db, "examples/seed-switch.yaml"]);
+    assert!(ok, "{err}");
+    let exported = export(&db, "th_1");
+    let state =
+        baton::state::load_file(std::path::Path::new("examples/seed-switch.yaml")).expect("loads");
+    assert_eq!(exported, baton::state::to_yaml(&state));
+    let (ok, _, err) = baton(&["db", "import", "--db", &db, "examples/seed-switch.yaml"]);
+    assert!(!ok);
+    let shown = DbUrl::parse(&db).redacted();
+    assert!(
+        err.starts_with(&format!(
+            "{shown}: error: thread \"th_1\" is already in the database"
+        )),
+        "{err}"
+    );
+    let (ok, _, err) = baton(&["db", "export", "--db", &db, "--thread", "nope"]);
+    assert!(!ok);
+    assert!(
+        err.starts_with(&format!(
+            "{shown}: error: no thread \"nope\" in the database"
+        )),
+        "{err}"
+    );
 }

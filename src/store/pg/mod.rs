@@ -10,7 +10,10 @@
 //! conditional `UPDATE ... RETURNING`. Every error is a [`PgError`] naming the URL without its
 //! password.
 
+mod copy;
 mod schema;
+
+pub use copy::{CopyError, CopyReport};
 
 /// The rust-postgres client this backend is built on, for callers of
 /// [`PgStore::with_thread`] (whose operation gets a [`postgres::Transaction`]).

@@ -7,7 +7,10 @@
 //! Differences from the SQLite schema, each keeping its meaning: every integer is `BIGINT`; the
 //! log's and the grants' ids are identity columns; the triggers are PL/pgSQL functions
 //! (`IS NOT DISTINCT FROM` for SQLite's `IS`); the partial index `items_by_id` compares with
-//! `run::text`, an immutable expression, as an index predicate must be.
+//! `run::text`, an immutable expression, as an index predicate must be. A column SQLite keeps
+//! as TEXT or as a packed BLOB (`store::packed`: a handoff's document, prompt and provider-thread
+//! list, the decision log's decision, input and chunks) is a `BYTEA` whose first byte says
+//! which: `t` and the text's UTF-8, or `p` and the deflated bytes ([`super::copy`]).
 
 /// Version 9, created at once.
 pub(super) const V9: &str = r#"
@@ -64,7 +67,7 @@ CREATE TABLE handoffs (
     seq                   BIGINT NOT NULL,
     transfer              TEXT,
     target_run            BIGINT,
-    from_provider_threads TEXT NOT NULL DEFAULT '[]',
+    from_provider_threads BYTEA NOT NULL DEFAULT 't[]'::bytea,
     to_provider_thread    TEXT,
     covered_from          BIGINT NOT NULL,
     covered_to            BIGINT NOT NULL,
@@ -74,8 +77,8 @@ CREATE TABLE handoffs (
     summary               TEXT,
     supersedes            TEXT,
     document_path         TEXT,
-    document              TEXT,
-    inline_prompt         TEXT,
+    document              BYTEA,
+    inline_prompt         BYTEA,
     covered_thread        TEXT,
     PRIMARY KEY (thread, id)
 );
@@ -121,15 +124,15 @@ CREATE TABLE decision_log (
     operation     TEXT NOT NULL,
     policy_name   TEXT NOT NULL,
     policy_sha256 TEXT NOT NULL,
-    decision      TEXT NOT NULL,
+    decision      BYTEA NOT NULL,
     created_at    TEXT NOT NULL
         DEFAULT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-    input         TEXT
+    input         BYTEA
 );
 CREATE INDEX decision_log_by_thread ON decision_log (thread, run);
 CREATE TABLE decision_chunks (
     sha  TEXT PRIMARY KEY,
-    body TEXT NOT NULL
+    body BYTEA NOT NULL
 );
 CREATE TABLE decision_rules (
     sha  TEXT PRIMARY KEY,
