@@ -293,11 +293,14 @@ fn open_read_only(db: &Path) -> Result<Store, u8> {
 
 /// A `postgres://` URL given to a command the PostgreSQL backend does not run yet: said so,
 /// instead of SQLite failing to create a file of that name.
-fn refuse_postgres(db: &Path) -> Result<(), u8> {
+pub(crate) fn refuse_postgres(db: &Path) -> Result<(), u8> {
     match store::DbUrl::parse(&db.to_string_lossy()) {
+        #[cfg(not(feature = "postgres"))]
+        store::DbUrl::Postgres(url) => Err(init_postgres(&url, false)),
+        #[cfg(feature = "postgres")]
         url @ store::DbUrl::Postgres(_) => {
             eprintln!(
-                "{url}: error: this command does not run on PostgreSQL yet; the PostgreSQL backend runs `baton db init`, `migrate`, `import`, `export` and `copy` (docs/store.md#postgresql); give a SQLite file with --db"
+                "{url}: error: this command does not run on PostgreSQL yet; the PostgreSQL backend runs `baton db init`, `migrate`, `import`, `export`, `copy` and `baton pregrant check` (docs/store.md#postgresql); give a SQLite file with --db"
             );
             Err(FAIL)
         }
