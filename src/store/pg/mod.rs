@@ -2,13 +2,15 @@
 //! several `baton` processes and servers share.
 //!
 //! [`PgStore`] connects (`postgres://` or `postgresql://` URL), creates and migrates the schema
-//! ([`schema`]'s versions count as SQLite's), and gives the backend's concurrency primitives:
-//! a transaction that holds a thread's lock ([`PgStore::with_thread`]: an advisory transaction
-//! lock keyed by the thread id, so writers of one thread serialize and writers of different
-//! threads never wait for each other), retried a bounded number of times on a serialization
-//! failure or a deadlock, and the pre-grants ([`GrantStore`]), whose one-shot use is one
-//! conditional `UPDATE ... RETURNING`. Every error is a [`PgError`] naming the URL without its
-//! password.
+//! (its versions count as SQLite's; `src/store/pg/schema.rs`), and gives the backend's
+//! concurrency primitives: a transaction that holds a thread's lock ([`PgStore::with_thread`]:
+//! an advisory transaction lock keyed by the thread id, so writers of one thread serialize and
+//! writers of different threads never wait for each other), retried a bounded number of times
+//! on a serialization failure or a deadlock, and the pre-grants ([`GrantStore`]), whose one-shot
+//! use is one conditional `UPDATE ... RETURNING`. A thread's import and export
+//! ([`PgStore::import`], [`PgStore::export`]) and a whole database's copy between the backends
+//! ([`PgStore::copy_from_sqlite`], [`PgStore::copy_to_sqlite`]) go through the SQLite store's
+//! own row code. Every error is a [`PgError`] naming the URL without its password.
 
 mod copy;
 mod schema;
