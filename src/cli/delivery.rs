@@ -158,6 +158,22 @@ fn open_existing(db: &Path, command: &str) -> Result<Store, u8> {
     })
 }
 
+/// The grants of `--db`: a SQLite file, or (feature `postgres`) a PostgreSQL database, where a
+/// one-shot grant is used by one conditional update that servers sharing it cannot both win.
+fn grant_store(db: &Path) -> Result<Box<dyn deliver::GrantStore>, u8> {
+    match crate::store::DbUrl::parse(&db.to_string_lossy()) {
+        #[cfg(feature = "postgres")]
+        crate::store::DbUrl::Postgres(url) => crate::store::pg::PgStore::open_existing(&url)
+            .map(|s| Box::new(s) as Box<dyn deliver::GrantStore>)
+            .map_err(|e| {
+                eprintln!("{e}");
+                FAIL
+            }),
+        _ => open_existing(db, "baton pregrant check")
+            .map(|s| Box::new(s) as Box<dyn deliver::GrantStore>),
+    }
+}
+
 /// `baton pregrant check`: allow (exit 0, the grant is used) or deny (exit 1), with the reason.
 pub(crate) fn pregrant_check(a: PregrantCheckArgs) -> u8 {
     let args = match (&a.path, &a.args) {
@@ -175,7 +191,7 @@ pub(crate) fn pregrant_check(a: PregrantCheckArgs) -> u8 {
         }
     };
     let (db, _) = db_path(a.db.as_deref());
-    let mut store = match open_existing(&db, "baton pregrant check") {
+    let mut store = match grant_store(&db) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -185,7 +201,7 @@ pub(crate) fn pregrant_check(a: PregrantCheckArgs) -> u8 {
         tool: a.tool.clone(),
         args,
     };
-    match deliver::check(&mut store, &req) {
+    match deliver::check(store.as_mut(), &req) {
         Ok(v) => {
             if a.json {
                 outln!("{}", serde_json::to_string(&v).unwrap_or_default());

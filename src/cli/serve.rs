@@ -23,11 +23,11 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
         eprintln!("error: --max-message must be at least 1 byte");
         return super::commands::USAGE;
     }
-    let mut cfg = ServeConfig::new(
-        transport,
-        a.policy,
-        super::store::db_path(a.db.as_deref()).0,
-    );
+    let db = super::store::db_path(a.db.as_deref()).0;
+    if let Err(c) = super::store::refuse_postgres(&db) {
+        return c;
+    }
+    let mut cfg = ServeConfig::new(transport, a.policy, db);
     cfg.framing = framing;
     cfg.templates = a.templates;
     cfg.handoff_dir = super::handoff_root(a.handoff_dir);

@@ -58,12 +58,32 @@ pub struct DbArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum DbCommand {
-    /// Create the database (or migrate it to this baton's schema).
+    /// Create the database (or migrate it to this baton's schema). `--db` takes a SQLite
+    /// file or, built with feature `postgres`, a `postgres://` URL.
     Init(InitArgs),
+    /// Migrate an existing database to this baton's schema (the same as `init`, for a
+    /// database that exists).
+    Migrate(InitArgs),
     /// Import state files, or with --from coding-tool session logs, one thread each.
     Import(ImportArgs),
     /// Print a stored thread as a state file (YAML, or JSON with --json).
     Export(ExportArgs),
+    /// Copy every thread, decision and grant of one database into another, empty one, between
+    /// SQLite and PostgreSQL (feature `postgres`).
+    Copy(CopyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CopyArgs {
+    /// The database to copy: a SQLite file (`sqlite:FILE` or a path) or a `postgres://` URL.
+    #[arg(long, value_name = "DB")]
+    pub from: String,
+    /// The empty database to copy into (created or migrated first), on the other backend.
+    #[arg(long, value_name = "DB")]
+    pub to: String,
+    /// Print `{"from", "to", "threads", "tables"}` as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -254,6 +274,7 @@ pub struct RegenerateArgs {
 }
 
 fn open(db: &Path) -> Result<Store, u8> {
+    refuse_postgres(db)?;
     Store::open_with_busy_timeout(db, busy_timeout()).map_err(|e| {
         eprintln!("{}", super::errors::store_error(&e));
         FAIL
@@ -263,10 +284,177 @@ fn open(db: &Path) -> Result<Store, u8> {
 /// Reading commands (`db export`, `explain`/`render --thread`) open the database read-only:
 /// they work on a read-only file and never migrate or create one.
 fn open_read_only(db: &Path) -> Result<Store, u8> {
+    refuse_postgres(db)?;
     Store::open_read_only(db).map_err(|e| {
         eprintln!("{}", super::errors::store_error(&e));
         FAIL
     })
+}
+
+/// A `postgres://` URL given to a command the PostgreSQL backend does not run yet: said so,
+/// instead of SQLite failing to create a file of that name.
+pub(crate) fn refuse_postgres(db: &Path) -> Result<(), u8> {
+    match store::DbUrl::parse(&db.to_string_lossy()) {
+        #[cfg(not(feature = "postgres"))]
+        store::DbUrl::Postgres(url) => Err(init_postgres(&url, false)),
+        #[cfg(feature = "postgres")]
+        url @ store::DbUrl::Postgres(_) => {
+            eprintln!(
+                "{url}: error: this command does not run on PostgreSQL yet; the PostgreSQL backend runs `baton db init`, `migrate`, `import`, `export`, `copy` and `baton pregrant check` (docs/store.md#postgresql); give a SQLite file with --db"
+            );
+            Err(FAIL)
+        }
+        store::DbUrl::Sqlite(_) => Ok(()),
+    }
+}
+
+/// `db init` and `db migrate` on a `postgres://` URL.
+#[cfg(feature = "postgres")]
+fn init_postgres(url: &str, json: bool) -> u8 {
+    match store::pg::PgStore::open(url).and_then(|s| Ok((s.schema_version()?, s))) {
+        Ok((v, s)) if json => {
+            json_out(&serde_json::json!({"db": s.url(), "schema_version": v}));
+            OK
+        }
+        Ok((v, s)) => {
+            print(&format!("{}: schema version {v}", s.url()));
+            OK
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            FAIL
+        }
+    }
+}
+
+/// Where `db import` puts each state: a SQLite store or a PostgreSQL one.
+type Importer = Box<dyn FnMut(&State, bool) -> Result<(), String>>;
+
+#[cfg(feature = "postgres")]
+fn postgres_importer(url: &str) -> Result<Importer, u8> {
+    let pg = store::pg::PgStore::open(url).map_err(|e| {
+        eprintln!("{e}");
+        FAIL
+    })?;
+    Ok(Box::new(move |s, replace| {
+        if replace {
+            return Err(format!(
+                "{}: error: `baton db import --replace` does not run on PostgreSQL yet; import into an empty thread id",
+                pg.url()
+            ));
+        }
+        pg.import(s).map_err(|e| e.to_string())
+    }))
+}
+
+#[cfg(feature = "postgres")]
+fn export_postgres(url: &str, thread: &str, json: bool) -> u8 {
+    let state = store::pg::PgStore::open_existing(url)
+        .map_err(store::pg::CopyError::from)
+        .and_then(|pg| pg.export(thread));
+    match state {
+        Ok(s) if json => {
+            json_out(&s);
+            OK
+        }
+        Ok(s) => {
+            use std::io::Write as _;
+            let _ = write!(std::io::stdout().lock(), "{}", crate::state::to_yaml(&s));
+            OK
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            FAIL
+        }
+    }
+}
+
+/// `baton db copy`: SQLite to PostgreSQL or back.
+#[cfg(feature = "postgres")]
+fn copy(a: &CopyArgs) -> u8 {
+    use store::pg::{CopyError, PgStore};
+    use store::DbUrl;
+    let from = DbUrl::parse(&a.from);
+    let to = DbUrl::parse(&a.to);
+    let report = match (&from, &to) {
+        (DbUrl::Sqlite(src), DbUrl::Postgres(dst)) => {
+            if let Err(c) = super::dbcheck::require_existing(src, "baton db copy") {
+                return c;
+            }
+            let src = match open_read_only(src) {
+                Ok(s) => s,
+                Err(c) => return c,
+            };
+            PgStore::open(dst)
+                .map_err(CopyError::from)
+                .and_then(|pg| pg.copy_from_sqlite(&src))
+        }
+        (DbUrl::Postgres(src), DbUrl::Sqlite(dst)) => {
+            let mut dst = match open(dst) {
+                Ok(s) => s,
+                Err(c) => return c,
+            };
+            PgStore::open_existing(src)
+                .map_err(CopyError::from)
+                .and_then(|pg| pg.copy_to_sqlite(&mut dst))
+        }
+        _ => {
+            eprintln!("error: `baton db copy` copies between SQLite and PostgreSQL: give one `sqlite:FILE` (or a path) and one `postgres://` URL (got {from} and {to})");
+            return USAGE;
+        }
+    };
+    match report {
+        Ok(r) if a.json => {
+            json_out(&serde_json::json!({
+                "from": from.redacted(),
+                "to": to.redacted(),
+                "threads": r.threads,
+                "tables": r.tables.iter().map(|(t, n)| serde_json::json!({"table": t, "rows": n})).collect::<Vec<_>>(),
+            }));
+            OK
+        }
+        Ok(r) => {
+            print(&format!("copied {} threads from {from} to {to}", r.threads));
+            OK
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            FAIL
+        }
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres_importer(url: &str) -> Result<Importer, u8> {
+    Err(init_postgres(url, false))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn export_postgres(url: &str, _thread: &str, _json: bool) -> u8 {
+    init_postgres(url, false)
+}
+
+#[cfg(not(feature = "postgres"))]
+fn copy(a: &CopyArgs) -> u8 {
+    let pg = [&a.from, &a.to]
+        .into_iter()
+        .find(|u| matches!(store::DbUrl::parse(u), store::DbUrl::Postgres(_)));
+    match pg {
+        Some(url) => init_postgres(url, false),
+        None => {
+            eprintln!("error: `baton db copy` copies between SQLite and PostgreSQL: give one `sqlite:FILE` (or a path) and one `postgres://` URL");
+            USAGE
+        }
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+fn init_postgres(url: &str, _json: bool) -> u8 {
+    eprintln!(
+        "{}: error: this baton was built without PostgreSQL support; build it with `--features postgres` (docs/store.md#postgresql), or give a SQLite file with --db",
+        store::DbUrl::parse(url)
+    );
+    FAIL
 }
 
 fn fail(e: StoreError) -> u8 {
@@ -314,8 +502,12 @@ pub(crate) fn decide_stored(
 
 pub(crate) fn db(a: DbArgs) -> u8 {
     match a.command {
-        DbCommand::Init(a) => {
+        DbCommand::Copy(a) => copy(&a),
+        DbCommand::Init(a) | DbCommand::Migrate(a) => {
             let path = a.db.resolve();
+            if let store::DbUrl::Postgres(url) = store::DbUrl::parse(&path.to_string_lossy()) {
+                return init_postgres(&url, a.json);
+            }
             let store = match open(&path) {
                 Ok(s) => s,
                 Err(c) => return c,
@@ -333,9 +525,21 @@ pub(crate) fn db(a: DbArgs) -> u8 {
             }
         }
         DbCommand::Import(a) => {
-            let mut store = match open(&a.db.resolve()) {
-                Ok(s) => s,
-                Err(c) => return c,
+            let db = a.db.resolve();
+            let mut sink: Importer = match store::DbUrl::parse(&db.to_string_lossy()) {
+                store::DbUrl::Postgres(url) => match postgres_importer(&url) {
+                    Ok(f) => f,
+                    Err(c) => return c,
+                },
+                store::DbUrl::Sqlite(_) => {
+                    let mut store = match open(&db) {
+                        Ok(s) => s,
+                        Err(c) => return c,
+                    };
+                    Box::new(move |s, replace| {
+                        store.import_with(s, replace).map_err(|e| e.to_string())
+                    })
+                }
             };
             let mut code = OK;
             let mut imported = Vec::new();
@@ -354,7 +558,7 @@ pub(crate) fn db(a: DbArgs) -> u8 {
                         continue;
                     }
                 };
-                match store.import_with(&state, a.replace) {
+                match sink(&state, a.replace) {
                     Ok(()) if a.json => imported.push(store::ImportReport {
                         thread: state.thread.id.clone(),
                         runs: state.runs.len(),
@@ -365,7 +569,10 @@ pub(crate) fn db(a: DbArgs) -> u8 {
                         file.display(),
                         state.runs.len()
                     )),
-                    Err(e) => code = fail(e),
+                    Err(e) => {
+                        eprintln!("{e}");
+                        code = FAIL;
+                    }
                 }
             }
             if a.json {
@@ -375,6 +582,9 @@ pub(crate) fn db(a: DbArgs) -> u8 {
         }
         DbCommand::Export(a) => {
             let db = a.db.resolve();
+            if let store::DbUrl::Postgres(url) = store::DbUrl::parse(&db.to_string_lossy()) {
+                return export_postgres(&url, &a.thread, a.json);
+            }
             if let Err(c) = super::dbcheck::require_existing(&db, "baton db export") {
                 return c;
             }

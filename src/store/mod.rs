@@ -19,11 +19,14 @@ mod io;
 pub mod lifecycle;
 mod packed;
 mod patch;
+#[cfg(feature = "postgres")]
+pub mod pg;
 pub mod replay;
 pub mod report;
 mod row_error;
 mod schema;
 mod trace_log;
+mod url;
 mod window;
 
 use crate::state::State;
@@ -43,6 +46,7 @@ pub use replay::{
 };
 pub use report::{DispatchReport, ImportReport, Recorded};
 pub use schema::SCHEMA_VERSION;
+pub use url::DbUrl;
 
 /// How long a busy database is retried before [`StoreError::Busy`] (overridden by
 /// `$BATON_BUSY_TIMEOUT_MS`).

@@ -1,0 +1,555 @@
+//! Rows between the backends: `baton db copy` (a whole database, either way) and PostgreSQL's
+//! import and export of one thread, which go through a private in-memory SQLite store so that
+//! a state's rows are made and read by the one implementation (`store::io`) and validated as
+//! on SQLite.
+//!
+//! Both schemas have the same tables and columns ([`TABLES`], parents first). A value is
+//! carried as a SQLite value: an integer column is `BIGINT`, a text column `TEXT`, and a column
+//! SQLite keeps as TEXT or as a packed BLOB is a `BYTEA` tagged `t` (text) or `p` (packed).
+//! `run_tally` is not copied: the triggers on `runs` rebuild it on either side.
+
+use super::{PgError, PgStore};
+use crate::state::State;
+use crate::store::{Store, StoreError};
+use postgres::types::Type;
+use postgres::GenericClient;
+use rusqlite::types::Value;
+
+/// A table: its name, the column naming its thread (none for the content-addressed tables,
+/// which every thread shares), and its columns.
+struct Table {
+    name: &'static str,
+    thread: Option<&'static str>,
+    columns: &'static [&'static str],
+    /// Whether it holds a thread's state (what import and export carry), rather than the
+    /// decision log and the grants.
+    state: bool,
+}
+
+/// Every table, parents first.
+const TABLES: &[Table] = &[
+    Table {
+        name: "threads",
+        thread: Some("id"),
+        columns: &[
+            "id",
+            "version",
+            "title",
+            "compact_summary",
+            "compact_summary_through",
+            "parent_thread",
+            "parent_run",
+            "providers",
+            "request",
+            "workspace",
+        ],
+        state: true,
+    },
+    Table {
+        name: "provider_threads",
+        thread: Some("thread"),
+        columns: &[
+            "thread",
+            "id",
+            "seq",
+            "provider",
+            "model",
+            "runtime_mode",
+            "status",
+            "resume_failed",
+        ],
+        state: true,
+    },
+    Table {
+        name: "runs",
+        thread: Some("thread"),
+        columns: &[
+            "thread",
+            "ordinal",
+            "provider",
+            "provider_thread",
+            "status",
+            "handoff",
+            "started_at",
+            "ended_at",
+            "workspace",
+        ],
+        state: true,
+    },
+    Table {
+        name: "items",
+        thread: Some("thread"),
+        columns: &["thread", "run", "idx", "kind", "body", "item_id"],
+        state: true,
+    },
+    Table {
+        name: "handoffs",
+        thread: Some("thread"),
+        columns: &[
+            "thread",
+            "id",
+            "seq",
+            "transfer",
+            "target_run",
+            "from_provider_threads",
+            "to_provider_thread",
+            "covered_from",
+            "covered_to",
+            "strategy",
+            "status",
+            "created_by",
+            "summary",
+            "supersedes",
+            "document_path",
+            "document",
+            "inline_prompt",
+            "covered_thread",
+        ],
+        state: true,
+    },
+    Table {
+        name: "transfers",
+        thread: Some("thread"),
+        columns: &[
+            "thread",
+            "id",
+            "seq",
+            "type",
+            "status",
+            "source_thread",
+            "target_thread",
+            "source_run",
+            "resolution",
+            "handoff",
+        ],
+        state: true,
+    },
+    Table {
+        name: "checkpoints",
+        thread: Some("thread"),
+        columns: &["thread", "seq", "run", "files_changed", "diff_summary"],
+        state: true,
+    },
+    Table {
+        name: "decision_chunks",
+        thread: None,
+        columns: &["sha", "body"],
+        state: false,
+    },
+    Table {
+        name: "decision_rules",
+        thread: None,
+        columns: &["sha", "body"],
+        state: false,
+    },
+    Table {
+        name: "decision_log",
+        thread: Some("thread"),
+        columns: &[
+            "id",
+            "thread",
+            "run",
+            "operation",
+            "policy_name",
+            "policy_sha256",
+            "decision",
+            "created_at",
+            "input",
+        ],
+        state: false,
+    },
+    Table {
+        name: "grants",
+        thread: Some("thread"),
+        columns: &[
+            "id",
+            "thread",
+            "run",
+            "tool",
+            "path",
+            "uses_left",
+            "handoff",
+        ],
+        state: false,
+    },
+];
+
+/// What went wrong copying rows between the backends.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CopyError {
+    /// On the PostgreSQL side.
+    #[error(transparent)]
+    Postgres(#[from] PgError),
+    /// On the SQLite side (or validating a state).
+    #[error(transparent)]
+    Sqlite(#[from] StoreError),
+    /// `baton db copy` into a database that already holds threads.
+    #[error("{db}: error: the copy's destination already holds {threads} threads; copy into an empty database (`baton db init --db {db}` makes one)")]
+    NotEmpty {
+        /// The destination (a URL without its password, or a path).
+        db: String,
+        /// How many threads it holds.
+        threads: usize,
+    },
+    /// A value a column of the destination cannot hold.
+    #[error("{db}: error: cannot copy {table}.{column}: {why}")]
+    Value {
+        /// The database the value was read from or written to.
+        db: String,
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// Why.
+        why: String,
+    },
+}
+
+/// What `baton db copy` copied: rows per table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CopyReport {
+    /// `(table, rows)` in copy order.
+    pub tables: Vec<(String, usize)>,
+    /// The threads copied.
+    pub threads: usize,
+}
+
+type Rows = Vec<Vec<Value>>;
+
+fn select_sql(t: &Table, placeholder: &str, thread: Option<&str>) -> String {
+    let mut sql = format!("SELECT {} FROM {}", t.columns.join(", "), t.name);
+    if let (Some(_), Some(col)) = (thread, t.thread) {
+        sql.push_str(&format!(" WHERE {col} = {placeholder}"));
+    }
+    sql
+}
+
+fn insert_sql(t: &Table, mark: impl Fn(usize) -> String) -> String {
+    let marks: Vec<String> = (1..=t.columns.len()).map(mark).collect();
+    format!(
+        "INSERT INTO {} ({}) VALUES ({})",
+        t.name,
+        t.columns.join(", "),
+        marks.join(", ")
+    )
+}
+
+fn read_sqlite(store: &Store, t: &Table, thread: Option<&str>) -> Result<Rows, StoreError> {
+    let during = format!("reading {}", t.name);
+    let conn = store.connection();
+    let mut st = conn
+        .prepare(&select_sql(t, "?1", thread))
+        .map_err(|e| store.err(&during, e))?;
+    let width = t.columns.len();
+    let map = |r: &rusqlite::Row<'_>| (0..width).map(|i| r.get::<_, Value>(i)).collect();
+    let rows = match (thread, t.thread) {
+        (Some(th), Some(_)) => st.query_map([th], map),
+        _ => st.query_map([], map),
+    }
+    .map_err(|e| store.err(&during, e))?;
+    rows.collect::<Result<Rows, _>>()
+        .map_err(|e| store.err(&during, e))
+}
+
+fn write_sqlite(
+    tx: &rusqlite::Transaction<'_>,
+    name: &str,
+    t: &Table,
+    rows: &Rows,
+) -> Result<(), StoreError> {
+    let during = format!("writing {}", t.name);
+    let err = |e| crate::store::sql_err(name, crate::store::DEFAULT_BUSY_TIMEOUT, &during, e);
+    let mut st = tx
+        .prepare(&insert_sql(t, |i| format!("?{i}")))
+        .map_err(err)?;
+    for row in rows {
+        st.execute(rusqlite::params_from_iter(row.iter()))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+fn value_err(db: &str, t: &Table, col: usize, why: impl ToString) -> CopyError {
+    CopyError::Value {
+        db: db.to_string(),
+        table: t.name.to_string(),
+        column: t.columns.get(col).copied().unwrap_or("?").to_string(),
+        why: why.to_string(),
+    }
+}
+
+fn read_pg(
+    client: &mut impl GenericClient,
+    url: &str,
+    t: &Table,
+    thread: Option<&str>,
+) -> Result<Rows, CopyError> {
+    let during = format!("reading {}", t.name);
+    let sql = select_sql(t, "$1", thread);
+    let rows = match (thread, t.thread) {
+        (Some(th), Some(_)) => client.query(&sql, &[&th]),
+        _ => client.query(&sql, &[]),
+    }
+    .map_err(|e| super::sql_err(url, &during, e))?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let mut values = Vec::with_capacity(t.columns.len());
+        for (i, col) in row.columns().iter().enumerate() {
+            let ty = col.type_();
+            let get_err = |e: postgres::Error| super::sql_err(url, &during, e);
+            let v = if *ty == Type::INT8 {
+                row.try_get::<_, Option<i64>>(i)
+                    .map_err(get_err)?
+                    .map_or(Value::Null, Value::Integer)
+            } else if *ty == Type::BYTEA {
+                match row.try_get::<_, Option<Vec<u8>>>(i).map_err(get_err)? {
+                    None => Value::Null,
+                    Some(bytes) => untag(bytes).map_err(|why| value_err(url, t, i, why))?,
+                }
+            } else {
+                row.try_get::<_, Option<String>>(i)
+                    .map_err(get_err)?
+                    .map_or(Value::Null, Value::Text)
+            };
+            values.push(v);
+        }
+        out.push(values);
+    }
+    Ok(out)
+}
+
+/// A tagged `BYTEA` as the SQLite value it stands for.
+fn untag(mut bytes: Vec<u8>) -> Result<Value, String> {
+    let tag = bytes.first().copied();
+    bytes.drain(..1.min(bytes.len()));
+    match tag {
+        Some(b't') => String::from_utf8(bytes)
+            .map(Value::Text)
+            .map_err(|e| format!("a text value is not UTF-8: {e}")),
+        Some(b'p') => Ok(Value::Blob(bytes)),
+        _ => Err("a value is neither tagged text (t) nor packed (p)".into()),
+    }
+}
+
+fn tag(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(body.len().saturating_add(1));
+    v.push(kind);
+    v.extend_from_slice(body);
+    v
+}
+
+type Params = Vec<Vec<Box<dyn postgres::types::ToSql + Sync>>>;
+
+/// The rows as parameters of `t`'s insert, whose parameter types are `types`.
+fn pg_params(url: &str, t: &Table, rows: &Rows, types: &[Type]) -> Result<Params, CopyError> {
+    use postgres::types::ToSql;
+    let mut out: Params = Vec::with_capacity(rows.len());
+    for row in rows {
+        let mut owned: Vec<Box<dyn ToSql + Sync>> = Vec::with_capacity(row.len());
+        for (i, (v, ty)) in row.iter().zip(types).enumerate() {
+            let bad = |what: &str| value_err(url, t, i, format!("{what} for a {ty} column"));
+            let p: Box<dyn ToSql + Sync> = match (v, ty) {
+                (Value::Null, ty) if *ty == Type::INT8 => Box::new(None::<i64>),
+                (Value::Null, ty) if *ty == Type::BYTEA => Box::new(None::<Vec<u8>>),
+                (Value::Null, _) => Box::new(None::<String>),
+                (Value::Integer(n), ty) if *ty == Type::INT8 => Box::new(*n),
+                (Value::Text(s), ty) if *ty == Type::TEXT => Box::new(s.clone()),
+                (Value::Text(s), ty) if *ty == Type::BYTEA => Box::new(tag(b't', s.as_bytes())),
+                (Value::Blob(b), ty) if *ty == Type::BYTEA => Box::new(tag(b'p', b)),
+                (Value::Integer(_), _) => return Err(bad("an integer")),
+                (Value::Text(_), _) => return Err(bad("a text")),
+                (Value::Blob(_), _) => return Err(bad("a packed value")),
+                (Value::Real(_), _) => return Err(bad("a real number")),
+            };
+            owned.push(p);
+        }
+        out.push(owned);
+    }
+    Ok(out)
+}
+
+/// Prepare `t`'s insert and turn `rows` into its parameters.
+fn prepare_pg(
+    client: &mut impl GenericClient,
+    url: &str,
+    t: &Table,
+    rows: &Rows,
+) -> Result<(postgres::Statement, Params), CopyError> {
+    let during = format!("writing {}", t.name);
+    let st = client
+        .prepare(&insert_sql(t, |i| format!("${i}")))
+        .map_err(|e| super::sql_err(url, &during, e))?;
+    let params = pg_params(url, t, rows, st.params())?;
+    Ok((st, params))
+}
+
+fn insert_pg(
+    client: &mut impl GenericClient,
+    st: &postgres::Statement,
+    params: &Params,
+) -> Result<(), postgres::Error> {
+    for row in params {
+        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            row.iter().map(|b| b.as_ref()).collect();
+        client.execute(st, &refs)?;
+    }
+    Ok(())
+}
+
+fn write_pg(
+    client: &mut impl GenericClient,
+    url: &str,
+    t: &Table,
+    rows: &Rows,
+) -> Result<(), CopyError> {
+    let (st, params) = prepare_pg(client, url, t, rows)?;
+    insert_pg(client, &st, &params)
+        .map_err(|e| super::sql_err(url, &format!("writing {}", t.name), e).into())
+}
+
+/// Identity columns continue after the copied ids.
+const RESEED: &str = "
+SELECT setval(pg_get_serial_sequence('decision_log', 'id'), COALESCE(MAX(id), 0) + 1, false)
+    FROM decision_log;
+SELECT setval(pg_get_serial_sequence('grants', 'id'), COALESCE(MAX(id), 0) + 1, false)
+    FROM grants;";
+
+impl PgStore {
+    /// Copy every row of the SQLite database `from` into this (empty) database, in one
+    /// transaction: all of it or nothing.
+    pub fn copy_from_sqlite(&self, from: &Store) -> Result<CopyReport, CopyError> {
+        let present = self.threads()?.len();
+        if present > 0 {
+            return Err(CopyError::NotEmpty {
+                db: self.url.clone(),
+                threads: present,
+            });
+        }
+        let mut client = self.client.borrow_mut();
+        let url = self.url.clone();
+        let mut tx = client
+            .transaction()
+            .map_err(|e| super::sql_err(&url, "starting the copy", e))?;
+        let mut report = CopyReport::default();
+        for t in TABLES {
+            let rows = read_sqlite(from, t, None)?;
+            write_pg(&mut tx, &url, t, &rows)?;
+            report.tables.push((t.name.to_string(), rows.len()));
+        }
+        tx.batch_execute(RESEED)
+            .map_err(|e| super::sql_err(&url, "continuing the ids", e))?;
+        tx.commit()
+            .map_err(|e| super::sql_err(&url, "committing the copy", e))?;
+        report.threads = from.threads()?.len();
+        Ok(report)
+    }
+
+    /// Copy every row of this database into the (empty) SQLite database `to`, in one
+    /// transaction on each side (a snapshot read here, all-or-nothing there).
+    pub fn copy_to_sqlite(&self, to: &mut Store) -> Result<CopyReport, CopyError> {
+        let present = to.threads()?.len();
+        if present > 0 {
+            return Err(CopyError::NotEmpty {
+                db: to.name(),
+                threads: present,
+            });
+        }
+        let mut client = self.client.borrow_mut();
+        let url = self.url.clone();
+        let mut read = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(|e| super::sql_err(&url, "starting the copy", e))?;
+        let mut report = CopyReport::default();
+        let (tx, name, busy) = to.begin("copying a database")?;
+        for t in TABLES {
+            let rows = read_pg(&mut read, &url, t, None)?;
+            write_sqlite(&tx, &name, t, &rows)?;
+            report.tables.push((t.name.to_string(), rows.len()));
+        }
+        tx.commit()
+            .map_err(|e| crate::store::sql_err(&name, busy, "committing the copy", e))?;
+        report.threads = report.tables.first().map(|(_, n)| *n).unwrap_or_default();
+        Ok(report)
+    }
+
+    /// The stored thread as a state file, read in one REPEATABLE READ snapshot (no lock, no
+    /// wait for writers).
+    pub fn export(&self, thread: &str) -> Result<State, CopyError> {
+        let mut mem = Store::open_in_memory()?;
+        {
+            let mut client = self.client.borrow_mut();
+            let url = self.url.clone();
+            let mut read = client
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .map_err(|e| super::sql_err(&url, "exporting a thread", e))?;
+            let (tx, name, busy) = mem.begin("exporting a thread")?;
+            for t in TABLES.iter().filter(|t| t.state) {
+                let rows = read_pg(&mut read, &url, t, Some(thread))?;
+                write_sqlite(&tx, &name, t, &rows)?;
+            }
+            tx.commit()
+                .map_err(|e| crate::store::sql_err(&name, busy, "exporting a thread", e))?;
+        }
+        match mem.load(thread) {
+            Err(StoreError::ThreadNotFound { thread, .. }) => {
+                Err(CopyError::Sqlite(StoreError::ThreadNotFound {
+                    path: self.url.clone(),
+                    thread,
+                }))
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// Import a state file's thread (validated as on SQLite), under the thread's lock; a
+    /// thread already stored is refused ([`StoreError::ThreadExists`]).
+    pub fn import(&self, state: &State) -> Result<(), CopyError> {
+        let mut mem = Store::open_in_memory()?;
+        mem.import(state)?;
+        let thread = state.thread.id.as_str();
+        let mut tables = Vec::new();
+        for t in TABLES.iter().filter(|t| t.state) {
+            tables.push((t, read_sqlite(&mem, t, Some(thread))?));
+        }
+        let prepared = {
+            let mut client = self.client.borrow_mut();
+            let mut out = Vec::with_capacity(tables.len());
+            for (t, rows) in &tables {
+                let (st, params) = prepare_pg(&mut *client, &self.url, t, rows)?;
+                out.push((
+                    st.params().to_vec(),
+                    insert_sql(t, |i| format!("${i}")),
+                    params,
+                ));
+            }
+            out
+        };
+        let exists = self.with_thread(thread, "importing a thread", |tx| {
+            let found = tx
+                .query_opt("SELECT 1 FROM threads WHERE id = $1", &[&thread])?
+                .is_some();
+            if found {
+                return Ok(true);
+            }
+            for (types, sql, params) in &prepared {
+                let st = tx.prepare_typed(sql, types)?;
+                insert_pg(tx, &st, params)?;
+            }
+            Ok(false)
+        });
+        if exists? {
+            return Err(CopyError::Sqlite(StoreError::ThreadExists {
+                path: self.url.clone(),
+                thread: thread.to_string(),
+            }));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,218 @@
+//! The PostgreSQL schema and its migrations. The version is the row of `baton_schema`; it counts
+//! as SQLite's `PRAGMA user_version` does ([`crate::store::SCHEMA_VERSION`]), so one number
+//! names the same tables on both backends. PostgreSQL support starts at version 9: its first
+//! migration creates the whole version-9 schema; each later version adds one migration here
+//! and one in `store::schema`.
+//!
+//! Differences from the SQLite schema, each keeping its meaning: every integer is `BIGINT`; the
+//! log's and the grants' ids are identity columns; the triggers are PL/pgSQL functions
+//! (`IS NOT DISTINCT FROM` for SQLite's `IS`); the partial index `items_by_id` compares with
+//! `run::text`, an immutable expression, as an index predicate must be. A column SQLite keeps
+//! as TEXT or as a packed BLOB (`store::packed`: a handoff's document, prompt and provider-thread
+//! list, the decision log's decision, input and chunks) is a `BYTEA` whose first byte says
+//! which: `t` and the text's UTF-8, or `p` and the deflated bytes ([`super::copy`]).
+
+/// Version 9, created at once.
+pub(super) const V9: &str = r#"
+CREATE TABLE threads (
+    id                      TEXT PRIMARY KEY,
+    version                 BIGINT NOT NULL,
+    title                   TEXT,
+    compact_summary         TEXT,
+    compact_summary_through BIGINT,
+    parent_thread           TEXT,
+    parent_run              BIGINT,
+    providers               TEXT NOT NULL DEFAULT '{}',
+    request                 TEXT NOT NULL,
+    workspace               TEXT
+);
+CREATE TABLE provider_threads (
+    thread        TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    id            TEXT NOT NULL,
+    seq           BIGINT NOT NULL,
+    provider      TEXT NOT NULL,
+    model         TEXT,
+    runtime_mode  TEXT,
+    status        TEXT NOT NULL,
+    resume_failed BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (thread, id)
+);
+CREATE TABLE runs (
+    thread          TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    ordinal         BIGINT NOT NULL,
+    provider        TEXT NOT NULL,
+    provider_thread TEXT,
+    status          TEXT NOT NULL,
+    handoff         TEXT,
+    started_at      TEXT,
+    ended_at        TEXT,
+    workspace       TEXT,
+    PRIMARY KEY (thread, ordinal)
+);
+CREATE TABLE items (
+    thread  TEXT NOT NULL,
+    run     BIGINT NOT NULL,
+    idx     BIGINT NOT NULL,
+    kind    TEXT NOT NULL,
+    body    TEXT NOT NULL,
+    item_id TEXT,
+    PRIMARY KEY (thread, run, idx),
+    FOREIGN KEY (thread, run) REFERENCES runs(thread, ordinal) ON DELETE CASCADE
+);
+CREATE INDEX items_by_id ON items (thread, item_id)
+    WHERE item_id <> 'r' || run::text || '.' || (idx + 1)::text;
+CREATE TABLE handoffs (
+    thread                TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    id                    TEXT NOT NULL,
+    seq                   BIGINT NOT NULL,
+    transfer              TEXT,
+    target_run            BIGINT,
+    from_provider_threads BYTEA NOT NULL DEFAULT 't[]'::bytea,
+    to_provider_thread    TEXT,
+    covered_from          BIGINT NOT NULL,
+    covered_to            BIGINT NOT NULL,
+    strategy              TEXT NOT NULL,
+    status                TEXT NOT NULL,
+    created_by            TEXT,
+    summary               TEXT,
+    supersedes            TEXT,
+    document_path         TEXT,
+    document              BYTEA,
+    inline_prompt         BYTEA,
+    covered_thread        TEXT,
+    PRIMARY KEY (thread, id)
+);
+CREATE INDEX handoffs_into ON handoffs (thread, to_provider_thread);
+CREATE INDEX handoffs_by_covered_to ON handoffs (thread, covered_to);
+CREATE INDEX handoffs_by_target_run ON handoffs (thread, target_run);
+CREATE FUNCTION handoffs_change_only_status() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF to_jsonb(NEW) - 'status' IS DISTINCT FROM to_jsonb(OLD) - 'status' THEN
+        RAISE EXCEPTION 'a handoff row is never updated except its status (supersede it)';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER handoffs_change_only_status BEFORE UPDATE ON handoffs
+    FOR EACH ROW EXECUTE FUNCTION handoffs_change_only_status();
+CREATE TABLE transfers (
+    thread        TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    id            TEXT NOT NULL,
+    seq           BIGINT NOT NULL,
+    type          TEXT NOT NULL,
+    status        TEXT NOT NULL,
+    source_thread TEXT,
+    target_thread TEXT,
+    source_run    BIGINT,
+    resolution    TEXT,
+    handoff       TEXT,
+    PRIMARY KEY (thread, id)
+);
+CREATE INDEX transfers_open ON transfers (thread, type, status)
+    WHERE status IN ('resolved_native', 'resolved_portable');
+CREATE TABLE checkpoints (
+    thread        TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    seq           BIGINT NOT NULL,
+    run           BIGINT NOT NULL,
+    files_changed BIGINT NOT NULL DEFAULT 0,
+    diff_summary  TEXT,
+    PRIMARY KEY (thread, seq)
+);
+CREATE TABLE decision_log (
+    id            BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    thread        TEXT NOT NULL,
+    run           BIGINT NOT NULL,
+    operation     TEXT NOT NULL,
+    policy_name   TEXT NOT NULL,
+    policy_sha256 TEXT NOT NULL,
+    decision      BYTEA NOT NULL,
+    created_at    TEXT NOT NULL
+        DEFAULT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+    input         BYTEA
+);
+CREATE INDEX decision_log_by_thread ON decision_log (thread, run);
+CREATE TABLE decision_chunks (
+    sha  TEXT PRIMARY KEY,
+    body BYTEA NOT NULL
+);
+CREATE TABLE decision_rules (
+    sha  TEXT PRIMARY KEY,
+    body TEXT NOT NULL
+);
+CREATE TABLE grants (
+    id        BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    thread    TEXT NOT NULL,
+    run       BIGINT NOT NULL,
+    tool      TEXT NOT NULL,
+    path      TEXT NOT NULL,
+    uses_left BIGINT NOT NULL,
+    handoff   TEXT NOT NULL
+);
+CREATE INDEX grants_by_turn ON grants (thread, run, path);
+CREATE TABLE run_tally (
+    thread          TEXT NOT NULL,
+    provider_thread TEXT,
+    provider        TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    has_handoff     BIGINT NOT NULL,
+    runs            BIGINT NOT NULL,
+    first           BIGINT NOT NULL,
+    last            BIGINT NOT NULL
+);
+CREATE INDEX run_tally_key ON run_tally (thread, provider, provider_thread, status, has_handoff);
+CREATE INDEX runs_by_key ON runs (thread, provider_thread, provider, status, ordinal);
+CREATE FUNCTION run_tally_remove(r runs) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE h BIGINT := (r.handoff IS NOT NULL)::int;
+BEGIN
+    UPDATE run_tally SET runs = runs - 1,
+        first = COALESCE((SELECT MIN(ordinal) FROM runs WHERE thread = r.thread
+            AND provider_thread IS NOT DISTINCT FROM r.provider_thread
+            AND provider = r.provider AND status = r.status
+            AND (handoff IS NOT NULL)::int = h), 0),
+        last = COALESCE((SELECT MAX(ordinal) FROM runs WHERE thread = r.thread
+            AND provider_thread IS NOT DISTINCT FROM r.provider_thread
+            AND provider = r.provider AND status = r.status
+            AND (handoff IS NOT NULL)::int = h), 0)
+    WHERE thread = r.thread AND provider_thread IS NOT DISTINCT FROM r.provider_thread
+        AND provider = r.provider AND status = r.status AND has_handoff = h;
+    DELETE FROM run_tally WHERE thread = r.thread
+        AND provider_thread IS NOT DISTINCT FROM r.provider_thread
+        AND provider = r.provider AND status = r.status AND has_handoff = h AND runs <= 0;
+END $$;
+CREATE FUNCTION run_tally_add(r runs) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE h BIGINT := (r.handoff IS NOT NULL)::int;
+BEGIN
+    UPDATE run_tally SET runs = runs + 1, first = LEAST(first, r.ordinal),
+        last = GREATEST(last, r.ordinal)
+    WHERE thread = r.thread AND provider_thread IS NOT DISTINCT FROM r.provider_thread
+        AND provider = r.provider AND status = r.status AND has_handoff = h;
+    IF NOT FOUND THEN
+        INSERT INTO run_tally (thread, provider_thread, provider, status, has_handoff, runs,
+            first, last)
+        VALUES (r.thread, r.provider_thread, r.provider, r.status, h, 1, r.ordinal, r.ordinal);
+    END IF;
+END $$;
+CREATE FUNCTION run_tally_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        PERFORM run_tally_remove(OLD);
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') THEN
+        PERFORM run_tally_add(NEW);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER run_tally_insert AFTER INSERT ON runs
+    FOR EACH ROW EXECUTE FUNCTION run_tally_change();
+CREATE TRIGGER run_tally_delete AFTER DELETE ON runs
+    FOR EACH ROW EXECUTE FUNCTION run_tally_change();
+CREATE TRIGGER run_tally_update AFTER UPDATE OF thread, ordinal, provider, provider_thread,
+    status, handoff ON runs
+    FOR EACH ROW EXECUTE FUNCTION run_tally_change();
+"#;
+
+/// The migrations, in order: `MIGRATIONS[i]` takes the database to version
+/// `FIRST_VERSION + i`. Version 0 (no baton tables) goes straight to [`FIRST_VERSION`].
+pub(super) const MIGRATIONS: &[&str] = &[V9];
+
+/// The first schema version the PostgreSQL backend has.
+pub(super) const FIRST_VERSION: i64 = 9;
