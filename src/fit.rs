@@ -337,9 +337,10 @@ fn fit_ladder(
     if attempt.kept || opts.summary_text.is_some() {
         return Ok(attempt);
     }
-    // The text rules first: they are ceilings, applied only over the limit (oldest runs
-    // first, as far as needed); then the policy's steps.
-    let steps = std::iter::once(DegradeStep::TextRules).chain(
+    // The text rules are ceilings, applied only over the limit (oldest runs first, as far as
+    // needed): where the policy places `degrade text_rules`, else first; then the policy's
+    // steps.
+    let steps = DegradeStep::with_text_rules(
         policy
             .summary
             .as_ref()

@@ -553,6 +553,10 @@ summary {
     "`user_message` items have no output to leave out"
 )]
 #[case::count_of_unknown_kind("degrade count requests", "unknown item kind `requests`")]
+#[case::text_rules_misspelt(
+    "degrade text_rule",
+    "unknown keyword `text_rule`\n  |\n4 |   degrade text_rule\n  |           ^^^^^^^^^\n  = help: did you mean `text_rules`?"
+)]
 fn bad_text_and_budget_rules_are_errors(#[case] rule: &str, #[case] message: &str) {
     let text = format!(
         "policy \"bad\" {{}}\nstrategy {{ full_new otherwise }}\nsummary {{\n  {rule}\n}}\n"
@@ -1077,6 +1081,55 @@ fn text_rules_cut_when_the_budget_binds(#[case] caps: Value, #[case] binds: bool
         let latest = v["runs"][0]["items"][3]["text"].as_str().unwrap();
         assert!(words(&r.inline).contains(latest));
     }
+}
+
+/// `degrade text_rules` places the text rules' step: a policy that writes it after `degrade
+/// drop_output command` sheds the successful test output before it cuts any text to its rule,
+/// where `default` (no `degrade text_rules`: first) cuts the texts first. Named twice, it runs
+/// once, where it is first named.
+#[rstest]
+#[case::after_drop_output("  degrade drop_output command\n  degrade text_rules\n")]
+#[case::named_twice("  degrade drop_output command\n  degrade text_rules\n  degrade text_rules\n")]
+fn a_policy_places_the_text_rules_step(#[case] steps: &str) {
+    let mut v = short_thread_with_long_texts("plain");
+    v["providers"] = json!({"plain": {"file_read": false, "max_input_chars_per_turn": 7000}});
+    let s = state(&v);
+    let labels = |p: &baton::Policy| {
+        let o = run_with(p, &s, Some("plain"));
+        let b = o.decision.budget.clone().unwrap();
+        assert!(b.kept, "{b:?}");
+        let inline = o.rendered.unwrap().inline;
+        let steps: Vec<String> = b.steps.iter().map(|s| s.step.clone()).collect();
+        (steps, inline)
+    };
+    let (default_steps, _) = labels(&shipped("default"));
+    assert!(
+        default_steps[0].starts_with("text_rules"),
+        "{default_steps:?}"
+    );
+    let text = std::fs::read_to_string("policies/default.policy")
+        .unwrap()
+        .replace("policy \"default\"", "policy \"placed\"")
+        .replace("  degrade drop_output command\n", steps);
+    let (placed, inline) = labels(&policy_text("placed.policy", &text));
+    let at = |prefix: &str| placed.iter().position(|s| s.starts_with(prefix));
+    let drop_output = at("drop_output command").expect("drop_output command ran");
+    assert!(
+        at("text_rules").is_none_or(|t| t > drop_output),
+        "text_rules before drop_output: {placed:?}"
+    );
+    assert_eq!(
+        placed
+            .iter()
+            .filter(|s| s.starts_with("text_rules"))
+            .count(),
+        at("text_rules").map_or(0, |_| 1),
+        "{placed:?}"
+    );
+    assert!(
+        inline.contains("[output of 80 lines left out]"),
+        "{placed:?}\n{inline}"
+    );
 }
 
 /// `baton quality --long-threads`'s gate measures it: a generated thread with a long reply
