@@ -95,8 +95,13 @@ pub struct BudgetReport {
     pub scope: String,
     /// The limit in characters.
     pub limit: usize,
-    /// The target's `max_input_chars_per_turn`.
+    /// The first-turn message's limit: the target's `max_input_chars_per_turn`, or the
+    /// policy's `turn max` (`first_turn_source` says which).
     pub first_turn_limit: usize,
+    /// Where `first_turn_limit` comes from: `target` (the target's
+    /// `max_input_chars_per_turn`), `turn_max` (the policy's `turn max N`) or `turn_max_none`
+    /// (the policy's `turn max none`: no per-turn limit). Additive to DESIGN §4.
+    pub first_turn_source: FirstTurnSource,
     /// The policy's off-band document budget (`document max`).
     pub document_limit: usize,
     /// A full handoff that replaces an `over_budget` delta is held to the delta's size.
@@ -116,6 +121,19 @@ pub struct BudgetReport {
     /// `request_over_budget`, `moved_off_band`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+}
+
+/// Where a budget's first-turn limit comes from (docs/rendering.md#budgets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FirstTurnSource {
+    /// The target's `max_input_chars_per_turn` (the policy sets no `turn max`).
+    Target,
+    /// The policy's `turn max N`.
+    TurnMax,
+    /// The policy's `turn max none`: no per-turn limit.
+    TurnMaxNone,
 }
 
 /// One degradation step.

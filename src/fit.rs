@@ -11,7 +11,7 @@
 //! `handoff.json` and in the trace.
 
 use crate::decision::{
-    BudgetReport, BudgetStep, DecidedBy, Decision, Delivery, DeliveryMode, RuleOutcome as TraceOutcome,
+    BudgetReport, BudgetStep, DecidedBy, FirstTurnSource, Decision, Delivery, DeliveryMode, RuleOutcome as TraceOutcome,
     Pregrant, ProviderThreadAction, ThreadAction, TraceEntry,
 };
 use crate::facts::{Facts, Value};
@@ -88,10 +88,10 @@ pub fn fit(
     let caps = facts.caps.clone();
     // The first turn: the target's per-turn cap, unless the policy sets its own (`turn max`).
     let target_turn = usize::try_from(caps.max_input_chars_per_turn).unwrap_or(usize::MAX);
-    let first_turn = match policy.summary.as_ref().map(|s| s.turn_max) {
-        Some(TurnLimit::Chars(n)) => n,
-        Some(TurnLimit::Unlimited) => crate::policy::NO_TURN_LIMIT,
-        Some(TurnLimit::Target) | None => target_turn,
+    let (first_turn, first_turn_source) = match policy.summary.as_ref().map(|s| s.turn_max) {
+        Some(TurnLimit::Chars(n)) => (n, FirstTurnSource::TurnMax),
+        Some(TurnLimit::Unlimited) => (crate::policy::NO_TURN_LIMIT, FirstTurnSource::TurnMaxNone),
+        Some(TurnLimit::Target) | None => (target_turn, FirstTurnSource::Target),
     };
     let limits = Limits {
         first_turn,
@@ -199,6 +199,7 @@ pub fn fit(
         scope: scope.to_string(),
         limit,
         first_turn_limit: limits.first_turn,
+        first_turn_source,
         document_limit: limits.document,
         replaced_chars: limits.replaced,
         before: attempt.before,

@@ -1190,6 +1190,36 @@ fn t3code_legacy_is_not_cut_to_the_targets_turn() {
     );
 }
 
+/// The budget report says where the first-turn limit comes from (`first_turn_source`), and
+/// explain names it: the target's cap, the policy's `turn max N`, or no limit.
+#[rstest]
+#[case::target("", "target", "of 180,000 (the target's max_input_chars_per_turn)")]
+#[case::turn_max("  turn max 9_000\n", "turn_max", "of 9,000 (the policy's turn max)")]
+#[case::turn_max_none("  turn max none\n", "turn_max_none", "no limit (turn max none)")]
+fn explain_names_where_the_first_turn_limit_comes_from(
+    #[case] rule: &str,
+    #[case] source: &str,
+    #[case] explained: &str,
+) {
+    let text = std::fs::read_to_string("policies/default.policy")
+        .unwrap()
+        .replace("policy \"default\"", "policy \"turns\"")
+        .replace(
+            "  document max 60_000\n",
+            &format!("  document max 60_000\n{rule}"),
+        );
+    let v = short_thread_with_long_texts("claude");
+    let o = run_with(&policy_text("turns.policy", &text), &state(&v), None);
+    let json = serde_json::to_value(&o.decision).unwrap();
+    assert_eq!(
+        json["budget"]["first_turn_source"], source,
+        "{:?}",
+        json["budget"]
+    );
+    let out = baton::explain::render(&o.decision, false);
+    assert!(out.contains(explained), "{out}");
+}
+
 // ---- monotone across thread lengths (issue 24, point 1) ----
 
 /// The runs whose request, decision and reply `read` shows (by the generated markers), and the

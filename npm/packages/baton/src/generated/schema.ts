@@ -312,6 +312,13 @@ export type TransferStatus = "pending" | "resolved_native" | "resolved_portable"
  */
 export type TransferType = "fork" | "provider_handoff" | "merge_back" | "subagent_spawn" | "subagent_result";
 /**
+ * Where a budget's first-turn limit comes from (docs/rendering.md#budgets).
+ *
+ * This interface was referenced by `BatonSchemas`'s JSON-Schema
+ * via the `definition` "FirstTurnSource".
+ */
+export type FirstTurnSource = "target" | "turn_max" | "turn_max_none";
+/**
  * How the handoff document is delivered (`delivery.mode`).
  *
  * This interface was referenced by `BatonSchemas`'s JSON-Schema
@@ -807,9 +814,11 @@ export interface BudgetReport {
    */
   first_turn: number;
   /**
-   * The target's `max_input_chars_per_turn`.
+   * The first-turn message's limit: the target's `max_input_chars_per_turn`, or the
+   * policy's `turn max` (`first_turn_source` says which).
    */
   first_turn_limit: number;
+  first_turn_source: FirstTurnSource;
   /**
    * Whether the handoff is within its limits.
    */
