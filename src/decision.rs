@@ -121,6 +121,26 @@ pub struct BudgetReport {
     /// `request_over_budget`, `moved_off_band`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+    /// Changed files the handoff counts per directory instead of naming (`degrade count
+    /// file_change`): even grouped by directory, their names do not fit the limit
+    /// (docs/limits.md#rendering). Absent when every changed file is named. Additive to
+    /// DESIGN §4.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files_counted: Option<FilesCounted>,
+    /// What the handoff could not keep that a reader relies on, in words (today: changed files
+    /// counted, not named, and where they are). Empty (and absent) when nothing. Additive to
+    /// DESIGN §4.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// Changed files a handoff counts per directory instead of naming (`budget.files_counted`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct FilesCounted {
+    /// Distinct files counted, not named.
+    pub counted: usize,
+    /// Distinct files grouped by directory (named or counted).
+    pub grouped: usize,
 }
 
 /// Where a budget's first-turn limit comes from (docs/rendering.md#budgets).

@@ -204,6 +204,9 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         if !b.reasons.is_empty() {
             lines.push(format!("reasons: {}", b.reasons.join(", ")));
         }
+        for w in &b.warnings {
+            lines.push(format!("warning: {w}"));
+        }
         labelled(&mut out, "budget", lines.into_iter());
     }
     if !d.redactions.is_empty() {

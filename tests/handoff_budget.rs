@@ -1294,6 +1294,68 @@ fn adding_runs_sheds_the_oldest_content_first(
     }
 }
 
+/// Where "every changed file named" stops (docs/limits.md#rendering): 3,000 files, each in a
+/// directory of its own, do not fit a 60,000-character document even grouped by directory
+/// (about 40 characters a line). The oldest are counted per directory, and the handoff says
+/// so: `budget.files_counted`, a warning in `budget.warnings` and in explain, and every
+/// counted file named in the transcript; every file is named in one of the two.
+#[test]
+fn files_that_cannot_all_be_named_are_counted_with_a_warning() {
+    let runs: Vec<Value> = (1..=3_000u32)
+        .map(|i| {
+            json!({"ordinal": i, "provider": "codex", "items": [
+                {"kind": "user_message", "text": format!("Request {i}: move file {i}.")},
+                {"kind": "file_change", "path": format!("src/area_{i}/module_{i}/file_{i}.rs"), "change": "modified"},
+            ]})
+        })
+        .collect();
+    let s = state(&json!({
+        "version": 1, "thread": {"id": "th_files", "title": "Files"},
+        "runs": runs,
+        "request": {"provider": "claude", "message": "Carry on."}
+    }));
+    let o = run_with(&shipped("default"), &s, None);
+    let b = o.decision.budget.clone().unwrap();
+    assert!(b.kept, "{b:?}");
+    let f = b
+        .files_counted
+        .unwrap_or_else(|| panic!("files counted: {b:?}"));
+    assert_eq!(f.grouped, 3_000, "{f:?}");
+    assert!(f.counted > 0 && f.counted < 3_000, "{f:?}");
+    let json = serde_json::to_value(&o.decision).unwrap();
+    let warning = json["budget"]["warnings"][0].as_str().unwrap().to_string();
+    assert_eq!(
+        warning,
+        format!(
+            "{} of 3,000 changed files are counted, not named: even grouped by directory their names do not fit the 60,000-character document; each is named, with every change, in the transcript beside the document",
+            baton::cut::thousands(f.counted)
+        )
+    );
+    assert_eq!(json["budget"]["files_counted"]["counted"], f.counted);
+    let explained = baton::explain::render(&o.decision, false);
+    assert!(
+        explained.contains(&format!("warning: {warning}")),
+        "{explained}"
+    );
+    let r = o.rendered.unwrap();
+    assert!(chars(&r.document) <= 60_000);
+    let transcript = r.transcript.expect("a transcript");
+    let (mut named, mut in_transcript) = (0, 0);
+    for i in 1..=3_000 {
+        let path = format!("src/area_{i}/module_{i}/file_{i}.rs");
+        if baton::quality::long::file_named(&r.document, &path) {
+            named += 1;
+        } else {
+            assert!(
+                transcript.contains(&path),
+                "{path} neither named nor in the transcript"
+            );
+            in_transcript += 1;
+        }
+    }
+    assert_eq!((named, in_transcript), (3_000 - f.counted, f.counted));
+}
+
 /// Bad input: a thread of 100,000 runs (each a request, every tenth a test run) renders
 /// within its limit with the same guarantees: the newest 10 requests whole, the latest one
 /// and the open question kept, what is shed counted in one line. (The generated thread of

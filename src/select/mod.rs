@@ -84,6 +84,11 @@ pub struct Summary {
     pub chars: usize,
     /// The summary block's character budget, if any.
     pub budget: Option<usize>,
+    /// Changed files the budget counts per directory instead of naming (`degrade count
+    /// file_change`), and how many files were grouped by directory: (counted, grouped).
+    /// (0, 0) when no file is counted. Never serialised.
+    #[serde(skip)]
+    pub files_counted: (usize, usize),
     /// What redaction did to the selection (docs/redaction.md); never serialised (the
     /// summarizer's input carries the redacted texts, not this).
     #[serde(skip)]
@@ -460,6 +465,7 @@ fn select_inner(
             omitted: Arc::default(),
             chars: 0,
             budget: None,
+            files_counted: (0, 0),
             redaction: Redaction::start(policy, facts.state),
         },
     }
@@ -861,6 +867,7 @@ impl Prepared<'_, '_> {
             });
         }
     files::aggregate(&mut chosen, state.thread.workspace.as_deref(), &mut redaction.context);
+    let mut files_counted = (0usize, 0usize);
     if degrade.group.iter().any(|k| k == "file_change") && !degrade.must_keep_only {
         let counting = degrade.count.iter().any(|k| k == "file_change");
         let before = counting.then(|| {
@@ -875,7 +882,10 @@ impl Prepared<'_, '_> {
             &degrade.keep,
             &mut redaction.context,
         );
-        for id in counted {
+        if counted.files > 0 {
+            files_counted = (counted.files, counted.grouped);
+        }
+        for id in counted.ids {
             omitted.push(Omitted {
                 id,
                 kind: "file_change",
@@ -1061,6 +1071,7 @@ impl Prepared<'_, '_> {
         omitted: Arc::new(omitted),
         chars,
         budget: rules.budget.map(|(b, _)| b),
+        files_counted,
         redaction,
     }
 }

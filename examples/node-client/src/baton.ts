@@ -72,6 +72,10 @@ export interface Decision {
     steps: { step: string; before: number; after: number; dropped: string[] }[];
     kept: boolean;
     reasons?: string[];
+    /** Changed files counted, not named: even grouped by directory their names do not fit. */
+    files_counted?: { counted: number; grouped: number };
+    /** What the handoff could not keep that a reader relies on, in words. */
+    warnings?: string[];
   };
   /** The clock and the workspace (docs/facts.md#time-and-workspace). Absent when the state has neither. */
   workspace?: {

@@ -810,6 +810,13 @@ export interface BudgetReport {
    */
   document_limit: number;
   /**
+   * Changed files the handoff counts per directory instead of naming (`degrade count
+   * file_change`): even grouped by directory, their names do not fit the limit
+   * (docs/limits.md#rendering). Absent when every changed file is named. Additive to
+   * DESIGN §4.
+   */
+  files_counted?: FilesCounted | null;
+  /**
    * Characters of the first-turn prompt as sent.
    */
   first_turn: number;
@@ -845,6 +852,28 @@ export interface BudgetReport {
    * Every degradation step taken, in order.
    */
   steps: BudgetStep[];
+  /**
+   * What the handoff could not keep that a reader relies on, in words (today: changed files
+   * counted, not named, and where they are). Empty (and absent) when nothing. Additive to
+   * DESIGN §4.
+   */
+  warnings?: string[];
+}
+/**
+ * Changed files a handoff counts per directory instead of naming (`budget.files_counted`).
+ *
+ * This interface was referenced by `BatonSchemas`'s JSON-Schema
+ * via the `definition` "FilesCounted".
+ */
+export interface FilesCounted {
+  /**
+   * Distinct files counted, not named.
+   */
+  counted: number;
+  /**
+   * Distinct files grouped by directory (named or counted).
+   */
+  grouped: number;
 }
 /**
  * One degradation step.
