@@ -1445,18 +1445,29 @@ fn entry_text(
     let Some(item) = ctx.item else {
         return String::new();
     };
-    // Seed 003's activity line: a command as the Bash tool call that ran it; any other kind
-    // as its `line`.
+    // Seed 003's activity line: a command as the Bash tool call that ran it; a question or an
+    // approval as the tool call that asks it (Mcode's agents ask and request permission
+    // through tool calls, listed with their status); any other kind as its `line`.
     if form == Form::Activity {
-        if let Item::Command {
-            command, exit_code, ..
-        } = item
-        {
-            let status = match exit_code {
-                Some(0) | None => String::new(),
-                Some(c) => format!(" (failed, exit {c})"),
-            };
-            return format!("Bash{status}: {}", t.line(&red.text(id, command)));
+        match item {
+            Item::Command {
+                command, exit_code, ..
+            } => {
+                let status = match exit_code {
+                    Some(0) | None => String::new(),
+                    Some(c) => format!(" (failed, exit {c})"),
+                };
+                return format!("Bash{status}: {}", t.line(&red.text(id, command)));
+            }
+            Item::Approval { text, resolved, .. } => {
+                let status = if *resolved { "resolved" } else { "awaiting approval" };
+                return format!("Approval ({status}): {}", t.line(&red.text(id, text)));
+            }
+            Item::Question { text, answered, .. } => {
+                let status = if *answered { "answered" } else { "unanswered" };
+                return format!("Question ({status}): {}", t.line(&red.text(id, text)));
+            }
+            _ => {}
         }
     }
     let form = if form == Form::Activity { Form::Line } else { form };
