@@ -98,9 +98,11 @@ pub struct BudgetReport {
     /// The first-turn message's limit: the target's `max_input_chars_per_turn`, or the
     /// policy's `turn max` (`first_turn_source` says which).
     pub first_turn_limit: usize,
-    /// Where `first_turn_limit` comes from: `target` (the target's
-    /// `max_input_chars_per_turn`), `turn_max` (the policy's `turn max N`) or `turn_max_none`
-    /// (the policy's `turn max none`: no per-turn limit). Additive to DESIGN §4.
+    /// Where `first_turn_limit` comes from: `turn_max` (the policy's `turn max N`) or
+    /// `turn_max_none` (the policy's `turn max none`: no per-turn limit); absent when it is
+    /// the target's `max_input_chars_per_turn` (`target`), so that decisions logged before
+    /// this field replay identically. Additive to DESIGN §4.
+    #[serde(skip_serializing_if = "FirstTurnSource::is_target")]
     pub first_turn_source: FirstTurnSource,
     /// The policy's off-band document budget (`document max`).
     pub document_limit: usize,
@@ -154,6 +156,13 @@ pub enum FirstTurnSource {
     TurnMax,
     /// The policy's `turn max none`: no per-turn limit.
     TurnMaxNone,
+}
+
+impl FirstTurnSource {
+    /// The target's own cap (absent from the decision's JSON).
+    pub fn is_target(&self) -> bool {
+        *self == FirstTurnSource::Target
+    }
 }
 
 /// One degradation step.

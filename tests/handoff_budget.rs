@@ -1190,10 +1190,11 @@ fn t3code_legacy_is_not_cut_to_the_targets_turn() {
     );
 }
 
-/// The budget report says where the first-turn limit comes from (`first_turn_source`), and
-/// explain names it: the target's cap, the policy's `turn max N`, or no limit.
+/// The budget report says where the first-turn limit comes from (`first_turn_source`, absent
+/// for the target's cap), and explain names it: the target's cap, the policy's `turn max N`,
+/// or no limit.
 #[rstest]
-#[case::target("", "target", "of 180,000 (the target's max_input_chars_per_turn)")]
+#[case::target("", "", "of 180,000 (the target's max_input_chars_per_turn)")]
 #[case::turn_max("  turn max 9_000\n", "turn_max", "of 9,000 (the policy's turn max)")]
 #[case::turn_max_none("  turn max none\n", "turn_max_none", "no limit (turn max none)")]
 fn explain_names_where_the_first_turn_limit_comes_from(
@@ -1211,8 +1212,14 @@ fn explain_names_where_the_first_turn_limit_comes_from(
     let v = short_thread_with_long_texts("claude");
     let o = run_with(&policy_text("turns.policy", &text), &state(&v), None);
     let json = serde_json::to_value(&o.decision).unwrap();
+    // The target's own cap is the default: absent, so decisions logged before the field
+    // replay identically.
+    let expected = match source {
+        "" => Value::Null,
+        s => json!(s),
+    };
     assert_eq!(
-        json["budget"]["first_turn_source"], source,
+        json["budget"]["first_turn_source"], expected,
         "{:?}",
         json["budget"]
     );

@@ -62,8 +62,8 @@ export interface Decision {
     scope: "first_turn" | "document";
     limit: number;
     first_turn_limit: number;
-    /** Where first_turn_limit comes from: the target's cap, or the policy's `turn max`. */
-    first_turn_source: "target" | "turn_max" | "turn_max_none";
+    /** Where first_turn_limit comes from when it is the policy's `turn max`; absent for the target's cap. */
+    first_turn_source?: "target" | "turn_max" | "turn_max_none";
     document_limit: number;
     replaced_chars?: number;
     before: number;

@@ -825,7 +825,7 @@ export interface BudgetReport {
    * policy's `turn max` (`first_turn_source` says which).
    */
   first_turn_limit: number;
-  first_turn_source: FirstTurnSource;
+  first_turn_source?: FirstTurnSource;
   /**
    * Whether the handoff is within its limits.
    */
