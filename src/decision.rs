@@ -95,8 +95,15 @@ pub struct BudgetReport {
     pub scope: String,
     /// The limit in characters.
     pub limit: usize,
-    /// The target's `max_input_chars_per_turn`.
+    /// The first-turn message's limit: the target's `max_input_chars_per_turn`, or the
+    /// policy's `turn max` (`first_turn_source` says which).
     pub first_turn_limit: usize,
+    /// Where `first_turn_limit` comes from: `turn_max` (the policy's `turn max N`) or
+    /// `turn_max_none` (the policy's `turn max none`: no per-turn limit); absent when it is
+    /// the target's `max_input_chars_per_turn` (`target`), so that decisions logged before
+    /// this field replay identically. Additive to DESIGN §4.
+    #[serde(skip_serializing_if = "FirstTurnSource::is_target")]
+    pub first_turn_source: FirstTurnSource,
     /// The policy's off-band document budget (`document max`).
     pub document_limit: usize,
     /// A full handoff that replaces an `over_budget` delta is held to the delta's size.
@@ -116,6 +123,46 @@ pub struct BudgetReport {
     /// `request_over_budget`, `moved_off_band`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+    /// Changed files the handoff counts per directory instead of naming (`degrade count
+    /// file_change`): even grouped by directory, their names do not fit the limit
+    /// (docs/limits.md#rendering). Absent when every changed file is named. Additive to
+    /// DESIGN §4.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files_counted: Option<FilesCounted>,
+    /// What the handoff could not keep that a reader relies on, in words (today: changed files
+    /// counted, not named, and where they are). Empty (and absent) when nothing. Additive to
+    /// DESIGN §4.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// Changed files a handoff counts per directory instead of naming (`budget.files_counted`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct FilesCounted {
+    /// Distinct files counted, not named.
+    pub counted: usize,
+    /// Distinct files grouped by directory (named or counted).
+    pub grouped: usize,
+}
+
+/// Where a budget's first-turn limit comes from (docs/rendering.md#budgets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FirstTurnSource {
+    /// The target's `max_input_chars_per_turn` (the policy sets no `turn max`).
+    Target,
+    /// The policy's `turn max N`.
+    TurnMax,
+    /// The policy's `turn max none`: no per-turn limit.
+    TurnMaxNone,
+}
+
+impl FirstTurnSource {
+    /// The target's own cap (absent from the decision's JSON).
+    pub fn is_target(&self) -> bool {
+        *self == FirstTurnSource::Target
+    }
 }
 
 /// One degradation step.

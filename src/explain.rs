@@ -163,8 +163,16 @@ pub fn render(d: &Decision, verbose: bool) -> String {
                 n(b.document_limit)
             ));
         } else {
+            // Where the per-turn cap comes from: the target, or the policy's `turn max`.
+            let source = match b.first_turn_source {
+                crate::decision::FirstTurnSource::TurnMax => "the policy's turn max",
+                crate::decision::FirstTurnSource::Target
+                | crate::decision::FirstTurnSource::TurnMaxNone => {
+                    "the target's max_input_chars_per_turn"
+                }
+            };
             lines.push(format!(
-                "first turn {} of {} (the target's max_input_chars_per_turn); document max {}",
+                "first turn {} of {} ({source}); document max {}",
                 n(b.first_turn),
                 n(b.first_turn_limit),
                 n(b.document_limit)
@@ -195,6 +203,9 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         }
         if !b.reasons.is_empty() {
             lines.push(format!("reasons: {}", b.reasons.join(", ")));
+        }
+        for w in &b.warnings {
+            lines.push(format!("warning: {w}"));
         }
         labelled(&mut out, "budget", lines.into_iter());
     }

@@ -11,7 +11,7 @@
 //! `handoff.json` and in the trace.
 
 use crate::decision::{
-    BudgetReport, BudgetStep, DecidedBy, Decision, Delivery, DeliveryMode, RuleOutcome as TraceOutcome,
+    BudgetReport, BudgetStep, DecidedBy, FilesCounted, FirstTurnSource, Decision, Delivery, DeliveryMode, RuleOutcome as TraceOutcome,
     Pregrant, ProviderThreadAction, ThreadAction, TraceEntry,
 };
 use crate::facts::{Facts, Value};
@@ -88,10 +88,10 @@ pub fn fit(
     let caps = facts.caps.clone();
     // The first turn: the target's per-turn cap, unless the policy sets its own (`turn max`).
     let target_turn = usize::try_from(caps.max_input_chars_per_turn).unwrap_or(usize::MAX);
-    let first_turn = match policy.summary.as_ref().map(|s| s.turn_max) {
-        Some(TurnLimit::Chars(n)) => n,
-        Some(TurnLimit::Unlimited) => crate::policy::NO_TURN_LIMIT,
-        Some(TurnLimit::Target) | None => target_turn,
+    let (first_turn, first_turn_source) = match policy.summary.as_ref().map(|s| s.turn_max) {
+        Some(TurnLimit::Chars(n)) => (n, FirstTurnSource::TurnMax),
+        Some(TurnLimit::Unlimited) => (crate::policy::NO_TURN_LIMIT, FirstTurnSource::TurnMaxNone),
+        Some(TurnLimit::Target) | None => (target_turn, FirstTurnSource::Target),
     };
     let limits = Limits {
         first_turn,
@@ -195,10 +195,37 @@ pub fn fit(
     let mode = mode_of(&decision);
     let (scope, limit, _) = limits.measure(mode, &attempt.rendered);
     let first_turn = chars(&attempt.rendered.inline);
+    // Files counted, not named: the guarantee "every changed file named" stops here, and the
+    // decision says so (docs/limits.md#rendering).
+    let (counted, grouped) = attempt.summary.files_counted;
+    let files_counted = (counted > 0).then_some(FilesCounted { counted, grouped });
+    let warnings: Vec<String> = files_counted
+        .iter()
+        .map(|f| {
+            let n = crate::cut::thousands;
+            let what = if mode == DeliveryMode::OffBand {
+                "document"
+            } else {
+                "first-turn message"
+            };
+            let where_ = if mode == DeliveryMode::OffBand {
+                "each is named, with every change, in the transcript beside the document"
+            } else {
+                "they are not sent; handoff.json lists their ids"
+            };
+            format!(
+                "{} of {} changed files are counted, not named: even grouped by directory their names do not fit the {}-character {what}; {where_}",
+                n(f.counted),
+                n(f.grouped),
+                n(limit)
+            )
+        })
+        .collect();
     let report = BudgetReport {
         scope: scope.to_string(),
         limit,
         first_turn_limit: limits.first_turn,
+        first_turn_source,
         document_limit: limits.document,
         replaced_chars: limits.replaced,
         before: attempt.before,
@@ -207,6 +234,8 @@ pub fn fit(
         steps: attempt.steps,
         kept: attempt.kept && first_turn <= limits.first_turn,
         reasons,
+        files_counted,
+        warnings,
     };
     trace_budget(&mut decision, &report, &budget_at(policy));
     decision.budget = Some(report.clone());
@@ -337,9 +366,10 @@ fn fit_ladder(
     if attempt.kept || opts.summary_text.is_some() {
         return Ok(attempt);
     }
-    // The text rules first: they are ceilings, applied only over the limit (oldest runs
-    // first, as far as needed); then the policy's steps.
-    let steps = std::iter::once(DegradeStep::TextRules).chain(
+    // The text rules are ceilings, applied only over the limit (oldest runs first, as far as
+    // needed): where the policy places `degrade text_rules`, else first; then the policy's
+    // steps.
+    let steps = DegradeStep::with_text_rules(
         policy
             .summary
             .as_ref()
@@ -889,6 +919,9 @@ fn trace_budget(decision: &mut Decision, report: &BudgetReport, at: &str) {
     values.insert("chars".to_string(), int(report.after));
     values.insert("first_turn".to_string(), int(report.first_turn));
     values.insert("first_turn_limit".to_string(), int(report.first_turn_limit));
+    if let Some(f) = &report.files_counted {
+        values.insert("files_counted".to_string(), int(f.counted));
+    }
     decision.trace.push(TraceEntry {
         rule: format!("budget {}", report.scope),
         at: at.to_string(),

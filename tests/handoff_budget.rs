@@ -553,6 +553,10 @@ summary {
     "`user_message` items have no output to leave out"
 )]
 #[case::count_of_unknown_kind("degrade count requests", "unknown item kind `requests`")]
+#[case::text_rules_misspelt(
+    "degrade text_rule",
+    "unknown keyword `text_rule`\n  |\n4 |   degrade text_rule\n  |           ^^^^^^^^^\n  = help: did you mean `text_rules`?"
+)]
 fn bad_text_and_budget_rules_are_errors(#[case] rule: &str, #[case] message: &str) {
     let text = format!(
         "policy \"bad\" {{}}\nstrategy {{ full_new otherwise }}\nsummary {{\n  {rule}\n}}\n"
@@ -1079,6 +1083,55 @@ fn text_rules_cut_when_the_budget_binds(#[case] caps: Value, #[case] binds: bool
     }
 }
 
+/// `degrade text_rules` places the text rules' step: a policy that writes it after `degrade
+/// drop_output command` sheds the successful test output before it cuts any text to its rule,
+/// where `default` (no `degrade text_rules`: first) cuts the texts first. Named twice, it runs
+/// once, where it is first named.
+#[rstest]
+#[case::after_drop_output("  degrade drop_output command\n  degrade text_rules\n")]
+#[case::named_twice("  degrade drop_output command\n  degrade text_rules\n  degrade text_rules\n")]
+fn a_policy_places_the_text_rules_step(#[case] steps: &str) {
+    let mut v = short_thread_with_long_texts("plain");
+    v["providers"] = json!({"plain": {"file_read": false, "max_input_chars_per_turn": 7000}});
+    let s = state(&v);
+    let labels = |p: &baton::Policy| {
+        let o = run_with(p, &s, Some("plain"));
+        let b = o.decision.budget.clone().unwrap();
+        assert!(b.kept, "{b:?}");
+        let inline = o.rendered.unwrap().inline;
+        let steps: Vec<String> = b.steps.iter().map(|s| s.step.clone()).collect();
+        (steps, inline)
+    };
+    let (default_steps, _) = labels(&shipped("default"));
+    assert!(
+        default_steps[0].starts_with("text_rules"),
+        "{default_steps:?}"
+    );
+    let text = std::fs::read_to_string("policies/default.policy")
+        .unwrap()
+        .replace("policy \"default\"", "policy \"placed\"")
+        .replace("  degrade drop_output command\n", steps);
+    let (placed, inline) = labels(&policy_text("placed.policy", &text));
+    let at = |prefix: &str| placed.iter().position(|s| s.starts_with(prefix));
+    let drop_output = at("drop_output command").expect("drop_output command ran");
+    assert!(
+        at("text_rules").is_none_or(|t| t > drop_output),
+        "text_rules before drop_output: {placed:?}"
+    );
+    assert_eq!(
+        placed
+            .iter()
+            .filter(|s| s.starts_with("text_rules"))
+            .count(),
+        at("text_rules").map_or(0, |_| 1),
+        "{placed:?}"
+    );
+    assert!(
+        inline.contains("[output of 80 lines left out]"),
+        "{placed:?}\n{inline}"
+    );
+}
+
 /// `baton quality --long-threads`'s gate measures it: a generated thread with a long reply
 /// and a long output under the limit has no cut text.
 #[test]
@@ -1135,6 +1188,43 @@ fn t3code_legacy_is_not_cut_to_the_targets_turn() {
         explained.contains("no limit (turn max none)"),
         "{explained}"
     );
+}
+
+/// The budget report says where the first-turn limit comes from (`first_turn_source`, absent
+/// for the target's cap), and explain names it: the target's cap, the policy's `turn max N`,
+/// or no limit.
+#[rstest]
+#[case::target("", "", "of 180,000 (the target's max_input_chars_per_turn)")]
+#[case::turn_max("  turn max 9_000\n", "turn_max", "of 9,000 (the policy's turn max)")]
+#[case::turn_max_none("  turn max none\n", "turn_max_none", "no limit (turn max none)")]
+fn explain_names_where_the_first_turn_limit_comes_from(
+    #[case] rule: &str,
+    #[case] source: &str,
+    #[case] explained: &str,
+) {
+    let text = std::fs::read_to_string("policies/default.policy")
+        .unwrap()
+        .replace("policy \"default\"", "policy \"turns\"")
+        .replace(
+            "  document max 60_000\n",
+            &format!("  document max 60_000\n{rule}"),
+        );
+    let v = short_thread_with_long_texts("claude");
+    let o = run_with(&policy_text("turns.policy", &text), &state(&v), None);
+    let json = serde_json::to_value(&o.decision).unwrap();
+    // The target's own cap is the default: absent, so decisions logged before the field
+    // replay identically.
+    let expected = match source {
+        "" => Value::Null,
+        s => json!(s),
+    };
+    assert_eq!(
+        json["budget"]["first_turn_source"], expected,
+        "{:?}",
+        json["budget"]
+    );
+    let out = baton::explain::render(&o.decision, false);
+    assert!(out.contains(explained), "{out}");
 }
 
 // ---- monotone across thread lengths (issue 24, point 1) ----
@@ -1209,6 +1299,68 @@ fn adding_runs_sheds_the_oldest_content_first(
             );
         }
     }
+}
+
+/// Where "every changed file named" stops (docs/limits.md#rendering): 3,000 files, each in a
+/// directory of its own, do not fit a 60,000-character document even grouped by directory
+/// (about 40 characters a line). The oldest are counted per directory, and the handoff says
+/// so: `budget.files_counted`, a warning in `budget.warnings` and in explain, and every
+/// counted file named in the transcript; every file is named in one of the two.
+#[test]
+fn files_that_cannot_all_be_named_are_counted_with_a_warning() {
+    let runs: Vec<Value> = (1..=3_000u32)
+        .map(|i| {
+            json!({"ordinal": i, "provider": "codex", "items": [
+                {"kind": "user_message", "text": format!("Request {i}: move file {i}.")},
+                {"kind": "file_change", "path": format!("src/area_{i}/module_{i}/file_{i}.rs"), "change": "modified"},
+            ]})
+        })
+        .collect();
+    let s = state(&json!({
+        "version": 1, "thread": {"id": "th_files", "title": "Files"},
+        "runs": runs,
+        "request": {"provider": "claude", "message": "Carry on."}
+    }));
+    let o = run_with(&shipped("default"), &s, None);
+    let b = o.decision.budget.clone().unwrap();
+    assert!(b.kept, "{b:?}");
+    let f = b
+        .files_counted
+        .unwrap_or_else(|| panic!("files counted: {b:?}"));
+    assert_eq!(f.grouped, 3_000, "{f:?}");
+    assert!(f.counted > 0 && f.counted < 3_000, "{f:?}");
+    let json = serde_json::to_value(&o.decision).unwrap();
+    let warning = json["budget"]["warnings"][0].as_str().unwrap().to_string();
+    assert_eq!(
+        warning,
+        format!(
+            "{} of 3,000 changed files are counted, not named: even grouped by directory their names do not fit the 60,000-character document; each is named, with every change, in the transcript beside the document",
+            baton::cut::thousands(f.counted)
+        )
+    );
+    assert_eq!(json["budget"]["files_counted"]["counted"], f.counted);
+    let explained = baton::explain::render(&o.decision, false);
+    assert!(
+        explained.contains(&format!("warning: {warning}")),
+        "{explained}"
+    );
+    let r = o.rendered.unwrap();
+    assert!(chars(&r.document) <= 60_000);
+    let transcript = r.transcript.expect("a transcript");
+    let (mut named, mut in_transcript) = (0, 0);
+    for i in 1..=3_000 {
+        let path = format!("src/area_{i}/module_{i}/file_{i}.rs");
+        if baton::quality::long::file_named(&r.document, &path) {
+            named += 1;
+        } else {
+            assert!(
+                transcript.contains(&path),
+                "{path} neither named nor in the transcript"
+            );
+            in_transcript += 1;
+        }
+    }
+    assert_eq!((named, in_transcript), (3_000 - f.counted, f.counted));
 }
 
 /// Bad input: a thread of 100,000 runs (each a request, every tenth a test run) renders

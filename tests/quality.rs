@@ -269,9 +269,11 @@ request: {provider: claude, message: 'go'}
 
 /// Issue 24, point 7: `mcode` lists shell commands as Mcode runs them, Bash tool calls with
 /// their status, so every failing command and tool call the corpus leaves open reaches its
-/// documents; what it misses are unanswered questions and pending approvals, which Mcode's
-/// Path D does not list either. (Its open-problem recall on the corpus went from 15.1% to
-/// 49.1%.)
+/// documents; and, as Mcode's agents ask the user and request permission through tool calls
+/// that Path D lists with their status, every open question and approval too (`Question
+/// (unanswered): ...`, `Approval (awaiting approval): ...`). Its open-problem recall on the
+/// corpus went from 15.1% to 49.1% (commands), then to 100% (questions and approvals: the
+/// 27 it missed were all of those kinds).
 #[test]
 fn mcode_recalls_every_open_failing_command_and_tool_call() {
     let r = quality::measure_corpus(&policy::load("mcode").unwrap(), &corpus()).unwrap();
@@ -305,4 +307,6 @@ fn mcode_recalls_every_open_failing_command_and_tool_call() {
     assert!(kinds.is_subset(&expected), "mcode missed open {kinds:?}");
     let t = &r.totals.open_problems;
     assert!(t.present * 100 >= t.expected * 45, "{t:?}");
+    assert!(kinds.is_empty(), "mcode missed open {kinds:?}");
+    assert_eq!(t.present, t.expected, "{t:?}");
 }

@@ -25,7 +25,7 @@ fn shipped_suites_pass_and_reach_full_coverage() {
         "{out}"
     );
     assert!(
-        out.contains("mcode.policy: 21/21 rules covered (100.0%)"),
+        out.contains("mcode.policy: 23/23 rules covered (100.0%)"),
         "{out}"
     );
     assert!(

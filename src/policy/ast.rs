@@ -164,6 +164,8 @@ pub struct TextCutDecl {
 #[derive(Debug, Clone, PartialEq)]
 pub enum DegradeDecl {
     DropOldestRuns,
+    /// `degrade text_rules`: where the text rules' ceilings apply in the order.
+    TextRules,
     Drop(Spanned<String>),
     Tail(Spanned<String>, i64),
     Paths(Spanned<String>),

@@ -263,7 +263,8 @@ pub enum DegradeStep {
     /// Leave out a kind's items and say how many there were (files: per directory).
     Count(String),
     /// Apply the policy's `head`, `tail` and `head_tail` text rules, which are ceilings: under
-    /// the limit every text is whole. Always the first step, before the policy's own.
+    /// the limit every text is whole. The first step unless the policy places it
+    /// (`degrade text_rules`).
     TextRules,
 }
 
@@ -296,6 +297,22 @@ impl DegradeStep {
             | DegradeStep::Count(k) => Some(k),
             DegradeStep::DropOldestRuns | DegradeStep::Shorten(_) | DegradeStep::TextRules => None,
         }
+    }
+
+    /// The order the budget runs: `steps` with the text rules' step where the policy placed
+    /// it (`degrade text_rules`), else first; a repeated `text_rules` runs once, where it is
+    /// first named.
+    pub fn with_text_rules(steps: Vec<DegradeStep>) -> Vec<DegradeStep> {
+        let mut out = Vec::with_capacity(steps.len().saturating_add(1));
+        if !steps.contains(&DegradeStep::TextRules) {
+            out.push(DegradeStep::TextRules);
+        }
+        for s in steps {
+            if s != DegradeStep::TextRules || !out.contains(&DegradeStep::TextRules) {
+                out.push(s);
+            }
+        }
+        out
     }
 
     /// The order used when a policy names none.

@@ -185,7 +185,7 @@ fn rule_name(r: &Rule) -> String {
         Rule::turn_budget => "`turn max`".into(),
         Rule::turn_none => "`none`".into(),
         Rule::degrade_rule => "`degrade`".into(),
-        Rule::degrade_oldest | Rule::degrade_drop | Rule::degrade_tail | Rule::degrade_paths | Rule::degrade_shorten | Rule::degrade_kinded | Rule::degrade_verb => "a degradation step (`drop KIND`, `tail KIND N`, `paths KIND`, `drop_oldest_runs`, `shorten N`, `drop_output KIND`, `first_line KIND`, `group KIND`, `count KIND`)".into(),
+        Rule::degrade_oldest | Rule::degrade_text | Rule::degrade_drop | Rule::degrade_tail | Rule::degrade_paths | Rule::degrade_shorten | Rule::degrade_kinded | Rule::degrade_verb => "a degradation step (`drop KIND`, `tail KIND N`, `paths KIND`, `drop_oldest_runs`, `text_rules`, `shorten N`, `drop_output KIND`, `first_line KIND`, `group KIND`, `count KIND`)".into(),
         Rule::budget_rule => "`budget`".into(),
         Rule::source_rule => "`source`".into(),
         Rule::delivery_rule => "`off_band` or `inline`".into(),
@@ -250,6 +250,7 @@ fn rule_words(r: &Rule) -> &'static [&'static str] {
         Rule::cut_in | Rule::kw_in | Rule::in_op => &["in"],
         Rule::cut_strict => &["strict"],
         Rule::degrade_oldest => &["drop_oldest_runs"],
+        Rule::degrade_text => &["text_rules"],
         Rule::degrade_drop | Rule::kw_drop => &["drop"],
         Rule::degrade_tail | Rule::kw_tail => &["tail"],
         Rule::degrade_paths | Rule::kw_paths => &["paths"],
@@ -878,6 +879,7 @@ impl<'a> Builder<'a> {
                     let mut it = step.kids();
                     let node = match rule {
                         Rule::degrade_oldest => Some(DegradeDecl::DropOldestRuns),
+                        Rule::degrade_text => Some(DegradeDecl::TextRules),
                         Rule::degrade_drop => {
                             it.next().map(|k| DegradeDecl::Drop(self.spanned_str(k)))
                         }

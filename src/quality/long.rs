@@ -465,14 +465,22 @@ pub fn measure(
             _ => {}
         }
     }
-    let shown = |p: &str| file_named(read, p);
-    f.files = (files.iter().filter(|p| shown(p)).count(), files.len());
-    let first_line = |t: &str| t.lines().next().unwrap_or("").trim().to_string();
-    f.requests = (
-        requests
+    // Every look-up below is one pass over the text (`Contained`), however many items the
+    // thread has: a thread of 3,200 runs asks about some 16,000 strings.
+    let named = FileNames::new(read);
+    let path_found = contained(read, &files);
+    f.files = (
+        files
             .iter()
-            .filter(|t| read.contains(&first_line(t)))
+            .zip(&path_found)
+            .filter(|(p, found)| **found || named.has(p))
             .count(),
+        files.len(),
+    );
+    let first_line = |t: &str| t.lines().next().unwrap_or("").trim().to_string();
+    let request_lines: Vec<String> = requests.iter().map(|t| first_line(t)).collect();
+    f.requests = (
+        contained(read, &request_lines).iter().filter(|b| **b).count(),
         requests.len(),
     );
     let newest: Vec<&&str> = requests.iter().rev().take(10).collect();
@@ -480,11 +488,9 @@ pub fn measure(
         newest.iter().filter(|t| whole(read, t)).count(),
         newest.len(),
     );
+    let decision_lines: Vec<String> = decisions.iter().map(|t| first_line(t)).collect();
     f.decisions = (
-        decisions
-            .iter()
-            .filter(|t| read.contains(&first_line(t)))
-            .count(),
+        contained(read, &decision_lines).iter().filter(|b| **b).count(),
         decisions.len(),
     );
     let degraded = outcome
@@ -523,13 +529,22 @@ pub fn measure(
             .filter_map(|l| l.split(' ').next())
             .collect();
         let collapsed = super::collapse(t);
-        for id in ids {
-            let whole = match texts.get(id.as_str()) {
+        let wanted: Vec<Option<String>> = ids
+            .iter()
+            .map(|id| match texts.get(id.as_str()) {
                 Some(Item::UserMessage { text, .. } | Item::Decision { text, .. }) => {
-                    collapsed.contains(&super::collapse(text))
+                    Some(super::collapse(text))
                 }
-                Some(Item::Command { command, .. }) => collapsed.contains(&super::collapse(command)),
-                _ => true,
+                Some(Item::Command { command, .. }) => Some(super::collapse(command)),
+                _ => None,
+            })
+            .collect();
+        let patterns: Vec<&String> = wanted.iter().flatten().collect();
+        let mut found = contained(&collapsed, &patterns).into_iter();
+        for (id, w) in ids.into_iter().zip(&wanted) {
+            let whole = match w {
+                Some(_) => found.next().unwrap_or(false),
+                None => true,
             };
             if !(headings.contains(id.as_str()) && whole) {
                 f.transcript_missing.push(id);
@@ -547,19 +562,21 @@ pub fn measure(
         ("reply", Vec::new()),
         ("command", Vec::new()),
     ];
+    let mut asked: Vec<(usize, u32, String)> = Vec::new();
     for c in &items {
-        let (slot, shown) = match c.item {
-            Some(Item::UserMessage { .. }) => (0, read.contains(&format!("Request {}:", c.run))),
-            Some(Item::Decision { .. }) => (1, read.contains(&format!("Decision {}:", c.run))),
-            Some(Item::AssistantMessage { .. }) => (
-                2,
-                read.contains(&format!("Done with request {}.", c.run)),
-            ),
-            Some(Item::Command { command, .. }) if !c.superseded => (3, read.contains(command.as_str())),
+        let (slot, marker) = match c.item {
+            Some(Item::UserMessage { .. }) => (0, format!("Request {}:", c.run)),
+            Some(Item::Decision { .. }) => (1, format!("Decision {}:", c.run)),
+            Some(Item::AssistantMessage { .. }) => (2, format!("Done with request {}.", c.run)),
+            Some(Item::Command { command, .. }) if !c.superseded => (3, command.clone()),
             _ => continue,
         };
-        if let Some((_, v)) = markers.get_mut(slot) {
-            v.push((c.run, shown));
+        asked.push((slot, c.run, marker));
+    }
+    let texts: Vec<&String> = asked.iter().map(|(_, _, m)| m).collect();
+    for ((slot, run, _), shown) in asked.iter().zip(contained(read, &texts)) {
+        if let Some((_, v)) = markers.get_mut(*slot) {
+            v.push((*run, shown));
         }
     }
     for (kind, v) in &markers {
@@ -573,6 +590,67 @@ pub fn measure(
         }
     }
     Ok(f)
+}
+
+/// For each of `patterns`, whether `text` contains it: one pass over `text` (Aho-Corasick,
+/// every overlapping match), where a `contains` per pattern scans it once per pattern.
+fn contained<S: AsRef<str>>(text: &str, patterns: &[S]) -> Vec<bool> {
+    let mut found = vec![false; patterns.len()];
+    // An empty pattern is contained in every text.
+    for (slot, p) in found.iter_mut().zip(patterns) {
+        *slot = p.as_ref().is_empty();
+    }
+    let Ok(ac) = aho_corasick::AhoCorasick::new(patterns.iter().map(|p| p.as_ref())) else {
+        // Too many patterns for the automaton: one scan per pattern.
+        for (slot, p) in found.iter_mut().zip(patterns) {
+            *slot = text.contains(p.as_ref());
+        }
+        return found;
+    };
+    for m in ac.find_overlapping_iter(text) {
+        if let Some(slot) = found.get_mut(m.pattern().as_usize()) {
+            *slot = true;
+        }
+    }
+    found
+}
+
+/// [`file_named`]'s directory groups, indexed once: the lines (after the list marker) by
+/// each of their prefixes that ends with a `/`.
+struct FileNames<'a> {
+    lines: Vec<&'a str>,
+    by_prefix: std::collections::HashMap<&'a str, Vec<usize>>,
+}
+
+impl<'a> FileNames<'a> {
+    fn new(read: &'a str) -> Self {
+        let lines: Vec<&str> = read
+            .lines()
+            .map(|l| l.trim_start_matches(['-', ' ']))
+            .collect();
+        let mut by_prefix: std::collections::HashMap<&str, Vec<usize>> = Default::default();
+        for (i, l) in lines.iter().enumerate() {
+            for (at, _) in l.match_indices('/') {
+                if let Some(dir) = l.get(..=at) {
+                    by_prefix.entry(dir).or_default().push(i);
+                }
+            }
+        }
+        FileNames { lines, by_prefix }
+    }
+
+    /// [`file_named`] for a path the text does not contain whole.
+    fn has(&self, path: &str) -> bool {
+        let Some((d, name)) = path.rsplit_once('/') else {
+            return false;
+        };
+        let dir = format!("{d}/");
+        self.by_prefix.get(dir.as_str()).is_some_and(|at| {
+            at.iter().filter_map(|i| self.lines.get(*i)).any(|l| {
+                l.split([' ', ',', ':']).any(|w| w == name)
+            })
+        })
+    }
 }
 
 /// Whether `read` names `path`: the path itself, or its file name on a line that names its

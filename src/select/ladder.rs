@@ -94,18 +94,29 @@ fn dir_and_name(shown: &str) -> (&str, &str) {
     }
 }
 
+/// What [`group_files`] counted instead of naming.
+#[derive(Debug, Default)]
+pub(super) struct Counted {
+    /// The ids of the counted files' items (every change of each), to be recorded as left out.
+    pub ids: Vec<String>,
+    /// Distinct files counted per directory, not named.
+    pub files: usize,
+    /// Distinct files grouped (named or counted).
+    pub grouped: usize,
+}
+
 /// Group the file-change entries of each section by directory (`degrade group file_change`):
 /// one entry per directory naming every file in it (`src/api/: a.rs, b.rs`). Files first changed
 /// before `count_before` are counted per directory instead of named (`degrade count
-/// file_change`); their ids are returned (with their kind) to be recorded as left out. Paths
-/// are redacted in `red`, the handoff's context.
+/// file_change`); their ids are returned to be recorded as left out, with how many distinct
+/// files were counted of how many grouped. Paths are redacted in `red`, the handoff's context.
 pub(super) fn group_files(
     chosen: &mut Vec<Candidate<'_>>,
     workspace: Option<&str>,
     count_before: Option<u32>,
     keep: &std::collections::BTreeSet<String>,
     red: &mut crate::redact::Context,
-) -> Vec<String> {
+) -> Counted {
     #[derive(Default)]
     struct Group {
         dir: String,
@@ -117,11 +128,15 @@ pub(super) fn group_files(
         /// Ids of the named files' items other than the head's.
         named_ids: Vec<String>,
         counted: Vec<String>,
+        /// Distinct files counted (`counted` holds every change of each).
+        counted_files: usize,
         from: u32,
         to: u32,
     }
     let mut groups: Vec<Group> = Vec::new();
     let mut group_of: Vec<Option<usize>> = vec![None; chosen.len()];
+    let (mut grouped, mut files_counted) = (0usize, 0usize);
+    let mut group_at: std::collections::HashMap<(usize, String), usize> = Default::default();
     for (i, c) in chosen.iter().enumerate() {
         let path = match c.ctx.item {
             Some(Item::FileChange { path, .. }) if c.form != Form::Line && !c.must_keep => path,
@@ -133,12 +148,12 @@ pub(super) fn group_files(
             .text(&c.ctx.id, &super::files::display_path(path, workspace))
             .into_owned();
         let (dir, name) = dir_and_name(&shown);
-        let g = match groups
-            .iter()
-            .position(|g| g.section == c.section && g.dir == dir)
-        {
-            Some(g) => g,
+        // Found by (section, directory) in a map: a thread of thousands of directories would
+        // otherwise search the groups once per file.
+        let g = match group_at.get(&(c.section, dir.to_string())) {
+            Some(g) => *g,
             None => {
+                group_at.insert((c.section, dir.to_string()), groups.len());
                 groups.push(Group {
                     dir: dir.to_string(),
                     section: c.section,
@@ -157,7 +172,10 @@ pub(super) fn group_files(
         };
         let ids = std::iter::once(c.ctx.id.clone()).chain(c.merged.iter().cloned());
         let kept = keep.contains(&c.ctx.id) || c.merged.iter().any(|m| keep.contains(m));
+        grouped = grouped.saturating_add(1);
         if count_before.is_some_and(|b| c.ctx.run < b) && !kept {
+            files_counted = files_counted.saturating_add(1);
+            group.counted_files = group.counted_files.saturating_add(1);
             group.counted.extend(ids);
             group.from = group.from.min(c.ctx.run);
             group.to = group.to.max(c.ctx.run);
@@ -171,6 +189,68 @@ pub(super) fn group_files(
             }
         }
     }
+    // Where two or more directories of a section have every file counted, one line stands for
+    // all of them (a line per directory would cost more than it saves when each directory
+    // holds a file or two): `2,990 earlier files in 2,990 directories under src/ first changed
+    // in runs 1-2,990`. Per section: (index of its first such group, files, directories,
+    // top-level directories, runs from, to).
+    struct Rest {
+        first: usize,
+        files: usize,
+        dirs: usize,
+        tops: Vec<String>,
+        from: u32,
+        to: u32,
+    }
+    let mut rest: Vec<(usize, Rest)> = Vec::new();
+    for (g, group) in groups.iter().enumerate() {
+        if group.head.is_some() {
+            continue;
+        }
+        let top = match group.dir.find(['/', '\\']) {
+            Some(at) => group.dir.get(..=at).unwrap_or(&group.dir).to_string(),
+            None => "./".to_string(),
+        };
+        match rest.iter_mut().find(|(s, _)| *s == group.section) {
+            Some((_, r)) => {
+                r.files = r.files.saturating_add(group.counted_files);
+                r.dirs = r.dirs.saturating_add(1);
+                if !r.tops.contains(&top) {
+                    r.tops.push(top);
+                }
+                r.from = r.from.min(group.from);
+                r.to = r.to.max(group.to);
+            }
+            None => rest.push((
+                group.section,
+                Rest {
+                    first: g,
+                    files: group.counted_files,
+                    dirs: 1,
+                    tops: vec![top],
+                    from: group.from,
+                    to: group.to,
+                },
+            )),
+        }
+    }
+    let merged_line = |r: &Rest| -> Option<String> {
+        if r.dirs < 2 {
+            return None;
+        }
+        let shown = r.tops.len().min(3);
+        let mut under = r.tops.get(..shown).unwrap_or_default().join(", ");
+        if r.tops.len() > shown {
+            under.push_str(&format!(" and {} more", thousands(r.tops.len().saturating_sub(shown))));
+        }
+        Some(format!(
+            "{} in {} directories under {under} first changed in runs {}-{}",
+            noun("file_change", r.files),
+            thousands(r.dirs),
+            r.from,
+            r.to
+        ))
+    };
     let mut counted_ids = Vec::new();
     let mut out: Vec<Candidate<'_>> = Vec::with_capacity(chosen.len());
     for (i, mut c) in std::mem::take(chosen).into_iter().enumerate() {
@@ -184,6 +264,23 @@ pub(super) fn group_files(
         let head = group.head.unwrap_or(group.first);
         if i != head {
             continue;
+        }
+        if group.head.is_none() {
+            let merged = rest
+                .iter()
+                .find(|(s, _)| *s == group.section)
+                .and_then(|(_, r)| merged_line(r).map(|line| (r.first == g, line)));
+            if let Some((first, line)) = merged {
+                counted_ids.append(&mut group.counted);
+                if first {
+                    c.text = line;
+                    c.degraded = true;
+                    c.ctx.id = "count:file_change".to_string();
+                    c.merged = Vec::new();
+                    out.push(c);
+                }
+                continue;
+            }
         }
         let mut text = if group.dir.is_empty() {
             "./: ".to_string()
@@ -215,5 +312,9 @@ pub(super) fn group_files(
         out.push(c);
     }
     *chosen = out;
-    counted_ids
+    Counted {
+        ids: counted_ids,
+        files: files_counted,
+        grouped,
+    }
 }

@@ -84,6 +84,11 @@ pub struct Summary {
     pub chars: usize,
     /// The summary block's character budget, if any.
     pub budget: Option<usize>,
+    /// Changed files the budget counts per directory instead of naming (`degrade count
+    /// file_change`), and how many files were grouped by directory: (counted, grouped).
+    /// (0, 0) when no file is counted. Never serialised.
+    #[serde(skip)]
+    pub files_counted: (usize, usize),
     /// What redaction did to the selection (docs/redaction.md); never serialised (the
     /// summarizer's input carries the redacted texts, not this).
     #[serde(skip)]
@@ -460,6 +465,7 @@ fn select_inner(
             omitted: Arc::default(),
             chars: 0,
             budget: None,
+            files_counted: (0, 0),
             redaction: Redaction::start(policy, facts.state),
         },
     }
@@ -861,6 +867,7 @@ impl Prepared<'_, '_> {
             });
         }
     files::aggregate(&mut chosen, state.thread.workspace.as_deref(), &mut redaction.context);
+    let mut files_counted = (0usize, 0usize);
     if degrade.group.iter().any(|k| k == "file_change") && !degrade.must_keep_only {
         let counting = degrade.count.iter().any(|k| k == "file_change");
         let before = counting.then(|| {
@@ -875,7 +882,10 @@ impl Prepared<'_, '_> {
             &degrade.keep,
             &mut redaction.context,
         );
-        for id in counted {
+        if counted.files > 0 {
+            files_counted = (counted.files, counted.grouped);
+        }
+        for id in counted.ids {
             omitted.push(Omitted {
                 id,
                 kind: "file_change",
@@ -1061,6 +1071,7 @@ impl Prepared<'_, '_> {
         omitted: Arc::new(omitted),
         chars,
         budget: rules.budget.map(|(b, _)| b),
+        files_counted,
         redaction,
     }
 }
@@ -1436,18 +1447,29 @@ fn entry_text(
     let Some(item) = ctx.item else {
         return String::new();
     };
-    // Seed 003's activity line: a command as the Bash tool call that ran it; any other kind
-    // as its `line`.
+    // Seed 003's activity line: a command as the Bash tool call that ran it; a question or an
+    // approval as the tool call that asks it (Mcode's agents ask and request permission
+    // through tool calls, listed with their status); any other kind as its `line`.
     if form == Form::Activity {
-        if let Item::Command {
-            command, exit_code, ..
-        } = item
-        {
-            let status = match exit_code {
-                Some(0) | None => String::new(),
-                Some(c) => format!(" (failed, exit {c})"),
-            };
-            return format!("Bash{status}: {}", t.line(&red.text(id, command)));
+        match item {
+            Item::Command {
+                command, exit_code, ..
+            } => {
+                let status = match exit_code {
+                    Some(0) | None => String::new(),
+                    Some(c) => format!(" (failed, exit {c})"),
+                };
+                return format!("Bash{status}: {}", t.line(&red.text(id, command)));
+            }
+            Item::Approval { text, resolved, .. } => {
+                let status = if *resolved { "resolved" } else { "awaiting approval" };
+                return format!("Approval ({status}): {}", t.line(&red.text(id, text)));
+            }
+            Item::Question { text, answered, .. } => {
+                let status = if *answered { "answered" } else { "unanswered" };
+                return format!("Question ({status}): {}", t.line(&red.text(id, text)));
+            }
+            _ => {}
         }
     }
     let form = if form == Form::Activity { Form::Line } else { form };

@@ -209,6 +209,36 @@ request: {provider: claude, message: \"Fix the failing test.\"}
     );
 }
 
+/// Mcode's agents ask the user and request permission through tool calls, which Path D lists
+/// with their status: an open question and a pending approval are in "Recent tool activity",
+/// an answered question is not (issue 24: mcode's open-problem recall).
+#[test]
+fn open_questions_and_approvals_are_listed_as_tool_activity() {
+    let s = state(
+        "version: 1
+thread: {id: t_ask, title: Release}
+runs:
+  - ordinal: 1
+    provider: claude
+    items:
+      - {kind: user_message, text: \"Ship the release.\"}
+      - {kind: question, text: \"Per IP or per account?\", answered: true}
+      - {kind: command, command: make lint, exit_code: 0}
+      - {kind: approval, text: \"Allow pushing the tag?\"}
+      - {kind: question, text: \"Bump to 2.0 or 1.5?\"}
+request: {provider: codex, message: \"1.5.\"}
+",
+    );
+    let doc = document("mcode", &s);
+    assert!(
+        doc.contains(
+            "## Recent tool activity\n\n- Bash: make lint\n- Approval (awaiting approval): Allow pushing the tag?\n- Question (unanswered): Bump to 2.0 or 1.5?\n"
+        ),
+        "{doc}"
+    );
+    assert!(!doc.contains("Per IP or per account?"), "{doc}");
+}
+
 /// Mirrors `(c) no compact summary` and `(d) present compact summary: uses Summary heading and
 /// includes the text`.
 #[test]

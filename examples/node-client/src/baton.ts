@@ -62,6 +62,8 @@ export interface Decision {
     scope: "first_turn" | "document";
     limit: number;
     first_turn_limit: number;
+    /** Where first_turn_limit comes from when it is the policy's `turn max`; absent for the target's cap. */
+    first_turn_source?: "target" | "turn_max" | "turn_max_none";
     document_limit: number;
     replaced_chars?: number;
     before: number;
@@ -70,6 +72,10 @@ export interface Decision {
     steps: { step: string; before: number; after: number; dropped: string[] }[];
     kept: boolean;
     reasons?: string[];
+    /** Changed files counted, not named: even grouped by directory their names do not fit. */
+    files_counted?: { counted: number; grouped: number };
+    /** What the handoff could not keep that a reader relies on, in words. */
+    warnings?: string[];
   };
   /** The clock and the workspace (docs/facts.md#time-and-workspace). Absent when the state has neither. */
   workspace?: {

@@ -223,6 +223,7 @@ pub(super) fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary
         };
         let step = match &d.node {
             DegradeDecl::DropOldestRuns => Some(DegradeStep::DropOldestRuns),
+            DegradeDecl::TextRules => Some(DegradeStep::TextRules),
             DegradeDecl::Drop(k) => kind(c, k).then(|| DegradeStep::Drop(k.node.clone())),
             DegradeDecl::Paths(k) if k.node != "file_change" => {
                 c.err(

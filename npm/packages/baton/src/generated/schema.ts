@@ -312,6 +312,13 @@ export type TransferStatus = "pending" | "resolved_native" | "resolved_portable"
  */
 export type TransferType = "fork" | "provider_handoff" | "merge_back" | "subagent_spawn" | "subagent_result";
 /**
+ * Where a budget's first-turn limit comes from (docs/rendering.md#budgets).
+ *
+ * This interface was referenced by `BatonSchemas`'s JSON-Schema
+ * via the `definition` "FirstTurnSource".
+ */
+export type FirstTurnSource = "target" | "turn_max" | "turn_max_none";
+/**
  * How the handoff document is delivered (`delivery.mode`).
  *
  * This interface was referenced by `BatonSchemas`'s JSON-Schema
@@ -803,13 +810,22 @@ export interface BudgetReport {
    */
   document_limit: number;
   /**
+   * Changed files the handoff counts per directory instead of naming (`degrade count
+   * file_change`): even grouped by directory, their names do not fit the limit
+   * (docs/limits.md#rendering). Absent when every changed file is named. Additive to
+   * DESIGN §4.
+   */
+  files_counted?: FilesCounted | null;
+  /**
    * Characters of the first-turn prompt as sent.
    */
   first_turn: number;
   /**
-   * The target's `max_input_chars_per_turn`.
+   * The first-turn message's limit: the target's `max_input_chars_per_turn`, or the
+   * policy's `turn max` (`first_turn_source` says which).
    */
   first_turn_limit: number;
+  first_turn_source?: FirstTurnSource;
   /**
    * Whether the handoff is within its limits.
    */
@@ -836,6 +852,28 @@ export interface BudgetReport {
    * Every degradation step taken, in order.
    */
   steps: BudgetStep[];
+  /**
+   * What the handoff could not keep that a reader relies on, in words (today: changed files
+   * counted, not named, and where they are). Empty (and absent) when nothing. Additive to
+   * DESIGN §4.
+   */
+  warnings?: string[];
+}
+/**
+ * Changed files a handoff counts per directory instead of naming (`budget.files_counted`).
+ *
+ * This interface was referenced by `BatonSchemas`'s JSON-Schema
+ * via the `definition` "FilesCounted".
+ */
+export interface FilesCounted {
+  /**
+   * Distinct files counted, not named.
+   */
+  counted: number;
+  /**
+   * Distinct files grouped by directory (named or counted).
+   */
+  grouped: number;
 }
 /**
  * One degradation step.
