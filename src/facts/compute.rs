@@ -236,9 +236,18 @@ impl<'a> Facts<'a> {
 
     /// Whether any run in `from..=to` was rolled back.
     pub fn any_rolled_back(&self, from: u32, to: u32) -> bool {
+        // Only the runs in the range: ordinals run without gaps from the state's first.
+        let first = first_ordinal(self.state);
+        let start = from.saturating_sub(first) as usize;
+        let end = to
+            .checked_sub(first)
+            .map_or(0, |t| (t as usize).saturating_add(1))
+            .min(self.state.runs.len());
         let in_window = self
             .state
             .runs
+            .get(start..end)
+            .unwrap_or_default()
             .iter()
             .any(|r| (from..=to).contains(&r.ordinal) && r.status == RunStatus::RolledBack);
         let before = self.window.as_ref().is_some_and(|w| {
@@ -938,8 +947,7 @@ fn text_chars(t: Option<&str>) -> i64 {
 /// Item facts for every item of the given runs (plus synthetic checkpoint and handoff items),
 /// in source order. `superseded` and `latest` are judged within this set.
 pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<ItemCtx<'s>> {
-    let handoffs: std::collections::HashMap<&str, &crate::state::Handoff> =
-        state.handoffs.iter().map(|h| (h.id.as_str(), h)).collect();
+    let handoffs = CoveredHandoffs::of(state, runs);
     let mut out: Vec<ItemCtx<'s>> = Vec::new();
     for &o in runs {
         let Some(run) = run_of(state, o) else {
@@ -950,16 +958,15 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<ItemCtx<'s>> {
         if let Some(hd) = run
             .handoff
             .as_deref()
-            .and_then(|h| handoffs.get(h))
+            .and_then(|h| handoffs.taken(h))
             .filter(|h| h.summary.as_deref().is_some_and(|t| !t.trim().is_empty()))
         {
             let chars = text_chars(hd.summary.as_deref());
             out.push(synthetic_item("handoff", hd.id.clone(), o, chars));
         }
         // A fork's merge-back the run took beside a handoff of its own.
-        for hd in state.handoffs.iter().filter(|h| {
-            h.target_run == Some(o)
-                && h.status.is_live()
+        for hd in handoffs.beside(o).filter(|h| {
+            h.status.is_live()
                 && !h.covers_own_runs(&state.thread.id)
                 && run.handoff.as_deref() != Some(h.id.as_str())
         }) {
@@ -992,6 +999,68 @@ pub fn item_contexts<'s>(state: &'s State, runs: &[u32]) -> Vec<ItemCtx<'s>> {
     mark_superseded_and_latest(&mut out);
     super::problems::mark_resolved(&mut out);
     out
+}
+
+/// The handoffs the items of some runs name: the one each of those runs took, and those
+/// whose `target_run` is one of them (a fork's merge-back taken beside a handoff of its own).
+/// Found in one pass over the thread's handoffs that keeps only these, so that the few runs
+/// of a delta in a long thread index a few handoffs, not every one.
+struct CoveredHandoffs<'s> {
+    /// The ids the runs took, sorted, each with the handoff of that id (the last one).
+    taken: Vec<(&'s str, Option<&'s crate::state::Handoff>)>,
+    /// (target run, handoff) for each handoff whose target run is one of the runs, by
+    /// target run, in the thread's order within a run.
+    beside: Vec<(u32, &'s crate::state::Handoff)>,
+}
+
+impl<'s> CoveredHandoffs<'s> {
+    fn of(state: &'s State, runs: &[u32]) -> CoveredHandoffs<'s> {
+        let mut taken: Vec<(&str, Option<&crate::state::Handoff>)> = runs
+            .iter()
+            .filter_map(|&o| run_of(state, o)?.handoff.as_deref())
+            .map(|h| (h, None))
+            .collect();
+        taken.sort_unstable_by_key(|(h, _)| *h);
+        taken.dedup_by_key(|(h, _)| *h);
+        // Which ordinals are among `runs` (a handoff outside their range is one comparison).
+        let mut sorted = runs.to_vec();
+        sorted.sort_unstable();
+        let range = sorted.first().copied().unwrap_or(1)..=sorted.last().copied().unwrap_or(0);
+        let is_covered = |o: u32| range.contains(&o) && sorted.binary_search(&o).is_ok();
+        let mut beside = Vec::new();
+        for h in &state.handoffs {
+            if !taken.is_empty() {
+                if let Ok(i) = taken.binary_search_by_key(&h.id.as_str(), |(id, _)| *id) {
+                    if let Some((_, slot)) = taken.get_mut(i) {
+                        *slot = Some(h);
+                    }
+                }
+            }
+            if let Some(o) = h.target_run.filter(|o| is_covered(*o)) {
+                beside.push((o, h));
+            }
+        }
+        // Stable: the thread's order within a run.
+        beside.sort_by_key(|(o, _)| *o);
+        CoveredHandoffs { taken, beside }
+    }
+
+    /// The handoff of id `id`, when one of the runs took it.
+    fn taken(&self, id: &str) -> Option<&'s crate::state::Handoff> {
+        let i = self.taken.binary_search_by_key(&id, |(h, _)| *h).ok()?;
+        self.taken.get(i).and_then(|(_, h)| *h)
+    }
+
+    /// The handoffs whose target run is `run`, in the thread's order.
+    fn beside(&self, run: u32) -> impl Iterator<Item = &'s crate::state::Handoff> + '_ {
+        let start = self.beside.partition_point(|(o, _)| *o < run);
+        self.beside
+            .get(start..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(move |(o, _)| *o == run)
+            .map(|(_, h)| *h)
+    }
 }
 
 fn mark_superseded_and_latest(items: &mut [ItemCtx<'_>]) {

@@ -1154,12 +1154,13 @@ pub fn select(policy: &Policy, facts: &Facts<'_>, decision: &Decision) -> Summar
 /// The covered runs of a decision that are eligible, oldest first.
 pub(crate) fn decision_runs(facts: &Facts<'_>, decision: &Decision) -> Vec<u32> {
     match &decision.covered_runs {
-        Some(r) => facts
-            .eligible_runs()
-            .iter()
-            .copied()
-            .filter(|o| (r.from..=r.to).contains(o))
-            .collect(),
+        Some(r) => {
+            // The eligible runs are in ascending order: the covered ones are a slice of them.
+            let all = facts.eligible_runs();
+            let start = all.partition_point(|o| *o < r.from);
+            let end = all.partition_point(|o| *o <= r.to).max(start);
+            all.get(start..end).unwrap_or_default().to_vec()
+        }
         None => Vec::new(),
     }
 }
