@@ -537,7 +537,9 @@ pub(crate) fn db(a: DbArgs) -> u8 {
                         Err(c) => return c,
                     };
                     Box::new(move |s, replace| {
-                        store.import_with(s, replace).map_err(|e| e.to_string())
+                        store
+                            .import_with(s, replace)
+                            .map_err(|e| super::errors::store_error(&e))
                     })
                 }
             };
