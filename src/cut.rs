@@ -27,17 +27,6 @@ pub enum Cut {
 }
 
 impl Cut {
-    /// `head 400`, `whole`, ... as a policy writes it.
-    pub fn label(self) -> String {
-        match self {
-            Cut::Whole => "whole".into(),
-            Cut::Compact(n) => format!("compact {n}"),
-            Cut::Head(n) => format!("head {n}"),
-            Cut::Tail(n) => format!("tail {n}"),
-            Cut::HeadTail(n) => format!("head_tail {n}"),
-        }
-    }
-
     /// The limit in characters (none for `whole`).
     pub fn chars(self) -> Option<usize> {
         match self {

@@ -11,7 +11,9 @@
 
 pub mod compare;
 
-pub use compare::{Cause, Change, Effect};
+pub use compare::Change;
+#[cfg(feature = "unstable")]
+pub use compare::{Cause, Effect};
 
 use crate::engine::Engine;
 use crate::state::State;

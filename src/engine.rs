@@ -9,7 +9,7 @@
 
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::eval::{DecisionContext, EvalOptions};
+use crate::eval::DecisionContext;
 use crate::ids::DocumentRoot;
 use crate::outcome::Outcome;
 use crate::pipeline::{Plan, Setup};
@@ -239,16 +239,6 @@ impl Engine {
     /// The off-band root decisions are made for (`None`: `<tmp>/baton-<uid>`).
     pub fn document_root(&self) -> Option<&std::path::Path> {
         self.inner.document_root.as_deref()
-    }
-
-    unstable_pub! {
-        /// The evaluation options of a decision for `target` (`None`: `request.provider`).
-        fn eval_options(&self, target: Option<&str>) -> EvalOptions {
-            EvalOptions {
-                target: target.map(str::to_string),
-                document_root: self.inner.document_root.clone(),
-            }
-        }
     }
 
     unstable_pub! {

@@ -73,12 +73,6 @@ fn kind_of(t: std::fs::FileType) -> Option<&'static str> {
     }
 }
 
-/// Whether `path` names a regular file (following symbolic links), without opening it. For
-/// directory walks that skip what they cannot read.
-pub fn is_regular(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.is_file())
-}
-
 /// Open `path` for reading if it names a regular file (see the module docs); never blocks.
 pub fn open(path: &Path) -> Result<File, InputError> {
     use std::os::unix::fs::OpenOptionsExt;

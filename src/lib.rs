@@ -50,9 +50,6 @@
 // without `unstable` (`cargo clippy --lib -- -D warnings`, .ci/run), where the internal
 // modules are private.
 #![warn(unnameable_types)]
-// Without `unstable` the internal modules are private, and helpers only the tests and
-// benchmarks call look unused; clippy runs with every feature on, where nothing is hidden.
-#![cfg_attr(not(feature = "unstable"), allow(dead_code, unused_imports))]
 
 /// A method public with the `unstable` feature (baton's own tests and benches), visible to
 /// the crate only otherwise: for methods of public types whose signatures name internals.

@@ -5,7 +5,7 @@
 //!   decision context the store passes in (a window's history, a merge-back's numbering, a
 //!   waiting handoff), the templates. No I/O.
 //! * [`finish`]: select, summarize (through the [`Summarizer`] the caller gives: the
-//!   delivery layer's command runner, or [`Deterministic`]), fit the handoff to its budget
+//!   delivery layer's command runner, or [`Deterministic`](crate::summarize::Deterministic)), fit the handoff to its budget
 //!   ([`crate::fit`]: degradation, off-band, or `unsupported`) and render it.
 //!
 //! Fitting is always part of [`finish`], so every caller (the `Engine`, the CLI, the store's
@@ -22,7 +22,7 @@ use crate::policy::Policy;
 use crate::render::{RenderError, RenderOptions};
 use crate::select::{RuleHit, Summary};
 use crate::state::State;
-pub use crate::summarize::{Deterministic, Summarizer, SummaryRequest};
+pub use crate::summarize::{Summarizer, SummaryRequest};
 
 /// A decision that could not be made or a handoff that could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -225,8 +225,10 @@ pub fn run(
     finish(plan(policy, state, &setup)?, &crate::deliver::CommandRunner)
 }
 
-/// Both calls with no external summarizer ([`Deterministic`]): the fitted decision and the
+/// Both calls with no external summarizer ([`Deterministic`](crate::summarize::Deterministic)): the fitted decision and the
 /// deterministic handoff, what `baton explain` shows.
+// Only baton's tests and benchmarks call it (`unstable`).
+#[cfg(any(test, feature = "unstable"))]
 pub fn explain(
     policy: &Policy,
     state: &State,
@@ -234,10 +236,11 @@ pub fn explain(
     render: &RenderOptions,
 ) -> Result<Outcome, PipelineError> {
     let setup = Setup::of(eval, render);
-    finish(plan(policy, state, &setup)?, &Deterministic)
+    finish(plan(policy, state, &setup)?, &crate::summarize::Deterministic)
 }
 
 /// The fitted decision of [`explain`].
+#[cfg(any(test, feature = "unstable"))]
 pub fn decide(policy: &Policy, state: &State, opts: &EvalOptions) -> Result<Decision, PipelineError> {
     explain(policy, state, opts, &RenderOptions::default()).map(|o| o.decision)
 }

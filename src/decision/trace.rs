@@ -48,16 +48,6 @@ enum Entry {
 
 impl Trace {
     unstable_pub! {
-        /// An empty trace whose rule entries refer to `texts`.
-        fn new(texts: Arc<TraceTexts>) -> Trace {
-            Trace {
-                texts: Some(texts),
-                ..Trace::default()
-            }
-        }
-    }
-
-    unstable_pub! {
         /// An empty trace with room for `entries` entries and `values` values.
         fn with_capacity(texts: Arc<TraceTexts>, entries: usize, values: usize) -> Trace {
             Trace {

@@ -25,17 +25,25 @@ pub mod summarizer;
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub use gc::{gc, gc_checked, GcReport, HandoffLiveness, Retention};
-pub use leftovers::STALE_GRACE;
+pub use gc::{gc_checked, GcReport, HandoffLiveness, Retention};
 pub use offband::{OffbandStore, DOCUMENT_FILE, MARKER_FILE};
 pub use pregrant::{
-    check, issue, parse_tool_args, CheckRequest, Grant, GrantStore, MemoryGrantStore, PathArg,
-    ToolArgsError, Verdict, GRANTABLE_TOOL,
+    check, parse_tool_args, CheckRequest, Grant, GrantStore, MemoryGrantStore, PathArg, Verdict,
 };
-pub use stage::{deliver, Delivered};
-pub use summarizer::{
-    created_by, run_external, run_external_blocking, runs_command, summarize_blocking,
-    CommandRunner, ExternalCommand, SummarizerFailure, SummaryOutcome, SummarySource,
+pub use stage::deliver;
+pub use summarizer::{runs_command, CommandRunner};
+// What only baton's tests and benchmarks reach (`unstable`).
+#[cfg(feature = "unstable")]
+pub use {
+    gc::gc,
+    leftovers::STALE_GRACE,
+    pregrant::{issue, ToolArgsError, GRANTABLE_TOOL},
+    stage::Delivered,
+    summarizer::{
+        run_external, run_external_blocking, summarize_blocking, ExternalCommand,
+        SummarizerFailure, SummaryOutcome, SummarySource,
+    },
+    crate::summarize::created_by,
 };
 
 /// Errors from off-band delivery, pre-grants and garbage collection.
@@ -157,4 +165,5 @@ impl DeliveryError {
     }
 }
 
+#[cfg(feature = "unstable")]
 pub use crate::ids::effective_uid;

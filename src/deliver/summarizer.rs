@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-pub use crate::summarize::{created_by, SummarizerFailure, SummarySource};
+pub use crate::summarize::{SummarizerFailure, SummarySource};
 use crate::summarize::{Summarizer, SummaryRequest};
 
 /// Stdout is read in full up to at least this many bytes; beyond the cap it is cut off.
@@ -276,11 +276,14 @@ impl Summarizer for CommandRunner {
 }
 
 /// The summary a handoff uses, who made it, and why the external one was not used.
+// Only baton's tests call `summarize_blocking` (`unstable`); the engine summarizes through
+// `Summarizer` and `pipeline`.
+#[cfg(any(test, feature = "unstable"))]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SummaryOutcome {
     /// The summary text (markdown).
     pub text: String,
-    /// `deterministic` or `command:<command line>` (see [`created_by`]).
+    /// `deterministic` or `command:<command line>` (see [`created_by`](crate::summarize::created_by)).
     pub created_by: String,
     /// The failure kind (`timeout`, `exit_status`, ...) when the command failed.
     pub fallback_reason: Option<String>,
@@ -290,6 +293,7 @@ pub struct SummaryOutcome {
 
 /// Summarize with `source`, falling back to `deterministic` when an external command
 /// fails. Synchronous; see [`run_external_blocking`].
+#[cfg(any(test, feature = "unstable"))]
 pub fn summarize_blocking(
     source: &SummarySource,
     input_json: &serde_json::Value,
@@ -307,7 +311,7 @@ pub fn summarize_blocking(
         Some(cmd) => match run_external_blocking(&cmd, input_json, budget_chars) {
             Ok(text) => SummaryOutcome {
                 text,
-                created_by: created_by(source),
+                created_by: crate::summarize::created_by(source),
                 fallback_reason: None,
                 fallback_detail: None,
             },

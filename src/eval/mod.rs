@@ -309,17 +309,9 @@ pub fn item_holds(cond: &CExpr, facts: &Facts<'_>, item: &ItemCtx) -> bool {
 }
 
 /// Which runs the policy's `eligible` rule admits (all but running and rolled-back runs when
-/// the policy has no rule). `eligible[i]` is run `i+1`.
-pub fn eligible_runs(policy: &Policy, state: &State, target: &str) -> Vec<bool> {
-    if policy.eligible.is_none() {
-        return eligible_with_caps(policy, state, target, None);
-    }
-    let caps = policy.provider_caps(state, target).caps;
-    eligible_with_caps(policy, state, target, Some(caps))
-}
-
-/// [`eligible_runs`] with the target's capabilities already resolved (a decision resolves them
-/// once, for its trace); `caps` is needed only when the policy has an `eligible` rule.
+/// the policy has no rule), with the target's capabilities already resolved (a decision
+/// resolves them once, for its trace); `caps` is needed only when the policy has an `eligible`
+/// rule. `eligible[i]` is run `i+1`.
 pub(crate) fn eligible_with_caps(
     policy: &Policy,
     state: &State,
@@ -477,7 +469,7 @@ fn reads_only(e: &CExpr, ok: &dyn Fn(Fact) -> bool) -> bool {
     !reads_where(e, &|read| !read.is_some_and(ok))
 }
 
-/// How many distinct (status, provider, handoff) combinations [`eligible_runs`] remembers.
+/// How many distinct (status, provider, handoff) combinations [`eligible_with_caps`] remembers.
 const DISTINCT_RUN_VALUES: usize = 32;
 
 /// Whether `e` reads any of `facts`.
@@ -501,6 +493,7 @@ fn reads_where(e: &CExpr, hit: &dyn Fn(Option<Fact>) -> bool) -> bool {
 /// The ladder's decision alone, without fitting (baton's own tests and benchmarks; every
 /// caller of the library decides through [`crate::pipeline::plan`] and
 /// [`crate::pipeline::finish`]). `sizer` measures summaries when a rule reads `summary.*`.
+#[cfg(any(test, feature = "unstable"))]
 pub fn decide(
     policy: &Policy,
     state: &State,
@@ -512,6 +505,7 @@ pub fn decide(
 
 /// [`decide`], also returning the facts it computed, so that selection reuses them (the
 /// eligible runs, coverage and cached summary sizes) instead of computing them again.
+#[cfg(any(test, feature = "unstable"))]
 pub fn evaluate<'a>(
     policy: &Policy,
     state: &'a State,

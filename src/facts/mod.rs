@@ -12,10 +12,14 @@ pub mod workspace;
 
 pub use compute::{
     compact_summary_rolled_back, coverage, find_target_thread, item_contexts, run_of,
-    synthetic_item, Coverage, CoveredBy, Facts, ItemCtx, RunCtx, SummarySizer,
+    synthetic_item, Facts, ItemCtx, RunCtx, SummarySizer,
 };
+#[cfg(feature = "unstable")]
+pub use compute::{Coverage, CoveredBy};
 pub use history::{History, PrefixRun, Tally, Window};
-pub use problems::{failed, is_test_command};
+pub use problems::is_test_command;
+#[cfg(feature = "unstable")]
+pub use problems::failed;
 pub use value::{Type, Value};
 
 use crate::state::{AnchorRole, HandoffChannel, ProviderThreadStatus, RequestKind, RunStatus};

@@ -648,7 +648,6 @@ impl Builder {
         Imported {
             state,
             report: std::mem::take(report),
-            tool: self.tool,
             session_id,
             cwd: self.cwd,
         }

@@ -20,9 +20,11 @@ mod when;
 use crate::state::State;
 use std::fmt;
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-pub use sessions::{list_sessions, SessionDirs, SessionInfo};
+pub use sessions::{list_sessions, SessionDirs};
+#[cfg(feature = "unstable")]
+pub use sessions::SessionInfo;
 
 /// Longest tool output, tool input or diff kept on an item, in characters; the middle of a
 /// longer one is elided (head and tail are kept) and the report counts it.
@@ -40,8 +42,6 @@ pub enum Tool {
 }
 
 impl Tool {
-    pub const NAMES: &'static [&'static str] = &["claude-code", "codex"];
-
     /// The `--from` name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -66,13 +66,6 @@ impl Tool {
         }
     }
 
-    pub fn parse(s: &str) -> Option<Tool> {
-        match s {
-            "claude-code" | "claude" => Some(Tool::ClaudeCode),
-            "codex" => Some(Tool::Codex),
-            _ => None,
-        }
-    }
 }
 
 impl fmt::Display for Tool {
@@ -96,8 +89,6 @@ pub enum ImportError {
         /// What the first lines look like instead.
         recognised: String,
     },
-    #[error("{path}: error: {message}")]
-    Invalid { path: String, message: String },
 }
 
 /// Something the import skipped or changed, with the file and 1-based line it refers to.
@@ -176,7 +167,6 @@ impl ImportReport {
 pub struct Imported {
     pub state: State,
     pub report: ImportReport,
-    pub tool: Tool,
     /// The tool's session id (also the provider thread's id).
     pub session_id: String,
     /// The working directory the session ran in, when the log says.
@@ -708,11 +698,6 @@ pub fn detect_tool(path: &Path) -> Result<Tool, ImportError> {
                 .unwrap_or_else(|| sniff.describe()),
         })
     }
-}
-
-/// The default output path for a session imported into a directory.
-pub fn state_file_name(imported: &Imported) -> PathBuf {
-    PathBuf::from(format!("{}.yaml", imported.state.thread.id))
 }
 
 #[cfg(test)]

@@ -27,7 +27,6 @@ pub struct Spanned<T> {
 /// One parsed policy file.
 #[derive(Debug, Clone, Default)]
 pub struct PolicyFile {
-    pub source: usize,
     pub name: Option<Spanned<String>>,
     pub description: Option<String>,
     pub extends: Vec<Spanned<String>>,
@@ -52,7 +51,6 @@ pub struct PolicyFile {
 /// `log { drop FIELD  hash FIELD  keep FIELD }`.
 #[derive(Debug, Clone)]
 pub struct LogBlock {
-    pub span: Span,
     /// The entries in order: the action (`drop`, `hash` or `keep`) and the field it names.
     pub entries: Vec<LogEntry>,
 }
@@ -60,7 +58,6 @@ pub struct LogBlock {
 /// One `log` entry: `drop trace`.
 #[derive(Debug, Clone)]
 pub struct LogEntry {
-    pub span: Span,
     pub action: Spanned<String>,
     pub field: Spanned<String>,
 }
@@ -206,7 +203,7 @@ pub struct Budget {
 
 #[derive(Debug, Clone)]
 pub enum SourceDecl {
-    Deterministic(Span),
+    Deterministic,
     Command {
         span: Span,
         command: String,

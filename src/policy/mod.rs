@@ -14,7 +14,9 @@ pub mod providers;
 mod recover;
 pub mod source;
 mod texts;
-pub use texts::{RuleText, RuleTexts, TraceTexts};
+pub use texts::{RuleTexts, TraceTexts};
+#[cfg(feature = "unstable")]
+pub use texts::RuleText;
 
 pub use diag::{Diagnostic, PolicyError, Severity, Source};
 
@@ -134,17 +136,6 @@ impl Form {
             "activity" => Form::Activity,
             _ => return None,
         })
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Form::Full => "full",
-            Form::Text => "text",
-            Form::Line => "line",
-            Form::PathOnly => "path_only",
-            Form::Count => "count",
-            Form::Transcript => "transcript",
-            Form::Activity => "activity",
-        }
     }
 }
 
@@ -366,7 +357,6 @@ pub const MUST_KEEP_FLOOR: usize = 2_000;
 
 #[derive(Debug, Clone)]
 pub struct CSummary {
-    pub text_max: Option<usize>,
     /// Text rules: the legacy `text max N` first (as `compact N` for every text), then the
     /// `text FORM ...` rules in source order.
     pub text_cuts: Vec<CTextCut>,

@@ -36,10 +36,7 @@ pub fn parse(sources: &[Source], index: usize) -> Result<PolicyFile, PolicyError
         lines: LineIndex::new(text),
         errors: Vec::new(),
     };
-    let mut file = PolicyFile {
-        source: index,
-        ..Default::default()
-    };
+    let mut file = PolicyFile::default();
     if let Some(top) = pairs.next() {
         for decl in top.kids() {
             b.decl(decl, &mut file);
@@ -559,7 +556,7 @@ impl<'a> Builder<'a> {
                 self.once(&mut file.redact, redact, "redact", span);
             }
             Rule::log_block => {
-                let log = self.log(p, span);
+                let log = self.log(p);
                 self.once(&mut file.log, log, "log", span);
             }
             _ => {}
@@ -608,13 +605,11 @@ impl<'a> Builder<'a> {
     }
 
     /// `log { drop FIELD  hash FIELD  keep FIELD }`.
-    fn log(&mut self, p: Pair<'_, Rule>, span: Span) -> LogBlock {
+    fn log(&mut self, p: Pair<'_, Rule>) -> LogBlock {
         let mut block = LogBlock {
-            span,
             entries: Vec::new(),
         };
         for e in p.kids() {
-            let espan = self.span(&e);
             let mut action = None;
             let mut field = None;
             for x in e.kids() {
@@ -625,9 +620,7 @@ impl<'a> Builder<'a> {
                 }
             }
             if let (Some(action), Some(field)) = (action, field) {
-                block.entries.push(LogEntry {
-                    span: espan,
-                    action,
+                block.entries.push(LogEntry { action,
                     field,
                 });
             }
@@ -980,7 +973,7 @@ impl<'a> Builder<'a> {
                     if let Some(s) = e.kids().next() {
                         match s.as_rule() {
                             Rule::source_deterministic => {
-                                block.source = Some(SourceDecl::Deterministic(espan))
+                                block.source = Some(SourceDecl::Deterministic)
                             }
                             Rule::source_command => {
                                 let mut it = s.kids();

@@ -343,9 +343,6 @@ pub struct LongFigures {
     pub cut_under_limit: bool,
 }
 
-/// The generated threads `baton quality --long-threads` measures by default.
-pub const QUALITY_SIZES: &[u32] = &[50, 200, 800, 3200];
-
 /// Measure every size, both handovers, under `policy`.
 pub fn measure_sizes(policy: &Policy, sizes: &[u32]) -> Result<Vec<LongFigures>, LongError> {
     let mut out = Vec::new();
@@ -654,7 +651,8 @@ impl<'a> FileNames<'a> {
 }
 
 /// Whether `read` names `path`: the path itself, or its file name on a line that names its
-/// directory as a group (`- src/api/: a.rs, b.rs`).
+/// directory as a group (`- src/api/: a.rs, b.rs`). Only baton's tests use it.
+#[cfg(any(test, feature = "unstable"))]
 pub fn file_named(read: &str, path: &str) -> bool {
     if read.contains(path) {
         return true;

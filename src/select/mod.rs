@@ -9,9 +9,9 @@ pub mod ladder;
 mod problems;
 mod text;
 
-pub use crate::cut::{
-    code_span, escape_controls, fenced, head, head_tail, one_line, prose, tail, thousands, Cut,
-};
+pub use crate::cut::{code_span, escape_controls, fenced, one_line, prose, thousands, Cut};
+#[cfg(feature = "unstable")]
+pub use crate::cut::{head, head_tail, tail};
 pub use files::display_path;
 pub use text::{compact, cut_at_whitespace, keep_tail};
 

@@ -121,7 +121,7 @@ pub(super) fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary
             .map(|n| (n, b.newest_first))
     });
     let source = match &s.source {
-        None | Some(SourceDecl::Deterministic(_)) => SummarySource::Deterministic,
+        None | Some(SourceDecl::Deterministic) => SummarySource::Deterministic,
         Some(SourceDecl::Command {
             span,
             command,
@@ -288,7 +288,6 @@ pub(super) fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary
         degrade.extend(step);
     }
     CSummary {
-        text_max,
         text_cuts,
         document_max,
         turn_max,
