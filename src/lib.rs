@@ -143,9 +143,18 @@ pub mod cli;
 pub mod schema;
 
 internal!(
-    coverage, cut, deliver, diff, eval, explain, facts, fit, fmt, ids, import, input, pipeline,
-    policy, quality, redact, render, select, suggest,
+    coverage, cut, deliver, eval, explain, facts, fit, ids, input, pipeline, policy, redact,
+    render, select, suggest,
 );
+
+// Internal modules only some features use (and the tests, through `unstable`): not compiled
+// without them.
+#[cfg(any(feature = "unstable", feature = "cli", feature = "serve"))]
+internal!(diff);
+#[cfg(any(feature = "unstable", feature = "cli", feature = "lsp"))]
+internal!(fmt);
+#[cfg(any(feature = "unstable", feature = "cli"))]
+internal!(import, quality);
 
 #[cfg(feature = "unstable")]
 #[doc(hidden)]

@@ -15,23 +15,34 @@
 //! [`summarizer::SummarizerFailure`]); the `Display` text of an error is meant to be
 //! recorded verbatim as the fallback reason, so it always names the path involved.
 
+#[cfg(any(feature = "unstable", feature = "store"))]
 pub mod gc;
+#[cfg(any(feature = "unstable", feature = "store"))]
 pub mod leftovers;
+#[cfg(any(feature = "unstable", feature = "store"))]
 pub mod offband;
+#[cfg(any(feature = "unstable", feature = "store"))]
 pub mod pregrant;
+#[cfg(any(feature = "unstable", feature = "store"))]
 pub mod stage;
 pub mod summarizer;
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-pub use gc::{gc_checked, GcReport, HandoffLiveness, Retention};
-pub use offband::{OffbandStore, DOCUMENT_FILE, MARKER_FILE};
-pub use pregrant::{
-    check, parse_tool_args, CheckRequest, Grant, GrantStore, MemoryGrantStore, PathArg, Verdict,
+pub use summarizer::CommandRunner;
+// Staging, garbage collection and pre-grants: for the store, the service and the CLI.
+#[cfg(any(feature = "unstable", feature = "store"))]
+pub use {
+    gc::{gc_checked, GcReport, HandoffLiveness, Retention},
+    offband::{OffbandStore, DOCUMENT_FILE, MARKER_FILE},
+    pregrant::{
+        check, parse_tool_args, CheckRequest, Grant, GrantStore, MemoryGrantStore, PathArg,
+        Verdict,
+    },
+    stage::deliver,
+    summarizer::runs_command,
 };
-pub use stage::deliver;
-pub use summarizer::{runs_command, CommandRunner};
 // What only baton's tests and benchmarks reach (`unstable`).
 #[cfg(feature = "unstable")]
 pub use {
@@ -156,7 +167,8 @@ impl DeliveryError {
         }
     }
 
-    pub(crate) fn unsafe_path(path: &Path, problem: impl Into<String>, remedy: &str) -> Self {
+    #[cfg(any(feature = "unstable", feature = "store"))]
+    pub(crate) fn unsafe_path(path: &std::path::Path, problem: impl Into<String>, remedy: &str) -> Self {
         DeliveryError::UnsafePath {
             path: path.to_path_buf(),
             problem: problem.into(),
