@@ -66,6 +66,7 @@ impl Setup {
     }
 
     /// This setup in `context`.
+    #[cfg(any(feature = "unstable", feature = "store"))]
     pub fn in_context(self, context: DecisionContext) -> Setup {
         Setup { context, ..self }
     }
@@ -215,6 +216,7 @@ pub fn finish_full(
 
 /// Both calls, with the delivery layer's command runner as the summarizer: what a handoff
 /// made for delivery goes through.
+#[cfg(any(feature = "unstable", feature = "cli"))]
 pub fn run(
     policy: &Policy,
     state: &State,
@@ -249,6 +251,7 @@ pub fn decide(policy: &Policy, state: &State, opts: &EvalOptions) -> Result<Deci
 /// [`crate::facts::History`]) in `setup`. `None` when the outcome could differ from the
 /// whole thread's: the facts fall short, the covered runs reach before the window, or it
 /// fails (the whole thread then decides, and fails, as it would have).
+#[cfg(any(feature = "unstable", feature = "store"))]
 pub fn explain_windowed(
     policy: &Policy,
     state: &State,

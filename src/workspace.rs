@@ -13,7 +13,9 @@
 //! clone). Lists are bounded ([`MAX_LISTED`] paths, the rest counted) and so is the history
 //! walk ([`MAX_COMMITS`]).
 
-use crate::facts::workspace::{last_target_run, same_commit, short};
+#[cfg(feature = "git")]
+use crate::facts::workspace::short;
+use crate::facts::workspace::{last_target_run, same_commit};
 use crate::state::{GitSince, GitSnapshot, Run, State, Workspace};
 
 /// Most paths a snapshot lists (dirty files, files changed since); the rest are counted.
@@ -24,6 +26,7 @@ pub const MAX_COMMITS: u64 = 100_000;
 
 /// Most commits whose own changes order the changed files newest first; files changed only
 /// by older commits follow in path order.
+#[cfg(feature = "git")]
 const ORDERED_COMMITS: usize = 200;
 
 /// The live workspace of `cwd`: the directory and, when it is in a git repository, its HEAD,

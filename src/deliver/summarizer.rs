@@ -57,6 +57,7 @@ impl ExternalCommand {
 
 /// Whether a handoff under `policy` is summarized by an external command (which may take
 /// seconds), not by the deterministic sections.
+#[cfg(any(feature = "unstable", feature = "store"))]
 pub fn runs_command(policy: &crate::policy::Policy) -> bool {
     matches!(
         policy.summary.as_ref().map(|s| &s.source),

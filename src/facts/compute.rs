@@ -108,6 +108,7 @@ impl ItemCtx<'_> {
 }
 
 /// The coverage of one provider thread: its native runs and the ranges of its live handoffs.
+#[cfg(any(feature = "unstable", feature = "store"))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Coverage {
     pub provider_thread: String,
@@ -118,6 +119,7 @@ pub struct Coverage {
     pub last_seen: u32,
 }
 
+#[cfg(any(feature = "unstable", feature = "store"))]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CoveredBy {
     pub handoff: String,
@@ -843,6 +845,7 @@ fn live_run(state: &State, ordinal: u32) -> bool {
 
 /// Coverage of provider thread `pt`: native runs that are `eligible` and not rolled back, plus
 /// the ranges of its ready handoffs (superseded ones never count).
+#[cfg(any(feature = "unstable", feature = "store"))]
 pub fn coverage(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> Coverage {
     let mut cov = Coverage {
         provider_thread: pt.to_string(),

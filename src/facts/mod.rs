@@ -11,12 +11,18 @@ mod value;
 pub mod workspace;
 
 pub use compute::{
-    compact_summary_rolled_back, coverage, find_target_thread, item_contexts, run_of,
-    synthetic_item, Facts, ItemCtx, RunCtx, SummarySizer,
+    find_target_thread, item_contexts, run_of, synthetic_item, Facts, ItemCtx, RunCtx,
+    SummarySizer,
 };
+#[cfg(any(feature = "unstable", feature = "cli"))]
+pub use compute::compact_summary_rolled_back;
+#[cfg(any(feature = "unstable", feature = "store"))]
+pub use compute::coverage;
 #[cfg(feature = "unstable")]
 pub use compute::{Coverage, CoveredBy};
-pub use history::{History, PrefixRun, Tally, Window};
+pub use history::{History, Window};
+#[cfg(any(feature = "unstable", feature = "store"))]
+pub use history::{PrefixRun, Tally};
 pub use problems::is_test_command;
 #[cfg(feature = "unstable")]
 pub use problems::failed;

@@ -343,9 +343,11 @@ impl miette::Diagnostic for Diagnostic {
 
 /// A diagnostic whose `Display` is its message alone, for miette's graphical handler (which
 /// draws the location, snippet, code and help itself).
+#[cfg(any(feature = "unstable", feature = "cli"))]
 #[derive(Debug)]
 pub struct Headline<'a>(pub &'a Diagnostic);
 
+#[cfg(any(feature = "unstable", feature = "cli"))]
 impl fmt::Display for Headline<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0.source {
@@ -356,8 +358,10 @@ impl fmt::Display for Headline<'_> {
     }
 }
 
+#[cfg(any(feature = "unstable", feature = "cli"))]
 impl std::error::Error for Headline<'_> {}
 
+#[cfg(any(feature = "unstable", feature = "cli"))]
 impl miette::Diagnostic for Headline<'_> {
     fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
         self.0.code()

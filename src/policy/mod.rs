@@ -508,6 +508,7 @@ impl CLog {
     }
 
     /// Whether the block keeps `field` (`input`, `trace`).
+    #[cfg(any(feature = "unstable", feature = "serve"))]
     pub fn keeps(&self, field: &str) -> bool {
         self.keep.iter().any(|f| f == field)
     }

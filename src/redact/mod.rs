@@ -23,7 +23,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
 
-pub use rules::{Builtin, Check, BUILTINS};
+pub use rules::{Check, BUILTINS};
+#[cfg(any(feature = "unstable", feature = "lsp"))]
+pub use rules::Builtin;
 
 /// The largest single text the pass redacts: 64 MiB (a state file holds at most 256 MiB).
 /// A text over it makes the handoff `unsupported` rather than send it unredacted.

@@ -12,6 +12,7 @@ mod text;
 pub use crate::cut::{code_span, escape_controls, fenced, one_line, prose, thousands, Cut};
 #[cfg(feature = "unstable")]
 pub use crate::cut::{head, head_tail, tail};
+#[cfg(any(feature = "unstable", feature = "cli", feature = "lsp"))]
 pub use files::display_path;
 pub use text::{compact, cut_at_whitespace, keep_tail};
 
