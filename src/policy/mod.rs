@@ -558,7 +558,7 @@ pub struct Policy {
     $vis warnings: Vec<Diagnostic>,
     /// Every source in load order (bases reached through `extends` included); spans index it.
     $vis sources: Vec<Source>,
-    /// The rules' trace texts, formatted on first use ([`Policy::rule_text`]).
+    /// The rules' trace texts, formatted on first use ([`Policy::trace_texts`]).
     $vis rule_texts: RuleTexts,
 }
     };
