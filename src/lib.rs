@@ -50,6 +50,20 @@
 // without `unstable` (`cargo clippy --lib -- -D warnings`, .ci/run), where the internal
 // modules are private.
 #![warn(unnameable_types)]
+// Dead code is an error in the default build (`cargo clippy --lib -- -D warnings`, .ci/run) and
+// in the all-features build. A build with only some features (`--no-default-features --features
+// store`, ...) compiles internal items whose only callers are features that are off; there,
+// and only there, unused items are allowed rather than sprinkling per-feature cfgs on fields.
+#![cfg_attr(
+    not(all(
+        feature = "store",
+        feature = "serve",
+        feature = "cli",
+        feature = "lsp",
+        feature = "git"
+    )),
+    allow(dead_code, unused_imports)
+)]
 
 /// A method public with the `unstable` feature (baton's own tests and benches), visible to
 /// the crate only otherwise: for methods of public types whose signatures name internals.
