@@ -12,7 +12,7 @@ pub mod workspace;
 
 pub use compute::{
     compact_summary_rolled_back, coverage, find_target_thread, item_contexts, run_of,
-    synthetic_item, Coverage, CoveredBy, Facts, ItemCtx, RunCtx, SummarySizer,
+    synthetic_item, Coverage, CoveredBy, Facts, ItemCtx, RunCtx, Sizer, SummarySizer,
 };
 pub use history::{History, PrefixRun, Tally, Window};
 pub use problems::{failed, is_test_command};
