@@ -16,11 +16,12 @@
 
 use crate::decision::Decision;
 use crate::eval::{DecisionContext, EvalError, EvalOptions};
-use crate::facts::Facts;
+use crate::facts::{Facts, Sizer};
 use crate::ids::DocumentRoot;
 use crate::policy::Policy;
 use crate::render::{RenderError, RenderOptions};
-use crate::select::{RuleHit, Summary};
+use crate::select::{ReusingSizer, RuleHit, Summary};
+use std::rc::Rc;
 use crate::state::State;
 pub use crate::summarize::{Summarizer, SummaryRequest};
 
@@ -79,6 +80,8 @@ pub struct Plan<'a> {
     state: &'a State,
     decision: Decision,
     facts: Facts<'a>,
+    /// The facts' sizer, which keeps the selection it sized for `finish` to reuse.
+    sizer: Rc<ReusingSizer<'a>>,
     render: RenderOptions,
     observe: bool,
 }
@@ -131,13 +134,14 @@ pub fn plan<'a>(
     state: &'a State,
     setup: &Setup,
 ) -> Result<Plan<'a>, EvalError> {
+    let sizer = Rc::new(ReusingSizer::new(policy, state));
     let (decision, facts) = crate::eval::evaluate_with(
         policy,
         state,
         setup.target.as_deref(),
         &setup.root,
         &setup.context,
-        policy,
+        Sizer::Shared(sizer.clone()),
     )?;
     let render = RenderOptions {
         document_root: Some(setup.root.path().to_path_buf()),
@@ -148,6 +152,7 @@ pub fn plan<'a>(
         state,
         decision,
         facts,
+        sizer,
         render,
         observe: false,
     })
@@ -182,6 +187,7 @@ pub fn finish_full(
         state,
         decision,
         facts,
+        sizer,
         render,
         observe,
     } = plan;
@@ -199,7 +205,11 @@ pub fn finish_full(
     let (summary, hits) = if observe {
         crate::select::select_observed(policy, &facts, &decision)
     } else {
-        (crate::select::select(policy, &facts, &decision), Vec::new())
+        // The delta sized while deciding (`summary.delta_chars`) is selected once: the sizer
+        // hands back its selection when it covered these same runs and no summary rule reads
+        // the outcome (`select::ReusingSizer`); otherwise it selects them now.
+        let runs = crate::select::decision_runs(&facts, &decision);
+        (sizer.select(&facts, &runs), Vec::new())
     };
     let render = summarize(policy, state, &decision, &summary, &render, summarizer);
     let f = crate::fit::fit(policy, state, &facts, decision, summary, &render)?;

@@ -95,3 +95,22 @@ fn rollback_advice_dispatch_explain_and_replay_agree_when_fitting_decides() {
     assert!(replayed.checked >= 1, "{replayed:?}");
     assert!(replayed.differences.is_empty(), "{replayed:?}");
 }
+
+/// The one path selects the delta once: sizing `summary.delta_chars` keeps its selection for
+/// the handoff (docs/performance.md). That is sound because no summary rule can read the
+/// decision's outcome, which is set only after the size is taken: the checker refuses it.
+#[rstest::rstest]
+#[case::strategy("decision.strategy == \"delta_existing\"", "`decision.strategy`")]
+#[case::off_band("delivery.off_band", "`delivery.off_band`")]
+#[case::inline("delivery.inline", "`delivery.inline`")]
+#[case::mode("delivery.mode == \"off_band\"", "`delivery.mode`")]
+fn a_summary_rule_cannot_read_the_outcome(#[case] when: &str, #[case] fact: &str) {
+    let policy = format!(
+        "policy \"p\" {{\n  extends \"default\"\n}}\nsummary {{\n  include user_message into goals when {when}\n}}\n"
+    );
+    let err = Engine::from_text("p", &policy).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("{fact} cannot be read in a summary rule")),
+        "{err}"
+    );
+}

@@ -9,7 +9,7 @@
 mod providers;
 
 use crate::decision::*;
-use crate::facts::{Fact, Facts, ItemCtx, RunCtx, SummarySizer, Value};
+use crate::facts::{Fact, Facts, ItemCtx, RunCtx, Sizer, SummarySizer, Value};
 use crate::policy::ast::CmpOp;
 use crate::policy::{CExpr, Policy, Strategy};
 use crate::state::{HandoffStrategy, RequestKind, RunRange, RunStatus, State};
@@ -328,7 +328,7 @@ pub(crate) fn eligible_with_caps(
             // The checker keeps eligibility-derived and summary facts out of `eligible`, so
             // these facts need neither eligibility nor a sizer. Per-run values are not traced.
             let caps = caps.unwrap_or_else(|| policy.provider_caps(state, target).caps);
-            let facts = Facts::new(state, target, Vec::new(), &RoughSizer).with_caps(caps);
+            let facts = Facts::new(state, target, Vec::new(), Sizer::Borrowed(&RoughSizer)).with_caps(caps);
             let holds = |r: &crate::state::Run| run_holds(cond, &facts, r);
             // A rule that reads only run facts with few distinct values (status, provider,
             // handoff) is evaluated once per distinct combination of the ones it reads, not
@@ -403,7 +403,7 @@ fn window_of(
     caps: &crate::state::ResolvedCaps,
     history: &crate::facts::History,
 ) -> crate::facts::Window {
-    let facts = Facts::new(state, target, Vec::new(), &RoughSizer).with_caps(caps.clone());
+    let facts = Facts::new(state, target, Vec::new(), Sizer::Borrowed(&RoughSizer)).with_caps(caps.clone());
     let per_key = |status: RunStatus, provider: &str, has_handoff: bool| -> Option<bool> {
         if status == RunStatus::RolledBack {
             return Some(false);
@@ -521,7 +521,7 @@ pub fn evaluate<'a>(
         opts.target.as_deref(),
         &root,
         &DecisionContext::default(),
-        sizer,
+        Sizer::Borrowed(sizer),
     )
 }
 
@@ -587,7 +587,7 @@ pub fn evaluate_with<'a>(
     target: Option<&str>,
     root: &crate::ids::DocumentRoot,
     cx: &DecisionContext,
-    sizer: &'a dyn SummarySizer,
+    sizer: Sizer<'a>,
 ) -> Result<(Decision, Facts<'a>), EvalError> {
     let target = target
         .map(str::to_string)

@@ -14,6 +14,23 @@ pub trait SummarySizer {
     fn chars(&self, facts: &Facts<'_>, runs: &[u32]) -> i64;
 }
 
+/// How facts reach their sizer: borrowed, or shared with whoever built the facts (the main
+/// path keeps its sizer, `select::ReusingSizer`, to reuse the selection it sized).
+#[derive(Clone)]
+pub enum Sizer<'a> {
+    Borrowed(&'a dyn SummarySizer),
+    Shared(std::rc::Rc<dyn SummarySizer + 'a>),
+}
+
+impl Sizer<'_> {
+    fn get(&self) -> &dyn SummarySizer {
+        match self {
+            Sizer::Borrowed(s) => *s,
+            Sizer::Shared(s) => s.as_ref(),
+        }
+    }
+}
+
 /// One run, for `eligible` rules.
 pub struct RunCtx<'a> {
     pub run: &'a Run,
@@ -145,7 +162,7 @@ pub struct Facts<'a> {
     eligible_ordinals: Vec<u32>,
     target_thread: OnceCell<Option<&'a ProviderThread>>,
     view: OnceCell<TargetView>,
-    sizer: &'a dyn SummarySizer,
+    sizer: Sizer<'a>,
     delta_chars: OnceCell<i64>,
     full_chars: OnceCell<i64>,
     outcome: RefCell<(Option<&'static str>, Option<&'static str>)>,
@@ -163,7 +180,7 @@ impl<'a> Facts<'a> {
         state: &'a State,
         target: &str,
         eligible: Vec<bool>,
-        sizer: &'a dyn SummarySizer,
+        sizer: Sizer<'a>,
     ) -> Facts<'a> {
         let mut eligible_ordinals = Vec::with_capacity(eligible.len());
         eligible_ordinals.extend(
@@ -698,10 +715,10 @@ impl<'a> Facts<'a> {
             }
             Fact::SummaryDeltaChars => Int(*self
                 .delta_chars
-                .get_or_init(|| self.sizer.chars(self, self.delta_runs()))),
+                .get_or_init(|| self.sizer.get().chars(self, self.delta_runs()))),
             Fact::SummaryFullChars => Int(*self
                 .full_chars
-                .get_or_init(|| self.sizer.chars(self, self.all_eligible_runs()))),
+                .get_or_init(|| self.sizer.get().chars(self, self.all_eligible_runs()))),
             Fact::CheckpointLatest => {
                 Int(self.latest_checkpoint().map(|c| c.run).unwrap_or(0) as i64)
             }

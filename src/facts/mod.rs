@@ -11,7 +11,7 @@ mod value;
 pub mod workspace;
 
 pub use compute::{
-    find_target_thread, item_contexts, run_of, synthetic_item, Facts, ItemCtx, RunCtx,
+    find_target_thread, item_contexts, run_of, synthetic_item, Facts, ItemCtx, RunCtx, Sizer,
     SummarySizer,
 };
 #[cfg(any(feature = "unstable", feature = "cli"))]

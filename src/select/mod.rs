@@ -19,7 +19,7 @@ pub use text::{compact, cut_at_whitespace, keep_tail};
 use crate::decision::Decision;
 use crate::eval::item_holds;
 use crate::facts::{
-    item_contexts, synthetic_item, Facts, ItemCtx, SummarySizer,
+    item_contexts, synthetic_item, Fact, Facts, ItemCtx, SummarySizer,
 };
 use crate::policy::check::BUILTIN_SECTIONS;
 use crate::policy::{CExclude, CInclude, CSummary, CTextCut, Form, Policy};
@@ -534,9 +534,20 @@ fn prepare_runs<'p, 's>(
     policy: &'p Policy,
     facts: &Facts<'s>,
     runs: &[u32],
+    hits: Option<&mut Vec<RuleHit>>,
+) -> Option<Prepared<'p, 's>> {
+    prepare_in(policy, facts.state, facts, runs, hits)
+}
+
+/// [`prepare_runs`] with the state named apart (`facts.state`, borrowed for `'s`), so that a
+/// sizer that holds the state keeps what it prepared.
+fn prepare_in<'p, 's>(
+    policy: &'p Policy,
+    state: &'s State,
+    facts: &Facts<'_>,
+    runs: &[u32],
     mut hits: Option<&mut Vec<RuleHit>>,
 ) -> Option<Prepared<'p, 's>> {
-    let state = facts.state;
     let rules = rules_of(policy)?;
     let order = section_order(rules);
     let mut items: Vec<ItemCtx> = Vec::new();
@@ -1181,6 +1192,91 @@ impl SummarySizer for PolicySizer<'_> {
     }
 }
 
+/// The main path's sizer ([`crate::pipeline::plan`]): sizes as [`PolicySizer`] and keeps the
+/// selection it made, so that `finish` reuses it for the handoff instead of selecting the
+/// same runs again (issue 23 point 7, docs/performance.md). A selection up to the budget
+/// ([`Prepared`]) does not depend on the degradation (sizing applies the text rules as
+/// ceilings, the handoff does not; both come from the same [`Prepared`]), only on the rules,
+/// the state, the runs and the facts the rules read. The one fact that changes between
+/// sizing and finishing is the decision's outcome (`decision.strategy`, `delivery.*`, not
+/// set yet when the size is taken), so nothing is kept when a summary rule reads it.
+pub struct ReusingSizer<'a> {
+    policy: &'a Policy,
+    state: &'a State,
+    /// Each selection sized (the delta's, the whole thread's), with its runs.
+    kept: std::cell::RefCell<Vec<(Vec<u32>, Prepared<'a, 'a>)>>,
+}
+
+impl<'a> ReusingSizer<'a> {
+    /// A sizer for facts about `state` under `policy`.
+    pub fn new(policy: &'a Policy, state: &'a State) -> Self {
+        ReusingSizer {
+            policy,
+            state,
+            kept: std::cell::RefCell::default(),
+        }
+    }
+
+    /// The handoff's summary for `runs` (what [`select_runs`] gives) from the selection kept
+    /// when those same runs were sized, else selected now.
+    pub fn select(&self, facts: &Facts<'_>, runs: &[u32]) -> Summary {
+        let kept = {
+            let mut kept = self.kept.borrow_mut();
+            let at = kept.iter().position(|(r, _)| r.as_slice() == runs);
+            at.map(|i| kept.swap_remove(i).1)
+        };
+        match kept {
+            Some(p) if std::ptr::eq(facts.state, self.state) => p.into_summary(&Degrade::default()),
+            _ => select_runs(self.policy, facts, runs),
+        }
+    }
+}
+
+impl SummarySizer for ReusingSizer<'_> {
+    fn chars(&self, facts: &Facts<'_>, runs: &[u32]) -> i64 {
+        let reusable = std::ptr::eq(facts.state, self.state)
+            && rules_of(self.policy).is_some_and(|r| !reads_outcome(r));
+        if !reusable {
+            return PolicySizer {
+                policy: self.policy,
+            }
+            .chars(facts, runs);
+        }
+        // As `select_inner`: no rules, an empty summary.
+        let Some(prepared) = prepare_in(self.policy, self.state, facts, runs, None) else {
+            return 0;
+        };
+        let summary = prepared.summary(&Degrade::with_ceilings());
+        self.kept.borrow_mut().push((runs.to_vec(), prepared));
+        i64::try_from(summary.chars).unwrap_or(i64::MAX)
+    }
+}
+
+/// Whether a summary rule reads the decision's outcome (`decision.strategy`, `delivery.*`),
+/// which is set only after the ladder (decided from the compiled rules, not per item).
+fn reads_outcome(rules: &CSummary) -> bool {
+    fn reads(e: &crate::policy::CExpr) -> bool {
+        use crate::policy::CExpr;
+        match e {
+            CExpr::Fact(f) => matches!(
+                f,
+                Fact::DecisionStrategy
+                    | Fact::DeliveryOffBand
+                    | Fact::DeliveryInline
+                    | Fact::DeliveryMode
+            ),
+            CExpr::Const(_) | CExpr::Let(..) | CExpr::Signal(..) | CExpr::AnyStale => false,
+            CExpr::List(es) | CExpr::And(es) | CExpr::Or(es) => es.iter().any(reads),
+            CExpr::Not(e) => reads(e),
+            CExpr::Cmp(a, _, b) => reads(a) || reads(b),
+            CExpr::Sum(es) => es.iter().any(|(_, e)| reads(e)),
+        }
+    }
+    let includes = rules.includes.iter().filter_map(|r| r.when.as_ref());
+    let excludes = rules.excludes.iter().filter_map(|r| r.when.as_ref());
+    includes.chain(excludes).any(reads)
+}
+
 /// A policy sizes its own summaries (as [`PolicySizer`]), so that facts borrowing the policy
 /// need no sizer object of their own.
 impl SummarySizer for Policy {
@@ -1636,3 +1732,55 @@ fn entry_text(
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::{evaluate_with, DecisionContext};
+    use crate::facts::Sizer;
+    use crate::policy::CExpr;
+    use std::rc::Rc;
+
+    /// Decide `state` on codex with a [`ReusingSizer`]; then the handoff's summary from the
+    /// sizer and from a fresh selection, and how many selections it kept before.
+    fn kept_and_fresh(policy: &Policy, state: &State) -> (Summary, Summary, usize) {
+        let sizer = Rc::new(ReusingSizer::new(policy, state));
+        let root = crate::ids::DocumentRoot::resolved(std::env::temp_dir());
+        let cx = DecisionContext::default();
+        let shared = Sizer::Shared(sizer.clone());
+        let (decision, facts) =
+            evaluate_with(policy, state, Some("codex"), &root, &cx, shared).unwrap();
+        let runs = decision_runs(&facts, &decision);
+        let kept = sizer.kept.borrow().len();
+        let fresh = select_runs(policy, &facts, &runs);
+        (sizer.select(&facts, &runs), fresh, kept)
+    }
+
+    /// The default policy sizes the delta (`over_budget` reads `summary.delta_chars`): the
+    /// handoff's summary made from the kept selection is the one a fresh selection makes.
+    #[test]
+    fn the_kept_selection_makes_the_fresh_summary() {
+        let policy = crate::policy::load("default").unwrap();
+        let state = State::load("examples/ladder-delta-existing.yaml").unwrap();
+        let (kept, fresh, count) = kept_and_fresh(&policy, &state);
+        assert_eq!(count, 1);
+        assert!(!fresh.included.is_empty());
+        assert_eq!(kept, fresh);
+    }
+
+    /// A summary rule that read the decision's outcome (the checker refuses one today) would
+    /// see it unset while sizing: nothing is kept, the handoff is selected again.
+    #[test]
+    fn nothing_is_kept_when_a_summary_rule_reads_the_outcome() {
+        let mut policy = crate::policy::load("default").unwrap();
+        let rules = policy.summary.as_mut().unwrap();
+        assert!(!reads_outcome(rules));
+        let inner = CExpr::Fact(Fact::DeliveryInline);
+        rules.includes[0].when = Some(CExpr::Not(Box::new(CExpr::Not(Box::new(inner)))));
+        assert!(reads_outcome(rules));
+        let state = State::load("examples/ladder-delta-existing.yaml").unwrap();
+        let (kept, fresh, count) = kept_and_fresh(&policy, &state);
+        assert_eq!(count, 0);
+        assert_eq!(kept, fresh);
+    }
+}
