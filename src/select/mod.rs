@@ -1158,7 +1158,9 @@ fn taking_rule<'r>(
     None
 }
 
-/// Select for a decision: the covered runs that are eligible.
+/// Select for a decision: the covered runs that are eligible. The one path selects through
+/// the sizer that kept its selection (`ReusingSizer`); this is for baton's own tests.
+#[cfg(any(test, feature = "unstable"))]
 pub fn select(policy: &Policy, facts: &Facts<'_>, decision: &Decision) -> Summary {
     select_runs(policy, facts, &decision_runs(facts, decision))
 }
