@@ -455,48 +455,45 @@ impl PgStore {
                 threads: present,
             });
         }
+        let tables = self.snapshot_into(to, None, "copying a database")?;
+        let threads = tables.first().map(|(_, n)| *n).unwrap_or_default();
+        Ok(CopyReport { tables, threads })
+    }
+
+    /// Read the tables (every table, or only a thread's state tables when `thread` is given)
+    /// in one REPEATABLE READ, read-only snapshot here (no lock, no wait for writers) and write
+    /// them into `to` in one transaction: `(table, rows)` in copy order.
+    fn snapshot_into(
+        &self,
+        to: &mut Store,
+        thread: Option<&str>,
+        during: &str,
+    ) -> Result<Vec<(String, usize)>, CopyError> {
         let mut client = self.client.borrow_mut();
-        let url = self.url.clone();
+        let url = self.url.as_str();
         let mut read = client
             .build_transaction()
             .isolation_level(postgres::IsolationLevel::RepeatableRead)
             .read_only(true)
             .start()
-            .map_err(|e| super::sql_err(&url, "starting the copy", e))?;
-        let mut report = CopyReport::default();
-        let (tx, name, busy) = to.begin("copying a database")?;
-        for t in TABLES {
-            let rows = read_pg(&mut read, &url, t, None)?;
+            .map_err(|e| super::sql_err(url, during, e))?;
+        let (tx, name, busy) = to.begin(during)?;
+        let mut copied = Vec::new();
+        for t in TABLES.iter().filter(|t| thread.is_none() || t.state) {
+            let rows = read_pg(&mut read, url, t, thread)?;
             write_sqlite(&tx, &name, t, &rows)?;
-            report.tables.push((t.name.to_string(), rows.len()));
+            copied.push((t.name.to_string(), rows.len()));
         }
         tx.commit()
-            .map_err(|e| crate::store::sql_err(&name, busy, "committing the copy", e))?;
-        report.threads = report.tables.first().map(|(_, n)| *n).unwrap_or_default();
-        Ok(report)
+            .map_err(|e| crate::store::sql_err(&name, busy, during, e))?;
+        Ok(copied)
     }
 
     /// The stored thread as a state file, read in one REPEATABLE READ snapshot (no lock, no
     /// wait for writers).
     pub fn export(&self, thread: &str) -> Result<State, CopyError> {
         let mut mem = Store::open_in_memory()?;
-        {
-            let mut client = self.client.borrow_mut();
-            let url = self.url.clone();
-            let mut read = client
-                .build_transaction()
-                .isolation_level(postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .map_err(|e| super::sql_err(&url, "exporting a thread", e))?;
-            let (tx, name, busy) = mem.begin("exporting a thread")?;
-            for t in TABLES.iter().filter(|t| t.state) {
-                let rows = read_pg(&mut read, &url, t, Some(thread))?;
-                write_sqlite(&tx, &name, t, &rows)?;
-            }
-            tx.commit()
-                .map_err(|e| crate::store::sql_err(&name, busy, "exporting a thread", e))?;
-        }
+        self.snapshot_into(&mut mem, Some(thread), "exporting a thread")?;
         match mem.load(thread) {
             Err(StoreError::ThreadNotFound { thread, .. }) => {
                 Err(CopyError::Sqlite(StoreError::ThreadNotFound {
