@@ -958,3 +958,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod prepared_tests;

@@ -65,6 +65,10 @@
     allow(dead_code, unused_imports)
 )]
 
+// Unit tests moved from tests/ name the crate `baton::...`, as a user's code would.
+#[cfg(test)]
+extern crate self as baton;
+
 /// A method public with the `unstable` feature (baton's own tests and benches), visible to
 /// the crate only otherwise: for methods of public types whose signatures name internals.
 macro_rules! unstable_pub {
@@ -170,7 +174,7 @@ internal!(fmt);
 #[cfg(any(feature = "unstable", feature = "cli"))]
 internal!(import, quality);
 
-#[cfg(feature = "unstable")]
+#[cfg(any(test, feature = "unstable"))]
 #[doc(hidden)]
 pub use eval::EvalOptions;
 #[cfg(feature = "unstable")]

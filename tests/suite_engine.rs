@@ -12,10 +12,6 @@
 mod decisions;
 #[path = "diagnostics.rs"]
 mod diagnostics;
-#[path = "facts_doc.rs"]
-mod facts_doc;
-#[path = "fit_prepared.rs"]
-mod fit_prepared;
 #[path = "json_shapes.rs"]
 mod json_shapes;
 #[path = "limits_policy.rs"]
@@ -36,8 +32,6 @@ mod policy_traps;
 mod providers;
 #[path = "public_api.rs"]
 mod public_api;
-#[path = "redaction.rs"]
-mod redaction;
 #[path = "schema.rs"]
 mod schema;
 #[path = "state_errors.rs"]

@@ -7,7 +7,5 @@
 // (and can be edited in parallel); a helper is compiled once per file that uses it.
 #![allow(clippy::duplicate_mod)]
 
-#[path = "fmt_props.rs"]
-mod fmt_props;
 #[path = "fuzz_props.rs"]
 mod fuzz_props;

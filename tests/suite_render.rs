@@ -7,8 +7,6 @@
 // (and can be edited in parallel); a helper is compiled once per file that uses it.
 #![allow(clippy::duplicate_mod)]
 
-#[path = "handoff_budget.rs"]
-mod handoff_budget;
 #[path = "render.rs"]
 mod render;
 #[path = "render_problems.rs"]

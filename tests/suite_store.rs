@@ -13,8 +13,6 @@ mod crash_safety;
 mod lifecycle;
 #[path = "rollback_leaves_nothing.rs"]
 mod rollback_leaves_nothing;
-#[path = "store.rs"]
-mod store;
 #[path = "store_cli.rs"]
 mod store_cli;
 #[path = "store_cli_reports.rs"]

@@ -44,7 +44,8 @@ pub use {
     summarizer::runs_command,
 };
 // What only baton's tests and benchmarks reach (`unstable`).
-#[cfg(feature = "unstable")]
+#[cfg(any(test, feature = "unstable"))]
+#[cfg_attr(test, allow(unused_imports))]
 pub use {
     gc::gc,
     leftovers::STALE_GRACE,
@@ -177,5 +178,18 @@ impl DeliveryError {
     }
 }
 
-#[cfg(feature = "unstable")]
+#[cfg(any(test, feature = "unstable"))]
 pub use crate::ids::effective_uid;
+
+// Tests of delivery's internals (formerly integration tests of tests/, which needed the
+// `unstable` feature).
+#[cfg(test)]
+mod gc_tests;
+#[cfg(test)]
+mod offband_tests;
+#[cfg(test)]
+mod pregrant_tests;
+#[cfg(test)]
+mod stage_tests;
+#[cfg(test)]
+mod summarizer_tests;

@@ -10,6 +10,7 @@ use baton::deliver::{effective_uid, DeliveryError, OffbandStore, MARKER_FILE};
 use rstest::rstest;
 use tempfile::TempDir;
 
+#[path = "../../tests/privilege/mod.rs"]
 mod privilege;
 use privilege::{require, Mount};
 

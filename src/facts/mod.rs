@@ -230,3 +230,6 @@ impl Fact {
 
 /// Grant targets a `pregrant` rule can name.
 pub const GRANT_TARGETS: &[&str] = &["handoff.document"];
+
+#[cfg(test)]
+mod doc_tests;

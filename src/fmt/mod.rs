@@ -243,3 +243,6 @@ fn format_tokens(lines: &[Vec<Tok>]) -> String {
     text.push('\n');
     text
 }
+
+#[cfg(test)]
+mod props_tests;

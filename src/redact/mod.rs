@@ -560,3 +560,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod redaction_tests;

@@ -10,7 +10,7 @@ mod problems;
 mod text;
 
 pub use crate::cut::{code_span, escape_controls, fenced, one_line, prose, thousands, Cut};
-#[cfg(feature = "unstable")]
+#[cfg(any(test, feature = "unstable"))]
 pub use crate::cut::{head, head_tail, tail};
 #[cfg(any(feature = "unstable", feature = "cli", feature = "lsp"))]
 pub use files::display_path;
@@ -1786,3 +1786,6 @@ mod tests {
         assert_eq!(kept, fresh);
     }
 }
+
+#[cfg(test)]
+mod budget_tests;

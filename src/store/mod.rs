@@ -702,3 +702,6 @@ pub(crate) fn fault(step: &str) {
         hook(step);
     }
 }
+
+#[cfg(test)]
+mod store_tests;
