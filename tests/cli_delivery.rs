@@ -5,10 +5,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use baton::deliver::OffbandStore;
+use baton::store::OffbandStore;
 use tempfile::TempDir;
 
-mod common;
+use crate::common;
 use common::baton_cmd;
 
 const STATE: &str = "examples/seed-switch.yaml";

@@ -5,7 +5,7 @@ use rstest::rstest;
 use serde_json::Value;
 use std::process::{Command, Output};
 
-mod common;
+use crate::common;
 use common::baton;
 
 fn stdout(out: &Output) -> String {

@@ -9,7 +9,7 @@ use std::process::Command;
 use rstest::rstest;
 use tempfile::TempDir;
 
-mod common;
+use crate::common;
 
 /// A database holding the seed thread, dispatched to codex (run 9), whose off-band
 /// document and pre-grant were written by `baton dispatch`.

@@ -1,7 +1,7 @@
 //! `baton policy list|show`, `baton init`, `baton completions`, `baton man`: what a new team
 //! and a shell get from the binary alone.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

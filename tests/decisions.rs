@@ -7,7 +7,7 @@ use baton::Engine;
 use rstest::rstest;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

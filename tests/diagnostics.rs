@@ -2,7 +2,7 @@
 //! message and help; the plain text of a pipe is unchanged; the library's error implements
 //! `miette::Diagnostic` with the same code and a label over the byte range.
 
-mod common;
+use crate::common;
 
 const BAD: &str = "strategy {\n  full_new when target.has_thred\n  full_new otherwise\n}\n";
 

@@ -13,6 +13,7 @@
 //!   --test tooling docs_examples` rewrites the examples that show their whole output; an example with
 //!   `...` must be edited by hand.
 
+use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -90,7 +91,7 @@ fn policy_examples_check_as_documented() {
                 counts.1 += 1;
             }
             let name = format!("{rel}:{}", b.line);
-            match (expect_ok, baton::policy::load_text(&name, &b.text)) {
+            match (expect_ok, common::policy_text(&name, &b.text)) {
                 (true, Ok(_)) | (false, Err(_)) => {}
                 (true, Err(e)) => failures.push(format!(
                     "{name}: this ```policy block must check OK, but:\n{e}\n--- block ---\n{}",

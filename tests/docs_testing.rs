@@ -3,7 +3,7 @@
 //! of lines; nothing is compared when no output is shown) and exit with the code of a later
 //! `# exit N` line (0 when there is none).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

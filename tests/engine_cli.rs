@@ -1,7 +1,7 @@
 //! The Engine and the `baton` command make the same decision on every example state, for the
 //! state's own provider and for every shipped provider: one path, one sizer.
 
-mod common;
+use crate::common;
 
 use baton::{Engine, State};
 use std::path::PathBuf;

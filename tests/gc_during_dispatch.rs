@@ -9,13 +9,13 @@
 //! transaction open) and runs the pass there, on a second connection. The hook is global to
 //! this test binary, so the binary holds this one test.
 
-use baton::deliver::{GcReport, OffbandStore, Retention};
-use baton::policy;
 use baton::state;
 use baton::store::{self, DispatchRequest, Store};
+use baton::store::{GcReport, OffbandStore, Retention};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
+mod common;
 
 /// The database and the document root the hook's pass uses.
 static PLACES: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
@@ -61,7 +61,7 @@ fn a_pass_during_a_dispatch_keeps_the_document_being_delivered() {
     PLACES.set((db.clone(), root.clone())).unwrap();
     store::set_fault_hook(hook);
 
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     let req = DispatchRequest {
         thread: seed.thread.id.clone(),
         target: "codex".into(),

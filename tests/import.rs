@@ -3,7 +3,7 @@
 //! a truncated last line) imported item by item; the handoff rendered from them; bad input;
 //! `baton sessions list` on a temporary HOME; `baton handoff` and `baton db import --from`.
 
-mod common;
+use crate::common;
 
 use baton::import::{self, ImportOptions, Tool};
 use baton::state::{FileChangeKind, Item, RunStatus, StepStatus, ToolStatus};
@@ -385,7 +385,7 @@ fn handoff_has_latest_message_every_changed_file_and_no_reasoning() {
             request_message: Some("Carry on.".to_string()),
         };
         let im = import::import_file(tool, &fixture(p), &opts).unwrap();
-        let policy = baton::policy::load("default").unwrap();
+        let policy = common::policy("default").unwrap();
         let out = baton::pipeline::run(
             &policy,
             &im.state,
@@ -924,7 +924,7 @@ fn handoff_documents_of_the_fixtures() {
             request_message: Some("Carry on where the session stopped.".to_string()),
         };
         let im = import::import_file(tool, &fixture(p), &opts).unwrap();
-        let policy = baton::policy::load("default").unwrap();
+        let policy = common::policy("default").unwrap();
         let out = baton::pipeline::run(
             &policy,
             &im.state,
@@ -1188,7 +1188,7 @@ fn an_interrupted_run_keeps_what_it_finished() {
         &opts,
     )
     .unwrap();
-    let policy = baton::policy::load("default").unwrap();
+    let policy = common::policy("default").unwrap();
     let out = baton::pipeline::run(
         &policy,
         &im.state,
@@ -1338,7 +1338,7 @@ fn no_staleness_for_a_provider_without_a_thread() {
     };
     let im = import::import_file(Tool::ClaudeCode, &p, &opts).unwrap();
     assert_eq!(im.state.runs.len(), 14);
-    let policy = baton::policy::load("default").unwrap();
+    let policy = common::policy("default").unwrap();
     let d = baton::pipeline::decide(
         &policy,
         &im.state,

@@ -6,7 +6,7 @@
 //! explain, render, dispatch, pre-grant check, regenerate, complete, fork, the fork's native
 //! first run, merge-back, the parent's run that takes it, rollback, export.
 
-mod serve_support;
+use crate::serve_support;
 
 use serde_json::{json, Value};
 use serve_support::*;

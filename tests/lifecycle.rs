@@ -3,10 +3,11 @@
 //! before its fix. `BATON_LIFECYCLE_DB=FILE` keeps the database of the replay test, which CI
 //! hands to `baton replay`.
 
+use crate::common;
 use baton::deliver::GrantStore;
-use baton::policy::{self, Policy};
 use baton::state::{self, Caps, Item, RunStatus, State};
 use baton::store::{self, DispatchRequest, HandoffOptions, Store};
+use baton::Policy;
 use rstest::rstest;
 use std::path::{Path, PathBuf};
 
@@ -117,7 +118,7 @@ fn a_forks_first_run_on_the_same_provider_never_resumes_the_parents_thread(
         seed()
     };
     let mut db = Db::with(s);
-    let p = policy::load(profile).unwrap();
+    let p = common::policy(profile).unwrap();
     store::fork(&mut db.store, "th_1", 5, Some("f")).unwrap();
     let d = db.dispatch(&p, "f", "codex");
     assert_eq!(
@@ -159,7 +160,7 @@ fn a_pending_fork_decides_the_same_whether_or_not_the_copied_threads_are_closed(
     for pt in &mut closed.provider_threads {
         pt.status = state::ProviderThreadStatus::Closed;
     }
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     let opts = baton::EvalOptions {
         target: Some("codex".into()),
         document_root: Some(db.docs.clone()),
@@ -184,7 +185,7 @@ fn fork_with_a_run(db: &mut Db, p: &Policy) {
 #[test]
 fn a_run_taking_a_merge_back_keeps_its_message_and_its_decision_is_truthful() {
     let mut db = Db::new();
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
     let m = store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
@@ -243,7 +244,7 @@ fn a_run_taking_a_merge_back_keeps_its_message_and_its_decision_is_truthful() {
 fn a_merge_back_taken_on_another_provider_is_made_for_the_run_that_takes_it() {
     use baton::decision::{ProviderThreadAction, ThreadAction};
     let mut db = Db::new();
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     fork_with_a_run(&mut db, &p);
     db.dispatch(&p, "th_1", "codex");
     db.complete("th_1", 9, "Codex did run 9.", RunStatus::Completed);
@@ -322,7 +323,7 @@ fn a_merge_back_taken_on_another_provider_is_made_for_the_run_that_takes_it() {
 #[case::t3code("t3code")]
 #[case::mcode("mcode")]
 fn a_handoff_taken_by_an_undone_run_no_longer_counts_as_seen(#[case] profile: &str) {
-    let p = policy::load(profile).unwrap();
+    let p = common::policy(profile).unwrap();
     let mut db = Db::new();
     db.dispatch(&p, "th_1", "codex");
     db.complete("th_1", 9, "done", RunStatus::Completed);
@@ -337,7 +338,7 @@ fn a_handoff_taken_by_an_undone_run_no_longer_counts_as_seen(#[case] profile: &s
 #[test]
 fn a_delta_through_the_store_shows_no_empty_handoff_line() {
     let mut db = Db::new();
-    let p = policy::load("t3code").unwrap();
+    let p = common::policy("t3code").unwrap();
     // Run 9 on codex (takes H2, a delta of runs 6-8), then run 10 back on claude: the delta
     // covers run 9, which consumed H2.
     db.dispatch(&p, "th_1", "codex");
@@ -359,7 +360,7 @@ fn a_delta_through_the_store_shows_no_empty_handoff_line() {
 #[case::rolled_back(None)]
 fn an_unused_pregrant_dies_when_its_run_ends(#[case] end: Option<RunStatus>) {
     let mut db = Db::new();
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     let d = db.dispatch(&p, "th_1", "codex");
     let doc = d.handoff.unwrap().document_path.unwrap();
     assert_eq!(db.store.find("th_1", 9).unwrap().len(), 1);
@@ -386,7 +387,7 @@ fn an_unused_pregrant_dies_when_its_run_ends(#[case] end: Option<RunStatus>) {
 #[test]
 fn a_waiting_merge_backs_grant_lives_until_the_run_that_takes_it_ends() {
     let mut db = Db::new();
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
     let m = store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
@@ -403,8 +404,8 @@ fn a_waiting_merge_backs_grant_lives_until_the_run_that_takes_it_ends() {
 #[test]
 fn every_logged_decision_replays_to_itself() {
     let mut db = Db::new();
-    let p = policy::load("default").unwrap();
-    let t3 = policy::load("t3code").unwrap();
+    let p = common::policy("default").unwrap();
+    let t3 = common::policy("t3code").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
     store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
@@ -456,7 +457,7 @@ fn baton(args: &[&str]) -> std::process::Output {
 /// A database with a fork, a merge-back, the run that takes it and a provider switch.
 fn built() -> (Db, PathBuf) {
     let mut db = Db::new();
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
     store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
@@ -508,7 +509,7 @@ fn baton_replay_names_a_policy_it_cannot_find_and_finds_it_in_a_policy_dir() {
         "policy \"team\" {\n  extends \"default\"\n}\n\ndelivery {\n  inline otherwise\n}\n",
     )
     .unwrap();
-    let p = policy::load(team.to_str().unwrap()).unwrap();
+    let p = common::policy(team.to_str().unwrap()).unwrap();
     let mut db = Db::new();
     db.dispatch(&p, "th_1", "codex");
     let f = db.store.path().unwrap().display().to_string();
@@ -551,7 +552,7 @@ fn baton_replay_refuses_a_missing_database() {
 #[test]
 fn the_taken_merge_backs_prompt_ends_with_the_runs_message_after_a_blank_line() {
     let mut db = Db::new();
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
     let m = store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
@@ -569,7 +570,7 @@ fn the_taken_merge_backs_prompt_ends_with_the_runs_message_after_a_blank_line() 
 #[test]
 fn a_decision_that_fell_back_to_inline_replays_to_itself() {
     let mut db = Db::new();
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     let file = db._dir.path().join("not-a-dir");
     std::fs::write(&file, "x").unwrap();
     let r = DispatchRequest {
@@ -632,7 +633,7 @@ fn long_thread(n: u32) -> State {
 #[test]
 fn the_decision_log_grows_with_the_delta_not_the_history() {
     let mut db = Db::with(long_thread(1000));
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     let chunks = |db: &Db| -> i64 {
         db.store
             .connection()
@@ -686,7 +687,7 @@ fn the_decision_log_grows_with_the_delta_not_the_history() {
 #[test]
 fn a_replaced_thread_s_logged_decisions_still_replay() {
     let mut db = Db::with(long_thread(40));
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     for (i, target) in ["codex", "claude", "codex"].into_iter().enumerate() {
         db.dispatch(&p, "big", target);
         db.complete("big", 41 + i as u32, "done", RunStatus::Completed);
@@ -717,7 +718,7 @@ fn a_replaced_thread_s_logged_decisions_still_replay() {
 #[test]
 fn explaining_a_fork_after_its_first_dispatch_decides_a_plain_dispatch() {
     let mut db = Db::new();
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let engine = baton::Engine::new("default").unwrap();
     let d = db

@@ -5,7 +5,7 @@
 use rstest::rstest;
 use std::process::Output;
 
-mod common;
+use crate::common;
 use common::baton;
 
 /// Writes `policy` to a temporary file and runs `baton check` on it.
@@ -42,7 +42,7 @@ fn a_50_000_link_let_chain_checks() {
 /// The chain's value reaches the rule that reads it, and evaluation uses it.
 #[test]
 fn a_long_let_chain_keeps_its_value() {
-    let policy = baton::policy::load_text("chain.policy", &let_chain(20_000)).expect("checks");
+    let policy = common::policy_text("chain.policy", &let_chain(20_000)).expect("checks");
     assert_eq!(
         policy.lets.get("c0"),
         Some(&baton::facts::Value::Int(1)),
@@ -59,7 +59,7 @@ fn a_cycle_at_the_end_of_a_long_chain_is_reported_once() {
     }
     p.push_str("let c30000 = c29999\n");
     p.push_str("strategy {\n  no_handoff when c0 > 1\n  full_new otherwise\n}\n");
-    let err = baton::policy::load_text("cycle.policy", &p)
+    let err = common::policy_text("cycle.policy", &p)
         .expect_err("a cycle does not check")
         .to_string();
     assert_eq!(
@@ -93,7 +93,7 @@ fn unused_lets(n: usize) -> String {
 /// there are: each used to hold its own copy, so memory grew with warnings x file size.
 #[test]
 fn diagnostics_share_the_policy_source() {
-    let policy = baton::policy::load_text("unused.policy", &unused_lets(10_000)).unwrap();
+    let policy = common::policy_text("unused.policy", &unused_lets(10_000)).unwrap();
     assert_eq!(policy.warnings.len(), 10_000);
     let text = &policy.sources[0].text;
     for w in &policy.warnings {
@@ -297,7 +297,7 @@ fn a_condition_at_the_nesting_limit_checks_and_decides_on_a_small_stack() {
     let strategy = std::thread::Builder::new()
         .stack_size(2 * 1024 * 1024)
         .spawn(move || {
-            let p = baton::policy::load_text("edge.policy", &policy).expect("checks");
+            let p = common::policy_text("edge.policy", &policy).expect("checks");
             let d = baton::pipeline::decide(&p, &state, &Default::default()).expect("decides");
             d.strategy
         })

@@ -6,7 +6,7 @@
 //! ([`PATIENCE`]) and two windows in which something must NOT happen (a load can only make
 //! those pass more easily, never fail).
 
-mod serve_support;
+use crate::serve_support;
 
 use serde_json::{json, Value};
 use serve_support::*;

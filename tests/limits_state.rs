@@ -6,7 +6,7 @@ use rstest::rstest;
 use std::path::Path;
 use std::process::Output;
 
-mod common;
+use crate::common;
 
 fn explain_generated(name: &str, doc: &[u8]) -> Output {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,7 @@
 //! `baton lsp` over an in-memory transport: every request the server answers, on policy files
 //! (with `extends`, directory sets and unsaved buffers) and on YAML policy test files.
 
-mod lsp_support;
+use crate::lsp_support;
 
 use lsp_support::{pos, uri, Client};
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! edits (any range, any text, half-typed policy syntax, multi-byte characters, positions past
 //! the end) through the document sync, each followed by requests at random positions.
 
-mod lsp_support;
+use crate::lsp_support;
 
 use lsp_support::Client;
 use proptest::prelude::*;

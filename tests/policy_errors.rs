@@ -6,7 +6,7 @@ use rstest::rstest;
 use std::path::Path;
 use std::process::{Command, Output};
 
-mod common;
+use crate::common;
 use common::baton;
 
 fn check(path: &str) -> Output {
@@ -384,7 +384,7 @@ fn facts_only_where_they_are_known(
     #[case] first_line: &str,
     #[case] help: &str,
 ) {
-    let err = baton::policy::load_text("scope.policy", policy)
+    let err = common::policy_text("scope.policy", policy)
         .expect_err("the checker rejects it")
         .to_string();
     assert_eq!(err.lines().next(), Some(first_line), "{err}");
@@ -395,7 +395,7 @@ fn facts_only_where_they_are_known(
 /// dependency, not by position.
 #[test]
 fn an_overriding_let_may_use_a_later_let() {
-    let policy = baton::policy::load_text(
+    let policy = common::policy_text(
         "child.policy",
         "policy \"child\" {\n  extends \"default\"\n}\nlet max_off_provider_runs = limit\nlet limit = 4\n",
     )
@@ -409,7 +409,7 @@ fn an_overriding_let_may_use_a_later_let() {
 
 #[test]
 fn a_let_cycle_is_reported_once() {
-    let err = baton::policy::load_text(
+    let err = common::policy_text(
         "cycle.policy",
         "let a = b\nlet b = a\nstrategy { full_new when a > 1\n  full_new otherwise }\n",
     )

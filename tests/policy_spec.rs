@@ -5,7 +5,7 @@
 use baton::Engine;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 const TEAM: &str = r#"policy "team" { description "a local policy named like a shipped one" }
 strategy {

@@ -8,8 +8,8 @@
 use rstest::rstest;
 use serde_json::{json, Value};
 
-mod common;
-mod lsp_support;
+use crate::common;
+use crate::lsp_support;
 use common::baton;
 
 const F: &str = "tests/fixtures/policies";
@@ -174,7 +174,7 @@ fn trap_codes_in_json() {
     "strategy { full_new otherwise }\ndelivery {\n  off_band when target.provider in [\"claude\", \"codex\"]\n  inline otherwise\n}\n"
 )]
 fn guarded_rules_check_clean(#[case] policy: &str) {
-    let p = baton::policy::load_text("clean.policy", policy).expect("checks");
+    let p = common::policy_text("clean.policy", policy).expect("checks");
     let shown: Vec<String> = p.warnings.iter().map(|w| w.to_string()).collect();
     assert!(shown.is_empty(), "{shown:#?}");
 }
@@ -209,7 +209,7 @@ fn restating_the_base_summary_with_one_more_rule_keeps_its_items() {
 #[test]
 fn shipped_policies_have_no_trap_warnings() {
     for name in ["default", "t3code", "t3code-legacy", "mcode"] {
-        let p = baton::policy::load(name).expect("shipped policy checks");
+        let p = common::policy(name).expect("shipped policy checks");
         assert!(p.warnings.is_empty(), "{name}: {:#?}", p.warnings);
     }
 }
@@ -228,7 +228,7 @@ fn known_providers_add_up_along_extends() {
         "policy \"child\" {\n  extends \"base.policy\"\n  known_providers [\"pastebot\",]\n}\nstrategy {\n  full_new when target.provider in [\"acme\", \"pastebot\", \"acne\"]\n  no_handoff otherwise\n}\n",
     )
     .unwrap();
-    let p = baton::policy::load(child.to_str().unwrap()).expect("checks");
+    let p = common::policy(child.to_str().unwrap()).expect("checks");
     let messages: Vec<&str> = p.warnings.iter().map(|w| w.message.as_str()).collect();
     assert_eq!(
         messages,
@@ -249,7 +249,7 @@ fn a_providers_block_declares_providers_and_their_file_reading() {
             "providers {{\n  gemini {{ file_read {file_read} }}\n}}\nstrategy {{\n  full_new when target.provider == \"gemini\" or target.provider == \"gemni\"\n  full_new otherwise\n}}\ndelivery {{\n  off_band when target.provider == \"gemini\"\n  inline otherwise\n}}\n"
         )
     };
-    let p = baton::policy::load_text("blind.policy", &policy(false)).expect("checks");
+    let p = common::policy_text("blind.policy", &policy(false)).expect("checks");
     let messages: Vec<&str> = p.warnings.iter().map(|w| w.message.as_str()).collect();
     assert_eq!(
         messages,
@@ -263,7 +263,7 @@ fn a_providers_block_declares_providers_and_their_file_reading() {
         .as_deref()
         .unwrap()
         .starts_with("did you mean \"gemini\"?"));
-    let p = baton::policy::load_text("reads.policy", &policy(true)).expect("checks");
+    let p = common::policy_text("reads.policy", &policy(true)).expect("checks");
     let messages: Vec<&str> = p.warnings.iter().map(|w| w.message.as_str()).collect();
     assert_eq!(
         messages,
@@ -474,7 +474,7 @@ fn a_quoted_number_is_flagged_at_its_use_and_its_let() {
 
 #[test]
 fn a_quoted_number_literal_gets_the_number() {
-    let err = baton::policy::load_text(
+    let err = common::policy_text(
         "q.policy",
         "strategy {\n  full_new when target.chained_handoffs >= \"2\"\n  no_handoff otherwise\n}\n",
     )

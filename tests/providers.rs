@@ -6,7 +6,7 @@ use baton::{Engine, State};
 use rstest::rstest;
 use std::fs;
 
-mod common;
+use crate::common;
 use common::baton;
 
 /// A state on cursor (no thread yet) that sets some cursor capabilities itself.
@@ -304,7 +304,7 @@ fn bad_entries_are_located_errors(
     #[case] help: Option<&str>,
 ) {
     let text = format!("policy \"p\" {{ extends \"default\" }}\nproviders {{ {entry} }}\n");
-    let err = baton::policy::load_text("p.policy", &text).expect_err("the policy must not check");
+    let err = common::policy_text("p.policy", &text).expect_err("the policy must not check");
     let d = err
         .diagnostics
         .iter()
@@ -320,7 +320,7 @@ fn bad_entries_are_located_errors(
 #[test]
 fn suspicious_entries_are_warnings() {
     let text = "policy \"p\" { extends \"default\" }\nproviders {\n  curosr { file_read false }\n  cursor { max_input_chars_per_turn 1000 }\n}\n";
-    let policy = baton::policy::load_text("p.policy", text).expect("warnings only");
+    let policy = common::policy_text("p.policy", text).expect("warnings only");
     let w: Vec<String> = policy
         .warnings
         .iter()
@@ -345,7 +345,7 @@ fn suspicious_entries_are_warnings() {
 
 #[test]
 fn a_second_providers_block_and_syntax_errors_are_reported() {
-    let err = baton::policy::load_text(
+    let err = common::policy_text(
         "p.policy",
         "policy \"p\" { extends \"default\" }\nproviders { }\nproviders { }\n",
     )
@@ -354,7 +354,7 @@ fn a_second_providers_block_and_syntax_errors_are_reported() {
         err.diagnostics[0].message,
         "a policy file has at most one `providers` block"
     );
-    let err = baton::policy::load_text(
+    let err = common::policy_text(
         "p.policy",
         "policy \"p\" { extends \"default\" }\nproviders { cursor { file_read } }\n",
     )
@@ -397,8 +397,8 @@ fn baton_check_and_fmt_handle_the_block() {
         canonical
     );
     // The formatted text checks to the same policy.
-    let a = baton::policy::load_text("team.policy", messy).unwrap();
-    let b = baton::policy::load_text("team.policy", &formatted).unwrap();
+    let a = common::policy_text("team.policy", messy).unwrap();
+    let b = common::policy_text("team.policy", &formatted).unwrap();
     assert_eq!(a.providers.providers.len(), b.providers.providers.len());
     for (x, y) in a.providers.providers.iter().zip(&b.providers.providers) {
         assert_eq!(x.name, y.name);
@@ -494,7 +494,7 @@ fn output_chars_selects_items_by_output_size() {
 
 #[test]
 fn new_facts_are_checked_like_the_others() {
-    let err = baton::policy::load_text(
+    let err = common::policy_text(
         "p.policy",
         "policy \"p\" { extends \"default\" }\nstale big when item.output_chars > 10\n",
     )
@@ -506,7 +506,7 @@ fn new_facts_are_checked_like_the_others() {
         "{}",
         err.diagnostics[0].message
     );
-    let err = baton::policy::load_text(
+    let err = common::policy_text(
         "p.policy",
         "policy \"p\" { extends \"default\" }\nstale old when target.thread.first_runs > 10\n",
     )

@@ -1,9 +1,8 @@
 //! `baton quality` and `baton::quality`: the project's corpus (tests/fixtures/quality), states
 //! with megabyte outputs generated here, and proof that each figure catches what it measures.
 
-mod common;
+use crate::common;
 
-use baton::policy;
 use baton::quality::{self, measure_state, report, DocReport};
 use baton::state::{self, Format, State};
 use std::path::Path;
@@ -19,7 +18,7 @@ fn yaml(text: &str) -> State {
 }
 
 fn default() -> policy::Policy {
-    policy::load("default").unwrap()
+    common::policy("default").unwrap()
 }
 
 #[test]
@@ -106,7 +105,7 @@ request: {provider: claude, message: 'Keep going.'}
 /// be produced by any policy; `quality`'s unit tests show the figure catches one.)
 #[test]
 fn every_figure_catches_its_failure() {
-    let bad = policy::load_text(
+    let bad = common::policy_text(
         "bad.policy",
         r#"policy "bad" {}
 strategy { full_new otherwise }
@@ -224,7 +223,7 @@ fn an_invalid_state_in_the_corpus_names_its_path() {
 /// ordinary word makes a false redaction (reported, not gated).
 #[test]
 fn secret_figures_catch_a_shown_secret_and_a_false_redaction() {
-    let lax = policy::load_text(
+    let lax = common::policy_text(
         "lax.policy",
         "policy \"lax\" { extends \"default\" }\nredact {\n  disable github-token\n  disable secret-assignment\n  redact word pattern \"\\bdeploy\\b\"\n}\n",
     )
@@ -276,7 +275,7 @@ request: {provider: claude, message: 'go'}
 /// 27 it missed were all of those kinds).
 #[test]
 fn mcode_recalls_every_open_failing_command_and_tool_call() {
-    let r = quality::measure_corpus(&policy::load("mcode").unwrap(), &corpus()).unwrap();
+    let r = quality::measure_corpus(&common::policy("mcode").unwrap(), &corpus()).unwrap();
     let mut kinds = std::collections::BTreeSet::new();
     for d in &r.documents {
         let Some(f) = &d.figures else { continue };

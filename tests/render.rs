@@ -6,12 +6,12 @@ use baton::render::RenderOptions;
 use rstest::rstest;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 use common::{baton_cmd as baton, DOC_ROOT};
 
 fn outcome(state: &str, policy: &str) -> Outcome {
     let state = baton::state::load_file(Path::new(state)).expect("fixture loads");
-    let policy = baton::policy::load(policy).expect("policy checks");
+    let policy = common::policy(policy).expect("policy checks");
     let eval = EvalOptions {
         target: None,
         document_root: Some(PathBuf::from(DOC_ROOT)),
@@ -179,7 +179,7 @@ fn legacy_continuation_walks_back_within_32000_characters() {
 
 #[test]
 fn budget_smaller_than_one_item_keeps_its_newest_words() {
-    let policy = baton::policy::load_text(
+    let policy = common::policy_text(
         "tiny.policy",
         r#"policy "tiny" {}
 strategy { full_new otherwise }
@@ -232,7 +232,7 @@ fn an_oversized_message_is_flagged_not_cut() {
     let mut state = baton::state::load_file(Path::new("examples/seed-switch.yaml")).unwrap();
     let long = "please ".repeat(200);
     state.request.message = Some(long.clone());
-    let policy = baton::policy::load("mcode").unwrap();
+    let policy = common::policy("mcode").unwrap();
     let o = run_default(&policy, &state);
     let r = o.rendered.unwrap();
     assert!(r.inline.contains(long.trim_end()));
@@ -332,7 +332,7 @@ fn templates_dir_overrides_by_name() {
 
 #[test]
 fn include_reasoning_is_rejected_by_the_checker() {
-    let err = baton::policy::load_text(
+    let err = common::policy_text(
         "leak.policy",
         "strategy { full_new otherwise }\nsummary {\n  include reasoning into goals\n}\n",
     )

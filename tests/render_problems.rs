@@ -1,7 +1,7 @@
 //! Open problems and aggregated file lists in rendered documents (issue 11), as the target
 //! reads them: snapshots of whole documents from the quality corpus.
 
-mod common;
+use crate::common;
 
 use baton::eval::EvalOptions;
 use baton::pipeline::run;
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 fn document(state: &str, policy: &str, target: &str) -> String {
     let state = baton::state::load_file(Path::new(state)).expect("fixture loads");
-    let policy = baton::policy::load(policy).expect("policy checks");
+    let policy = common::policy(policy).expect("policy checks");
     let eval = EvalOptions {
         target: Some(target.into()),
         document_root: Some(PathBuf::from(common::DOC_ROOT)),

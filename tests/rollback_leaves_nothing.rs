@@ -2,7 +2,7 @@
 //! file, nothing of a rolled-back run (its items, plan, checkpoint) and no compaction summary or
 //! handoff that covers one reaches a handoff document.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! example and fixture baton accepts, reject what baton rejects for its shape, and agree with the
 //! TypeScript client's types (examples/node-client/src/baton.ts).
 
-mod common;
+use crate::common;
 
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};

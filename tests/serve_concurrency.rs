@@ -1,7 +1,7 @@
 //! Concurrency in `baton serve`: per-thread ordering, cancellation, graceful shutdown, and
 //! policy hot reload (including the race with requests in flight and a rejected set).
 
-mod serve_support;
+use crate::serve_support;
 
 use rstest::rstest;
 use serde_json::{json, Value};

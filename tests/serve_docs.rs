@@ -2,7 +2,7 @@
 //! service, and the response must have the shape of the ```json response block after it: the
 //! same id, an error with the same code, or a result with the same top-level fields.
 
-mod serve_support;
+use crate::serve_support;
 
 use serde_json::Value;
 use serve_support::*;

@@ -1,7 +1,7 @@
 //! Malformed input to `baton serve`: every class gets the standard JSON-RPC error code and a
 //! message that says what was wrong, and the server keeps serving afterwards.
 
-mod serve_support;
+use crate::serve_support;
 
 use rstest::rstest;
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! a full disk), the Prometheus metrics endpoint (parsed by a real exposition parser), the
 //! `status` method and `baton status`, `baton log export`, and the bad-input paths.
 
-mod serve_support;
+use crate::serve_support;
 
 use serde_json::{json, Value};
 use serve_support::*;

@@ -1,7 +1,7 @@
 //! What the service tells the app after a rollback (per provider thread) and at a native
 //! fork's first dispatch (the fork point), in the same snake_case fields as the CLI's `--json`.
 
-mod serve_support;
+use crate::serve_support;
 
 use serde_json::{json, Value};
 use serve_support::*;

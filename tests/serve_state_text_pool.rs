@@ -4,7 +4,7 @@
 //! when it is larger. The per-thread order and cancellation hold on both paths, as for any
 //! request: every test runs with a small and a large `state_text`.
 
-mod serve_support;
+use crate::serve_support;
 
 use rstest::rstest;
 use serde_json::{json, Value};

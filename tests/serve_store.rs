@@ -2,7 +2,7 @@
 //! lifecycle requests, nothing lost when a client disconnects mid-request, and the store's
 //! errors as JSON-RPC errors.
 
-mod serve_support;
+use crate::serve_support;
 
 use serde_json::{json, Value};
 use serve_support::*;
@@ -276,7 +276,7 @@ fn store_errors_are_json_rpc_errors() {
 fn periodic_sweep_removes_orphaned_documents_and_tells_clients() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("handoffs");
-    let offband = baton::deliver::OffbandStore::new(Some(root.clone()));
+    let offband = baton::store::OffbandStore::new(Some(root.clone()));
     let orphan = offband
         .write("ghost", "H1", &[("handoff.md", b"# an old handoff\n")])
         .unwrap();

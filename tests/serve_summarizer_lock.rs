@@ -3,9 +3,9 @@
 //! is answered. The summarizer waits on a
 //! FIFO the test controls, so the order is set by events, not timing.
 
-mod serve_support;
+use crate::serve_support;
 
-use baton::policy;
+use crate::common;
 use baton::state::RunStatus;
 use baton::store::{self, DispatchRequest, Store};
 use serde_json::json;
@@ -34,7 +34,7 @@ fn a_write_on_another_thread_is_answered_while_a_dispatch_summarizes() {
             handoff_dir: Some(dir.path().join("handoffs")),
             ..Default::default()
         };
-        let d = store::dispatch(&mut store, &policy::load("default").unwrap(), &req).unwrap();
+        let d = store::dispatch(&mut store, &common::policy("default").unwrap(), &req).unwrap();
         assert_eq!(d.run, 9);
     }
     let mut s = stdio(
@@ -73,7 +73,7 @@ fn two_running_threads(dir: &std::path::Path, fork: bool) -> String {
         s.thread.id = id.to_string();
         store.import(&s).unwrap();
     }
-    let default = policy::load("default").unwrap();
+    let default = common::policy("default").unwrap();
     let req = |thread: &str, target: &str| DispatchRequest {
         thread: thread.into(),
         target: target.into(),

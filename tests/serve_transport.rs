@@ -1,7 +1,7 @@
 //! `baton serve` over both transports and both framings: the seed example's decisions, the
 //! policy sha256 on every decision, the socket's mode and its stale-file handling.
 
-mod serve_support;
+use crate::serve_support;
 
 use serde_json::json;
 use serve_support::*;

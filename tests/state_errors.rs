@@ -5,7 +5,7 @@ use rstest::rstest;
 use std::path::Path;
 use std::process::Output;
 
-mod common;
+use crate::common;
 
 fn explain(state: &Path) -> Output {
     common::baton_cmd()

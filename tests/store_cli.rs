@@ -2,7 +2,7 @@
 //! example built run by run, rollback, fork (native and portable), merge-back,
 //! regeneration, racing processes, fault injection, and the messages of bad input.
 
-mod common;
+use crate::common;
 
 use baton::state::{self, HandoffStatus, ProviderThreadStatus, RunStatus, State, TransferStatus};
 use std::path::{Path, PathBuf};

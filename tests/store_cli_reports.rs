@@ -2,7 +2,7 @@
 //! never create a database, suggested commands can be pasted as they are, a rollback says
 //! what to do with each provider thread, and a native fork's dispatch gives the fork point.
 
-mod common;
+use crate::common;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

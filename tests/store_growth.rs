@@ -18,7 +18,7 @@
 //!
 //! `cargo test --test store store_growth -- --nocapture` prints the breakdown.
 
-use baton::policy;
+use crate::common;
 use baton::state::{self, FileChangeKind, Item, RunStatus};
 use baton::store::{self, DispatchRequest, Store};
 use std::collections::BTreeMap;
@@ -157,7 +157,7 @@ fn a_turn_adds_little_beyond_its_content() {
     store
         .import(&state::parse_str(yaml, state::Format::Yaml, "growth.yaml").unwrap())
         .unwrap();
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     let mut content = 0i64;
     let mut at_from = None;
     let mut last = None;

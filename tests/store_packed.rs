@@ -3,14 +3,14 @@
 //! whose rows are plain TEXT, as earlier versions wrote them, reads the same: the same export,
 //! the same logged decisions, the same replay.
 
-use baton::policy;
+use crate::common;
 use baton::state::{self, Item, RunStatus};
 use baton::store::{self, DispatchRequest, Store};
 use rusqlite::types::Value;
 use std::io::Read;
 
 fn turns(store: &mut Store, docs: &std::path::Path, n: u32) {
-    let p = policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     for turn in 1..=n {
         let target = if turn % 2 == 1 { "claude" } else { "codex" };
         let req = DispatchRequest {

@@ -3,9 +3,9 @@
 //! on it without writing, and a database baton creates is private (0600).
 #![cfg(unix)]
 
-mod privilege;
+use crate::privilege;
 
-use baton::policy;
+use crate::common;
 use baton::state;
 use baton::store::{self, DispatchRequest, Store, StoreError};
 use privilege::{is_root, require};
@@ -86,7 +86,7 @@ fn a_read_only_store_refuses_a_dispatch_before_writing_the_document() {
         handoff_dir: Some(docs.clone()),
         ..Default::default()
     };
-    let err = store::dispatch(&mut store, &policy::load("default").unwrap(), &req).unwrap_err();
+    let err = store::dispatch(&mut store, &common::policy("default").unwrap(), &req).unwrap_err();
     assert!(matches!(err, StoreError::ReadOnly { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),

@@ -2,9 +2,8 @@
 //! Each module is one file of tests/, unchanged; `#[path]` makes rustc look for the file's own `mod
 //! common;`-style helpers in tests/ itself (docs/architecture.md#tests: how to add one).
 
-// Each file keeps its own `mod common;`-style helper module, so the files stay as they were
-// (and can be edited in parallel); a helper is compiled once per file that uses it.
-#![allow(clippy::duplicate_mod)]
+// The helpers this target's files share, compiled once (a file names them `crate::common`, ...).
+mod lsp_support;
 
 #[path = "lsp.rs"]
 mod lsp;

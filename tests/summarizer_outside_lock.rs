@@ -5,13 +5,13 @@
 //! recorded. The summarizer here waits for marker files the test creates,
 //! so every step is ordered by events, not by timing.
 
-use baton::policy::{self, Policy};
 use baton::state::{self, HandoffStatus, RunStatus, TransferType};
 use baton::store::{self, DispatchRequest, Dispatched, HandoffOptions, Store, StoreError};
+use baton::Policy;
 use std::path::PathBuf;
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -59,7 +59,7 @@ impl Fixture {
             ),
         )
         .unwrap();
-        let gated = policy::load(policy.to_str().unwrap()).expect("policy checks");
+        let gated = common::policy(policy.to_str().unwrap()).expect("policy checks");
         Fixture { dir, db, gated }
     }
 
@@ -122,7 +122,7 @@ impl Fixture {
     /// Dispatch `A` to codex under `default` (no summarizer): run 9 runs, with a handoff to
     /// regenerate, whose id is returned.
     fn running_a(&self, store: &mut Store) -> String {
-        let default = policy::load("default").unwrap();
+        let default = common::policy("default").unwrap();
         let d = store::dispatch(store, &default, &self.request("A")).unwrap();
         assert_eq!(d.run, 9);
         d.handoff.expect("a handoff to codex").id
@@ -137,7 +137,7 @@ impl Fixture {
 
     /// Merge `F` back into `A` under `default` (no summarizer): a change to `A`.
     fn merge_back_at_once(&self, store: &mut Store) -> Dispatched {
-        let default = policy::load("default").unwrap();
+        let default = common::policy("default").unwrap();
         store::merge_back(store, &default, "F", &self.handoff_options()).unwrap()
     }
 
@@ -196,7 +196,7 @@ impl Fixture {
     /// Dispatch `thread` to claude under `default` (no summarizer) and complete its run: a
     /// codex dispatch after it still makes a handoff (with the summarizer).
     fn turn(&self, store: &mut Store, thread: &str) -> u32 {
-        let default = policy::load("default").unwrap();
+        let default = common::policy("default").unwrap();
         let req = DispatchRequest {
             target: "claude".into(),
             ..self.request(thread)

@@ -11,7 +11,7 @@ use baton::render::RenderOptions;
 use rstest::rstest;
 use tempfile::TempDir;
 
-mod common;
+use crate::common;
 use common::baton_cmd;
 
 const STATE: &str = "examples/seed-switch.yaml";
@@ -53,7 +53,7 @@ fn command_for(name: &str) -> String {
 
 fn pipeline(policy: &Path) -> baton::pipeline::Outcome {
     let state = baton::state::load_file(Path::new(STATE)).unwrap();
-    let policy = baton::policy::load(policy.to_str().unwrap()).expect("policy checks");
+    let policy = common::policy(policy.to_str().unwrap()).expect("policy checks");
     run(
         &policy,
         &state,

@@ -1,7 +1,7 @@
 //! `baton test`, `baton fmt` and `baton diff` through the CLI: output, exit codes and the
 //! message the user sees for every kind of bad input.
 
-mod common;
+use crate::common;
 
 use common::{baton, stderr, stdout};
 use rstest::rstest;
@@ -286,8 +286,8 @@ fn fmt_is_idempotent_and_meaning_preserving_on_every_policy() {
             "{}: comments",
             f.display()
         );
-        let before = baton::policy::load_text(&name, &text).map(|p| p.ladder.len());
-        let after = baton::policy::load_text(&name, &once).map(|p| p.ladder.len());
+        let before = common::policy_text(&name, &text).map(|p| p.ladder.len());
+        let after = common::policy_text(&name, &once).map(|p| p.ladder.len());
         assert_eq!(before.is_ok(), after.is_ok(), "{}", f.display());
     }
     assert!(formatted_any > 10);

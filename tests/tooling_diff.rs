@@ -1,7 +1,7 @@
 //! `baton diff` for every provider, with each changed field credited to the rule that decides
 //! it now; `baton test --policy`, its default paths and coverage rows with their lines.
 
-mod common;
+use crate::common;
 
 use common::{baton, stderr, stdout};
 

@@ -3,6 +3,7 @@
 //! state files, the workspace step, the CLI (`explain`, `handoff` on a real-format session
 //! log), the store and the service; replay after the repository moved on; bad input.
 
+use crate::common;
 use baton::state::{self, GitSince, GitSnapshot, State, Workspace};
 use baton::Engine;
 use rstest::rstest;
@@ -811,7 +812,7 @@ fn what_the_thread_changed_since_is_not_outside() {
 }
 
 #[path = "serve_support/mod.rs"]
-mod serve_support;
+use crate::serve_support;
 
 /// The service takes the same fields: `dispatch` with `at` and `cwd`, `completeRun` with
 /// `ended_at` and `cwd`; the next dispatch sees the repository moved and the idle time.
@@ -906,7 +907,7 @@ fn a_windowed_store_dispatch_sees_the_runs_before_its_window() {
         workspace: st.request.workspace.clone(),
         ..Default::default()
     };
-    let p = baton::policy::load("default").unwrap();
+    let p = common::policy("default").unwrap();
     let stored = baton::store::dispatch(&mut store, &p, &req)
         .unwrap()
         .decision;

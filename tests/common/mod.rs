@@ -49,3 +49,27 @@ pub fn redact_sha(text: &str) -> String {
     out.push_str(rest);
     out
 }
+
+/// A checked policy (a shipped profile name, a policy file or a directory), as a user gets one:
+/// from the [`baton::Engine`] built from it. Its error is the policy's, as `baton check` shows.
+pub fn policy(spec: &str) -> Result<std::sync::Arc<baton::Policy>, baton::PolicyError> {
+    checked(baton::Engine::new(spec))
+}
+
+/// Policy text held in memory, checked (see [`policy`]).
+pub fn policy_text(
+    name: &str,
+    text: &str,
+) -> Result<std::sync::Arc<baton::Policy>, baton::PolicyError> {
+    checked(baton::Engine::from_text(name, text))
+}
+
+fn checked(
+    engine: Result<baton::Engine, baton::Error>,
+) -> Result<std::sync::Arc<baton::Policy>, baton::PolicyError> {
+    match engine {
+        Ok(engine) => Ok(engine.shared_policy()),
+        Err(baton::Error::Policy(e)) => Err(e),
+        Err(e) => panic!("building the engine failed for another reason than its policy: {e}"),
+    }
+}
