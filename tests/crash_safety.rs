@@ -5,8 +5,8 @@
 //! documents, temp files, directories killed before their marker) and nothing else.
 #![cfg(unix)]
 
-use baton::deliver::{gc_checked, OffbandStore, Retention, STALE_GRACE};
 use baton::store::Store;
+use baton::store::{OffbandStore, Retention, STALE_GRACE};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -318,11 +318,12 @@ fn kill_9_at_random_points_loses_nothing_and_gc_collects_every_leftover() {
     // killed before their commit, temp files of writes killed mid-file, and (once past the
     // grace period, which an interrupted write's empty directory needs) directories killed
     // before their marker. What stays is exactly the stored handoffs' directories.
-    let store = Store::open(&w.db).unwrap();
-    let lookup = |t: &str, h: &str| store.handoff_liveness(t, h).map_err(|e| e.to_string());
+    let mut store = Store::open(&w.db).unwrap();
     let later = SystemTime::now() + STALE_GRACE + Duration::from_secs(1);
     let offband = OffbandStore::new(Some(w.docs.clone()));
-    let report = gc_checked(&offband, &Retention::default(), &lookup, later, false).unwrap();
+    let report = store
+        .collect_documents(&offband, &Retention::default(), later, false)
+        .unwrap();
     eprintln!(
         "seed {seed}: {killed} of {iterations} operations killed, {left_over} left something \
          behind; final gc removed {:?}",

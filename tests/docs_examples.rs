@@ -98,7 +98,8 @@ fn policy_examples_check_as_documented() {
                     b.text
                 )),
                 (false, Ok(p)) => {
-                    let warnings: Vec<String> = p.warnings.iter().map(|w| w.to_string()).collect();
+                    let warnings: Vec<String> =
+                        p.warnings().iter().map(|w| w.to_string()).collect();
                     failures.push(format!(
                         "{name}: this ```policy-error block must fail to check, but it checks OK{}\n--- block ---\n{}",
                         if warnings.is_empty() {

@@ -391,22 +391,6 @@ fn facts_only_where_they_are_known(
     assert!(err.ends_with(&format!("= help: {help}")), "{err}");
 }
 
-/// A derived file's `let` may use a `let` the same file defines later: lets resolve by
-/// dependency, not by position.
-#[test]
-fn an_overriding_let_may_use_a_later_let() {
-    let policy = common::policy_text(
-        "child.policy",
-        "policy \"child\" {\n  extends \"default\"\n}\nlet max_off_provider_runs = limit\nlet limit = 4\n",
-    )
-    .expect("checks");
-    assert_eq!(
-        policy.lets.get("max_off_provider_runs"),
-        Some(&baton::facts::Value::Int(4))
-    );
-    assert!(policy.warnings.is_empty(), "{:?}", policy.warnings);
-}
-
 #[test]
 fn a_let_cycle_is_reported_once() {
     let err = common::policy_text(

@@ -175,7 +175,7 @@ fn trap_codes_in_json() {
 )]
 fn guarded_rules_check_clean(#[case] policy: &str) {
     let p = common::policy_text("clean.policy", policy).expect("checks");
-    let shown: Vec<String> = p.warnings.iter().map(|w| w.to_string()).collect();
+    let shown: Vec<String> = p.warnings().iter().map(|w| w.to_string()).collect();
     assert!(shown.is_empty(), "{shown:#?}");
 }
 
@@ -188,7 +188,7 @@ fn restating_the_base_summary_with_one_more_rule_keeps_its_items() {
         let engine = baton::Engine::new(policy).unwrap();
         let o = engine.run(&state, Some("codex")).unwrap();
         (
-            engine.policy().warnings.len(),
+            engine.policy().warnings().len(),
             o.summary.map(|s| s.included.len()),
         )
     };
@@ -210,7 +210,7 @@ fn restating_the_base_summary_with_one_more_rule_keeps_its_items() {
 fn shipped_policies_have_no_trap_warnings() {
     for name in ["default", "t3code", "t3code-legacy", "mcode"] {
         let p = common::policy(name).expect("shipped policy checks");
-        assert!(p.warnings.is_empty(), "{name}: {:#?}", p.warnings);
+        assert!(p.warnings().is_empty(), "{name}: {:#?}", p.warnings());
     }
 }
 
@@ -229,13 +229,13 @@ fn known_providers_add_up_along_extends() {
     )
     .unwrap();
     let p = common::policy(child.to_str().unwrap()).expect("checks");
-    let messages: Vec<&str> = p.warnings.iter().map(|w| w.message.as_str()).collect();
+    let messages: Vec<&str> = p.warnings().iter().map(|w| w.message.as_str()).collect();
     assert_eq!(
         messages,
         ["unknown provider \"acne\": no shipped or declared provider has this name"]
     );
     assert_eq!(
-        p.warnings[0].help.as_deref(),
+        p.warnings()[0].help.as_deref(),
         Some("did you mean \"acme\"? (known providers: claude, codex, copilot, cursor, acme, pastebot; a provider baton does not ship is named in the policy header: `known_providers [\"acne\"]`)")
     );
 }
@@ -250,7 +250,7 @@ fn a_providers_block_declares_providers_and_their_file_reading() {
         )
     };
     let p = common::policy_text("blind.policy", &policy(false)).expect("checks");
-    let messages: Vec<&str> = p.warnings.iter().map(|w| w.message.as_str()).collect();
+    let messages: Vec<&str> = p.warnings().iter().map(|w| w.message.as_str()).collect();
     assert_eq!(
         messages,
         [
@@ -258,13 +258,13 @@ fn a_providers_block_declares_providers_and_their_file_reading() {
             "this rule delivers off-band to `gemini`, which cannot read files: its agent would never see the document",
         ]
     );
-    assert!(p.warnings[0]
+    assert!(p.warnings()[0]
         .help
         .as_deref()
         .unwrap()
         .starts_with("did you mean \"gemini\"?"));
     let p = common::policy_text("reads.policy", &policy(true)).expect("checks");
-    let messages: Vec<&str> = p.warnings.iter().map(|w| w.message.as_str()).collect();
+    let messages: Vec<&str> = p.warnings().iter().map(|w| w.message.as_str()).collect();
     assert_eq!(
         messages,
         ["unknown provider \"gemni\": no shipped or declared provider has this name"]

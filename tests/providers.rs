@@ -47,6 +47,17 @@ fn traced(engine: &Engine, st: &State, target: &str, fact: &str) -> Option<serde
         .map(|v| serde_json::to_value(v).expect("json"))
 }
 
+/// The trace entry of the policy's `providers` entry for `target` (the capabilities it set).
+fn provider_entry(engine: &Engine, st: &State, target: &str) -> serde_json::Value {
+    let d = engine.decide(st, Some(target)).expect("a decision");
+    let entry = d
+        .trace
+        .iter()
+        .find(|t| t.rule == format!("providers {target}"))
+        .expect("a providers trace entry");
+    serde_json::to_value(entry).expect("json")
+}
+
 /// A policy whose ladder reads `fact`, so that the trace records its value.
 fn reading(fact: &str, providers: &str) -> String {
     format!(
@@ -236,14 +247,18 @@ fn extends_merges_provider_entries_per_key() {
         ["cursor", "copilot", "codex"]
     );
     let st = state(STATE);
-    let caps = engine.policy().provider_caps(&st, "cursor");
+    let caps =
+        |target: &str, fact: &str| provider_entry(&engine, &st, target)["values"][fact].clone();
     // The child's key replaces the base's value and its `force`: the state's 50,000 wins.
-    assert_eq!(caps.caps.max_input_chars_per_turn, 50_000);
+    assert_eq!(
+        caps("cursor", "target.caps.max_input_chars_per_turn"),
+        50_000
+    );
     // The base's other key stays.
-    assert!(!caps.caps.resume);
+    assert_eq!(caps("cursor", "target.caps.resume"), false);
     // The base's other provider stays; the child's new one is added.
-    assert!(!engine.policy().provider_caps(&st, "copilot").caps.file_read);
-    assert!(engine.policy().provider_caps(&st, "codex").caps.summarize);
+    assert_eq!(caps("copilot", "target.caps.file_read"), false);
+    assert_eq!(caps("codex", "target.caps.summarize"), true);
 }
 
 /// The diagnostic a user sees for each bad entry: message, line:col, help.
@@ -322,7 +337,7 @@ fn suspicious_entries_are_warnings() {
     let text = "policy \"p\" { extends \"default\" }\nproviders {\n  curosr { file_read false }\n  cursor { max_input_chars_per_turn 1000 }\n}\n";
     let policy = common::policy_text("p.policy", text).expect("warnings only");
     let w: Vec<String> = policy
-        .warnings
+        .warnings()
         .iter()
         .map(|d| {
             format!(
@@ -381,38 +396,51 @@ fn baton_check_and_fmt_handle_the_block() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let formatted = baton::fmt::format_source("team.policy", messy).expect("formats");
+    let fmt = baton(&["fmt", path.to_str().unwrap()]);
+    assert!(
+        fmt.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fmt.stderr)
+    );
+    let formatted = fs::read_to_string(&path).unwrap();
     assert_eq!(
         formatted,
         "policy \"team\" { extends \"default\" }\nproviders {\n  cursor { max_input_chars_per_turn 4000\n    file_read false force }\n  \"gemini-cli\" { resume true handoff_channel user } # ours\n}\n"
     );
     // Idempotent, and the canonical layout of a block written one key a line is itself.
-    assert_eq!(
-        baton::fmt::format_source("team.policy", &formatted).unwrap(),
-        formatted
+    let again = baton(&["fmt", "--check", path.to_str().unwrap()]);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
     );
+    assert_eq!(fs::read_to_string(&path).unwrap(), formatted);
     let canonical = "providers {\n  cursor {\n    max_input_chars_per_turn 4000\n    file_read false force\n  }\n}\n";
-    assert_eq!(
-        baton::fmt::format_source("p.policy", canonical).unwrap(),
-        canonical
+    let p = dir.path().join("p.policy");
+    fs::write(&p, canonical).unwrap();
+    let same = baton(&["fmt", "--check", p.to_str().unwrap()]);
+    assert!(
+        same.status.success(),
+        "{}",
+        String::from_utf8_lossy(&same.stdout)
     );
-    // The formatted text checks to the same policy.
-    let a = common::policy_text("team.policy", messy).unwrap();
-    let b = common::policy_text("team.policy", &formatted).unwrap();
-    assert_eq!(a.providers.providers.len(), b.providers.providers.len());
-    for (x, y) in a.providers.providers.iter().zip(&b.providers.providers) {
-        assert_eq!(x.name, y.name);
-        let xs: Vec<_> = x
-            .settings
-            .iter()
-            .map(|s| (s.fact, s.value, s.force))
-            .collect();
-        let ys: Vec<_> = y
-            .settings
-            .iter()
-            .map(|s| (s.fact, s.value, s.force))
-            .collect();
-        assert_eq!(xs, ys);
+    assert_eq!(fs::read_to_string(&p).unwrap(), canonical);
+    // The formatted text checks to the same policy: the same providers, each setting the same
+    // capabilities (the trace entry of each, without its positions).
+    let a = Engine::from_text("team.policy", messy).unwrap();
+    let b = Engine::from_text("team.policy", &formatted).unwrap();
+    assert_eq!(
+        a.policy().declared_providers(),
+        b.policy().declared_providers()
+    );
+    let st = state(STATE);
+    for target in a.policy().declared_providers() {
+        let (x, y) = (
+            provider_entry(&a, &st, target),
+            provider_entry(&b, &st, target),
+        );
+        assert_eq!(x["rule"], y["rule"]);
+        assert_eq!(x["values"], y["values"]);
     }
 }
 

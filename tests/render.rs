@@ -1,8 +1,6 @@
 //! Handoff documents: selection, rendering and provenance, through the public API and the CLI.
 
-use baton::eval::EvalOptions;
-use baton::pipeline::{run, Outcome};
-use baton::render::RenderOptions;
+use baton::Outcome;
 use rstest::rstest;
 use std::path::{Path, PathBuf};
 
@@ -11,23 +9,16 @@ use common::{baton_cmd as baton, DOC_ROOT};
 
 fn outcome(state: &str, policy: &str) -> Outcome {
     let state = baton::state::load_file(Path::new(state)).expect("fixture loads");
-    let policy = common::policy(policy).expect("policy checks");
-    let eval = EvalOptions {
-        target: None,
-        document_root: Some(PathBuf::from(DOC_ROOT)),
-    };
-    run(&policy, &state, &eval, &RenderOptions::default()).expect("pipeline runs")
+    common::engine_in(policy, DOC_ROOT)
+        .run(&state, None)
+        .expect("pipeline runs")
 }
 
 /// The pipeline with default options.
-fn run_default(policy: &baton::Policy, state: &baton::State) -> Outcome {
-    run(
-        policy,
-        state,
-        &EvalOptions::default(),
-        &RenderOptions::default(),
-    )
-    .expect("pipeline runs")
+fn run_default(policy: &std::sync::Arc<baton::Policy>, state: &baton::State) -> Outcome {
+    common::engine_of(policy, None)
+        .run(state, None)
+        .expect("pipeline runs")
 }
 
 fn document(state: &str, policy: &str) -> String {
@@ -344,16 +335,6 @@ fn include_reasoning_is_rejected_by_the_checker() {
         ),
         "{err}"
     );
-}
-
-#[rstest]
-#[case("  a \n\t b  ", 240, "a b")]
-#[case(&"x".repeat(240), 240, &"x".repeat(240))]
-#[case(&"x".repeat(241), 240, &format!("{}...", "x".repeat(237)))]
-#[case(&"é".repeat(241), 240, &format!("{}...", "é".repeat(237)))]
-#[case(&format!("{}  {}", "a".repeat(236), "bbbb"), 240, &format!("{} ...", "a".repeat(236)))]
-fn compact_text_rule(#[case] input: &str, #[case] max: usize, #[case] expected: &str) {
-    assert_eq!(baton::select::compact(input, max), expected);
 }
 
 #[test]

@@ -3,20 +3,13 @@
 
 use crate::common;
 
-use baton::eval::EvalOptions;
-use baton::pipeline::run;
-use baton::render::RenderOptions;
 use rstest::rstest;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn document(state: &str, policy: &str, target: &str) -> String {
     let state = baton::state::load_file(Path::new(state)).expect("fixture loads");
-    let policy = common::policy(policy).expect("policy checks");
-    let eval = EvalOptions {
-        target: Some(target.into()),
-        document_root: Some(PathBuf::from(common::DOC_ROOT)),
-    };
-    run(&policy, &state, &eval, &RenderOptions::default())
+    common::engine_in(policy, common::DOC_ROOT)
+        .run(&state, Some(target))
         .expect("pipeline runs")
         .rendered
         .expect("a handoff is rendered")

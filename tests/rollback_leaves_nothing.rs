@@ -186,5 +186,19 @@ checkpoints:\n",
     let e = common::baton(&["explain", "--state", file.to_str().unwrap(), "--json"]);
     assert!(e.status.success());
     let s = baton::state::load_file(&file).unwrap();
-    assert!(baton::facts::compact_summary_rolled_back(&s));
+    // `thread.has_compact_summary` is false although the state has one: it covers a rolled-back
+    // run. A probe policy reads the fact.
+    let probe = baton::Engine::from_text(
+        "probe.policy",
+        "policy \"probe\" {}\nstrategy {\n  no_handoff when not thread.has_compact_summary\n  unsupported otherwise\n}\n",
+    )
+    .unwrap();
+    assert!(s.thread.compact_summary.is_some());
+    let d = probe.decide(&s, None).unwrap();
+    assert_eq!(
+        d.strategy,
+        baton::decision::Strategy::NoHandoff,
+        "{}",
+        probe.explain(&d)
+    );
 }

@@ -23,7 +23,7 @@ fn root() -> PathBuf {
 struct Fixture {
     dir: tempfile::TempDir,
     db: PathBuf,
-    gated: Policy,
+    gated: std::sync::Arc<Policy>,
 }
 
 impl Fixture {

@@ -5,9 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-use baton::eval::EvalOptions;
-use baton::pipeline::run;
-use baton::render::RenderOptions;
 use rstest::rstest;
 use tempfile::TempDir;
 
@@ -51,16 +48,12 @@ fn command_for(name: &str) -> String {
     format!("sh {}", script(name).display())
 }
 
-fn pipeline(policy: &Path) -> baton::pipeline::Outcome {
+fn pipeline(policy: &Path) -> baton::Outcome {
     let state = baton::state::load_file(Path::new(STATE)).unwrap();
     let policy = common::policy(policy.to_str().unwrap()).expect("policy checks");
-    run(
-        &policy,
-        &state,
-        &EvalOptions::default(),
-        &RenderOptions::default(),
-    )
-    .expect("pipeline runs")
+    common::engine_of(&policy, None)
+        .run(&state, None)
+        .expect("pipeline runs")
 }
 
 #[test]

@@ -563,6 +563,17 @@ fn a_run_that_ended_before_it_started_has_no_idle_time() {
 
 // ----- the CLI, the importer, the store and the service -----
 
+/// A session log imported as `baton import --from TOOL LOG` prints it.
+fn import_state(tool: &str, log: &Path) -> baton::State {
+    let o = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["import", "--from", tool])
+        .arg(log)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    baton::testing::state_from_yaml(&String::from_utf8(o.stdout).unwrap()).unwrap()
+}
+
 fn baton(args: &[&str], home: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(args)
@@ -642,10 +653,8 @@ fn a_claude_log_gives_times_and_workspaces_and_handoff_reads_the_live_workspace(
     .join("\n");
     let file = t.path().join("session.jsonl");
     std::fs::write(&file, log + "\n").unwrap();
-    let opts = baton::import::ImportOptions::default();
-    let imported =
-        baton::import::import_file(baton::import::Tool::ClaudeCode, &file, &opts).unwrap();
-    let runs = &imported.state.runs;
+    let imported = import_state("claude-code", &file);
+    let runs = &imported.runs;
     assert_eq!(runs.len(), 2);
     assert_eq!(
         runs[0].started_at.as_deref(),
@@ -691,10 +700,8 @@ fn a_codex_log_gives_the_session_git_state_to_its_first_run() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/import/codex/rollout-2026-11-30T11-00-00-0199aa11-2222-7333-8444-555566667777.jsonl"
     );
-    let opts = baton::import::ImportOptions::default();
-    let imported =
-        baton::import::import_file(baton::import::Tool::Codex, Path::new(file), &opts).unwrap();
-    let first = &imported.state.runs[0];
+    let imported = import_state("codex", Path::new(file));
+    let first = &imported.runs[0];
     let git = first.workspace.as_ref().unwrap().git.as_ref().unwrap();
     assert_eq!(git.head.as_deref(), Some("abc"));
     assert_eq!(git.branch.as_deref(), Some("main"));
@@ -811,7 +818,6 @@ fn what_the_thread_changed_since_is_not_outside() {
     );
 }
 
-#[path = "serve_support/mod.rs"]
 use crate::serve_support;
 
 /// The service takes the same fields: `dispatch` with `at` and `cwd`, `completeRun` with

@@ -246,3 +246,5 @@ fn format_tokens(lines: &[Vec<Tok>]) -> String {
 
 #[cfg(test)]
 mod props_tests;
+#[cfg(test)]
+mod repository_tests;

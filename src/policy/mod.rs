@@ -624,3 +624,6 @@ impl Policy {
         }
     }
 }
+
+#[cfg(test)]
+mod lets_tests;

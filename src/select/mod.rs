@@ -1789,3 +1789,5 @@ mod tests {
 
 #[cfg(test)]
 mod budget_tests;
+#[cfg(test)]
+mod compact_tests;

@@ -11,7 +11,7 @@ mod collect;
 mod error_data;
 mod grants;
 pub mod hint;
-pub use crate::deliver::{GcReport, HandoffLiveness, OffbandStore, Retention};
+pub use crate::deliver::{GcReport, HandoffLiveness, OffbandStore, Retention, STALE_GRACE};
 pub use crate::eval::{DecisionContext, EvalOptions, RecordIn, Waiting};
 pub use crate::facts::{History, PrefixRun, Tally};
 mod input_log;
@@ -703,5 +703,7 @@ pub(crate) fn fault(step: &str) {
     }
 }
 
+#[cfg(test)]
+mod peer_tests;
 #[cfg(test)]
 mod store_tests;

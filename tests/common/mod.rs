@@ -73,3 +73,21 @@ fn checked(
         Err(e) => panic!("building the engine failed for another reason than its policy: {e}"),
     }
 }
+
+/// The engine of a checked `policy` with the embedded templates, deciding with off-band
+/// documents under `root` (`None`: the default `<tmp>/baton-<uid>`).
+pub fn engine_of(
+    policy: &std::sync::Arc<baton::Policy>,
+    root: Option<std::path::PathBuf>,
+) -> baton::Engine {
+    let templates = baton::TemplateSet::load(None).expect("the embedded templates compile");
+    baton::Engine::from_parts(policy.clone(), templates, root).expect("the engine builds")
+}
+
+/// The engine of the policy `spec` (see [`policy`]) with off-band documents under `root`.
+pub fn engine_in(spec: &str, root: impl Into<std::path::PathBuf>) -> baton::Engine {
+    baton::Engine::builder(spec)
+        .document_root(Some(root.into()))
+        .build()
+        .expect("policy checks")
+}

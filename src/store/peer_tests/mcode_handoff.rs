@@ -6,7 +6,7 @@
 //! `compact_summary`, `tool_call`, `narration` and `file_change` items and the request's
 //! `fork_anchor`.
 
-use crate::support::{document, outcome, outcome_in, state};
+use super::support::{document, outcome, outcome_in, state};
 use baton::deliver::{deliver, MemoryGrantStore, OffbandStore};
 use baton::render::RenderOptions;
 use rstest::rstest;
@@ -353,8 +353,7 @@ fn empty_parent_still_gets_a_document() {
 /// (`<root>/<thread>/<handoff>/`) and issues the one-shot Read pre-grant for that document.
 #[test]
 fn offband_write_keeps_document_and_provenance_together() {
-    let root = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("peer-mcode-storage-{}", std::process::id()));
+    let root = std::env::temp_dir().join(format!("peer-mcode-storage-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let mut o = outcome_in(
         "mcode",

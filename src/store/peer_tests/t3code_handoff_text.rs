@@ -4,7 +4,7 @@
 //! `providerMessageWithContextHandoffs`), which that suite exercises through its assertions.
 //! Profiles: `t3code` and `t3code-legacy`.
 
-use crate::support::{document, outcome, outcome_with, prompt, state};
+use super::support::{document, outcome, outcome_with, prompt, state};
 use baton::render::RenderOptions;
 use baton::state::HandoffStrategy;
 use rstest::rstest;

@@ -3,9 +3,9 @@
 //! (pingdotgg/t3code): the decision baton takes at each dispatch of the peer scenario and the
 //! provider message the target receives. Profile: `t3code`.
 
-use crate::support::{outcome, state};
+use super::support::{outcome, state};
+use baton::decision::Strategy;
 use baton::decision::ThreadAction;
-use baton::policy::Strategy;
 use baton::state::HandoffStrategy;
 use rstest::rstest;
 
