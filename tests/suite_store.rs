@@ -9,8 +9,8 @@ mod privilege;
 
 #[path = "crash_safety.rs"]
 mod crash_safety;
-#[path = "lifecycle.rs"]
-mod lifecycle;
+#[path = "lifecycle_replay.rs"]
+mod lifecycle_replay;
 #[path = "rollback_leaves_nothing.rs"]
 mod rollback_leaves_nothing;
 #[path = "store_cli.rs"]

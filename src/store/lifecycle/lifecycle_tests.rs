@@ -3,11 +3,10 @@
 //! before its fix. `BATON_LIFECYCLE_DB=FILE` keeps the database of the replay test, which CI
 //! hands to `baton replay`.
 
-use crate::common;
 use baton::deliver::GrantStore;
 use baton::state::{self, Caps, Item, RunStatus, State};
 use baton::store::{self, DispatchRequest, HandoffOptions, Store};
-use baton::Policy;
+use baton::policy::{self, Policy};
 use rstest::rstest;
 use std::path::{Path, PathBuf};
 
@@ -118,7 +117,7 @@ fn a_forks_first_run_on_the_same_provider_never_resumes_the_parents_thread(
         seed()
     };
     let mut db = Db::with(s);
-    let p = common::policy(profile).unwrap();
+    let p = policy::load(profile).unwrap();
     store::fork(&mut db.store, "th_1", 5, Some("f")).unwrap();
     let d = db.dispatch(&p, "f", "codex");
     assert_eq!(
@@ -160,7 +159,7 @@ fn a_pending_fork_decides_the_same_whether_or_not_the_copied_threads_are_closed(
     for pt in &mut closed.provider_threads {
         pt.status = state::ProviderThreadStatus::Closed;
     }
-    let p = common::policy("default").unwrap();
+    let p = policy::load("default").unwrap();
     let opts = baton::EvalOptions {
         target: Some("codex".into()),
         document_root: Some(db.docs.clone()),
@@ -185,7 +184,7 @@ fn fork_with_a_run(db: &mut Db, p: &Policy) {
 #[test]
 fn a_run_taking_a_merge_back_keeps_its_message_and_its_decision_is_truthful() {
     let mut db = Db::new();
-    let p = common::policy("default").unwrap();
+    let p = policy::load("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
     let m = store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
@@ -244,7 +243,7 @@ fn a_run_taking_a_merge_back_keeps_its_message_and_its_decision_is_truthful() {
 fn a_merge_back_taken_on_another_provider_is_made_for_the_run_that_takes_it() {
     use baton::decision::{ProviderThreadAction, ThreadAction};
     let mut db = Db::new();
-    let p = common::policy("default").unwrap();
+    let p = policy::load("default").unwrap();
     fork_with_a_run(&mut db, &p);
     db.dispatch(&p, "th_1", "codex");
     db.complete("th_1", 9, "Codex did run 9.", RunStatus::Completed);
@@ -323,7 +322,7 @@ fn a_merge_back_taken_on_another_provider_is_made_for_the_run_that_takes_it() {
 #[case::t3code("t3code")]
 #[case::mcode("mcode")]
 fn a_handoff_taken_by_an_undone_run_no_longer_counts_as_seen(#[case] profile: &str) {
-    let p = common::policy(profile).unwrap();
+    let p = policy::load(profile).unwrap();
     let mut db = Db::new();
     db.dispatch(&p, "th_1", "codex");
     db.complete("th_1", 9, "done", RunStatus::Completed);
@@ -338,7 +337,7 @@ fn a_handoff_taken_by_an_undone_run_no_longer_counts_as_seen(#[case] profile: &s
 #[test]
 fn a_delta_through_the_store_shows_no_empty_handoff_line() {
     let mut db = Db::new();
-    let p = common::policy("t3code").unwrap();
+    let p = policy::load("t3code").unwrap();
     // Run 9 on codex (takes H2, a delta of runs 6-8), then run 10 back on claude: the delta
     // covers run 9, which consumed H2.
     db.dispatch(&p, "th_1", "codex");
@@ -360,7 +359,7 @@ fn a_delta_through_the_store_shows_no_empty_handoff_line() {
 #[case::rolled_back(None)]
 fn an_unused_pregrant_dies_when_its_run_ends(#[case] end: Option<RunStatus>) {
     let mut db = Db::new();
-    let p = common::policy("default").unwrap();
+    let p = policy::load("default").unwrap();
     let d = db.dispatch(&p, "th_1", "codex");
     let doc = d.handoff.unwrap().document_path.unwrap();
     assert_eq!(db.store.find("th_1", 9).unwrap().len(), 1);
@@ -387,7 +386,7 @@ fn an_unused_pregrant_dies_when_its_run_ends(#[case] end: Option<RunStatus>) {
 #[test]
 fn a_waiting_merge_backs_grant_lives_until_the_run_that_takes_it_ends() {
     let mut db = Db::new();
-    let p = common::policy("default").unwrap();
+    let p = policy::load("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
     let m = store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
@@ -404,8 +403,8 @@ fn a_waiting_merge_backs_grant_lives_until_the_run_that_takes_it_ends() {
 #[test]
 fn every_logged_decision_replays_to_itself() {
     let mut db = Db::new();
-    let p = common::policy("default").unwrap();
-    let t3 = common::policy("t3code").unwrap();
+    let p = policy::load("default").unwrap();
+    let t3 = policy::load("t3code").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
     store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
@@ -446,113 +445,12 @@ fn every_logged_decision_replays_to_itself() {
     }
 }
 
-fn baton(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(args)
-        .env_remove("BATON_DB")
-        .output()
-        .unwrap()
-}
-
-/// A database with a fork, a merge-back, the run that takes it and a provider switch.
-fn built() -> (Db, PathBuf) {
-    let mut db = Db::new();
-    let p = common::policy("default").unwrap();
-    fork_with_a_run(&mut db, &p);
-    let opts = db.opts();
-    store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
-    db.dispatch(&p, "th_1", "claude");
-    let file = db.store.path().unwrap().to_path_buf();
-    (db, file)
-}
-
-#[test]
-fn baton_replay_reports_no_difference_then_a_tampered_decision() {
-    let (db, file) = built();
-    let f = file.to_str().unwrap();
-    let o = baton(&["replay", "--db", f]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{out}");
-    assert_eq!(out, "3 replayed, 0 differ, 0 skipped\n");
-    let o = baton(&[
-        "replay", "--db", f, "--thread", "th_1", "--run", "9", "--json",
-    ]);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["checked"], 2, "the merge-back and the run that took it");
-    // A decision rewritten after the fact no longer re-derives.
-    db.store
-        .connection()
-        .execute(
-            "UPDATE decision_log SET decision = json_set(decision, '$.run', 99)
-             WHERE operation = 'merge_back'",
-            [],
-        )
-        .unwrap();
-    let o = baton(&["replay", "--db", f]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(1), "{out}");
-    assert!(
-        out.starts_with("differs: thread th_1 run 9 (merge_back, policy default sha256 ")
-            && out
-                .contains("): differs in run\n  logged:   {\"run\":99}\n  replayed: {\"run\":9}\n")
-            && out.ends_with("3 replayed, 1 differ, 0 skipped\n"),
-        "{out}"
-    );
-}
-
-#[test]
-fn baton_replay_names_a_policy_it_cannot_find_and_finds_it_in_a_policy_dir() {
-    let dir = tempfile::tempdir().unwrap();
-    let team = dir.path().join("team.policy");
-    std::fs::write(
-        &team,
-        "policy \"team\" {\n  extends \"default\"\n}\n\ndelivery {\n  inline otherwise\n}\n",
-    )
-    .unwrap();
-    let p = common::policy(team.to_str().unwrap()).unwrap();
-    let mut db = Db::new();
-    db.dispatch(&p, "th_1", "codex");
-    let f = db.store.path().unwrap().display().to_string();
-    let o = baton(&["replay", "--db", &f]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(1), "{out}");
-    assert!(
-        out.contains(&format!(
-            "): no policy with sha256 {} (policy \"team\"); pass its directory with --policy-dir\n",
-            p.sha256
-        )),
-        "{out}"
-    );
-    let o = baton(&[
-        "replay",
-        "--db",
-        &f,
-        "--policy-dir",
-        dir.path().to_str().unwrap(),
-    ]);
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout),
-        "1 replayed, 0 differ, 0 skipped\n"
-    );
-    assert_eq!(o.status.code(), Some(0));
-}
-
-#[test]
-fn baton_replay_refuses_a_missing_database() {
-    let o = baton(&["replay", "--db", "/nonexistent/b.db"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert_eq!(
-        String::from_utf8_lossy(&o.stderr),
-        "/nonexistent/b.db: error: no baton database here, and baton replay never creates one; give the database with --db FILE, or create one with `baton db init --db /nonexistent/b.db`\n"
-    );
-}
-
 /// Bug 2, the prompt's layout: the merge-back's prompt, then the run's message, as the
 /// inline template lays out a prompt with a message (after a blank line).
 #[test]
 fn the_taken_merge_backs_prompt_ends_with_the_runs_message_after_a_blank_line() {
     let mut db = Db::new();
-    let p = common::policy("default").unwrap();
+    let p = policy::load("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
     let m = store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
@@ -570,7 +468,7 @@ fn the_taken_merge_backs_prompt_ends_with_the_runs_message_after_a_blank_line() 
 #[test]
 fn a_decision_that_fell_back_to_inline_replays_to_itself() {
     let mut db = Db::new();
-    let p = common::policy("default").unwrap();
+    let p = policy::load("default").unwrap();
     let file = db._dir.path().join("not-a-dir");
     std::fs::write(&file, "x").unwrap();
     let r = DispatchRequest {
@@ -586,26 +484,6 @@ fn a_decision_that_fell_back_to_inline_replays_to_itself() {
         (report.checked, report.differences.len()),
         (1, 0),
         "{report:?}"
-    );
-}
-
-/// A row logged before schema 4 keeps no input: it is listed as skipped, not as a difference.
-#[test]
-fn a_row_logged_before_schema_4_is_skipped() {
-    let (db, file) = built();
-    db.store
-        .connection()
-        .execute(
-            "INSERT INTO decision_log (thread, run, operation, policy_name, policy_sha256, decision)
-             VALUES ('th_1', 3, 'dispatch', 'default', 'abc', '{}')",
-            [],
-        )
-        .unwrap();
-    let o = baton(&["replay", "--db", file.to_str().unwrap(), "--run", "3"]);
-    assert_eq!(o.status.code(), Some(0));
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout),
-        "skipped: thread th_1 run 3 (log row 4): logged before the decision log kept its input\n0 replayed, 0 differ, 1 skipped\n"
     );
 }
 
@@ -633,7 +511,7 @@ fn long_thread(n: u32) -> State {
 #[test]
 fn the_decision_log_grows_with_the_delta_not_the_history() {
     let mut db = Db::with(long_thread(1000));
-    let p = common::policy("default").unwrap();
+    let p = policy::load("default").unwrap();
     let chunks = |db: &Db| -> i64 {
         db.store
             .connection()
@@ -687,7 +565,7 @@ fn the_decision_log_grows_with_the_delta_not_the_history() {
 #[test]
 fn a_replaced_thread_s_logged_decisions_still_replay() {
     let mut db = Db::with(long_thread(40));
-    let p = common::policy("default").unwrap();
+    let p = policy::load("default").unwrap();
     for (i, target) in ["codex", "claude", "codex"].into_iter().enumerate() {
         db.dispatch(&p, "big", target);
         db.complete("big", 41 + i as u32, "done", RunStatus::Completed);
@@ -718,7 +596,7 @@ fn a_replaced_thread_s_logged_decisions_still_replay() {
 #[test]
 fn explaining_a_fork_after_its_first_dispatch_decides_a_plain_dispatch() {
     let mut db = Db::new();
-    let p = common::policy("default").unwrap();
+    let p = policy::load("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let engine = baton::Engine::new("default").unwrap();
     let d = db

@@ -624,3 +624,6 @@ fn pending_merge_back(
         }),
     }
 }
+
+#[cfg(test)]
+mod lifecycle_tests;
