@@ -2,7 +2,7 @@
 //! errors must cost about 10x, not 100x. Each shape is measured at 1x and 10x.
 //!
 //! Run with:
-//!   cargo bench --bench check -- --warm-up-time 1 --measurement-time 3
+//!   cargo bench --features unstable --bench check -- --warm-up-time 1 --measurement-time 3
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::hint::black_box;
 

@@ -7,7 +7,7 @@
 //! delta, and its `over_budget` signal reads the lazy `summary.delta_chars` fact.
 //!
 //! Run with:
-//!   cargo bench --bench engine -- --warm-up-time 1 --measurement-time 3
+//!   cargo bench --features unstable --bench engine -- --warm-up-time 1 --measurement-time 3
 use std::hint::black_box;
 use std::path::PathBuf;
 

@@ -8,9 +8,9 @@
 //! and every 50th turn a 1 MB tool output.
 //!
 //! Run with:
-//!   cargo bench --bench import -- --warm-up-time 1 --measurement-time 5
+//!   cargo bench --features unstable --bench import -- --warm-up-time 1 --measurement-time 5
 //! Smoke run (one iteration):
-//!   cargo bench --bench import -- --test
+//!   cargo bench --features unstable --bench import -- --test
 use baton::import::{import_file, ImportOptions, Tool};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::json;

@@ -25,11 +25,11 @@
 //! threads at once (an app deciding on that many threads), each thread timing its own CPU:
 //! printed beside the strict one-thread baseline, which stays the ratio's denominator.
 //!
-//!   cargo bench --bench serve_cpu                                   # 7 rounds x 400 requests
-//!   BATON_SERVE_CPU_CLIENTS=8 cargo bench --bench serve_cpu         # 8 clients only
-//!   BATON_SERVE_CPU_ROUNDS=11 BATON_SERVE_CPU_REQUESTS=1000 cargo bench --bench serve_cpu
-//!   cargo bench --bench serve_cpu -- --test                         # a smoke run
-//!   BATON_SERVE_CPU_BIN=/path/to/other/baton cargo bench --bench serve_cpu   # another server
+//!   cargo bench --features unstable --bench serve_cpu                                   # 7 rounds x 400 requests
+//!   BATON_SERVE_CPU_CLIENTS=8 cargo bench --features unstable --bench serve_cpu         # 8 clients only
+//!   BATON_SERVE_CPU_ROUNDS=11 BATON_SERVE_CPU_REQUESTS=1000 cargo bench --features unstable --bench serve_cpu
+//!   cargo bench --features unstable --bench serve_cpu -- --test                         # a smoke run
+//!   BATON_SERVE_CPU_BIN=/path/to/other/baton cargo bench --features unstable --bench serve_cpu   # another server
 //!
 //! The clients' own CPU is not counted.
 

@@ -9,7 +9,7 @@
 //! last 5 runs, whatever the length of the thread.
 //!
 //! Run with:
-//!   cargo bench --bench store -- --warm-up-time 1 --measurement-time 3
+//!   cargo bench --features unstable --bench store -- --warm-up-time 1 --measurement-time 3
 use baton::state::*;
 use baton::store::{self, DispatchRequest, Store};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};

@@ -15,7 +15,7 @@
 //!
 //! Run with (a server from `.ci/pg.sh start`):
 //!   eval "$(.ci/pg.sh start)"
-//!   cargo bench --features postgres --bench store_pg -- --warm-up-time 1 --measurement-time 3
+//!   cargo bench --features postgres,unstable --bench store_pg -- --warm-up-time 1 --measurement-time 3
 use baton::deliver::{Grant, GrantStore};
 use baton::store::pg::postgres::{Client, NoTls};
 use baton::store::pg::PgStore;

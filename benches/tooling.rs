@@ -2,7 +2,7 @@
 //! policy, and diffing two policy versions over the example corpus.
 //!
 //! Run with:
-//!   cargo bench --bench tooling -- --warm-up-time 1 --measurement-time 3
+//!   cargo bench --features unstable --bench tooling -- --warm-up-time 1 --measurement-time 3
 use std::hint::black_box;
 use std::path::PathBuf;
 

@@ -22,8 +22,8 @@
 //! per-round ratios, which the shared machine's load moves far less than it moves absolute
 //! times.
 //!
-//!   cargo bench --features versus --bench versus -- --warm-up-time 1 --measurement-time 3
-//!   BATON_VERSUS_ROUNDS=21 cargo bench --features versus --bench versus -- ratios   # ratios only
+//!   cargo bench --features versus,unstable --bench versus -- --warm-up-time 1 --measurement-time 3
+//!   BATON_VERSUS_ROUNDS=21 cargo bench --features versus,unstable --bench versus -- ratios   # ratios only
 
 #[path = "support/hand_render.rs"]
 mod hand_render;

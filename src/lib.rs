@@ -86,8 +86,9 @@ macro_rules! internal {
         #[cfg(feature = "unstable")]
         #[doc(hidden)]
         pub mod $name;
+        // Crate-visible, so that unit tests anywhere in the crate reach a nested one (serve's).
         #[cfg(not(feature = "unstable"))]
-        mod $name;
+        pub(crate) mod $name;
     )*};
 }
 

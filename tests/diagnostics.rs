@@ -65,7 +65,7 @@ fn the_engine_error_is_a_miette_diagnostic_with_labels() {
     // miette's graphical handler draws the snippet from the carried source text.
     let mut out = String::new();
     miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
-        .render_report(&mut out, &baton::policy::diag::Headline(d))
+        .render_report(&mut out, d)
         .unwrap();
     assert!(out.contains("unknown fact `target.has_thred`"), "{out}");
     assert!(out.contains("bad.policy:2:17"), "{out}");

@@ -2,11 +2,10 @@
 //! regression tests, src/store/lifecycle/lifecycle_tests.rs, which are unit tests now).
 
 use crate::common;
-use baton::state::{self, Caps, Item, RunStatus, State};
+use baton::state::{self, Item, RunStatus, State};
 use baton::store::{self, DispatchRequest, HandoffOptions, Store};
 use baton::Policy;
-use rstest::rstest;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -73,6 +72,7 @@ impl Db {
             handoff_dir: Some(self.docs.clone()),
             ..Default::default()
         }
+    }
 }
 
 fn fork_with_a_run(db: &mut Db, p: &Policy) {

@@ -2,7 +2,7 @@
 
 use baton::Outcome;
 use rstest::rstest;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::common;
 use common::{baton_cmd as baton, DOC_ROOT};

@@ -6,7 +6,7 @@
 // The helpers this target's files share, compiled once (a file names them `crate::common`, ...).
 mod common;
 
-#[path = "import.rs"]
-mod import;
-#[path = "quality.rs"]
-mod quality;
+#[path = "import_cli.rs"]
+mod import_cli;
+#[path = "quality_cli.rs"]
+mod quality_cli;

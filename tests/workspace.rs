@@ -706,7 +706,7 @@ fn a_codex_log_gives_the_session_git_state_to_its_first_run() {
     assert_eq!(git.head.as_deref(), Some("abc"));
     assert_eq!(git.branch.as_deref(), Some("main"));
     assert!(first.started_at.is_some() && first.ended_at.is_some());
-    if let Some(second) = imported.state.runs.get(1) {
+    if let Some(second) = imported.runs.get(1) {
         let head = second
             .workspace
             .as_ref()

@@ -493,7 +493,7 @@ fn reads_where(e: &CExpr, hit: &dyn Fn(Option<Fact>) -> bool) -> bool {
 /// The ladder's decision alone, without fitting (baton's own tests and benchmarks; every
 /// caller of the library decides through [`crate::pipeline::plan`] and
 /// [`crate::pipeline::finish`]). `sizer` measures summaries when a rule reads `summary.*`.
-#[cfg(any(test, feature = "unstable"))]
+#[cfg(feature = "unstable")]
 pub fn decide(
     policy: &Policy,
     state: &State,

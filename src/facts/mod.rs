@@ -233,3 +233,5 @@ pub const GRANT_TARGETS: &[&str] = &["handoff.document"];
 
 #[cfg(test)]
 mod doc_tests;
+#[cfg(all(test, feature = "store"))]
+mod seed_built_tests;

@@ -729,3 +729,6 @@ mod bounded_lines {
         );
     }
 }
+
+#[cfg(test)]
+mod import_tests;

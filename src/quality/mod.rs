@@ -585,3 +585,6 @@ mod tests {
         assert_eq!(broken_graphemes(&state, &[], &read), ["request.message"]);
     }
 }
+
+#[cfg(test)]
+mod quality_tests;

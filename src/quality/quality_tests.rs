@@ -1,8 +1,7 @@
-//! `baton quality` and `baton::quality`: the project's corpus (tests/fixtures/quality), states
+//! `baton::quality`: the project's corpus (tests/fixtures/quality), states
 //! with megabyte outputs generated here, and proof that each figure catches what it measures.
 
-use crate::common;
-
+use baton::policy;
 use baton::quality::{self, measure_state, report, DocReport};
 use baton::state::{self, Format, State};
 use std::path::Path;
@@ -18,7 +17,7 @@ fn yaml(text: &str) -> State {
 }
 
 fn default() -> policy::Policy {
-    common::policy("default").unwrap()
+    policy::load("default").unwrap()
 }
 
 #[test]
@@ -105,7 +104,7 @@ request: {provider: claude, message: 'Keep going.'}
 /// be produced by any policy; `quality`'s unit tests show the figure catches one.)
 #[test]
 fn every_figure_catches_its_failure() {
-    let bad = common::policy_text(
+    let bad = policy::load_text(
         "bad.policy",
         r#"policy "bad" {}
 strategy { full_new otherwise }
@@ -151,79 +150,12 @@ request: {provider: codex, message: 'go'}
     assert_eq!(r.totals.leaks, 4);
 }
 
-#[test]
-fn the_cli_reports_per_document_and_exits_1_below_the_gate() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        corpus().join("12-excluded-kinds.yaml"),
-        dir.path().join("a.yaml"),
-    )
-    .unwrap();
-    let d = dir.path().to_str().unwrap();
-    let o = common::baton(&["quality", "--corpus", d]);
-    let out = String::from_utf8(o.stdout).unwrap();
-    assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("a.yaml -> codex: full_new off_band; files 0/0; open 0/0; latest user message yes; instructions 0/0; leaks 0; first turn "), "{out}");
-    assert!(out.ends_with("PASS\n"), "{out}");
-
-    let o = common::baton(&["quality", "--corpus", d, "--policy", "t3code", "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["policy"], "t3code");
-    assert_eq!(v["totals"]["documents"], 4);
-    assert!(v["documents"][0]["figures"]["budget"]["limit"].is_u64());
-
-    // A leak fails the gate.
-    std::fs::write(
-        dir.path().join("b.yaml"),
-        "version: 1\nthread: {id: b}\nruns:\n  - {ordinal: 1, provider: codex, items: [{kind: user_message, text: 'LEAK-said'}]}\nrequest: {provider: claude}\n",
-    )
-    .unwrap();
-    let o = common::baton(&["quality", "--corpus", d]);
-    let out = String::from_utf8(o.stdout).unwrap();
-    assert_eq!(o.status.code(), Some(1), "{out}");
-    assert!(out.contains("b.yaml -> claude: full_new off_band; files 0/0; open 0/0; latest user message yes; instructions 0/0; leaks 1 (LEAK-said)"), "{out}");
-    assert!(
-        out.ends_with("FAIL: every figure must be 100%, with no leak and no error\n"),
-        "{out}"
-    );
-}
-
-#[test]
-fn a_missing_or_empty_corpus_is_an_error_naming_it() {
-    let o = common::baton(&["quality", "--corpus", "no/such/dir"]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8(o.stderr).unwrap();
-    assert!(
-        err.starts_with("no/such/dir: error: the corpus is not a readable directory"),
-        "{err}"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let o = common::baton(&["quality", "--corpus", dir.path().to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8(o.stderr).unwrap();
-    assert!(
-        err.ends_with("error: the corpus has no state files (*.yaml, *.yml, *.json)\n"),
-        "{err}"
-    );
-}
-
-#[test]
-fn an_invalid_state_in_the_corpus_names_its_path() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("x.yaml"), "version: 1\nthread: {id: x}\n").unwrap();
-    let o = common::baton(&["quality", "--corpus", dir.path().to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8(o.stderr).unwrap();
-    assert!(err.contains("x.yaml"), "{err}");
-    assert!(err.contains("request"), "{err}");
-}
-
 /// The redaction figures catch their failures: a policy that turns the GitHub rule off shows
 /// the planted token (`secrets`, and the report fails), and a rule of its own that matches an
 /// ordinary word makes a false redaction (reported, not gated).
 #[test]
 fn secret_figures_catch_a_shown_secret_and_a_false_redaction() {
-    let lax = common::policy_text(
+    let lax = policy::load_text(
         "lax.policy",
         "policy \"lax\" { extends \"default\" }\nredact {\n  disable github-token\n  disable secret-assignment\n  redact word pattern \"\\bdeploy\\b\"\n}\n",
     )
@@ -275,7 +207,7 @@ request: {provider: claude, message: 'go'}
 /// 27 it missed were all of those kinds).
 #[test]
 fn mcode_recalls_every_open_failing_command_and_tool_call() {
-    let r = quality::measure_corpus(&common::policy("mcode").unwrap(), &corpus()).unwrap();
+    let r = quality::measure_corpus(&policy::load("mcode").unwrap(), &corpus()).unwrap();
     let mut kinds = std::collections::BTreeSet::new();
     for d in &r.documents {
         let Some(f) = &d.figures else { continue };

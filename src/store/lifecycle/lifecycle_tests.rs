@@ -4,9 +4,9 @@
 //! hands to `baton replay`.
 
 use baton::deliver::GrantStore;
+use baton::policy::{self, Policy};
 use baton::state::{self, Caps, Item, RunStatus, State};
 use baton::store::{self, DispatchRequest, HandoffOptions, Store};
-use baton::policy::{self, Policy};
 use rstest::rstest;
 use std::path::{Path, PathBuf};
 
