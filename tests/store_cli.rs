@@ -241,11 +241,6 @@ fn seed_000_built_run_by_run_has_the_seed_coverage() {
         .transfers
         .iter()
         .all(|t| t.status == TransferStatus::Consumed));
-    std::fs::write(
-        "/tmp/h-tests/seed-built.yaml",
-        db.ok(&["db", "export", "--thread", "th_1"]),
-    )
-    .unwrap();
     // Coverage as the engine sees it (C1 native 1-5 and 9 plus H2; L1 native 6-8 plus H1) is
     // checked on this thread by a unit test of the facts (src/facts/seed_built_tests.rs), on
     // tests/fixtures/db/seed-built.yaml: the export is that fixture, but for the clock's times.
