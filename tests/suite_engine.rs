@@ -1,8 +1,8 @@
 //! Test target `engine` (`cargo test --test engine`): deciding: state and policy in, decisions,
 //! facts and diagnostics out; the public API; the policy language's errors, limits and traps; the
-//! schemas and JSON shapes. Each module is one file of tests/, unchanged; `#[path]` makes rustc
-//! look for the file's own `mod common;`-style helpers in tests/ itself
-//! (docs/architecture.md#tests: how to add one).
+//! schemas and JSON shapes. Each module is one file of tests/; the helpers the files share are
+//! declared once below, and a file names them `crate::common` (docs/architecture.md#tests: how to
+//! add one).
 
 // The helpers this target's files share, compiled once (a file names them `crate::common`, ...).
 mod common;

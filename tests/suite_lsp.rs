@@ -1,6 +1,6 @@
 //! Test target `lsp` (`cargo test --test lsp`): the language server (`baton lsp`, feature `lsp`).
-//! Each module is one file of tests/, unchanged; `#[path]` makes rustc look for the file's own `mod
-//! common;`-style helpers in tests/ itself (docs/architecture.md#tests: how to add one).
+//! Each module is one file of tests/; the helpers the files share are declared once below, and a
+//! file names them `crate::common` (docs/architecture.md#tests: how to add one).
 
 // The helpers this target's files share, compiled once (a file names them `crate::common`, ...).
 mod lsp_support;

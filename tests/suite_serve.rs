@@ -1,7 +1,7 @@
 //! Test target `serve` (`cargo test --test serve`): the JSON-RPC service (`baton serve`):
-//! transport, concurrency, errors, operations, limits. Each module is one file of tests/,
-//! unchanged; `#[path]` makes rustc look for the file's own `mod common;`-style helpers in tests/
-//! itself (docs/architecture.md#tests: how to add one).
+//! transport, concurrency, errors, operations, limits. Each module is one file of tests/; the
+//! helpers the files share are declared once below, and a file names them `crate::common`
+//! (docs/architecture.md#tests: how to add one).
 
 // The helpers this target's files share, compiled once (a file names them `crate::common`, ...).
 mod common;

@@ -34,7 +34,7 @@ impl Type {
         }
     }
 
-    /// A short name for tables (`enum` rather than every value); tests/facts_doc.rs checks
+    /// A short name for tables (`enum` rather than every value); src/facts/doc_tests.rs checks
     /// docs/facts.md's table with it.
     #[cfg(any(test, feature = "unstable"))]
     pub fn short_name(self) -> &'static str {

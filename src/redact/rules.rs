@@ -6,7 +6,7 @@
 //! run (the prefilter; matched without regard to ASCII case), and a plausibility check on what a
 //! pattern found. A pattern's group named `secret` (or `secret2`, ...) is the part masked; the
 //! rest of the match (a key name, `Bearer `, a URL's user) stays. Their positive and negative
-//! samples are tested in this module and in tests/redaction.rs.
+//! samples are tested in this module and in src/redact/redaction_tests.rs.
 
 /// What a rule's match must also satisfy to count as a secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,10 +1,10 @@
 //! The anchors' own test suites, ported: each case names the peer test it mirrors (t3code's
-//! orchestration-v2 tests, Mcode's handoff tests) and checks the same behaviour through baton's
-//! public interface, state in, decision and documents out. See README.md for what is ported and
-//! what is not.
+//! orchestration-v2 tests, Mcode's handoff tests) and checks the same behaviour, state in,
+//! decision and documents out (pre-grants and off-band delivery through the store's internals,
+//! so these are unit tests). See README.md for what is ported and what is not.
 //!
-//! Layout: one Cargo test target, `tests/peer/main.rs` (its `[[test]]` entry is in
-//! Cargo.toml); every file in this directory is a module listed here.
+//! Layout: this module (declared by `src/store/mod.rs`); every file in this directory is a
+//! module listed here.
 
 mod lifecycle_common;
 mod support;
