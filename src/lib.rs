@@ -140,10 +140,6 @@ pub use render::{Rendered, TemplateSet};
 pub use state::{State, StateError};
 pub use summarize::Summarizer;
 
-/// The fuzz targets' properties under proptest (`fuzz/src/props.rs`).
-#[cfg(test)]
-mod fuzz_props_tests;
-
 /// The README's code blocks run as doctests (its embedding example among them).
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -1,6 +1,6 @@
 //! Properties of baton's input-facing parts, for any input bytes. Each function panics when a
 //! property fails, so a fuzzer (or proptest) reports the input. Shared by the fuzz targets
-//! (`fuzz/`) and `src/fuzz_props_tests.rs`.
+//! (`fuzz/`) and `src/serve/fuzz_props_tests.rs`.
 
 use baton::fmt::format_source;
 use baton::policy;

@@ -482,3 +482,8 @@ async fn serve_socket(shared: Arc<session::Shared>, path: &Path) -> Result<(), S
     while conns.join_next().await.is_some() {}
     Ok(())
 }
+
+// The fuzz targets' properties under proptest (`fuzz/src/props.rs`): the formatter, the parser
+// and the service's framing.
+#[cfg(test)]
+mod fuzz_props_tests;

@@ -3,7 +3,7 @@
 //! random byte edits, and arbitrary text. The fuzzers in `fuzz/` explore the same properties
 //! with coverage guidance (`.ci/run` runs them for a bounded time).
 
-#[path = "../fuzz/src/props.rs"]
+#[path = "../../fuzz/src/props.rs"]
 mod props;
 
 use proptest::prelude::*;
