@@ -183,6 +183,10 @@ pub use crate::ids::effective_uid;
 
 // Tests of delivery's internals (formerly integration tests of tests/, which needed the
 // `unstable` feature).
+// The integration tests' guard for tests that need root (tests/privilege), shared by these.
+#[cfg(test)]
+#[path = "../../tests/privilege/mod.rs"]
+mod privilege;
 #[cfg(test)]
 mod gc_tests;
 #[cfg(test)]

@@ -10,8 +10,7 @@ use baton::deliver::{effective_uid, DeliveryError, OffbandStore, MARKER_FILE};
 use rstest::rstest;
 use tempfile::TempDir;
 
-#[path = "../../tests/privilege/mod.rs"]
-mod privilege;
+use super::privilege;
 use privilege::{require, Mount};
 
 fn mode(p: &Path) -> u32 {

@@ -185,8 +185,7 @@ fn a_missing_handoff_id_is_a_fallback_not_a_panic() {
     assert_fell_back(&o, &d, &["handoff id"]);
 }
 
-#[path = "../../tests/privilege/mod.rs"]
-mod privilege;
+use super::privilege;
 use privilege::{require, Mount};
 
 #[test]
