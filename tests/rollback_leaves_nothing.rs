@@ -4,8 +4,7 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 const THREAD: &str = "version: 1
 thread:
@@ -27,47 +26,24 @@ checkpoints:
 request: {provider: codex}
 ";
 
-struct Db {
-    dir: tempfile::TempDir,
+/// A temporary database holding one thread, and `baton` run on it (tests/common).
+struct Db(common::TempDb);
+
+impl std::ops::Deref for Db {
+    type Target = common::TempDb;
+    fn deref(&self) -> &common::TempDb {
+        &self.0
+    }
 }
 
 impl Db {
     fn new(state: &str) -> Db {
-        let d = Db {
-            dir: tempfile::tempdir().unwrap(),
-        };
+        let d = Db(common::TempDb::new());
         let file = d.dir.path().join("thread.yaml");
         std::fs::write(&file, state).unwrap();
         d.ok(&["db", "init"]);
         d.ok(&["db", "import", file.to_str().unwrap()]);
         d
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = common::baton_cmd();
-        c.env("BATON_HANDOFF_DIR", self.docs())
-            .env("BATON_DB", self.dir.path().join("baton.db"))
-            .args(args);
-        c
-    }
-
-    fn docs(&self) -> PathBuf {
-        self.dir.path().join("docs")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.cmd(args).output().unwrap();
-        assert!(
-            o.status.success(),
-            "baton {args:?}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8(o.stdout).unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> serde_json::Value {
-        serde_json::from_str(&self.ok(args)).unwrap()
     }
 }
 

@@ -8,42 +8,21 @@ use baton::state::{self, HandoffStatus, ProviderThreadStatus, RunStatus, State, 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-struct Db {
-    dir: tempfile::TempDir,
-    db: PathBuf,
+/// A temporary database (`db init` done) and `baton` run on it (tests/common).
+struct Db(common::TempDb);
+
+impl std::ops::Deref for Db {
+    type Target = common::TempDb;
+    fn deref(&self) -> &common::TempDb {
+        &self.0
+    }
 }
 
 impl Db {
     fn new() -> Db {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("baton.db");
-        let d = Db { dir, db };
+        let d = Db(common::TempDb::new());
         d.ok(&["db", "init"]);
         d
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = common::baton_cmd();
-        c.env("BATON_HANDOFF_DIR", self.dir.path().join("docs"))
-            .env("BATON_DB", &self.db)
-            .env_remove("BATON_FAULT")
-            .args(args);
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.run(args);
-        assert!(
-            o.status.success(),
-            "baton {args:?} failed: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8(o.stdout).unwrap()
     }
 
     /// Run, expect exit `code`, return stderr.
@@ -57,10 +36,6 @@ impl Db {
             String::from_utf8_lossy(&o.stderr)
         );
         String::from_utf8(o.stderr).unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> serde_json::Value {
-        serde_json::from_str(&self.ok(args)).unwrap()
     }
 
     fn export(&self, thread: &str) -> State {

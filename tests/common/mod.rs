@@ -91,3 +91,56 @@ pub fn engine_in(spec: &str, root: impl Into<std::path::PathBuf>) -> baton::Engi
         .build()
         .expect("policy checks")
 }
+
+/// A database in a temporary directory (`baton.db`, off-band documents under `docs/`), and the
+/// `baton` binary run on it through `$BATON_DB` and `$BATON_HANDOFF_DIR`.
+pub struct TempDb {
+    pub dir: tempfile::TempDir,
+    pub db: std::path::PathBuf,
+}
+
+impl TempDb {
+    /// An empty directory: nothing is created until a command runs.
+    pub fn new() -> TempDb {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("baton.db");
+        TempDb { dir, db }
+    }
+
+    /// Where the database's off-band documents go.
+    pub fn docs(&self) -> std::path::PathBuf {
+        self.dir.path().join("docs")
+    }
+
+    /// `baton ARGS...` on this database.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = baton_cmd();
+        c.env("BATON_HANDOFF_DIR", self.docs())
+            .env("BATON_DB", &self.db)
+            .env_remove("BATON_FAULT")
+            .args(args);
+        c
+    }
+
+    /// Run `baton ARGS...` on this database and collect its output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// Run `baton ARGS...`, expect success, return what it printed.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(
+            o.status.success(),
+            "baton {args:?} failed: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    /// [`TempDb::ok`], its output read as JSON.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        serde_json::from_str(&self.ok(args)).unwrap()
+    }
+}
