@@ -6,14 +6,10 @@ use serde_json::Value;
 use std::process::{Command, Output};
 
 use crate::common;
-use common::baton;
+use common::{baton, stderr};
 
 fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("UTF-8 stdout")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn explain_json(args: &[&str]) -> Value {

@@ -4,6 +4,7 @@
 //! src/import/import_tests.rs, which are unit tests now).
 
 use crate::common;
+use common::{stderr, stdout};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -56,14 +57,6 @@ fn importing_never_modifies_the_source() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         assert_eq!(digest(&copy), before);
     }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
 }
 
 #[test]
