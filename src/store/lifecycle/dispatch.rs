@@ -320,87 +320,11 @@ fn record(
             [thread],
         )?;
     }
-    let action = outcome.decision.provider_thread.clone();
-    let provider_thread = match action.action {
-        ThreadAction::Resume => action.id.clone(),
-        ThreadAction::Create | ThreadAction::ForkNative => {
-            let id = new_provider_thread_id(&state, &req.target);
-            // A native fork inherits what the request does not say from the thread it forks.
-            let source = (action.action == ThreadAction::ForkNative)
-                .then(|| {
-                    state
-                        .provider_threads
-                        .iter()
-                        .find(|p| Some(&p.id) == action.id.as_ref())
-                })
-                .flatten();
-            let pt = ProviderThread {
-                id: id.clone(),
-                provider: req.target.clone(),
-                model: req
-                    .model
-                    .clone()
-                    .or_else(|| source.and_then(|p| p.model.clone())),
-                runtime_mode: req
-                    .runtime_mode
-                    .clone()
-                    .or_else(|| source.and_then(|p| p.runtime_mode.clone())),
-                status: ProviderThreadStatus::Active,
-                resume_failed: false,
-            };
-            cx.insert_provider_thread(thread, cx.next_seq("provider_threads", thread)?, &pt)?;
-            state.provider_threads.push(pt);
-            Some(id)
-        }
-        ThreadAction::None => None,
-    };
+    let provider_thread =
+        open_provider_thread(&cx, &mut state, req, &outcome.decision.provider_thread)?;
 
     // The transfer: the fork's pending one resolves; a provider handoff gets a new one.
-    let native = outcome.decision.strategy == Strategy::NativeFork;
-    let transfer = match pending_fork
-        .and_then(|i| state.transfers.get(i))
-        .map(|t| t.id.clone())
-    {
-        Some(tid) => {
-            cx.exec(
-                "resolving the fork transfer",
-                "UPDATE transfers SET status = ?3, resolution = ?4, handoff = ?5
-                 WHERE thread = ?1 AND id = ?2",
-                params![
-                    thread,
-                    tid,
-                    if native {
-                        "resolved_native"
-                    } else {
-                        "resolved_portable"
-                    },
-                    if native {
-                        "native_fork"
-                    } else {
-                        "portable_context"
-                    },
-                    outcome.decision.handoff_id
-                ],
-            )?;
-            Some(tid)
-        }
-        None if outcome.decision.needs_handoff() => {
-            let tid = next_transfer_id(&state);
-            let t = Transfer {
-                id: tid.clone(),
-                kind: TransferType::ProviderHandoff,
-                status: TransferStatus::ResolvedPortable,
-                source_thread: Some(thread.to_string()),
-                target_thread: Some(thread.to_string()),
-                source_run: outcome.decision.covered_runs.as_ref().map(|c| c.to),
-                resolution: Some("portable_context".into()),
-                handoff: outcome.decision.handoff_id.clone(),
-            };
-            cx.insert_transfer(thread, cx.next_seq("transfers", thread)?, &t)?;
-            Some(tid)
-        }
-        None => None,
-    };
+    let transfer = record_transfer(&cx, &state, thread, pending_fork, &outcome.decision)?;
     let new = NewHandoff {
         transfer,
         ..NewHandoff::own(&state, &outcome, run, provider_thread.clone())
@@ -408,36 +332,14 @@ fn record(
     let handoff = record_handoff(&cx, &mut outcome, req.handoff_dir.as_ref(), new)?;
     // A merge-back made again for this run: recorded into the run's provider thread,
     // superseding the waiting one, its transfer re-linked, its decision logged.
-    let pending_merge = match (pending_merge, rebound) {
-        (Some((tid, _)), Some(mut rb)) => {
-            let new = NewHandoff {
-                thread: thread.to_string(),
-                target_run: Some(run),
-                to_provider_thread: provider_thread.clone(),
-                transfer: Some(tid.clone()),
-                supersedes: Some(rb.old.clone()),
-                covered_thread: Some(rb.fork.clone()),
-                // The fork's provider threads are the fork's, unknown in the parent.
-                from_provider_threads: Vec::new(),
-                summary: Some(rebind::summary(&rb)),
-            };
-            let old = rb.old.clone();
-            match record_handoff(&cx, &mut rb.outcome, req.handoff_dir.as_ref(), new)? {
-                Some(rec) => {
-                    cx.supersede_handoff(thread, &old, false)?;
-                    cx.exec(
-                        "linking the merge-back to its new handoff",
-                        "UPDATE transfers SET handoff = ?3 WHERE thread = ?1 AND id = ?2",
-                        params![thread, tid, rec.id],
-                    )?;
-                    cx.log_decision(thread, "merge_back", &rb.outcome.decision, rb.input)?;
-                    Some((tid, rec.id))
-                }
-                None => Some((tid, old)),
-            }
-        }
-        (pending, _) => pending,
-    };
+    let pending_merge = rerecord_merge_back(
+        &cx,
+        req,
+        run,
+        provider_thread.as_deref(),
+        pending_merge,
+        rebound,
+    )?;
     // A fork's merge-back waiting for this run: the run takes it, as its handoff when it
     // makes none of its own, else alongside its own.
     let merge_back = match &pending_merge {
@@ -503,6 +405,152 @@ fn record(
         merge_back,
         fork_point,
         prompt,
+    })
+}
+
+/// The provider thread a dispatch's run goes into (`action`): the one it resumes, or a new
+/// one it creates or forks natively, recorded in `state` and the store.
+fn open_provider_thread(
+    cx: &Cx<'_>,
+    state: &mut State,
+    req: &DispatchRequest,
+    action: &crate::decision::ProviderThreadAction,
+) -> Result<Option<String>, StoreError> {
+    let thread = req.thread.as_str();
+    Ok(match action.action {
+        ThreadAction::Resume => action.id.clone(),
+        ThreadAction::Create | ThreadAction::ForkNative => {
+            let id = new_provider_thread_id(state, &req.target);
+            // A native fork inherits what the request does not say from the thread it forks.
+            let source = (action.action == ThreadAction::ForkNative)
+                .then(|| {
+                    state
+                        .provider_threads
+                        .iter()
+                        .find(|p| Some(&p.id) == action.id.as_ref())
+                })
+                .flatten();
+            let pt = ProviderThread {
+                id: id.clone(),
+                provider: req.target.clone(),
+                model: req
+                    .model
+                    .clone()
+                    .or_else(|| source.and_then(|p| p.model.clone())),
+                runtime_mode: req
+                    .runtime_mode
+                    .clone()
+                    .or_else(|| source.and_then(|p| p.runtime_mode.clone())),
+                status: ProviderThreadStatus::Active,
+                resume_failed: false,
+            };
+            cx.insert_provider_thread(thread, cx.next_seq("provider_threads", thread)?, &pt)?;
+            state.provider_threads.push(pt);
+            Some(id)
+        }
+        ThreadAction::None => None,
+    })
+}
+
+/// The transfer a dispatch records: a fork's pending one (`pending_fork`, its index in
+/// `state.transfers`) resolves, natively or portably; a provider handoff gets a new one.
+fn record_transfer(
+    cx: &Cx<'_>,
+    state: &State,
+    thread: &str,
+    pending_fork: Option<usize>,
+    decision: &Decision,
+) -> Result<Option<String>, StoreError> {
+    let native = decision.strategy == Strategy::NativeFork;
+    Ok(
+        match pending_fork
+            .and_then(|i| state.transfers.get(i))
+            .map(|t| t.id.clone())
+        {
+            Some(tid) => {
+                cx.exec(
+                    "resolving the fork transfer",
+                    "UPDATE transfers SET status = ?3, resolution = ?4, handoff = ?5
+                 WHERE thread = ?1 AND id = ?2",
+                    params![
+                        thread,
+                        tid,
+                        if native {
+                            "resolved_native"
+                        } else {
+                            "resolved_portable"
+                        },
+                        if native {
+                            "native_fork"
+                        } else {
+                            "portable_context"
+                        },
+                        decision.handoff_id
+                    ],
+                )?;
+                Some(tid)
+            }
+            None if decision.needs_handoff() => {
+                let tid = next_transfer_id(state);
+                let t = Transfer {
+                    id: tid.clone(),
+                    kind: TransferType::ProviderHandoff,
+                    status: TransferStatus::ResolvedPortable,
+                    source_thread: Some(thread.to_string()),
+                    target_thread: Some(thread.to_string()),
+                    source_run: decision.covered_runs.as_ref().map(|c| c.to),
+                    resolution: Some("portable_context".into()),
+                    handoff: decision.handoff_id.clone(),
+                };
+                cx.insert_transfer(thread, cx.next_seq("transfers", thread)?, &t)?;
+                Some(tid)
+            }
+            None => None,
+        },
+    )
+}
+
+/// A merge-back made again for this run (`rebound`): recorded into the run's provider thread,
+/// superseding the waiting one, its transfer re-linked, its decision logged. Returns the
+/// merge-back the run takes (transfer, handoff), if one waits (`pending_merge`).
+fn rerecord_merge_back(
+    cx: &Cx<'_>,
+    req: &DispatchRequest,
+    run: u32,
+    provider_thread: Option<&str>,
+    pending_merge: Option<(String, String)>,
+    rebound: Option<Rebound>,
+) -> Result<Option<(String, String)>, StoreError> {
+    let thread = req.thread.as_str();
+    Ok(match (pending_merge, rebound) {
+        (Some((tid, _)), Some(mut rb)) => {
+            let new = NewHandoff {
+                thread: thread.to_string(),
+                target_run: Some(run),
+                to_provider_thread: provider_thread.map(str::to_string),
+                transfer: Some(tid.clone()),
+                supersedes: Some(rb.old.clone()),
+                covered_thread: Some(rb.fork.clone()),
+                // The fork's provider threads are the fork's, unknown in the parent.
+                from_provider_threads: Vec::new(),
+                summary: Some(rebind::summary(&rb)),
+            };
+            let old = rb.old.clone();
+            match record_handoff(cx, &mut rb.outcome, req.handoff_dir.as_ref(), new)? {
+                Some(rec) => {
+                    cx.supersede_handoff(thread, &old, false)?;
+                    cx.exec(
+                        "linking the merge-back to its new handoff",
+                        "UPDATE transfers SET handoff = ?3 WHERE thread = ?1 AND id = ?2",
+                        params![thread, tid, rec.id],
+                    )?;
+                    cx.log_decision(thread, "merge_back", &rb.outcome.decision, rb.input)?;
+                    Some((tid, rec.id))
+                }
+                None => Some((tid, old)),
+            }
+        }
+        (pending, _) => pending,
     })
 }
 
