@@ -784,100 +784,14 @@ impl Prepared<'_, '_> {
             note,
             mut redaction,
         } = self;
-        let omit = |omitted: &mut Vec<Omitted>, ctx: ItemCtx, reason: String| {
-            omitted.push(Omitted {
-                id: ctx.id,
-                kind: ctx.kind,
-                reason,
-            })
-        };
-        let mut chosen: Vec<Candidate> = Vec::with_capacity(picks.len());
-        // (kind, section, run) of every item a `count KIND` step left out.
-        let mut counted: Vec<(&'static str, usize, u32)> = Vec::new();
-        for pick in picks {
-            let t = match pick {
-                Pick::Omit(ctx, reason) => {
-                    omit(&mut omitted, ctx, reason);
-                    continue;
-                }
-                Pick::Take(t) => t,
-            };
-            let keep = t.must_keep;
-            // Must-keep items are out of every step's reach; protected ones out of every
-            // step's but the last resort's.
-            let reachable = !keep && (!t.protected || degrade.must_keep_only);
-            if reachable && !degrade.keep.contains(&t.ctx.id) {
-                if let Some(reason) = degrade.drops(t.ctx.kind, t.ctx.run) {
-                    if reason.ends_with(&format!("count {}", t.ctx.kind)) {
-                        counted.push((t.ctx.kind, t.section, t.ctx.run));
-                    }
-                    omit(&mut omitted, t.ctx, reason);
-                    continue;
-                }
-            }
-            let (kind, run) = (t.ctx.kind, t.ctx.run);
-            // A ceiling cuts only within the `text_rules` step's reach (must-keep items stay
-            // whole unless the rule is strict, as `Texts::whole` says).
-            let ceiling_on = t.ceiling && degrade.ceiling_applies(run);
-            let mut cut = if t.ceiling && !ceiling_on {
-                Some(Cut::Whole)
-            } else {
-                t.cut
-            };
-            let mut changed = ceiling_on;
-            if reachable {
-                if let Some(d) = degrade.cut(kind, run) {
-                    cut = cut.map_or(Some(d), |c| Some(c.tighter(d)));
-                    changed = true;
-                }
-            }
-            let form = if reachable && degrade.applies(&degrade.paths, "paths", kind, run) {
-                changed = true;
-                Form::PathOnly
-            } else {
-                t.inc.form
-            };
-            let first_line =
-                reachable && degrade.applies(&degrade.first_line, "first_line", kind, run);
-            let no_output = reachable
-                && degrade.applies(&degrade.drop_output, "drop_output", kind, run)
-                && succeeded(t.ctx.item);
-            changed |= first_line || no_output;
-            let (text, changed) = if changed {
-                let texts = Texts {
-                    cut,
-                    whole: keep && !t.strict,
-                    first_line,
-                    no_output,
-                };
-                let text = take_text_with(
-                    state,
-                    &t.ctx,
-                    form,
-                    &texts,
-                    note.as_deref(),
-                    &mut redaction.context,
-                );
-                // A file change's text is its aggregate, built below: a new form changes it.
-                let changed = text != t.text || form != t.inc.form;
-                (text, changed)
-            } else {
-                (t.text, false)
-            };
-            let label = role_label(&t.ctx, form);
-            let sep = if form == Form::Transcript { 2 } else { 0 };
-            chosen.push(Candidate {
-                ctx: t.ctx,
-                section: t.section,
-                form,
-                text,
-                merged: Vec::new(),
-                must_keep: keep,
-                label,
-                sep,
-                degraded: changed,
-            });
-        }
+        let (mut chosen, counted) = take_picks(
+            state,
+            picks,
+            degrade,
+            note.as_deref(),
+            &mut redaction.context,
+            &mut omitted,
+        );
     files::aggregate(&mut chosen, state.thread.workspace.as_deref(), &mut redaction.context);
     let mut files_counted = (0usize, 0usize);
     if degrade.group.iter().any(|k| k == "file_change") && !degrade.must_keep_only {
@@ -932,86 +846,10 @@ impl Prepared<'_, '_> {
         }
     }
 
-    // Budget. Newest first (seed 004's legacy continuation): walk back from the newest entry,
-    // keep whole entries while they fit; an entry that does not fit keeps its role label and
-    // its newest words (`User:\n... last words`), and the walk goes on while room is left.
-    // Oldest first: walk forwards, cut the first entry that does not fit at a whitespace
-    // boundary, omit the rest.
+    // The rule's own budget: newest first or oldest first (`fit_rule_budget`).
     let mut truncated = vec![false; chosen.len()];
     if let Some((budget, newest_first)) = rules.budget {
-        let mut keep = vec![false; chosen.len()];
-        if newest_first {
-            let mut remaining = i64::try_from(budget).unwrap_or(i64::MAX);
-            for (i, c) in chosen.iter_mut().enumerate().rev() {
-                if remaining <= 0 {
-                    break;
-                }
-                let len = count_i64(&c.text);
-                if len <= remaining {
-                    mark(&mut keep, i);
-                    remaining = remaining.saturating_sub(len.saturating_add(count_i64_n(c.sep)));
-                    continue;
-                }
-                let split = c
-                    .text
-                    .char_indices()
-                    .nth(c.label)
-                    .map(|(b, _)| b)
-                    .unwrap_or(c.text.len());
-                let (label, body) = c.text.split_at(split);
-                let prefix = format!("{label}... ");
-                let room = remaining.saturating_sub(count_i64(&prefix));
-                if room <= 0 {
-                    continue;
-                }
-                let tail = keep_tail(body, usize::try_from(room).unwrap_or(0));
-                if tail.is_empty() {
-                    continue;
-                }
-                c.text = format!("{prefix}{tail}");
-                mark(&mut keep, i);
-                mark(&mut truncated, i);
-                remaining = remaining
-                    .saturating_sub(count_i64(&c.text).saturating_add(count_i64_n(c.sep)));
-            }
-        } else {
-            let mut used = 0usize;
-            for (i, c) in chosen.iter_mut().enumerate() {
-                let len = c.text.chars().count();
-                if used.saturating_add(len) <= budget {
-                    used = used.saturating_add(len);
-                    mark(&mut keep, i);
-                    continue;
-                }
-                let cut = cut_at_whitespace(&c.text, budget.saturating_sub(used));
-                if !cut.is_empty() {
-                    c.text = cut;
-                    mark(&mut keep, i);
-                    mark(&mut truncated, i);
-                }
-                break;
-            }
-        }
-        let mut kept = Vec::with_capacity(chosen.len());
-        let mut kept_truncated = Vec::with_capacity(chosen.len());
-        for ((c, k), t) in chosen.into_iter().zip(keep).zip(truncated) {
-            if k {
-                kept.push(c);
-                kept_truncated.push(t);
-            } else {
-                let reason = format!("over the {budget}-character budget");
-                for id in &c.merged {
-                    omitted.push(Omitted {
-                        id: id.clone(),
-                        kind: c.ctx.kind,
-                        reason: reason.clone(),
-                    });
-                }
-                omit(&mut omitted, c.ctx, reason);
-            }
-        }
-        chosen = kept;
-        truncated = kept_truncated;
+        (chosen, truncated) = fit_rule_budget(chosen, budget, newest_first, &mut omitted);
     }
 
     // Sections in document order; entries keep source order within a section.
@@ -1045,26 +883,7 @@ impl Prepared<'_, '_> {
         open.reverse();
     }
     // Items a `count KIND` step left out: one line per kind at the head of its section.
-    let mut kinds: Vec<(&'static str, usize)> = Vec::new();
-    for (kind, section, _) in &counted {
-        if !kinds.contains(&(*kind, *section)) {
-            kinds.push((*kind, *section));
-        }
-    }
-    for (kind, section) in kinds {
-        let runs: Vec<u32> = (counted.iter())
-            .filter(|(k, s, _)| *k == kind && *s == section)
-            .map(|(_, _, r)| *r)
-            .collect();
-        let (Some(from), Some(to)) = (runs.iter().min(), runs.iter().max()) else {
-            continue;
-        };
-        if let Some(bucket) = buckets.get_mut(section) {
-            let transcript = degrade.transcript.as_deref();
-            let line = ladder::count_entry(kind, runs.len(), *from, *to, transcript);
-            bucket.insert(0, line);
-        }
-    }
+    count_lines(&mut buckets, &counted, degrade.transcript.as_deref());
     let sections = order
         .iter()
         .zip(buckets)
@@ -1087,6 +906,229 @@ impl Prepared<'_, '_> {
         redaction,
     }
 }
+}
+
+/// Leave `ctx`'s item out of the summary, saying why.
+fn omit(omitted: &mut Vec<Omitted>, ctx: ItemCtx, reason: String) {
+    omitted.push(Omitted {
+        id: ctx.id,
+        kind: ctx.kind,
+        reason,
+    })
+}
+
+/// [`Prepared::into_summary`]'s first step: every item the rules took, under the budget's
+/// degradation changes (dropped, counted, cut, path only, first line, without output), its
+/// text taken again where a change reaches it. Returns the candidates and the (kind,
+/// section, run) of every item a `count KIND` step left out.
+#[allow(clippy::type_complexity)]
+fn take_picks<'p, 's>(
+    state: &'s State,
+    picks: Vec<Pick<'p, 's>>,
+    degrade: &Degrade,
+    note: Option<&str>,
+    red: &mut crate::redact::Context,
+    omitted: &mut Vec<Omitted>,
+) -> (Vec<Candidate<'s>>, Vec<(&'static str, usize, u32)>) {
+    let mut chosen: Vec<Candidate> = Vec::with_capacity(picks.len());
+    // (kind, section, run) of every item a `count KIND` step left out.
+    let mut counted: Vec<(&'static str, usize, u32)> = Vec::new();
+    for pick in picks {
+        let t = match pick {
+            Pick::Omit(ctx, reason) => {
+                omit(omitted, ctx, reason);
+                continue;
+            }
+            Pick::Take(t) => t,
+        };
+        let keep = t.must_keep;
+        // Must-keep items are out of every step's reach; protected ones out of every
+        // step's but the last resort's.
+        let reachable = !keep && (!t.protected || degrade.must_keep_only);
+        if reachable && !degrade.keep.contains(&t.ctx.id) {
+            if let Some(reason) = degrade.drops(t.ctx.kind, t.ctx.run) {
+                if reason.ends_with(&format!("count {}", t.ctx.kind)) {
+                    counted.push((t.ctx.kind, t.section, t.ctx.run));
+                }
+                omit(omitted, t.ctx, reason);
+                continue;
+            }
+        }
+        let (kind, run) = (t.ctx.kind, t.ctx.run);
+        // A ceiling cuts only within the `text_rules` step's reach (must-keep items stay
+        // whole unless the rule is strict, as `Texts::whole` says).
+        let ceiling_on = t.ceiling && degrade.ceiling_applies(run);
+        let mut cut = if t.ceiling && !ceiling_on {
+            Some(Cut::Whole)
+        } else {
+            t.cut
+        };
+        let mut changed = ceiling_on;
+        if reachable {
+            if let Some(d) = degrade.cut(kind, run) {
+                cut = cut.map_or(Some(d), |c| Some(c.tighter(d)));
+                changed = true;
+            }
+        }
+        let form = if reachable && degrade.applies(&degrade.paths, "paths", kind, run) {
+            changed = true;
+            Form::PathOnly
+        } else {
+            t.inc.form
+        };
+        let first_line =
+            reachable && degrade.applies(&degrade.first_line, "first_line", kind, run);
+        let no_output = reachable
+            && degrade.applies(&degrade.drop_output, "drop_output", kind, run)
+            && succeeded(t.ctx.item);
+        changed |= first_line || no_output;
+        let (text, changed) = if changed {
+            let texts = Texts {
+                cut,
+                whole: keep && !t.strict,
+                first_line,
+                no_output,
+            };
+            let text = take_text_with(
+                state,
+                &t.ctx,
+                form,
+                &texts,
+                note,
+                red,
+            );
+            // A file change's text is its aggregate, built below: a new form changes it.
+            let changed = text != t.text || form != t.inc.form;
+            (text, changed)
+        } else {
+            (t.text, false)
+        };
+        let label = role_label(&t.ctx, form);
+        let sep = if form == Form::Transcript { 2 } else { 0 };
+        chosen.push(Candidate {
+            ctx: t.ctx,
+            section: t.section,
+            form,
+            text,
+            merged: Vec::new(),
+            must_keep: keep,
+            label,
+            sep,
+            degraded: changed,
+        });
+    }
+    (chosen, counted)
+}
+
+/// The summary rule's own budget (`budget N`). Newest first (seed 004's legacy
+/// continuation): walk back from the newest entry, keep whole entries while they fit; an entry
+/// that does not fit keeps its role label and its newest words (`User:\n... last words`), and
+/// the walk goes on while room is left. Oldest first: walk forwards, cut the first entry that
+/// does not fit at a whitespace boundary, omit the rest. Returns the entries kept and which
+/// of them were cut.
+fn fit_rule_budget<'s>(
+    mut chosen: Vec<Candidate<'s>>,
+    budget: usize,
+    newest_first: bool,
+    omitted: &mut Vec<Omitted>,
+) -> (Vec<Candidate<'s>>, Vec<bool>) {
+    let mut truncated = vec![false; chosen.len()];
+    let mut keep = vec![false; chosen.len()];
+    if newest_first {
+        let mut remaining = i64::try_from(budget).unwrap_or(i64::MAX);
+        for (i, c) in chosen.iter_mut().enumerate().rev() {
+            if remaining <= 0 {
+                break;
+            }
+            let len = count_i64(&c.text);
+            if len <= remaining {
+                mark(&mut keep, i);
+                remaining = remaining.saturating_sub(len.saturating_add(count_i64_n(c.sep)));
+                continue;
+            }
+            let split = c
+                .text
+                .char_indices()
+                .nth(c.label)
+                .map(|(b, _)| b)
+                .unwrap_or(c.text.len());
+            let (label, body) = c.text.split_at(split);
+            let prefix = format!("{label}... ");
+            let room = remaining.saturating_sub(count_i64(&prefix));
+            if room <= 0 {
+                continue;
+            }
+            let tail = keep_tail(body, usize::try_from(room).unwrap_or(0));
+            if tail.is_empty() {
+                continue;
+            }
+            c.text = format!("{prefix}{tail}");
+            mark(&mut keep, i);
+            mark(&mut truncated, i);
+            remaining = remaining
+                .saturating_sub(count_i64(&c.text).saturating_add(count_i64_n(c.sep)));
+        }
+    } else {
+        let mut used = 0usize;
+        for (i, c) in chosen.iter_mut().enumerate() {
+            let len = c.text.chars().count();
+            if used.saturating_add(len) <= budget {
+                used = used.saturating_add(len);
+                mark(&mut keep, i);
+                continue;
+            }
+            let cut = cut_at_whitespace(&c.text, budget.saturating_sub(used));
+            if !cut.is_empty() {
+                c.text = cut;
+                mark(&mut keep, i);
+                mark(&mut truncated, i);
+            }
+            break;
+        }
+    }
+    let mut kept = Vec::with_capacity(chosen.len());
+    let mut kept_truncated = Vec::with_capacity(chosen.len());
+    for ((c, k), t) in chosen.into_iter().zip(keep).zip(truncated) {
+        if k {
+            kept.push(c);
+            kept_truncated.push(t);
+        } else {
+            let reason = format!("over the {budget}-character budget");
+            for id in &c.merged {
+                omitted.push(Omitted {
+                    id: id.clone(),
+                    kind: c.ctx.kind,
+                    reason: reason.clone(),
+                });
+            }
+            omit(omitted, c.ctx, reason);
+        }
+    }
+    (kept, kept_truncated)
+}
+
+/// Items a `count KIND` step left out (`counted`: kind, section, run): one line per kind at
+/// the head of its section.
+fn count_lines(buckets: &mut [Vec<Entry>], counted: &[(&'static str, usize, u32)], transcript: Option<&str>) {
+    let mut kinds: Vec<(&'static str, usize)> = Vec::new();
+    for (kind, section, _) in counted {
+        if !kinds.contains(&(*kind, *section)) {
+            kinds.push((*kind, *section));
+        }
+    }
+    for (kind, section) in kinds {
+        let runs: Vec<u32> = (counted.iter())
+            .filter(|(k, s, _)| *k == kind && *s == section)
+            .map(|(_, _, r)| *r)
+            .collect();
+        let (Some(from), Some(to)) = (runs.iter().min(), runs.iter().max()) else {
+            continue;
+        };
+        if let Some(bucket) = buckets.get_mut(section) {
+            let line = ladder::count_entry(kind, runs.len(), *from, *to, transcript);
+            bucket.insert(0, line);
+        }
+    }
 }
 
 /// Whether handoff `id` covers runs of this thread of which one was rolled back.
