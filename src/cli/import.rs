@@ -303,7 +303,7 @@ fn session_log(a: &HandoffArgs) -> Result<(Tool, PathBuf), u8> {
             Ok(t) => Ok((t, p)),
             Err(e) => {
                 eprintln!("{e}");
-                return Err(FAIL);
+                Err(FAIL)
             }
         }
     } else {
@@ -311,11 +311,11 @@ fn session_log(a: &HandoffArgs) -> Result<(Tool, PathBuf), u8> {
             Ok(s) => Ok((s.tool, s.path)),
             Err(e @ import::sessions::FindSessionError::NotFound { .. }) => {
                 eprintln!("--from: error: {e}; `baton sessions list` shows the sessions found, or give the log's path");
-                return Err(FAIL);
+                Err(FAIL)
             }
             Err(e) => {
                 eprintln!("--from: error: {e}");
-                return Err(FAIL);
+                Err(FAIL)
             }
         }
     }

@@ -468,11 +468,15 @@ fn render_document(
     Ok(document)
 }
 
+/// [`render`]'s inline prompt in a delivery mode, for a document path and gist sentences.
+type InlinePrompt<'a> =
+    dyn Fn(DeliveryMode, Option<&str>, &[String]) -> Result<String, RenderError> + 'a;
+
 /// The inline prompt (`inline_prompt` of the gist's sentences): off-band, its gist shortened
 /// sentence by sentence until it fits `limit` (the pointer prompt limit), with a note when
 /// even none fits; inline, nothing limits it.
 fn shrink_to_limit(
-    inline_prompt: &dyn Fn(DeliveryMode, Option<&str>, &[String]) -> Result<String, RenderError>,
+    inline_prompt: &InlinePrompt<'_>,
     mode: DeliveryMode,
     document_path: Option<&str>,
     full_gist: &[String],
