@@ -162,7 +162,7 @@ pub mod cli;
 pub mod schema;
 
 internal!(
-    coverage, cut, deliver, eval, explain, facts, fit, ids, input, pipeline, policy, redact,
+    coverage, cut, deliver, entry, eval, explain, facts, fit, ids, input, pipeline, policy, redact,
     render, select, suggest,
 );
 

@@ -19,22 +19,6 @@ pub const NEWEST_DECISION_RUNS: u32 = 100;
 /// The newest runs `drop_oldest_runs` never reaches.
 pub const NEWEST_RUNS_KEPT: usize = 10;
 
-/// A text's first non-empty line, then how much was cut (`[... 1,234 characters cut]`, the
-/// marker of the `head` cut). A one-line text is returned whole.
-pub fn first_line(text: &str) -> String {
-    let text = text.trim();
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-    let total = text.chars().count();
-    let kept = line.chars().count();
-    if kept >= total {
-        return text.to_string();
-    }
-    format!(
-        "{line} [... {} characters cut]",
-        thousands(total.saturating_sub(kept))
-    )
-}
-
 /// What a kind is called in a count line (`312 earlier requests`).
 pub fn noun(kind: &str, n: usize) -> String {
     let one = n == 1;
