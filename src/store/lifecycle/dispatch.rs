@@ -7,6 +7,7 @@ use super::{
     record_handoff, refuse_running, setup, DispatchRequest, Dispatched, ForkPoint, NewHandoff,
 };
 use crate::decision::{Decision, ThreadAction};
+use crate::engine::Engine;
 use crate::eval::DecisionContext;
 use crate::policy::{Policy, Strategy};
 use crate::state::*;
@@ -24,10 +25,10 @@ use rusqlite::params;
 /// if the thread has not changed meanwhile (see [`dispatch_with_writer`]).
 pub fn dispatch(
     store: &mut Store,
-    policy: &Policy,
+    engine: &Engine,
     req: &DispatchRequest,
 ) -> Result<Dispatched, StoreError> {
-    dispatch_with_writer(store, policy, req, || ())
+    dispatch_with_writer(store, engine, req, || ())
 }
 
 /// [`dispatch`], holding the guard `writer` returns only while the write transaction is open
@@ -42,7 +43,7 @@ pub fn dispatch(
 /// changed.
 pub fn dispatch_with_writer<G>(
     store: &mut Store,
-    policy: &Policy,
+    engine: &Engine,
     req: &DispatchRequest,
     writer: impl Fn() -> G,
 ) -> Result<Dispatched, StoreError> {
@@ -54,11 +55,11 @@ pub fn dispatch_with_writer<G>(
     };
     prepare_then_record(
         store,
-        policy,
+        engine.policy(),
         &steps,
         writer,
-        |cx, path, reads| prepare(cx, path, policy, req, reads),
-        |tx, path, busy, prepared| record(tx, path, busy, req, prepared),
+        |cx, path, reads| prepare(cx, path, engine, req, reads),
+        |tx, path, busy, prepared| record(tx, path, busy, (engine, req), prepared),
     )
 }
 
@@ -78,17 +79,18 @@ struct Prepared {
 fn prepare(
     cx: &Cx<'_>,
     path: &str,
-    policy: &Policy,
+    engine: &Engine,
     req: &DispatchRequest,
     reads: &mut Reads,
 ) -> Result<Prepared, StoreError> {
+    let policy = engine.policy();
     let path = path.to_string();
     let thread = req.thread.as_str();
     let partial = !policy_reads_old_items(policy);
     // Without a re-check, decide on a window of the thread when its facts are the whole
     // thread's; else (or when they fall short) on the whole thread.
     if partial && !reads.rechecks() {
-        if let Some(prepared) = prepare_windowed(cx, &path, policy, req)? {
+        if let Some(prepared) = prepare_windowed(cx, &path, engine, req)? {
             return Ok(prepared);
         }
     }
@@ -116,7 +118,7 @@ fn prepare(
     // load every item and decide again. Only the final decision is rendered.
     let err = pipeline_err(&path, thread);
     let reaches_back = |d: &Decision| d.covered_runs.as_ref().is_some_and(|c| c.from <= bound);
-    let mut plan = crate::pipeline::plan(policy, &state, &setup(&req.target, req.dirs(), &context))
+    let mut plan = crate::pipeline::plan(policy, &state, &setup(engine, &req.target, &context))
         .map_err(|e| err(e.into()))?;
     if bound > 0 && (pending_fork.is_some() || reaches_back(plan.evaluated())) {
         drop(plan);
@@ -124,7 +126,7 @@ fn prepare(
             r.items.clear();
         }
         cx.fill_items(thread, 0, &mut state.runs)?;
-        plan = crate::pipeline::plan(policy, &state, &setup(&req.target, req.dirs(), &context))
+        plan = crate::pipeline::plan(policy, &state, &setup(engine, &req.target, &context))
             .map_err(|e| err(e.into()))?;
     }
     // A merge-back waiting for this run but made for another provider or provider thread is
@@ -138,7 +140,7 @@ fn prepare(
             rebind::rebind(
                 cx,
                 &path,
-                policy,
+                engine,
                 req,
                 &state,
                 decision,
@@ -155,14 +157,13 @@ fn prepare(
                 waiting: Some(waiting),
                 ..context
             };
-            let plan =
-                crate::pipeline::plan(policy, &state, &setup(&req.target, req.dirs(), &context))
-                    .map_err(|e| err(e.into()))?;
+            let plan = crate::pipeline::plan(policy, &state, &setup(engine, &req.target, &context))
+                .map_err(|e| err(e.into()))?;
             (plan, context)
         }
         None => (plan, context),
     };
-    let input = logged_input(&state, &req.target, req.dirs(), &context, &path)?;
+    let input = logged_input(engine, &state, &req.target, &context, &path)?;
     let outcome = crate::pipeline::finish(plan, &crate::deliver::CommandRunner).map_err(&err)?;
     Ok(Prepared {
         state,
@@ -220,9 +221,10 @@ fn request(req: &DispatchRequest, fork: Option<Option<ForkAnchor>>) -> Request {
 fn prepare_windowed(
     cx: &Cx<'_>,
     path: &str,
-    policy: &Policy,
+    engine: &Engine,
     req: &DispatchRequest,
 ) -> Result<Option<Prepared>, StoreError> {
+    let policy = engine.policy();
     let thread = req.thread.as_str();
     let Some((mut state, history)) = cx.load_window(thread, &req.target)? else {
         return Ok(None);
@@ -244,7 +246,7 @@ fn prepare_windowed(
     // Forks are never windowed: this is a plain dispatch.
     state.request = request(req, None);
     crate::workspace::enrich_before(&mut state, &anchors, &req.target);
-    let Ok(plan) = crate::pipeline::plan(policy, &state, &setup(&req.target, req.dirs(), &context))
+    let Ok(plan) = crate::pipeline::plan(policy, &state, &setup(engine, &req.target, &context))
     else {
         return Ok(None);
     };
@@ -256,7 +258,7 @@ fn prepare_windowed(
     if plan.window_short() || reaches_back {
         return Ok(None);
     }
-    let input = logged_input(&state, &req.target, req.dirs(), &context, path)?;
+    let input = logged_input(engine, &state, &req.target, &context, path)?;
     let Ok(finished) = crate::pipeline::finish_full(plan, &crate::deliver::CommandRunner) else {
         return Ok(None);
     };
@@ -279,7 +281,7 @@ fn record(
     tx: rusqlite::Transaction<'_>,
     path: &str,
     busy: std::time::Duration,
-    req: &DispatchRequest,
+    (engine, req): (&Engine, &DispatchRequest),
     prepared: Prepared,
 ) -> Result<Dispatched, StoreError> {
     let cx = Cx::new(&tx, path, busy);
@@ -329,12 +331,12 @@ fn record(
         transfer,
         ..NewHandoff::own(&state, &outcome, run, provider_thread.clone())
     };
-    let handoff = record_handoff(&cx, &mut outcome, req.handoff_dir.as_ref(), new)?;
+    let handoff = record_handoff(&cx, &mut outcome, engine.document_root(), new)?;
     // A merge-back made again for this run: recorded into the run's provider thread,
     // superseding the waiting one, its transfer re-linked, its decision logged.
     let pending_merge = rerecord_merge_back(
         &cx,
-        req,
+        (engine, req),
         run,
         provider_thread.as_deref(),
         pending_merge,
@@ -515,7 +517,7 @@ fn record_transfer(
 /// merge-back the run takes (transfer, handoff), if one waits (`pending_merge`).
 fn rerecord_merge_back(
     cx: &Cx<'_>,
-    req: &DispatchRequest,
+    (engine, req): (&Engine, &DispatchRequest),
     run: u32,
     provider_thread: Option<&str>,
     pending_merge: Option<(String, String)>,
@@ -536,7 +538,7 @@ fn rerecord_merge_back(
                 summary: Some(rebind::summary(&rb)),
             };
             let old = rb.old.clone();
-            match record_handoff(cx, &mut rb.outcome, req.handoff_dir.as_ref(), new)? {
+            match record_handoff(cx, &mut rb.outcome, engine.document_root(), new)? {
                 Some(rec) => {
                     cx.supersede_handoff(thread, &old, false)?;
                     cx.exec(
@@ -680,6 +682,22 @@ mod window_tests {
     const TARGETS: [&str; 4] = ["claude", "codex", "cursor", "copilot"];
     const POLICIES: [&str; 4] = ["default", "mcode", "t3code", "t3code-legacy"];
 
+    /// The engine a store operation takes: `policy`, the embedded templates, documents under
+    /// `root`.
+    fn engine_at(policy: &Policy, root: std::path::PathBuf) -> Engine {
+        Engine::from_parts(
+            std::sync::Arc::new(policy.clone()),
+            crate::render::TemplateSet::embedded(),
+            Some(root),
+        )
+        .expect("builds")
+    }
+
+    /// [`engine_at`] the test's documents directory.
+    fn window_test_engine(policy: &Policy) -> Engine {
+        engine_at(policy, std::env::temp_dir().join("baton-window-test"))
+    }
+
     /// The dispatch of `thread` to `target` prepared on its window and on the whole thread;
     /// `None` when there is no window or it falls short (the dispatch decides on the whole
     /// thread then).
@@ -694,13 +712,13 @@ mod window_tests {
             thread: thread.into(),
             target: target.into(),
             message: Some("Carry on.".into()),
-            handoff_dir: Some("/tmp/baton-window-test".into()),
             ..Default::default()
         };
-        let windowed = prepare_windowed(&cx, "test.db", policy, &req).expect("prepares")?;
+        let engine = engine_at(policy, "/tmp/baton-window-test".into());
+        let windowed = prepare_windowed(&cx, "test.db", &engine, &req).expect("prepares")?;
         // With a re-check, prepare reads the whole thread.
         let whole =
-            prepare(&cx, "test.db", policy, &req, &mut Reads::rechecking()).expect("prepares");
+            prepare(&cx, "test.db", &engine, &req, &mut Reads::rechecking()).expect("prepares");
         let show = |p: &Prepared| {
             format!(
                 "{}\n{:?}",
@@ -805,10 +823,9 @@ mod window_tests {
             thread: thread.into(),
             target: target.into(),
             message: Some("Next.".into()),
-            handoff_dir: Some(std::env::temp_dir().join("baton-window-test")),
             ..Default::default()
         };
-        let d = dispatch(store, policy, &req).expect("dispatches");
+        let d = dispatch(store, &window_test_engine(policy), &req).expect("dispatches");
         if d.started {
             complete_run(store, thread, d.run, items(d.run), status).expect("completes");
         }
@@ -859,11 +876,8 @@ mod window_tests {
             .find(|h| h.status == HandoffStatus::Ready && h.covered_thread.is_none())
             .map(|h| h.id.clone());
         if let Some(h) = newest {
-            let opts = HandoffOptions {
-                handoff_dir: Some(std::env::temp_dir().join("baton-window-test")),
-                ..Default::default()
-            };
-            if regenerate(&mut store, &policy, &t, &h, &opts).is_ok() {
+            let opts = HandoffOptions::default();
+            if regenerate(&mut store, &window_test_engine(&policy), &t, &h, &opts).is_ok() {
                 windowed += compare_all(&store, &t, "after regenerating");
             }
         }
@@ -881,11 +895,8 @@ mod window_tests {
                 RunStatus::Completed,
             );
         }
-        let opts = HandoffOptions {
-            handoff_dir: Some(std::env::temp_dir().join("baton-window-test")),
-            ..Default::default()
-        };
-        merge_back(&mut store, &policy, &child, &opts).expect("merges back");
+        let opts = HandoffOptions::default();
+        merge_back(&mut store, &window_test_engine(&policy), &child, &opts).expect("merges back");
         windowed += compare_all(&store, &t, "with a merge-back waiting");
         for i in 0..4usize {
             turn(
