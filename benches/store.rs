@@ -268,7 +268,7 @@ fn bench(c: &mut Criterion) {
         };
         // The engine every store operation takes: the policy, the embedded templates and the
         // off-band root, resolved once.
-        let engine = baton::Engine::from_parts(
+        let with_docs = baton::Engine::from_parts(
             std::sync::Arc::new(policy.clone()),
             baton::TemplateSet::embedded(),
             Some(docs.clone()),
@@ -278,7 +278,7 @@ fn bench(c: &mut Criterion) {
             b.iter_batched(
                 || fresh_copy(dir.path(), &db, &mut k),
                 |mut c| {
-                    let d = store::dispatch(&mut c.store, &engine, &req).expect("dispatches");
+                    let d = store::dispatch(&mut c.store, &with_docs, &req).expect("dispatches");
                     assert_eq!(
                         d.decision.covered_runs.as_ref().map(|c| c.to - c.from + 1),
                         Some(5)
@@ -313,7 +313,7 @@ fn bench(c: &mut Criterion) {
         let mut s = Store::open(&started).expect("opens");
         store::dispatch(
             &mut s,
-            &engine,
+            &with_docs,
             &DispatchRequest {
                 target: "claude".into(),
                 ..req.clone()
@@ -342,7 +342,7 @@ fn bench(c: &mut Criterion) {
             b.iter_batched(
                 || fresh_copy(dir.path(), &db, &mut k),
                 |mut c| {
-                    let d = store::dispatch(&mut c.store, &engine, &req).expect("dispatches");
+                    let d = store::dispatch(&mut c.store, &with_docs, &req).expect("dispatches");
                     assert!(d.handoff.is_none());
                     c
                 },
@@ -359,7 +359,7 @@ fn bench(c: &mut Criterion) {
             target: "codex".into(),
             ..req.clone()
         };
-        let d = store::dispatch(&mut s, &engine, &first).expect("dispatches");
+        let d = store::dispatch(&mut s, &with_docs, &first).expect("dispatches");
         store::complete_run(
             &mut s,
             "th_bench",
@@ -373,7 +373,7 @@ fn bench(c: &mut Criterion) {
             b.iter_batched(
                 || fresh_copy(dir.path(), &second, &mut k),
                 |mut c| {
-                    let d = store::dispatch(&mut c.store, &engine, &req).expect("dispatches");
+                    let d = store::dispatch(&mut c.store, &with_docs, &req).expect("dispatches");
                     assert_eq!(
                         d.decision.covered_runs.as_ref().map(|c| c.to - c.from + 1),
                         Some(1)

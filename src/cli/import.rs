@@ -364,7 +364,7 @@ fn no_handoff(
 fn write_out(
     dir: &Path,
     rendered: &crate::render::Rendered,
-    delivered: &deliver::Delivered,
+    delivered: &deliver::stage::Delivered,
     to: &str,
     command: &dyn Fn(&Path) -> String,
 ) -> u8 {
