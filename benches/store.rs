@@ -264,14 +264,21 @@ fn bench(c: &mut Criterion) {
             thread: "th_bench".into(),
             target: "codex".into(),
             message: Some("Carry on.".into()),
-            handoff_dir: Some(docs.clone()),
             ..Default::default()
         };
+        // The engine every store operation takes: the policy, the embedded templates and the
+        // off-band root, resolved once.
+        let with_docs = baton::Engine::from_parts(
+            std::sync::Arc::new(policy.clone()),
+            baton::TemplateSet::embedded(),
+            Some(docs.clone()),
+        )
+        .expect("builds");
         g.bench_with_input(BenchmarkId::new("dispatch", n), &n, |b, _| {
             b.iter_batched(
                 || fresh_copy(dir.path(), &db, &mut k),
                 |mut c| {
-                    let d = store::dispatch(&mut c.store, &policy, &req).expect("dispatches");
+                    let d = store::dispatch(&mut c.store, &with_docs, &req).expect("dispatches");
                     assert_eq!(
                         d.decision.covered_runs.as_ref().map(|c| c.to - c.from + 1),
                         Some(5)
@@ -306,7 +313,7 @@ fn bench(c: &mut Criterion) {
         let mut s = Store::open(&started).expect("opens");
         store::dispatch(
             &mut s,
-            &policy,
+            &with_docs,
             &DispatchRequest {
                 target: "claude".into(),
                 ..req.clone()
@@ -335,7 +342,7 @@ fn bench(c: &mut Criterion) {
             b.iter_batched(
                 || fresh_copy(dir.path(), &db, &mut k),
                 |mut c| {
-                    let d = store::dispatch(&mut c.store, &policy, &req).expect("dispatches");
+                    let d = store::dispatch(&mut c.store, &with_docs, &req).expect("dispatches");
                     assert!(d.handoff.is_none());
                     c
                 },
@@ -352,7 +359,7 @@ fn bench(c: &mut Criterion) {
             target: "codex".into(),
             ..req.clone()
         };
-        let d = store::dispatch(&mut s, &policy, &first).expect("dispatches");
+        let d = store::dispatch(&mut s, &with_docs, &first).expect("dispatches");
         store::complete_run(
             &mut s,
             "th_bench",
@@ -366,7 +373,7 @@ fn bench(c: &mut Criterion) {
             b.iter_batched(
                 || fresh_copy(dir.path(), &second, &mut k),
                 |mut c| {
-                    let d = store::dispatch(&mut c.store, &policy, &req).expect("dispatches");
+                    let d = store::dispatch(&mut c.store, &with_docs, &req).expect("dispatches");
                     assert_eq!(
                         d.decision.covered_runs.as_ref().map(|c| c.to - c.from + 1),
                         Some(1)

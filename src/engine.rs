@@ -255,10 +255,16 @@ impl Engine {
     /// The setup of a decision for `target` in `context` with this engine's resolved
     /// off-band root and compiled templates.
     pub(crate) fn setup(&self, target: Option<&str>, context: &Context) -> Setup {
+        self.setup_in(target, &context.inner)
+    }
+
+    /// [`Engine::setup`] in a crate-internal decision context (the store's window, merge-back
+    /// numbering and waiting handoff): the engine's root, templates and policy, nothing else.
+    pub(crate) fn setup_in(&self, target: Option<&str>, context: &DecisionContext) -> Setup {
         Setup {
             target: target.map(str::to_string),
             root: self.inner.root.clone(),
-            context: context.inner.clone(),
+            context: context.clone(),
             render: self.render_options(),
         }
     }

@@ -127,87 +127,7 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         );
     }
     if let Some(b) = &d.budget {
-        let scope = if b.scope == "document" {
-            "off-band document"
-        } else {
-            "first-turn message"
-        };
-        let n = crate::cut::thousands;
-        // `turn max none`: the first turn has no limit.
-        let of = |limit: usize| {
-            if limit == crate::policy::NO_TURN_LIMIT {
-                "no limit (turn max none)".to_string()
-            } else {
-                n(limit)
-            }
-        };
-        let mut line = if b.limit == crate::policy::NO_TURN_LIMIT {
-            format!("{scope} {} characters, no limit (turn max none)", n(b.after))
-        } else {
-            format!(
-                "{scope} {} of {} characters ({})",
-                n(b.after),
-                n(b.limit),
-                if b.kept { "kept" } else { "NOT kept" }
-            )
-        };
-        if b.before != b.after {
-            let _ = write!(line, "; {} before degrading", n(b.before));
-        }
-        let mut lines = vec![line];
-        if b.first_turn_limit == crate::policy::NO_TURN_LIMIT {
-            lines.push(format!(
-                "first turn {}, {}; document max {}",
-                n(b.first_turn),
-                of(b.first_turn_limit),
-                n(b.document_limit)
-            ));
-        } else {
-            // Where the per-turn cap comes from: the target, or the policy's `turn max`.
-            let source = match b.first_turn_source {
-                crate::decision::FirstTurnSource::TurnMax => "the policy's turn max",
-                crate::decision::FirstTurnSource::Target
-                | crate::decision::FirstTurnSource::TurnMaxNone => {
-                    "the target's max_input_chars_per_turn"
-                }
-            };
-            lines.push(format!(
-                "first turn {} of {} ({source}); document max {}",
-                n(b.first_turn),
-                n(b.first_turn_limit),
-                n(b.document_limit)
-            ));
-        }
-        if let Some(r) = b.replaced_chars {
-            lines.push(format!(
-                "held to the {} characters of the delta it replaces",
-                n(r)
-            ));
-        }
-        for s in &b.steps {
-            let dropped = match s.dropped.len() {
-                0 => String::new(),
-                n if n <= 6 => format!(", dropped {}", s.dropped.join(", ")),
-                n => format!(
-                    ", dropped {} and {} more",
-                    s.dropped.get(..5).unwrap_or_default().join(", "),
-                    n.saturating_sub(5)
-                ),
-            };
-            lines.push(format!(
-                "{}: {} -> {}{dropped}",
-                s.step,
-                n(s.before),
-                n(s.after)
-            ));
-        }
-        if !b.reasons.is_empty() {
-            lines.push(format!("reasons: {}", b.reasons.join(", ")));
-        }
-        for w in &b.warnings {
-            lines.push(format!("warning: {w}"));
-        }
-        labelled(&mut out, "budget", lines.into_iter());
+        labelled(&mut out, "budget", budget_lines(b).into_iter());
     }
     if !d.redactions.is_empty() {
         labelled(
@@ -248,25 +168,7 @@ pub fn render(d: &Decision, verbose: bool) -> String {
     let _ = write!(out, "  policy    {} (sha256 {short})", d.policy.name);
     if verbose {
         let _ = writeln!(out);
-        let _ = writeln!(out, "\ntrace ({} rules evaluated):", d.trace.len());
-        for t in &d.trace {
-            let mark = match t.outcome {
-                RuleOutcome::Matched => "matched    ",
-                RuleOutcome::NotMatched => "not matched",
-            };
-            let _ = writeln!(out, "  {mark}  {}  {}", t.rule, t.at);
-            if let Some(w) = &t.when {
-                let _ = writeln!(out, "               {w}");
-            }
-            if !t.values.is_empty() {
-                let _ = writeln!(out, "               {}", values(&t.values));
-            }
-            if t.rule.starts_with("providers ") {
-                if let Some(b) = &t.because {
-                    let _ = writeln!(out, "               {b}");
-                }
-            }
-        }
+        write_trace(&mut out, d);
     } else {
         let _ = write!(
             out,
@@ -276,6 +178,116 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         let _ = writeln!(out);
     }
     out
+}
+
+/// The `budget` lines of [`render`]: the size against its limit, the first turn's cap and
+/// where it comes from, each degradation step, the reasons and warnings.
+fn budget_lines(b: &crate::decision::BudgetReport) -> Vec<String> {
+    let scope = if b.scope == "document" {
+        "off-band document"
+    } else {
+        "first-turn message"
+    };
+    let n = crate::cut::thousands;
+    // `turn max none`: the first turn has no limit.
+    let of = |limit: usize| {
+        if limit == crate::policy::NO_TURN_LIMIT {
+            "no limit (turn max none)".to_string()
+        } else {
+            n(limit)
+        }
+    };
+    let mut line = if b.limit == crate::policy::NO_TURN_LIMIT {
+        format!("{scope} {} characters, no limit (turn max none)", n(b.after))
+    } else {
+        format!(
+            "{scope} {} of {} characters ({})",
+            n(b.after),
+            n(b.limit),
+            if b.kept { "kept" } else { "NOT kept" }
+        )
+    };
+    if b.before != b.after {
+        let _ = write!(line, "; {} before degrading", n(b.before));
+    }
+    let mut lines = vec![line];
+    if b.first_turn_limit == crate::policy::NO_TURN_LIMIT {
+        lines.push(format!(
+            "first turn {}, {}; document max {}",
+            n(b.first_turn),
+            of(b.first_turn_limit),
+            n(b.document_limit)
+        ));
+    } else {
+        // Where the per-turn cap comes from: the target, or the policy's `turn max`.
+        let source = match b.first_turn_source {
+            crate::decision::FirstTurnSource::TurnMax => "the policy's turn max",
+            crate::decision::FirstTurnSource::Target
+            | crate::decision::FirstTurnSource::TurnMaxNone => {
+                "the target's max_input_chars_per_turn"
+            }
+        };
+        lines.push(format!(
+            "first turn {} of {} ({source}); document max {}",
+            n(b.first_turn),
+            n(b.first_turn_limit),
+            n(b.document_limit)
+        ));
+    }
+    if let Some(r) = b.replaced_chars {
+        lines.push(format!(
+            "held to the {} characters of the delta it replaces",
+            n(r)
+        ));
+    }
+    for s in &b.steps {
+        let dropped = match s.dropped.len() {
+            0 => String::new(),
+            n if n <= 6 => format!(", dropped {}", s.dropped.join(", ")),
+            n => format!(
+                ", dropped {} and {} more",
+                s.dropped.get(..5).unwrap_or_default().join(", "),
+                n.saturating_sub(5)
+            ),
+        };
+        lines.push(format!(
+            "{}: {} -> {}{dropped}",
+            s.step,
+            n(s.before),
+            n(s.after)
+        ));
+    }
+    if !b.reasons.is_empty() {
+        lines.push(format!("reasons: {}", b.reasons.join(", ")));
+    }
+    for w in &b.warnings {
+        lines.push(format!("warning: {w}"));
+    }
+    lines
+}
+
+/// The whole trace, as `--verbose` appends it to [`render`]: every rule evaluated, matched or
+/// not, with its condition and the values it read.
+fn write_trace(out: &mut String, d: &Decision) {
+    let _ = writeln!(out, "\ntrace ({} rules evaluated):", d.trace.len());
+    for t in &d.trace {
+        let mark = match t.outcome {
+            RuleOutcome::Matched => "matched    ",
+            RuleOutcome::NotMatched => "not matched",
+        };
+        let _ = writeln!(out, "  {mark}  {}  {}", t.rule, t.at);
+        if let Some(w) = &t.when {
+            let _ = writeln!(out, "               {w}");
+        }
+        if !t.values.is_empty() {
+            let _ = writeln!(out, "               {}", values(&t.values));
+        }
+        if t.rule.starts_with("providers ") {
+            if let Some(b) = &t.because {
+                let _ = writeln!(out, "               {b}");
+            }
+        }
+    }
 }
 
 /// How a decision's delivery reads in `explain` and `baton diff`: the mode, and what

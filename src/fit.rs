@@ -86,23 +86,7 @@ pub fn fit(
     // The target's capabilities as the decision saw them (the policy's `providers` block
     // over the state's).
     let caps = facts.caps.clone();
-    // The first turn: the target's per-turn cap, unless the policy sets its own (`turn max`).
-    let target_turn = usize::try_from(caps.max_input_chars_per_turn).unwrap_or(usize::MAX);
-    let (first_turn, first_turn_source) = match policy.summary.as_ref().map(|s| s.turn_max) {
-        Some(TurnLimit::Chars(n)) => (n, FirstTurnSource::TurnMax),
-        Some(TurnLimit::Unlimited) => (crate::policy::NO_TURN_LIMIT, FirstTurnSource::TurnMaxNone),
-        Some(TurnLimit::Target) | None => (target_turn, FirstTurnSource::Target),
-    };
-    let limits = Limits {
-        first_turn,
-        document: policy
-            .summary
-            .as_ref()
-            .and_then(|s| s.document_max)
-            .unwrap_or(DEFAULT_DOCUMENT_MAX),
-        replaced: None,
-        floor: Default::default(),
-    };
+    let (limits, first_turn_source) = limits(policy, &caps);
     // Fail closed: a handoff whose texts could not all be redacted is not made.
     if let Some(e) = summary.redaction.failure() {
         let at = policy
@@ -199,28 +183,7 @@ pub fn fit(
     // decision says so (docs/limits.md#rendering).
     let (counted, grouped) = attempt.summary.files_counted;
     let files_counted = (counted > 0).then_some(FilesCounted { counted, grouped });
-    let warnings: Vec<String> = files_counted
-        .iter()
-        .map(|f| {
-            let n = crate::cut::thousands;
-            let what = if mode == DeliveryMode::OffBand {
-                "document"
-            } else {
-                "first-turn message"
-            };
-            let where_ = if mode == DeliveryMode::OffBand {
-                "each is named, with every change, in the transcript beside the document"
-            } else {
-                "they are not sent; handoff.json lists their ids"
-            };
-            format!(
-                "{} of {} changed files are counted, not named: even grouped by directory their names do not fit the {}-character {what}; {where_}",
-                n(f.counted),
-                n(f.grouped),
-                n(limit)
-            )
-        })
-        .collect();
+    let warnings = files_counted_warnings(files_counted.as_ref(), mode, limit);
     let report = BudgetReport {
         scope: scope.to_string(),
         limit,
@@ -245,35 +208,17 @@ pub fn fit(
     rendered.provenance.budget = Some(report);
     // Off-band, the transcript carries whole every item the budget left out or shortened.
     if mode == DeliveryMode::OffBand {
-        if let Some(doc) = rendered.document_path.as_deref() {
-            let covered = crate::select::decision_runs(facts, &decision);
-            let hid = decision.handoff_id.as_deref().unwrap_or("");
-            let note = facts.staleness().note();
-            let text = match crate::render::receipt::transcript(
-                state,
-                &attempt.summary,
-                hid,
-                &covered,
-                note.as_deref(),
-            ) {
-                Ok(t) => t,
-                // Fail closed: a transcript whose texts could not all be redacted is not
-                // written, and the document that names it is not made either.
-                Err(e) => {
-                    let at = policy
-                        .redact
-                        .span
-                        .map(|s| policy.at(s))
-                        .unwrap_or_else(|| budget_at(policy));
-                    let why = e.to_string();
-                    let reasons = vec!["redaction_failed".to_string()];
-                    return Ok(unsupported_by(decision, "redact unsupported", &why, reasons, &at));
-                }
-            };
-            if text.is_some() {
-                rendered.provenance.transcript = Some(crate::render::receipt::transcript_path(doc));
-            }
-            rendered.transcript = text;
+        // Fail closed: a transcript whose texts could not all be redacted is not written, and
+        // the document that names it is not made either.
+        if let Err(e) = add_transcript(state, facts, &decision, &attempt.summary, &mut rendered) {
+            let at = policy
+                .redact
+                .span
+                .map(|s| policy.at(s))
+                .unwrap_or_else(|| budget_at(policy));
+            let why = e.to_string();
+            let reasons = vec!["redaction_failed".to_string()];
+            return Ok(unsupported_by(decision, "redact unsupported", &why, reasons, &at));
         }
     }
     if let (Some(d), Some(note)) = (decision.delivery.as_mut(), rendered.inline_note.clone()) {
@@ -284,6 +229,84 @@ pub fn fit(
         summary: Some(attempt.summary),
         rendered: Some(rendered),
     })
+}
+
+/// The first turn's and the document's limits: the target's per-turn cap unless the policy
+/// sets its own (`turn max`), and where the first turn's comes from.
+fn limits(policy: &Policy, caps: &crate::state::ResolvedCaps) -> (Limits, FirstTurnSource) {
+    // The first turn: the target's per-turn cap, unless the policy sets its own (`turn max`).
+    let target_turn = usize::try_from(caps.max_input_chars_per_turn).unwrap_or(usize::MAX);
+    let (first_turn, first_turn_source) = match policy.summary.as_ref().map(|s| s.turn_max) {
+        Some(TurnLimit::Chars(n)) => (n, FirstTurnSource::TurnMax),
+        Some(TurnLimit::Unlimited) => (crate::policy::NO_TURN_LIMIT, FirstTurnSource::TurnMaxNone),
+        Some(TurnLimit::Target) | None => (target_turn, FirstTurnSource::Target),
+    };
+    let limits = Limits {
+        first_turn,
+        document: policy
+            .summary
+            .as_ref()
+            .and_then(|s| s.document_max)
+            .unwrap_or(DEFAULT_DOCUMENT_MAX),
+        replaced: None,
+        floor: Default::default(),
+    };
+    (limits, first_turn_source)
+}
+
+/// The warnings of a handoff whose changed files are counted, not named (`files_counted`):
+/// the guarantee "every changed file named" stops there, and the decision says so
+/// (docs/limits.md#rendering).
+fn files_counted_warnings(
+    files_counted: Option<&FilesCounted>,
+    mode: DeliveryMode,
+    limit: usize,
+) -> Vec<String> {
+    files_counted
+        .iter()
+        .map(|f| {
+            let n = crate::cut::thousands;
+            let what = if mode == DeliveryMode::OffBand {
+                "document"
+            } else {
+                "first-turn message"
+            };
+            let where_ = if mode == DeliveryMode::OffBand {
+                "each is named, with every change, in the transcript beside the document"
+            } else {
+                "they are not sent; handoff.json lists their ids"
+            };
+            format!(
+                "{} of {} changed files are counted, not named: even grouped by directory their names do not fit the {}-character {what}; {where_}",
+                n(f.counted),
+                n(f.grouped),
+                n(limit)
+            )
+        })
+        .collect()
+}
+
+/// The transcript beside an off-band document (`rendered.document_path`): every item the
+/// budget left out or shortened, whole. None is written when nothing was left out.
+fn add_transcript(
+    state: &State,
+    facts: &Facts<'_>,
+    decision: &Decision,
+    summary: &Summary,
+    rendered: &mut Rendered,
+) -> Result<(), crate::redact::RedactError> {
+    if let Some(doc) = rendered.document_path.as_deref() {
+        let covered = crate::select::decision_runs(facts, decision);
+        let hid = decision.handoff_id.as_deref().unwrap_or("");
+        let note = facts.staleness().note();
+        let text =
+            crate::render::receipt::transcript(state, summary, hid, &covered, note.as_deref())?;
+        if text.is_some() {
+            rendered.provenance.transcript = Some(crate::render::receipt::transcript_path(doc));
+        }
+        rendered.transcript = text;
+    }
+    Ok(())
 }
 
 struct Attempt {
@@ -425,52 +448,7 @@ fn fit_ladder(
     let runs: Vec<u32> = crate::select::decision_runs(facts, decision);
     for step in steps {
         if step == DegradeStep::DropOldestRuns {
-            // The fewest oldest runs whose items must go (fewer dropped runs never make the
-            // handoff smaller); the newest runs are never reached. A halving search over the
-            // per-run sizes of the current summary guesses the count; rendered probes around
-            // the guess confirm it.
-            let reach = runs.len().saturating_sub(NEWEST_RUNS_KEPT);
-            let Some(oldest) = runs.get(..reach).filter(|r| !r.is_empty()) else {
-                continue;
-            };
-            let guess =
-                oldest_runs_guess(&attempt.summary, oldest, attempt.after.saturating_sub(limit));
-            let mut best: Option<Probe> = None;
-            let mut last: Option<Probe> = None;
-            let last_index = oldest.len().saturating_sub(1);
-            let mut fits = |i: usize| -> Result<bool, RenderError> {
-                let mut d = degrade.clone();
-                d.drop_runs_before = oldest.get(i).map(|r| r.saturating_add(1));
-                let (s, r, n) = try_with(&d)?;
-                let ok = n <= limit;
-                if ok {
-                    if best.as_ref().is_none_or(|b| i < b.0) {
-                        best = Some((i, d, s, r, n));
-                    }
-                } else if i == last_index {
-                    last = Some((i, d, s, r, n));
-                }
-                Ok(ok)
-            };
-            fewest_fitting(oldest.len(), guess, &mut fits)?;
-            let (_, d, s, r, n) = match best.or(last) {
-                Some(b) => b,
-                None => {
-                    let mut d = degrade.clone();
-                    d.drop_runs_before = oldest.last().map(|r| r.saturating_add(1));
-                    let (s, r, n) = try_with(&d)?;
-                    (last_index, d, s, r, n)
-                }
-            };
-            let label = match (oldest.first(), d.drop_runs_before) {
-                (Some(f), Some(b)) if b > f.saturating_add(1) => {
-                    format!("drop_oldest_runs (runs {f}-{})", b.saturating_sub(1))
-                }
-                (Some(f), Some(_)) => format!("drop_oldest_runs (run {f})"),
-                _ => "drop_oldest_runs".to_string(),
-            };
-            degrade = d;
-            record(&mut attempt, label, s, r, n);
+            drop_oldest_runs(&mut attempt, &mut degrade, &runs, limit, &try_with, &record)?;
             if attempt.kept {
                 return Ok(attempt);
             }
@@ -507,38 +485,14 @@ fn fit_ladder(
             continue;
         }
         // It fits: reach only the fewest oldest runs that make it fit.
-        let label = step.label();
-        let guess = savings_guess(&attempt.summary, &s, &runs, attempt.after.saturating_sub(limit));
-        let mut best: Option<Probe> = None;
-        let last_index = runs.len().saturating_sub(1);
-        let mut fits = |i: usize| -> Result<bool, RenderError> {
-            if i == last_index {
-                return Ok(true);
-            }
-            let mut d = full.clone();
-            let before = runs.get(i).map_or(u32::MAX, |r| r.saturating_add(1));
-            d.reach.push((label.clone(), before));
-            let (s, r, n) = try_with(&d)?;
-            let ok = n <= limit;
-            if ok && best.as_ref().is_none_or(|b| i < b.0) {
-                best = Some((i, d, s, r, n));
-            }
-            Ok(ok)
-        };
-        fewest_fitting(runs.len(), guess, &mut fits)?;
-        let (label, d, s, r, n) = match best {
-            Some((i, d, s, r, n)) => {
-                let to = runs.get(i).copied().unwrap_or(0);
-                let label = match runs.first() {
-                    Some(f) if *f < to => format!("{label} (runs {f}-{to})"),
-                    _ => format!("{label} (run {to})"),
-                };
-                (label, d, s, r, n)
-            }
-            None => (label, full, s, r, n),
-        };
-        degrade = d;
-        record(&mut attempt, label, s, r, n);
+        degrade = reach_fewest_runs(
+            &mut attempt,
+            (step.label(), full, (s, r, n)),
+            &runs,
+            limit,
+            &try_with,
+            &record,
+        )?;
         if attempt.kept {
             return Ok(attempt);
         }
@@ -547,6 +501,115 @@ fn fit_ladder(
     let (s, r, n) = try_with(&degrade)?;
     record(&mut attempt, "must_keep_only".into(), s, r, n);
     Ok(attempt)
+}
+
+/// [`fit_ladder`]'s render of a summary selected with a degradation: the summary, its
+/// rendering and the size the limit counts.
+type TryWith<'a> = dyn Fn(&Degrade) -> Result<(Summary, Rendered, usize), RenderError> + 'a;
+/// [`fit_ladder`]'s record of a step taken: its label and what it left.
+type Record<'a> = dyn Fn(&mut Attempt, String, Summary, Rendered, usize) + 'a;
+
+/// [`fit_ladder`]'s `drop_oldest_runs`: drop the items of the fewest oldest runs that make the
+/// handoff fit (all but the newest runs when none does), and record the step.
+fn drop_oldest_runs(
+    attempt: &mut Attempt,
+    degrade: &mut Degrade,
+    runs: &[u32],
+    limit: usize,
+    try_with: &TryWith<'_>,
+    record: &Record<'_>,
+) -> Result<(), RenderError> {
+    // The fewest oldest runs whose items must go (fewer dropped runs never make the
+    // handoff smaller); the newest runs are never reached. A halving search over the
+    // per-run sizes of the current summary guesses the count; rendered probes around
+    // the guess confirm it.
+    let reach = runs.len().saturating_sub(NEWEST_RUNS_KEPT);
+    let Some(oldest) = runs.get(..reach).filter(|r| !r.is_empty()) else {
+        return Ok(());
+    };
+    let guess =
+        oldest_runs_guess(&attempt.summary, oldest, attempt.after.saturating_sub(limit));
+    let mut best: Option<Probe> = None;
+    let mut last: Option<Probe> = None;
+    let last_index = oldest.len().saturating_sub(1);
+    let mut fits = |i: usize| -> Result<bool, RenderError> {
+        let mut d = degrade.clone();
+        d.drop_runs_before = oldest.get(i).map(|r| r.saturating_add(1));
+        let (s, r, n) = try_with(&d)?;
+        let ok = n <= limit;
+        if ok {
+            if best.as_ref().is_none_or(|b| i < b.0) {
+                best = Some((i, d, s, r, n));
+            }
+        } else if i == last_index {
+            last = Some((i, d, s, r, n));
+        }
+        Ok(ok)
+    };
+    fewest_fitting(oldest.len(), guess, &mut fits)?;
+    let (_, d, s, r, n) = match best.or(last) {
+        Some(b) => b,
+        None => {
+            let mut d = degrade.clone();
+            d.drop_runs_before = oldest.last().map(|r| r.saturating_add(1));
+            let (s, r, n) = try_with(&d)?;
+            (last_index, d, s, r, n)
+        }
+    };
+    let label = match (oldest.first(), d.drop_runs_before) {
+        (Some(f), Some(b)) if b > f.saturating_add(1) => {
+            format!("drop_oldest_runs (runs {f}-{})", b.saturating_sub(1))
+        }
+        (Some(f), Some(_)) => format!("drop_oldest_runs (run {f})"),
+        _ => "drop_oldest_runs".to_string(),
+    };
+    *degrade = d;
+    record(attempt, label, s, r, n);
+    Ok(())
+}
+
+/// [`fit_ladder`]'s step `full` that fits when it reaches every run (`tried`: its summary,
+/// rendering and size): reach only the fewest oldest runs that make it fit, record it, and
+/// return the degradation the next step starts from.
+fn reach_fewest_runs(
+    attempt: &mut Attempt,
+    (label, full, (s, r, n)): (String, Degrade, (Summary, Rendered, usize)),
+    runs: &[u32],
+    limit: usize,
+    try_with: &TryWith<'_>,
+    record: &Record<'_>,
+) -> Result<Degrade, RenderError> {
+    let guess = savings_guess(&attempt.summary, &s, runs, attempt.after.saturating_sub(limit));
+    let mut best: Option<Probe> = None;
+    let last_index = runs.len().saturating_sub(1);
+    let mut fits = |i: usize| -> Result<bool, RenderError> {
+        if i == last_index {
+            return Ok(true);
+        }
+        let mut d = full.clone();
+        let before = runs.get(i).map_or(u32::MAX, |r| r.saturating_add(1));
+        d.reach.push((label.clone(), before));
+        let (s, r, n) = try_with(&d)?;
+        let ok = n <= limit;
+        if ok && best.as_ref().is_none_or(|b| i < b.0) {
+            best = Some((i, d, s, r, n));
+        }
+        Ok(ok)
+    };
+    fewest_fitting(runs.len(), guess, &mut fits)?;
+    let (label, d, s, r, n) = match best {
+        Some((i, d, s, r, n)) => {
+            let to = runs.get(i).copied().unwrap_or(0);
+            let label = match runs.first() {
+                Some(f) if *f < to => format!("{label} (runs {f}-{to})"),
+                _ => format!("{label} (run {to})"),
+            };
+            (label, d, s, r, n)
+        }
+        None => (label, full, s, r, n),
+    };
+    record(attempt, label, s, r, n);
+    Ok(d)
 }
 
 /// Add `step`, reaching every run, to `degrade`.

@@ -167,7 +167,8 @@ pub fn canonical_root(root: PathBuf) -> PathBuf {
 }
 
 /// An off-band root resolved once ([`canonical_root`] of the root, or of [`default_root`]
-/// when none is given), when an engine is built or a store operation starts: every decision
+/// when none is given), when an engine is built (the store's operations take the engine, and
+/// use its root): every decision
 /// made with it joins paths without touching the file system or the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocumentRoot(PathBuf);

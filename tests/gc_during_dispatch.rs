@@ -65,10 +65,9 @@ fn a_pass_during_a_dispatch_keeps_the_document_being_delivered() {
     let req = DispatchRequest {
         thread: seed.thread.id.clone(),
         target: "codex".into(),
-        handoff_dir: Some(root.clone()),
         ..Default::default()
     };
-    let d = store::dispatch(&mut store, &p, &req).unwrap();
+    let d = store::dispatch(&mut store, &engine(&p, &root), &req).unwrap();
     let doc = d
         .handoff
         .expect("a handoff")
@@ -95,4 +94,14 @@ fn a_pass_during_a_dispatch_keeps_the_document_being_delivered() {
     assert!(after.warnings.is_empty(), "{:?}", after.warnings);
     assert_eq!(after.removed, vec![orphan.parent().unwrap().to_path_buf()]);
     assert!(doc.is_file());
+}
+
+/// The engine a store operation takes: `p`, the embedded templates, documents under `docs`.
+fn engine(p: &baton::policy::Policy, docs: &std::path::Path) -> baton::Engine {
+    baton::Engine::from_parts(
+        std::sync::Arc::new(p.clone()),
+        baton::TemplateSet::embedded(),
+        Some(docs.to_path_buf()),
+    )
+    .unwrap()
 }

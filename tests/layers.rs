@@ -22,6 +22,8 @@ const LAYERS: &[(&str, &str, u32)] = &[
     ("fmt", "core", 4),
     ("eval", "core", 5),
     ("explain", "core", 5),
+    // render's entry formats, below select, which measures what render shows
+    ("entry", "core", 5),
     ("select", "core", 6),
     ("render", "core", 7),
     ("coverage", "core", 7),

@@ -43,14 +43,14 @@ impl Db {
             thread: thread.into(),
             target: target.into(),
             message: message.map(str::to_string),
-            handoff_dir: Some(self.docs.clone()),
             ..Default::default()
         }
     }
 
     fn dispatch(&mut self, p: &Policy, thread: &str, target: &str) -> store::Dispatched {
         let r = self.req(thread, target, None);
-        store::dispatch(&mut self.store, p, &r).unwrap()
+        let engine = common::engine_of(&std::sync::Arc::new(p.clone()), Some(self.docs.clone()));
+        store::dispatch(&mut self.store, &engine, &r).unwrap()
     }
 
     fn complete(&mut self, thread: &str, run: u32, text: &str, status: RunStatus) {
@@ -68,10 +68,7 @@ impl Db {
     }
 
     fn opts(&self) -> HandoffOptions {
-        HandoffOptions {
-            handoff_dir: Some(self.docs.clone()),
-            ..Default::default()
-        }
+        HandoffOptions::default()
     }
 }
 
@@ -95,7 +92,7 @@ fn built() -> (Db, PathBuf) {
     let p = common::policy("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
-    store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
+    store::merge_back(&mut db.store, &common::engine_of(&p, Some(db.docs.clone())), "f", &opts).unwrap();
     db.dispatch(&p, "th_1", "claude");
     let file = db.store.path().unwrap().to_path_buf();
     (db, file)

@@ -65,11 +65,10 @@ fn rollback_advice_dispatch_explain_and_replay_agree_when_fitting_decides() {
 
     let dispatched = store::dispatch(
         &mut db,
-        engine.policy(),
+        &engine,
         &DispatchRequest {
             thread: "th_rb".into(),
             target: "cursor".into(),
-            handoff_dir: Some(dir.path().join("docs")),
             ..Default::default()
         },
     )

@@ -9,6 +9,11 @@ use crate::common;
 use baton::state::RunStatus;
 use baton::store::{self, DispatchRequest, Store};
 use serde_json::json;
+
+/// The engine a store operation takes: `p`, the embedded templates, documents under `docs`.
+fn engine(p: &std::sync::Arc<baton::Policy>, docs: &std::path::Path) -> baton::Engine {
+    common::engine_of(p, Some(docs.to_path_buf()))
+}
 use serve_support::*;
 
 #[test]
@@ -31,10 +36,13 @@ fn a_write_on_another_thread_is_answered_while_a_dispatch_summarizes() {
         let req = DispatchRequest {
             thread: "B".into(),
             target: "codex".into(),
-            handoff_dir: Some(dir.path().join("handoffs")),
             ..Default::default()
         };
-        let d = store::dispatch(&mut store, &common::policy("default").unwrap(), &req).unwrap();
+        let engine = engine(
+            &common::policy("default").unwrap(),
+            &dir.path().join("handoffs"),
+        );
+        let d = store::dispatch(&mut store, &engine, &req).unwrap();
         assert_eq!(d.run, 9);
     }
     let mut s = stdio(
@@ -73,11 +81,10 @@ fn two_running_threads(dir: &std::path::Path, fork: bool) -> String {
         s.thread.id = id.to_string();
         store.import(&s).unwrap();
     }
-    let default = common::policy("default").unwrap();
+    let default = engine(&common::policy("default").unwrap(), &dir.join("handoffs"));
     let req = |thread: &str, target: &str| DispatchRequest {
         thread: thread.into(),
         target: target.into(),
-        handoff_dir: Some(dir.join("handoffs")),
         ..Default::default()
     };
     if fork {

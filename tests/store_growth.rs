@@ -168,10 +168,9 @@ fn a_turn_adds_little_beyond_its_content() {
             thread: "th_growth".into(),
             target: target.into(),
             message: Some(message.clone()),
-            handoff_dir: Some(docs.clone()),
             ..Default::default()
         };
-        let d = store::dispatch(&mut store, &p, &req).unwrap();
+        let d = store::dispatch(&mut store, &engine(&p, &docs), &req).unwrap();
         assert!(d.started && d.handoff.is_some(), "turn {turn}: {d:?}");
         let (its, size) = items(d.run);
         store::complete_run(&mut store, "th_growth", d.run, its, RunStatus::Completed).unwrap();
@@ -259,4 +258,14 @@ fn a_turn_adds_little_beyond_its_content() {
         "{:?}",
         report.differences.first()
     );
+}
+
+/// The engine a store operation takes: `p`, the embedded templates, documents under `docs`.
+fn engine(p: &baton::policy::Policy, docs: &std::path::Path) -> baton::Engine {
+    baton::Engine::from_parts(
+        std::sync::Arc::new(p.clone()),
+        baton::TemplateSet::embedded(),
+        Some(docs.to_path_buf()),
+    )
+    .unwrap()
 }

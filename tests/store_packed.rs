@@ -17,10 +17,9 @@ fn turns(store: &mut Store, docs: &std::path::Path, n: u32) {
             thread: "th_p".into(),
             target: target.into(),
             message: Some(format!("turn {turn}: fix the parser")),
-            handoff_dir: Some(docs.to_path_buf()),
             ..Default::default()
         };
-        let d = store::dispatch(store, &p, &req).unwrap();
+        let d = store::dispatch(store, &engine(&p, docs), &req).unwrap();
         let items = vec![Item::AssistantMessage {
             id: None,
             text: format!("done with turn {turn}"),
@@ -113,4 +112,14 @@ fn rows_kept_plain_by_an_earlier_version_read_the_same() {
     turns(&mut store, &docs, 2);
     let report = store::replay(&store, &store::ReplayFilter::default(), &[]).unwrap();
     assert_eq!((report.checked, report.differences.len()), (26, 0));
+}
+
+/// The engine a store operation takes: `p`, the embedded templates, documents under `docs`.
+fn engine(p: &baton::policy::Policy, docs: &std::path::Path) -> baton::Engine {
+    baton::Engine::from_parts(
+        std::sync::Arc::new(p.clone()),
+        baton::TemplateSet::embedded(),
+        Some(docs.to_path_buf()),
+    )
+    .unwrap()
 }

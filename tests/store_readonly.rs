@@ -83,10 +83,10 @@ fn a_read_only_store_refuses_a_dispatch_before_writing_the_document() {
     let req = DispatchRequest {
         thread: "th_1".into(),
         target: "codex".into(),
-        handoff_dir: Some(docs.clone()),
         ..Default::default()
     };
-    let err = store::dispatch(&mut store, &common::policy("default").unwrap(), &req).unwrap_err();
+    let engine = engine(&common::policy("default").unwrap(), &docs);
+    let err = store::dispatch(&mut store, &engine, &req).unwrap_err();
     assert!(matches!(err, StoreError::ReadOnly { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
@@ -251,4 +251,9 @@ fn a_read_only_file_stops_dispatch_before_the_document() {
     assert!(files_under(&docs).is_empty(), "{:?}", files_under(&docs));
     let out = nobody(&["db", "export", "--db", "b.db", "--thread", "th_1"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+/// The engine a store operation takes: `p`, the embedded templates, documents under `docs`.
+fn engine(p: &std::sync::Arc<baton::Policy>, docs: &std::path::Path) -> baton::Engine {
+    common::engine_of(p, Some(docs.to_path_buf()))
 }

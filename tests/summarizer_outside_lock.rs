@@ -71,7 +71,6 @@ impl Fixture {
         DispatchRequest {
             thread: thread.into(),
             target: "codex".into(),
-            handoff_dir: Some(self.docs()),
             ..Default::default()
         }
     }
@@ -79,7 +78,7 @@ impl Fixture {
     /// Dispatch thread `A` under the gated policy on a thread of its own.
     fn dispatch_a_in_background(&self) -> std::thread::JoinHandle<Result<Dispatched, StoreError>> {
         let req = self.request("A");
-        self.in_background(move |store, policy| store::dispatch(store, policy, &req))
+        self.in_background(move |store, engine| store::dispatch(store, engine, &req))
     }
 
     /// Regenerate handoff `handoff` of thread `A` under the gated policy on a thread of its own.
@@ -88,42 +87,50 @@ impl Fixture {
         handoff: &str,
     ) -> std::thread::JoinHandle<Result<Dispatched, StoreError>> {
         let (handoff, opts) = (handoff.to_string(), self.handoff_options());
-        self.in_background(move |store, policy| {
-            store::regenerate(store, policy, "A", &handoff, &opts)
+        self.in_background(move |store, engine| {
+            store::regenerate(store, engine, "A", &handoff, &opts)
         })
     }
 
     /// Merge fork `F` back into `A` under the gated policy on a thread of its own.
     fn merge_back_in_background(&self) -> std::thread::JoinHandle<Result<Dispatched, StoreError>> {
         let opts = self.handoff_options();
-        self.in_background(move |store, policy| store::merge_back(store, policy, "F", &opts))
+        self.in_background(move |store, engine| store::merge_back(store, engine, "F", &opts))
     }
 
     /// Run `op` with the gated policy and a connection of its own, on a thread of its own.
     fn in_background(
         &self,
-        op: impl FnOnce(&mut Store, &Policy) -> Result<Dispatched, StoreError> + Send + 'static,
+        op: impl FnOnce(&mut Store, &baton::Engine) -> Result<Dispatched, StoreError> + Send + 'static,
     ) -> std::thread::JoinHandle<Result<Dispatched, StoreError>> {
         let db = self.db.clone();
-        let policy = self.gated.clone();
+        let engine = self.engine(&self.gated);
         std::thread::spawn(move || {
             let mut store = Store::open(&db).unwrap();
-            op(&mut store, &policy)
+            op(&mut store, &engine)
         })
     }
 
     fn handoff_options(&self) -> HandoffOptions {
-        HandoffOptions {
-            handoff_dir: Some(self.docs()),
-            ..Default::default()
-        }
+        HandoffOptions::default()
+    }
+
+    /// The engine the store's operations take: `policy`, the embedded templates, documents
+    /// under `docs`.
+    fn engine(&self, policy: &Policy) -> baton::Engine {
+        baton::Engine::from_parts(
+            std::sync::Arc::new(policy.clone()),
+            baton::TemplateSet::embedded(),
+            Some(self.docs()),
+        )
+        .unwrap()
     }
 
     /// Dispatch `A` to codex under `default` (no summarizer): run 9 runs, with a handoff to
     /// regenerate, whose id is returned.
     fn running_a(&self, store: &mut Store) -> String {
         let default = common::policy("default").unwrap();
-        let d = store::dispatch(store, &default, &self.request("A")).unwrap();
+        let d = store::dispatch(store, &self.engine(&default), &self.request("A")).unwrap();
         assert_eq!(d.run, 9);
         d.handoff.expect("a handoff to codex").id
     }
@@ -138,7 +145,7 @@ impl Fixture {
     /// Merge `F` back into `A` under `default` (no summarizer): a change to `A`.
     fn merge_back_at_once(&self, store: &mut Store) -> Dispatched {
         let default = common::policy("default").unwrap();
-        store::merge_back(store, &default, "F", &self.handoff_options()).unwrap()
+        store::merge_back(store, &self.engine(&default), "F", &self.handoff_options()).unwrap()
     }
 
     /// Thread `B` plays a turn through the library (dispatch and completion, run 9) and a
@@ -201,7 +208,7 @@ impl Fixture {
             target: "claude".into(),
             ..self.request(thread)
         };
-        let d = store::dispatch(store, &default, &req).unwrap();
+        let d = store::dispatch(store, &self.engine(&default), &req).unwrap();
         assert!(d.started);
         store::complete_run(store, thread, d.run, Vec::new(), RunStatus::Completed).unwrap();
         d.run

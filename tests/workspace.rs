@@ -908,13 +908,12 @@ fn a_windowed_store_dispatch_sees_the_runs_before_its_window() {
     let req = baton::store::DispatchRequest {
         thread: "th_ws".into(),
         target: "codex".into(),
-        handoff_dir: Some(t.path().join("docs")),
         at: st.request.at.clone(),
         workspace: st.request.workspace.clone(),
         ..Default::default()
     };
     let p = common::policy("default").unwrap();
-    let stored = baton::store::dispatch(&mut store, &p, &req)
+    let stored = baton::store::dispatch(&mut store, &engine(&p, &t.path().join("docs")), &req)
         .unwrap()
         .decision;
     let mut whole = st.clone();
@@ -928,4 +927,9 @@ fn a_windowed_store_dispatch_sees_the_runs_before_its_window() {
         .line
         .unwrap()
         .starts_with("idle 3 d 4 h; HEAD moved"),);
+}
+
+/// The engine a store operation takes: `p`, the embedded templates, documents under `docs`.
+fn engine(p: &std::sync::Arc<baton::Policy>, docs: &std::path::Path) -> baton::Engine {
+    common::engine_of(p, Some(docs.to_path_buf()))
 }

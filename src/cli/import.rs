@@ -293,6 +293,116 @@ fn resume_command(tool: Tool, session: &str, cwd: Option<&str>, message: Option<
     }
 }
 
+/// The session log `--from` names: a path (its tool detected from the log) or a session id
+/// found in the session directories. Err: the exit code, the error printed.
+fn session_log(a: &HandoffArgs) -> Result<(Tool, PathBuf), u8> {
+    let p = PathBuf::from(&a.from);
+    // Anything at the path is the log (a FIFO or a device is refused as such).
+    if p.is_file() || (a.from.contains('/') && std::fs::metadata(&p).is_ok()) {
+        match import::detect_tool(&p) {
+            Ok(t) => Ok((t, p)),
+            Err(e) => {
+                eprintln!("{e}");
+                Err(FAIL)
+            }
+        }
+    } else {
+        match import::sessions::find_session(&a.dirs.dirs(), &a.from) {
+            Ok(s) => Ok((s.tool, s.path)),
+            Err(e @ import::sessions::FindSessionError::NotFound { .. }) => {
+                eprintln!("--from: error: {e}; `baton sessions list` shows the sessions found, or give the log's path");
+                Err(FAIL)
+            }
+            Err(e) => {
+                eprintln!("--from: error: {e}");
+                Err(FAIL)
+            }
+        }
+    }
+}
+
+/// A decision that makes no handoff: refused (`unsupported`), or the session resumes natively;
+/// printed, with the command that resumes it.
+fn no_handoff(
+    d: &crate::decision::Decision,
+    tool: Tool,
+    imported: &Imported,
+    message: Option<&str>,
+) -> u8 {
+    let cwd = imported.cwd.as_deref();
+    if d.strategy == crate::policy::Strategy::Unsupported {
+        eprintln!(
+            "error: the policy cannot hand this session to {}: {}",
+            d.target,
+            d.decided_by.because.as_deref().unwrap_or("unsupported")
+        );
+        return FAIL;
+    }
+    outln!(
+        "no handoff needed: {} ({}); resume the session natively:",
+        d.strategy.as_str(),
+        d.decided_by
+            .because
+            .as_deref()
+            .unwrap_or("decided by the policy")
+    );
+    outln!(
+        "  {}",
+        resume_command(tool, &imported.session_id, cwd, message)
+    );
+    if let Some(note) = d.workspace.as_ref().and_then(|w| w.note.as_deref()) {
+        outln!("and send this workspace note with the first message:");
+        for line in note.lines() {
+            outln!("  {line}");
+        }
+    }
+    OK
+}
+
+/// `--out DIR`: the prompt, the provenance, the start script and (off-band) the document
+/// written to `dir`, and the command that starts the target printed.
+fn write_out(
+    dir: &Path,
+    rendered: &crate::render::Rendered,
+    delivered: &deliver::stage::Delivered,
+    to: &str,
+    command: &dyn Fn(&Path) -> String,
+) -> u8 {
+    let prompt = dir.join("prompt.md");
+    let start = command(&prompt);
+    let provenance = serde_json::to_string_pretty(&rendered.provenance).unwrap_or_default();
+    let mut files: Vec<(&str, String)> = vec![
+        ("prompt.md", rendered.inline.clone()),
+        ("handoff.json", provenance + "\n"),
+        ("start.sh", format!("#!/bin/sh\n{start}\n")),
+    ];
+    if delivered.document_path.is_some() {
+        files.push(("handoff.md", rendered.document.clone()));
+    }
+    for (name, text) in &files {
+        let file = dir.join(name);
+        let written = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&file, text));
+        if let Err(e) = written {
+            eprintln!(
+                "{}: error: cannot write: {}",
+                file.display(),
+                crate::state::io_reason(&e)
+            );
+            return FAIL;
+        }
+    }
+    let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
+    outln!(
+        "wrote the handoff to {} ({})",
+        dir.display(),
+        names.join(", ")
+    );
+    outln!();
+    outln!("start {} with:", to);
+    outln!("  {start}");
+    OK
+}
+
 /// `baton handoff --from SESSION --to PROVIDER`.
 pub(crate) fn handoff(a: HandoffArgs) -> u8 {
     if !crate::state::KNOWN_PROVIDERS.contains(&a.to.as_str()) {
@@ -307,30 +417,9 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
         );
         return USAGE;
     }
-    let (tool, path) = {
-        let p = PathBuf::from(&a.from);
-        // Anything at the path is the log (a FIFO or a device is refused as such).
-        if p.is_file() || (a.from.contains('/') && std::fs::metadata(&p).is_ok()) {
-            match import::detect_tool(&p) {
-                Ok(t) => (t, p),
-                Err(e) => {
-                    eprintln!("{e}");
-                    return FAIL;
-                }
-            }
-        } else {
-            match import::sessions::find_session(&a.dirs.dirs(), &a.from) {
-                Ok(s) => (s.tool, s.path),
-                Err(e @ import::sessions::FindSessionError::NotFound { .. }) => {
-                    eprintln!("--from: error: {e}; `baton sessions list` shows the sessions found, or give the log's path");
-                    return FAIL;
-                }
-                Err(e) => {
-                    eprintln!("--from: error: {e}");
-                    return FAIL;
-                }
-            }
-        }
+    let (tool, path) = match session_log(&a) {
+        Ok(found) => found,
+        Err(c) => return c,
     };
     let opts = ImportOptions {
         request_provider: Some(a.to.clone()),
@@ -381,34 +470,7 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
     }
     let cwd = imported.cwd.as_deref();
     if !outcome.decision.needs_handoff() {
-        let d = &outcome.decision;
-        if d.strategy == crate::policy::Strategy::Unsupported {
-            eprintln!(
-                "error: the policy cannot hand this session to {}: {}",
-                d.target,
-                d.decided_by.because.as_deref().unwrap_or("unsupported")
-            );
-            return FAIL;
-        }
-        outln!(
-            "no handoff needed: {} ({}); resume the session natively:",
-            d.strategy.as_str(),
-            d.decided_by
-                .because
-                .as_deref()
-                .unwrap_or("decided by the policy")
-        );
-        outln!(
-            "  {}",
-            resume_command(tool, &imported.session_id, cwd, a.message.as_deref())
-        );
-        if let Some(note) = d.workspace.as_ref().and_then(|w| w.note.as_deref()) {
-            outln!("and send this workspace note with the first message:");
-            for line in note.lines() {
-                outln!("  {line}");
-            }
-        }
-        return OK;
+        return no_handoff(&outcome.decision, tool, &imported, a.message.as_deref());
     }
     let mut grants = MemoryGrantStore::new();
     let delivered = deliver::deliver(&mut outcome, &offband, &state.thread.id, &mut grants);
@@ -433,39 +495,7 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
         }
     };
     if let Some(dir) = &a.out {
-        let prompt = dir.join("prompt.md");
-        let start = command(&prompt);
-        let provenance = serde_json::to_string_pretty(&rendered.provenance).unwrap_or_default();
-        let mut files: Vec<(&str, String)> = vec![
-            ("prompt.md", rendered.inline.clone()),
-            ("handoff.json", provenance + "\n"),
-            ("start.sh", format!("#!/bin/sh\n{start}\n")),
-        ];
-        if delivered.document_path.is_some() {
-            files.push(("handoff.md", rendered.document.clone()));
-        }
-        for (name, text) in &files {
-            let file = dir.join(name);
-            let written = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&file, text));
-            if let Err(e) = written {
-                eprintln!(
-                    "{}: error: cannot write: {}",
-                    file.display(),
-                    crate::state::io_reason(&e)
-                );
-                return FAIL;
-            }
-        }
-        let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
-        outln!(
-            "wrote the handoff to {} ({})",
-            dir.display(),
-            names.join(", ")
-        );
-        outln!();
-        outln!("start {} with:", a.to);
-        outln!("  {start}");
-        return OK;
+        return write_out(dir, rendered, &delivered, &a.to, &command);
     }
     out!("{}", rendered.inline);
     if !rendered.inline.ends_with('\n') {

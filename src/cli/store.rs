@@ -737,9 +737,6 @@ pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
         model: a.model.clone(),
         runtime_mode: a.runtime_mode.clone(),
         clean_context: a.clean_context,
-        handoff_dir: super::handoff_root(a.handoff.handoff_dir.clone()),
-        templates_dir: a.handoff.templates.clone(),
-        templates: Some(engine.templates().clone()),
         // The command builds the request: it is now.
         at: Some(jiff::Timestamp::now().to_string()),
         workspace: a.cwd.as_ref().map(|c| crate::state::Workspace {
@@ -747,7 +744,7 @@ pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
             ..Default::default()
         }),
     };
-    match store::dispatch(&mut store, engine.policy(), &req) {
+    match store::dispatch(&mut store, &engine, &req) {
         Ok(d) if d.started => {
             print_dispatched(&d, a.out, "started");
             OK
@@ -953,7 +950,7 @@ fn handoff_command(
     what: &str,
     op: impl FnOnce(
         &mut Store,
-        &crate::policy::Policy,
+        &crate::engine::Engine,
         &store::HandoffOptions,
     ) -> Result<Dispatched, StoreError>,
 ) -> u8 {
@@ -965,13 +962,8 @@ fn handoff_command(
         Ok(s) => s,
         Err(c) => return c,
     };
-    let opts = store::HandoffOptions {
-        message,
-        handoff_dir: super::handoff_root(h.handoff_dir.clone()),
-        templates_dir: h.templates.clone(),
-        templates: Some(engine.templates().clone()),
-    };
-    match op(&mut store, engine.policy(), &opts) {
+    let opts = store::HandoffOptions { message };
+    match op(&mut store, &engine, &opts) {
         Ok(d) => {
             print_dispatched(&d, out, what);
             OK
@@ -987,7 +979,7 @@ pub(crate) fn merge_back(a: MergeBackArgs) -> u8 {
         a.message.clone(),
         a.out,
         "merge-back for parent",
-        |store, policy, opts| store::merge_back(store, policy, &a.thread, opts),
+        |store, engine, opts| store::merge_back(store, engine, &a.thread, opts),
     )
 }
 
@@ -998,6 +990,6 @@ pub(crate) fn regenerate(a: RegenerateArgs) -> u8 {
         a.message.clone(),
         a.out,
         "regenerated for",
-        |store, policy, opts| store::regenerate(store, policy, &a.thread, &a.handoff, opts),
+        |store, engine, opts| store::regenerate(store, engine, &a.thread, &a.handoff, opts),
     )
 }

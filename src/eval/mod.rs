@@ -624,30 +624,7 @@ pub fn evaluate_with<'a>(
         .as_ref()
         .map(|h| window_of(policy, state, &target, &caps, h));
     if policy.eligible.is_some() {
-        let first = state.runs.first().map(|r| r.ordinal).unwrap_or(1);
-        let mut excluded: Vec<Value> = window
-            .as_ref()
-            .map(|w| w.prefix_excluded())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|o| Value::Int(i64::from(o)))
-            .collect();
-        excluded.extend(
-            eligible
-                .iter()
-                .zip(first..)
-                .filter(|(e, _)| !**e)
-                .map(|(_, o)| Value::Int(i64::from(o))),
-        );
-        let count = match &window {
-            Some(w) => i64::try_from(w.eligible_count()).unwrap_or(i64::MAX),
-            None => eligible.iter().filter(|e| **e).count() as i64,
-        };
-        let from = trace.values_len();
-        let values = trace.values_mut();
-        values.push((Cow::Borrowed("eligible_runs"), Value::Int(count)));
-        values.push((Cow::Borrowed("excluded_runs"), Value::List(excluded)));
-        trace.push_rule(texts.eligible(), RuleOutcome::Matched, from);
+        trace_eligible(state, &eligible, window.as_ref(), texts, &mut trace);
     }
     let mut facts = Facts::new(state, &target, eligible, sizer).with_caps(caps);
     if let Some(w) = window {
@@ -670,32 +647,8 @@ pub fn evaluate_with<'a>(
         .collect();
 
     // 3. The ladder: first match wins. The checker guarantees an `otherwise`.
-    let chosen = policy.ladder.iter().enumerate().find(|(i, r)| {
-        Rule::new(texts.ladder(*i), r.when.as_ref()).eval(&facts, &signals, &mut trace)
-    });
-    let (strategy, override_handoff, decided_by) = match chosen {
-        Some((i, r)) => (
-            r.strategy,
-            r.handoff,
-            DecidedBy {
-                rule: format!("strategy {}", r.strategy.as_str()),
-                at: texts
-                    .get(texts.ladder(i))
-                    .map(|t| t.at.clone())
-                    .unwrap_or_else(|| policy.at(r.span)),
-                because: r.because.clone(),
-            },
-        ),
-        None => (
-            Strategy::Unsupported,
-            None,
-            DecidedBy {
-                rule: "strategy (none matched)".into(),
-                at: String::new(),
-                because: Some("no ladder rule matched".into()),
-            },
-        ),
-    };
+    let (strategy, override_handoff, decided_by) =
+        climb_ladder(policy, texts, &facts, &signals, &mut trace);
     let at = decided_by.at.clone();
 
     // 4. Provider thread and coverage.
@@ -720,16 +673,154 @@ pub fn evaluate_with<'a>(
         .unwrap_or(state.thread.id.as_str());
 
     // 5. Delivery: first match wins; inline when no rule matches. Off-band, the decision names
-    // the document's stable path.
+    // the document's stable path. 6. Pre-grant: only for an off-band document.
+    let (delivery, pregrant) = deliver(
+        policy,
+        texts,
+        &facts,
+        &signals,
+        &mut trace,
+        strategy,
+        handoff_id.as_ref(),
+        root,
+        record_thread,
+    );
+
+    // No handoff of its own, but one waits for this run: the decision says how that one is
+    // delivered and granted (as its own decision delivered it).
+    let (handoff_id, delivery, pregrant) = match (&handoff_id, &cx.waiting) {
+        (None, Some(w)) if strategy != Strategy::Unsupported => (
+            Some(w.handoff_id.clone()),
+            w.delivery.clone(),
+            w.pregrant.clone(),
+        ),
+        _ => (handoff_id, delivery, pregrant),
+    };
+    let run = match &cx.record_in {
+        Some(r) => r.run,
+        None => facts.run_count().saturating_add(1),
+    };
+    let decided_by = recorded_in(decided_by, cx, state, &target);
+    let decision = Decision {
+        policy: PolicyRef {
+            name: policy.name.clone(),
+            sha256: policy.sha256.clone(),
+        },
+        target,
+        strategy,
+        handoff_strategy,
+        provider_thread,
+        covered_runs,
+        stale,
+        delivery,
+        pregrant,
+        run,
+        handoff_id,
+        decided_by,
+        budget: None,
+        workspace: workspace_report(policy, &facts, strategy),
+        redactions: Vec::new(),
+        trace,
+    };
+    Ok((decision, facts))
+}
+
+/// Step 1 of [`evaluate_with`], traced: how many runs are eligible and which are excluded
+/// (a window's excluded prefix first, then the loaded runs the rule excludes).
+fn trace_eligible(
+    state: &State,
+    eligible: &[bool],
+    window: Option<&crate::facts::Window>,
+    texts: &crate::policy::TraceTexts,
+    trace: &mut Trace,
+) {
+    let first = state.runs.first().map(|r| r.ordinal).unwrap_or(1);
+    let mut excluded: Vec<Value> = window
+        .map(|w| w.prefix_excluded())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|o| Value::Int(i64::from(o)))
+        .collect();
+    excluded.extend(
+        eligible
+            .iter()
+            .zip(first..)
+            .filter(|(e, _)| !**e)
+            .map(|(_, o)| Value::Int(i64::from(o))),
+    );
+    let count = match window {
+        Some(w) => i64::try_from(w.eligible_count()).unwrap_or(i64::MAX),
+        None => eligible.iter().filter(|e| **e).count() as i64,
+    };
+    let from = trace.values_len();
+    let values = trace.values_mut();
+    values.push((Cow::Borrowed("eligible_runs"), Value::Int(count)));
+    values.push((Cow::Borrowed("excluded_runs"), Value::List(excluded)));
+    trace.push_rule(texts.eligible(), RuleOutcome::Matched, from);
+}
+
+/// Step 3 of [`evaluate_with`]: the ladder's first matching rung (the checker guarantees an
+/// `otherwise`), the handoff strategy it sets, and what decided it.
+fn climb_ladder(
+    policy: &Policy,
+    texts: &crate::policy::TraceTexts,
+    facts: &Facts<'_>,
+    signals: &[bool],
+    trace: &mut Trace,
+) -> (Strategy, Option<HandoffStrategy>, DecidedBy) {
+    let chosen = policy.ladder.iter().enumerate().find(|(i, r)| {
+        Rule::new(texts.ladder(*i), r.when.as_ref()).eval(facts, signals, trace)
+    });
+    match chosen {
+        Some((i, r)) => (
+            r.strategy,
+            r.handoff,
+            DecidedBy {
+                rule: format!("strategy {}", r.strategy.as_str()),
+                at: texts
+                    .get(texts.ladder(i))
+                    .map(|t| t.at.clone())
+                    .unwrap_or_else(|| policy.at(r.span)),
+                because: r.because.clone(),
+            },
+        ),
+        None => (
+            Strategy::Unsupported,
+            None,
+            DecidedBy {
+                rule: "strategy (none matched)".into(),
+                at: String::new(),
+                because: Some("no ladder rule matched".into()),
+            },
+        ),
+    }
+}
+
+/// Steps 5 and 6 of [`evaluate_with`]: how the handoff `handoff_id` (if `strategy` makes one)
+/// is delivered, the first matching `delivery` rule, inline when none matches (off-band, the
+/// decision names the document's stable path under `root` in `record_thread`); and, only for
+/// an off-band document, its pre-grant.
+#[allow(clippy::too_many_arguments)]
+fn deliver(
+    policy: &Policy,
+    texts: &crate::policy::TraceTexts,
+    facts: &Facts<'_>,
+    signals: &[bool],
+    trace: &mut Trace,
+    strategy: Strategy,
+    handoff_id: Option<&String>,
+    root: &crate::ids::DocumentRoot,
+    record_thread: &str,
+) -> (Option<Delivery>, Option<Pregrant>) {
     facts.set_outcome(Some(strategy.as_str()), None);
-    let delivery = handoff_id.as_ref().map(|hid| {
+    let delivery = handoff_id.map(|hid| {
         let chosen = policy
             .delivery
             .rules
             .iter()
             .enumerate()
             .find(|(i, r)| {
-                Rule::new(texts.delivery(*i), r.when.as_ref()).eval(&facts, &signals, &mut trace)
+                Rule::new(texts.delivery(*i), r.when.as_ref()).eval(facts, signals, trace)
             })
             .map(|(_, r)| r);
         let mode = DeliveryMode::of(chosen.map(|r| r.off_band).unwrap_or(false));
@@ -760,7 +851,7 @@ pub fn evaluate_with<'a>(
         delivery.as_ref().and_then(|d| d.document.as_ref()),
     ) {
         let granted = p.grants.iter().enumerate().find(|(i, g)| {
-            Rule::new(texts.grant(*i), g.when.as_ref()).eval(&facts, &signals, &mut trace)
+            Rule::new(texts.grant(*i), g.when.as_ref()).eval(facts, signals, trace)
         });
         pregrant = granted.map(|(_, g)| Pregrant {
             tool: g.tool.clone(),
@@ -769,24 +860,14 @@ pub fn evaluate_with<'a>(
             uses: p.uses,
         });
     }
+    (delivery, pregrant)
+}
 
-    // No handoff of its own, but one waits for this run: the decision says how that one is
-    // delivered and granted (as its own decision delivered it).
-    let (handoff_id, delivery, pregrant) = match (&handoff_id, &cx.waiting) {
-        (None, Some(w)) if strategy != Strategy::Unsupported => (
-            Some(w.handoff_id.clone()),
-            w.delivery.clone(),
-            w.pregrant.clone(),
-        ),
-        _ => (handoff_id, delivery, pregrant),
-    };
-    let run = match &cx.record_in {
-        Some(r) => r.run,
-        None => facts.run_count().saturating_add(1),
-    };
-    // Decided on one thread, recorded in another: the reason says which view it was decided
-    // on and where it goes, so that it is not read as a reason about the recording thread.
-    let decided_by = match &cx.record_in {
+/// A decision made on one thread and recorded in another (`cx.record_in`, a merge-back): the
+/// reason says which view it was decided on and where it goes, so that it is not read as a
+/// reason about the recording thread.
+fn recorded_in(decided_by: DecidedBy, cx: &DecisionContext, state: &State, target: &str) -> DecidedBy {
+    match &cx.record_in {
         Some(r) => {
             let why = decided_by
                 .because
@@ -801,29 +882,7 @@ pub fn evaluate_with<'a>(
             }
         }
         None => decided_by,
-    };
-    let decision = Decision {
-        policy: PolicyRef {
-            name: policy.name.clone(),
-            sha256: policy.sha256.clone(),
-        },
-        target,
-        strategy,
-        handoff_strategy,
-        provider_thread,
-        covered_runs,
-        stale,
-        delivery,
-        pregrant,
-        run,
-        handoff_id,
-        decided_by,
-        budget: None,
-        workspace: workspace_report(policy, &facts, strategy),
-        redactions: Vec::new(),
-        trace,
-    };
-    Ok((decision, facts))
+    }
 }
 
 /// Step 4 of [`evaluate_with`]: what happens to the target's provider thread under

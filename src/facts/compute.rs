@@ -594,6 +594,7 @@ impl<'a> Facts<'a> {
     /// The value of `fact` with the given run or item in scope.
     // Long by design: one arm per fact of the catalogue (`Fact`), each a line or two; the
     // match is exhaustive, so a new fact cannot be left without a value.
+    #[allow(clippy::too_many_lines)]
     pub fn value(&self, fact: Fact, run: Option<&RunCtx<'_>>, item: Option<&ItemCtx>) -> Value {
         use Value::*;
         let s = self.state;

@@ -808,6 +808,7 @@ impl<'a> Builder<'a> {
 
     // Long by design: one arm per statement of the `summary` grammar (grammar/policy.pest),
     // in the grammar's order, so that a new statement is one new arm beside its rule.
+    #[allow(clippy::too_many_lines)]
     fn summary(&mut self, p: Pair<'_, Rule>, span: Span) -> SummaryBlock {
         let mut block = SummaryBlock {
             span,

@@ -397,6 +397,94 @@ pub fn failures(f: &LongFigures) -> Vec<String> {
     out
 }
 
+/// The ids the budget's receipt sends to the transcript `t` that it does not hold whole: no
+/// heading of theirs, or (for a request, decision or command) their text not in it.
+fn transcript_missing(
+    t: &str,
+    summary: &crate::select::Summary,
+    items: &[crate::facts::ItemCtx<'_>],
+) -> Vec<String> {
+    let mut missing = Vec::new();
+    let ids: Vec<String> = crate::render::receipt::receipt(summary)
+        .into_iter()
+        .flat_map(|k| k.left_out.into_iter().chain(k.cut))
+        .collect();
+    let texts: std::collections::HashMap<&str, &Item> = items
+        .iter()
+        .filter_map(|c| c.item.map(|i| (c.id.as_str(), i)))
+        .collect();
+    // Headings once; the transcript's text once, whitespace collapsed.
+    let headings: std::collections::HashSet<&str> = t
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let collapsed = super::collapse(t);
+    let wanted: Vec<Option<String>> = ids
+        .iter()
+        .map(|id| match texts.get(id.as_str()) {
+            Some(Item::UserMessage { text, .. } | Item::Decision { text, .. }) => {
+                Some(super::collapse(text))
+            }
+            Some(Item::Command { command, .. }) => Some(super::collapse(command)),
+            _ => None,
+        })
+        .collect();
+    let patterns: Vec<&String> = wanted.iter().flatten().collect();
+    let mut found = contained(&collapsed, &patterns).into_iter();
+    for (id, w) in ids.into_iter().zip(&wanted) {
+        let whole = match w {
+            Some(_) => found.next().unwrap_or(false),
+            None => true,
+        };
+        if !(headings.contains(id.as_str()) && whole) {
+            missing.push(id);
+        }
+    }
+    missing
+}
+
+/// The generated items whose markers (`Request N:`, `Decision N:`, `Done with request N.`,
+/// a command) `read` shows out of order: per kind, the shown runs must be a suffix, with no
+/// hidden run after a shown one.
+fn out_of_order(items: &[crate::facts::ItemCtx<'_>], read: &str) -> Vec<String> {
+    let mut out_of_order = Vec::new();
+    // Markers that name the run of each generated item, oldest first, per kind.
+    let mut markers: Vec<(&str, Vec<(u32, bool)>)> = vec![
+        ("request", Vec::new()),
+        ("decision", Vec::new()),
+        ("reply", Vec::new()),
+        ("command", Vec::new()),
+    ];
+    let mut asked: Vec<(usize, u32, String)> = Vec::new();
+    for c in items {
+        let (slot, marker) = match c.item {
+            Some(Item::UserMessage { .. }) => (0, format!("Request {}:", c.run)),
+            Some(Item::Decision { .. }) => (1, format!("Decision {}:", c.run)),
+            Some(Item::AssistantMessage { .. }) => (2, format!("Done with request {}.", c.run)),
+            Some(Item::Command { command, .. }) if !c.superseded => (3, command.clone()),
+            _ => continue,
+        };
+        asked.push((slot, c.run, marker));
+    }
+    let texts: Vec<&String> = asked.iter().map(|(_, _, m)| m).collect();
+    for ((slot, run, _), shown) in asked.iter().zip(contained(read, &texts)) {
+        if let Some((_, v)) = markers.get_mut(*slot) {
+            v.push((*run, shown));
+        }
+    }
+    for (kind, v) in &markers {
+        // Shown runs must be a suffix: no hidden run after a shown one.
+        let first_shown = v.iter().position(|(_, s)| *s);
+        if let Some(at) = first_shown {
+            if let Some((run, _)) = v.iter().skip(at).find(|(_, s)| !*s) {
+                out_of_order.push(format!("{kind} of run {run}"));
+            }
+        }
+    }
+    out_of_order
+}
+
 /// Render one handoff of `state` for `target` under `policy` and measure it.
 pub fn measure(
     policy: &Policy,
@@ -511,81 +599,14 @@ pub fn measure(
     });
     f.cut_under_limit = !degraded && (read.contains("characters cut") || cut_shown);
     if let (Some(t), Some(summary)) = (&r.transcript, &outcome.summary) {
-        let ids: Vec<String> = crate::render::receipt::receipt(summary)
-            .into_iter()
-            .flat_map(|k| k.left_out.into_iter().chain(k.cut))
-            .collect();
-        let texts: std::collections::HashMap<&str, &Item> = items
-            .iter()
-            .filter_map(|c| c.item.map(|i| (c.id.as_str(), i)))
-            .collect();
-        // Headings once; the transcript's text once, whitespace collapsed.
-        let headings: std::collections::HashSet<&str> = t
-            .lines()
-            .filter_map(|l| l.strip_prefix("## "))
-            .filter_map(|l| l.split(' ').next())
-            .collect();
-        let collapsed = super::collapse(t);
-        let wanted: Vec<Option<String>> = ids
-            .iter()
-            .map(|id| match texts.get(id.as_str()) {
-                Some(Item::UserMessage { text, .. } | Item::Decision { text, .. }) => {
-                    Some(super::collapse(text))
-                }
-                Some(Item::Command { command, .. }) => Some(super::collapse(command)),
-                _ => None,
-            })
-            .collect();
-        let patterns: Vec<&String> = wanted.iter().flatten().collect();
-        let mut found = contained(&collapsed, &patterns).into_iter();
-        for (id, w) in ids.into_iter().zip(&wanted) {
-            let whole = match w {
-                Some(_) => found.next().unwrap_or(false),
-                None => true,
-            };
-            if !(headings.contains(id.as_str()) && whole) {
-                f.transcript_missing.push(id);
-            }
-        }
+        f.transcript_missing = transcript_missing(t, summary, &items);
         f.transcript_complete = Some(f.transcript_missing.is_empty());
     }
     let collapsed = super::collapse(read);
     let open = super::open_problems(&items, &collapsed);
     f.open = (open.present, open.expected);
-    // Markers that name the run of each generated item, oldest first, per kind.
-    let mut markers: Vec<(&str, Vec<(u32, bool)>)> = vec![
-        ("request", Vec::new()),
-        ("decision", Vec::new()),
-        ("reply", Vec::new()),
-        ("command", Vec::new()),
-    ];
-    let mut asked: Vec<(usize, u32, String)> = Vec::new();
-    for c in &items {
-        let (slot, marker) = match c.item {
-            Some(Item::UserMessage { .. }) => (0, format!("Request {}:", c.run)),
-            Some(Item::Decision { .. }) => (1, format!("Decision {}:", c.run)),
-            Some(Item::AssistantMessage { .. }) => (2, format!("Done with request {}.", c.run)),
-            Some(Item::Command { command, .. }) if !c.superseded => (3, command.clone()),
-            _ => continue,
-        };
-        asked.push((slot, c.run, marker));
-    }
-    let texts: Vec<&String> = asked.iter().map(|(_, _, m)| m).collect();
-    for ((slot, run, _), shown) in asked.iter().zip(contained(read, &texts)) {
-        if let Some((_, v)) = markers.get_mut(*slot) {
-            v.push((*run, shown));
-        }
-    }
-    for (kind, v) in &markers {
-        // Shown runs must be a suffix: no hidden run after a shown one.
-        let first_shown = v.iter().position(|(_, s)| *s);
-        if let Some(at) = first_shown {
-            if let Some((run, _)) = v.iter().skip(at).find(|(_, s)| !*s) {
-                f.oldest_first = false;
-                f.out_of_order.push(format!("{kind} of run {run}"));
-            }
-        }
-    }
+    f.out_of_order = out_of_order(&items, read);
+    f.oldest_first = f.out_of_order.is_empty();
     Ok(f)
 }
 

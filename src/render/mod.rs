@@ -390,14 +390,12 @@ fn sentence(t: &str) -> String {
     }
 }
 
-/// Render a handoff for `decision`. Fails when the decision needs no handoff.
-pub fn render(
-    policy: &Policy,
-    state: &State,
+/// The handoff a decision makes (its strategy, covered runs and id); an error when it needs
+/// none, or when the selection's redaction could not run.
+fn handoff_of(
     decision: &Decision,
     summary: &Summary,
-    opts: &RenderOptions,
-) -> Result<Rendered, RenderError> {
+) -> Result<(crate::state::HandoffStrategy, crate::state::RunRange, String), RenderError> {
     let (Some(hs), Some(covered), Some(hid)) = (
         decision.handoff_strategy,
         decision.covered_runs.clone(),
@@ -421,6 +419,111 @@ pub fn render(
             message: e.to_string(),
         });
     }
+    Ok((hs, covered, hid))
+}
+
+/// A fork's anchor for the templates: its role and its text (redacted by the selection),
+/// quoted.
+fn anchor_value(state: &State, summary: &Summary) -> Option<minijinja::Value> {
+    if state.request.kind == crate::state::RequestKind::Fork {
+        let text = summary.redaction.anchor.as_deref();
+        state.request.fork_anchor.as_ref().zip(text).map(|(a, text)| {
+            let text = crate::select::prose(text.trim(), false).replace('\n', "\n> ");
+            context! { role => a.role.as_str(), text => text }
+        })
+    } else {
+        None
+    }
+}
+
+/// The ids of the must-keep entries the budget cut.
+fn must_keep_cut(summary: &Summary) -> Vec<&str> {
+    (summary.sections.iter())
+        .flat_map(|s| &s.entries)
+        .filter(|e| e.must_keep && (e.truncated || e.degraded))
+        .map(|e| e.id.as_str())
+        .collect()
+}
+
+/// The handoff document: the template rendered, ending in a newline, with the request's
+/// message (`request_message`, when it goes in the document) appended when the template
+/// does not show it.
+fn render_document(
+    env: &Environment<'_>,
+    doc_template: &str,
+    ctx: &minijinja::Value,
+    request_message: Option<&str>,
+) -> Result<String, RenderError> {
+    let mut document = render_one(env, doc_template, ctx)?;
+    if !document.ends_with('\n') {
+        document.push('\n');
+    }
+    // A template that does not show the request's message gets it appended.
+    if let Some(m) = request_message.filter(|m| !document.contains(*m))
+    {
+        document.push_str("\n## The user's message for this turn\n\n");
+        document.push_str(m);
+        document.push('\n');
+    }
+    Ok(document)
+}
+
+/// [`render`]'s inline prompt in a delivery mode, for a document path and gist sentences.
+type InlinePrompt<'a> =
+    dyn Fn(DeliveryMode, Option<&str>, &[String]) -> Result<String, RenderError> + 'a;
+
+/// The inline prompt (`inline_prompt` of the gist's sentences): off-band, its gist shortened
+/// sentence by sentence until it fits `limit` (the pointer prompt limit), with a note when
+/// even none fits; inline, nothing limits it.
+fn shrink_to_limit(
+    inline_prompt: &InlinePrompt<'_>,
+    mode: DeliveryMode,
+    document_path: Option<&str>,
+    full_gist: &[String],
+    limit: usize,
+    message_chars: usize,
+) -> Result<(String, Option<String>), RenderError> {
+    let mut sentences = full_gist;
+    let mut inline_note = None;
+    let inline = loop {
+        let text = inline_prompt(mode, document_path, sentences)?;
+        let n = text.chars().count();
+        if mode == DeliveryMode::Inline || n <= limit {
+            break text;
+        }
+        let Some((_, shorter)) = sentences.split_last() else {
+            inline_note = Some(format!(
+                "the off-band pointer prompt needs {n} characters but inline_limit is {limit}; the user's message ({message_chars} characters) is sent whole, not cut"
+            ));
+            break text;
+        };
+        sentences = shorter;
+    };
+    Ok((inline, inline_note))
+}
+
+/// The request's message as the inline prompt carries it: as written, or, when it went into
+/// the document (`in_document`), a line saying where to read it.
+fn turn_message(message: String, in_document: bool) -> String {
+    if in_document {
+        format!(
+            "The user's message for this turn ({} characters, too long for one turn) is in that document, under \"The user's message for this turn\": act on it.",
+            crate::select::thousands(message.chars().count())
+        )
+    } else {
+        message
+    }
+}
+
+/// Render a handoff for `decision`. Fails when the decision needs no handoff.
+pub fn render(
+    policy: &Policy,
+    state: &State,
+    decision: &Decision,
+    summary: &Summary,
+    opts: &RenderOptions,
+) -> Result<Rendered, RenderError> {
+    let (hs, covered, hid) = handoff_of(decision, summary)?;
     let loaded;
     let set = match &opts.templates {
         Some(set) => set,
@@ -443,15 +546,7 @@ pub fn render(
     // Thread text is made safe: a title stays on its line, an anchor stays in its quote.
     // Both come redacted from the selection (docs/redaction.md); the request's message, what
     // the user typed for the target, is sent as written.
-    let anchor = if state.request.kind == crate::state::RequestKind::Fork {
-        let text = summary.redaction.anchor.as_deref();
-        state.request.fork_anchor.as_ref().zip(text).map(|(a, text)| {
-            let text = crate::select::prose(text.trim(), false).replace('\n', "\n> ");
-            context! { role => a.role.as_str(), text => text }
-        })
-    } else {
-        None
-    };
+    let anchor = anchor_value(state, summary);
     let title = summary
         .redaction
         .title
@@ -476,14 +571,8 @@ pub fn render(
     let receipt = receipt::receipt(summary);
     let transcript_path = document_path.as_deref().map(receipt::transcript_path);
     let receipt_where = receipt::where_to_read(transcript_path.as_deref());
-    let (left_out, cut) = receipt.iter().fold((0usize, 0usize), |(l, c), r| {
-        (l.saturating_add(r.left_out.len()), c.saturating_add(r.cut.len()))
-    });
-    let must_keep_cut: Vec<&str> = (summary.sections.iter())
-        .flat_map(|s| &s.entries)
-        .filter(|e| e.must_keep && (e.truncated || e.degraded))
-        .map(|e| e.id.as_str())
-        .collect();
+    let (left_out, cut) = receipt::counts(&receipt);
+    let must_keep_cut = must_keep_cut(summary);
     let ctx = context! {
         budget_receipt => (!receipt.is_empty()).then(|| receipt::receipt_markdown(&receipt)),
         budget_summary => receipt::summary_sentence(left_out, cut),
@@ -510,19 +599,7 @@ pub fn render(
         omitted_count => summary.omitted.len(),
         decision => decision_value,
     };
-    let mut document = render_one(env, &doc_template, &ctx)?;
-    if !document.ends_with('\n') {
-        document.push('\n');
-    }
-    // A template that does not show the request's message gets it appended.
-    if let Some(m) = request_message
-        .as_deref()
-        .filter(|m| !document.contains(*m))
-    {
-        document.push_str("\n## The user's message for this turn\n\n");
-        document.push_str(m);
-        document.push('\n');
-    }
+    let document = render_document(env, &doc_template, &ctx, request_message.as_deref())?;
 
     // The inline prompt: pointer + gist + message; off-band, shrunk to fit `inline_limit` (the
     // pointer prompt limit). Inline, nothing limits it: the handoff is the prompt.
@@ -532,14 +609,7 @@ pub fn render(
         .unwrap_or(policy.delivery.inline_limit);
     // minijinja strings are shared: the document is copied once, not once per attempt.
     let document_value = minijinja::Value::from(document.as_str());
-    let message = if opts.message_in_document {
-        format!(
-            "The user's message for this turn ({} characters, too long for one turn) is in that document, under \"The user's message for this turn\": act on it.",
-            crate::select::thousands(message.chars().count())
-        )
-    } else {
-        message
-    };
+    let message = turn_message(message, opts.message_in_document);
     let inline_template = set.inline_for(&doc_template);
     let inline_prompt = |mode: DeliveryMode, document_path: Option<&str>, gist: &[String]| {
         let ctx = context! {
@@ -553,23 +623,14 @@ pub fn render(
         render_one(env, &inline_template, &ctx)
     };
     let full_gist = gist(summary);
-    let mut sentences = full_gist.as_slice();
-    let mut inline_note = None;
-    let inline = loop {
-        let text = inline_prompt(mode, document_path.as_deref(), sentences)?;
-        let n = text.chars().count();
-        if mode == DeliveryMode::Inline || n <= limit {
-            break text;
-        }
-        let Some((_, shorter)) = sentences.split_last() else {
-            inline_note = Some(format!(
-                "the off-band pointer prompt needs {n} characters but inline_limit is {limit}; the user's message ({} characters) is sent whole, not cut",
-                message.chars().count()
-            ));
-            break text;
-        };
-        sentences = shorter;
-    };
+    let (inline, inline_note) = shrink_to_limit(
+        &inline_prompt,
+        mode,
+        document_path.as_deref(),
+        &full_gist,
+        limit,
+        message.chars().count(),
+    )?;
 
     // Off-band delivery can still fail at write time; keep the inline form ready.
     let inline_fallback = if mode == DeliveryMode::OffBand {

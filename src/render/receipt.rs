@@ -122,6 +122,13 @@ pub fn transcript_path(document: &str) -> String {
 /// The transcript's file name in the handoff directory.
 pub const TRANSCRIPT_FILE: &str = "transcript.md";
 
+/// How many items the receipt says were left out and how many cut, over every kind.
+pub fn counts(receipt: &[KindReceipt]) -> (usize, usize) {
+    receipt.iter().fold((0usize, 0usize), |(l, c), r| {
+        (l.saturating_add(r.left_out.len()), c.saturating_add(r.cut.len()))
+    })
+}
+
 /// `1,333 older or less important items were left out and 412 were cut`.
 pub fn summary_sentence(left_out: usize, cut: usize) -> String {
     let items = |n: usize| if n == 1 { "item was" } else { "items were" };

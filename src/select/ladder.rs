@@ -19,22 +19,6 @@ pub const NEWEST_DECISION_RUNS: u32 = 100;
 /// The newest runs `drop_oldest_runs` never reaches.
 pub const NEWEST_RUNS_KEPT: usize = 10;
 
-/// A text's first non-empty line, then how much was cut (`[... 1,234 characters cut]`, the
-/// marker of the `head` cut). A one-line text is returned whole.
-pub fn first_line(text: &str) -> String {
-    let text = text.trim();
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-    let total = text.chars().count();
-    let kept = line.chars().count();
-    if kept >= total {
-        return text.to_string();
-    }
-    format!(
-        "{line} [... {} characters cut]",
-        thousands(total.saturating_sub(kept))
-    )
-}
-
 /// What a kind is called in a count line (`312 earlier requests`).
 pub fn noun(kind: &str, n: usize) -> String {
     let one = n == 1;
@@ -105,34 +89,35 @@ pub(super) struct Counted {
     pub grouped: usize,
 }
 
-/// Group the file-change entries of each section by directory (`degrade group file_change`):
-/// one entry per directory naming every file in it (`src/api/: a.rs, b.rs`). Files first changed
-/// before `count_before` are counted per directory instead of named (`degrade count
-/// file_change`); their ids are returned to be recorded as left out, with how many distinct
-/// files were counted of how many grouped. Paths are redacted in `red`, the handoff's context.
-pub(super) fn group_files(
-    chosen: &mut Vec<Candidate<'_>>,
+/// A directory's file-change entries in one section, as [`group_files`] groups them.
+#[derive(Default)]
+struct Group {
+    dir: String,
+    section: usize,
+    /// Index in `chosen` of the candidate that becomes the group's entry.
+    head: Option<usize>,
+    first: usize,
+    names: Vec<String>,
+    /// Ids of the named files' items other than the head's.
+    named_ids: Vec<String>,
+    counted: Vec<String>,
+    /// Distinct files counted (`counted` holds every change of each).
+    counted_files: usize,
+    from: u32,
+    to: u32,
+}
+
+/// [`group_files`]' first pass: the group of each file-change entry of `chosen` (by section
+/// and directory, as redacted in `red`), named or counted (first changed before
+/// `count_before` and not in `keep`). Returns the groups, each entry's group, and how many
+/// files were grouped and counted.
+fn collect_groups(
+    chosen: &[Candidate<'_>],
     workspace: Option<&str>,
     count_before: Option<u32>,
     keep: &std::collections::BTreeSet<String>,
     red: &mut crate::redact::Context,
-) -> Counted {
-    #[derive(Default)]
-    struct Group {
-        dir: String,
-        section: usize,
-        /// Index in `chosen` of the candidate that becomes the group's entry.
-        head: Option<usize>,
-        first: usize,
-        names: Vec<String>,
-        /// Ids of the named files' items other than the head's.
-        named_ids: Vec<String>,
-        counted: Vec<String>,
-        /// Distinct files counted (`counted` holds every change of each).
-        counted_files: usize,
-        from: u32,
-        to: u32,
-    }
+) -> (Vec<Group>, Vec<Option<usize>>, usize, usize) {
     let mut groups: Vec<Group> = Vec::new();
     let mut group_of: Vec<Option<usize>> = vec![None; chosen.len()];
     let (mut grouped, mut files_counted) = (0usize, 0usize);
@@ -189,19 +174,25 @@ pub(super) fn group_files(
             }
         }
     }
-    // Where two or more directories of a section have every file counted, one line stands for
-    // all of them (a line per directory would cost more than it saves when each directory
-    // holds a file or two): `2,990 earlier files in 2,990 directories under src/ first changed
-    // in runs 1-2,990`. Per section: (index of its first such group, files, directories,
-    // top-level directories, runs from, to).
-    struct Rest {
-        first: usize,
-        files: usize,
-        dirs: usize,
-        tops: Vec<String>,
-        from: u32,
-        to: u32,
-    }
+    (groups, group_of, grouped, files_counted)
+}
+
+// Where two or more directories of a section have every file counted, one line stands for
+// all of them (a line per directory would cost more than it saves when each directory
+// holds a file or two): `2,990 earlier files in 2,990 directories under src/ first changed
+// in runs 1-2,990`. Per section: (index of its first such group, files, directories,
+// top-level directories, runs from, to).
+struct Rest {
+    first: usize,
+    files: usize,
+    dirs: usize,
+    tops: Vec<String>,
+    from: u32,
+    to: u32,
+}
+
+/// [`group_files`]' second pass: per section, the directories whose every file is counted.
+fn merge_counted_dirs(groups: &[Group]) -> Vec<(usize, Rest)> {
     let mut rest: Vec<(usize, Rest)> = Vec::new();
     for (g, group) in groups.iter().enumerate() {
         if group.head.is_some() {
@@ -234,23 +225,44 @@ pub(super) fn group_files(
             )),
         }
     }
-    let merged_line = |r: &Rest| -> Option<String> {
-        if r.dirs < 2 {
-            return None;
-        }
-        let shown = r.tops.len().min(3);
-        let mut under = r.tops.get(..shown).unwrap_or_default().join(", ");
-        if r.tops.len() > shown {
-            under.push_str(&format!(" and {} more", thousands(r.tops.len().saturating_sub(shown))));
-        }
-        Some(format!(
-            "{} in {} directories under {under} first changed in runs {}-{}",
-            noun("file_change", r.files),
-            thousands(r.dirs),
-            r.from,
-            r.to
-        ))
-    };
+    rest
+}
+
+/// The one line that stands for a section's fully counted directories, when there are two
+/// or more.
+fn merged_line(r: &Rest) -> Option<String> {
+    if r.dirs < 2 {
+        return None;
+    }
+    let shown = r.tops.len().min(3);
+    let mut under = r.tops.get(..shown).unwrap_or_default().join(", ");
+    if r.tops.len() > shown {
+        under.push_str(&format!(" and {} more", thousands(r.tops.len().saturating_sub(shown))));
+    }
+    Some(format!(
+        "{} in {} directories under {under} first changed in runs {}-{}",
+        noun("file_change", r.files),
+        thousands(r.dirs),
+        r.from,
+        r.to
+    ))
+}
+
+/// Group the file-change entries of each section by directory (`degrade group file_change`):
+/// one entry per directory naming every file in it (`src/api/: a.rs, b.rs`). Files first changed
+/// before `count_before` are counted per directory instead of named (`degrade count
+/// file_change`); their ids are returned to be recorded as left out, with how many distinct
+/// files were counted of how many grouped. Paths are redacted in `red`, the handoff's context.
+pub(super) fn group_files(
+    chosen: &mut Vec<Candidate<'_>>,
+    workspace: Option<&str>,
+    count_before: Option<u32>,
+    keep: &std::collections::BTreeSet<String>,
+    red: &mut crate::redact::Context,
+) -> Counted {
+    let (mut groups, group_of, grouped, files_counted) =
+        collect_groups(chosen.as_slice(), workspace, count_before, keep, red);
+    let rest = merge_counted_dirs(&groups);
     let mut counted_ids = Vec::new();
     let mut out: Vec<Candidate<'_>> = Vec::with_capacity(chosen.len());
     for (i, mut c) in std::mem::take(chosen).into_iter().enumerate() {

@@ -6,17 +6,17 @@
 
 mod files;
 pub mod ladder;
-mod problems;
-mod text;
 
-pub use crate::cut::{code_span, escape_controls, fenced, one_line, prose, thousands, Cut};
+pub use crate::cut::{fenced, one_line, prose, thousands, Cut};
+// Baton's own benches and tests reach them here (`unstable`); the entry formats use `cut`'s.
 #[cfg(any(test, feature = "unstable"))]
-pub use crate::cut::{head, head_tail, tail};
+pub use crate::cut::{code_span, escape_controls, head, head_tail, tail};
 #[cfg(any(feature = "unstable", feature = "cli", feature = "lsp"))]
 pub use files::display_path;
-pub use text::{compact, cut_at_whitespace, keep_tail};
+pub use crate::entry::{compact, cut_at_whitespace, keep_tail};
 
 use crate::decision::Decision;
+use crate::entry::{entry_text, role_label, Texts};
 use crate::eval::item_holds;
 use crate::facts::{
     item_contexts, synthetic_item, Fact, Facts, ItemCtx, SummarySizer,
@@ -784,100 +784,14 @@ impl Prepared<'_, '_> {
             note,
             mut redaction,
         } = self;
-        let omit = |omitted: &mut Vec<Omitted>, ctx: ItemCtx, reason: String| {
-            omitted.push(Omitted {
-                id: ctx.id,
-                kind: ctx.kind,
-                reason,
-            })
-        };
-        let mut chosen: Vec<Candidate> = Vec::with_capacity(picks.len());
-        // (kind, section, run) of every item a `count KIND` step left out.
-        let mut counted: Vec<(&'static str, usize, u32)> = Vec::new();
-        for pick in picks {
-            let t = match pick {
-                Pick::Omit(ctx, reason) => {
-                    omit(&mut omitted, ctx, reason);
-                    continue;
-                }
-                Pick::Take(t) => t,
-            };
-            let keep = t.must_keep;
-            // Must-keep items are out of every step's reach; protected ones out of every
-            // step's but the last resort's.
-            let reachable = !keep && (!t.protected || degrade.must_keep_only);
-            if reachable && !degrade.keep.contains(&t.ctx.id) {
-                if let Some(reason) = degrade.drops(t.ctx.kind, t.ctx.run) {
-                    if reason.ends_with(&format!("count {}", t.ctx.kind)) {
-                        counted.push((t.ctx.kind, t.section, t.ctx.run));
-                    }
-                    omit(&mut omitted, t.ctx, reason);
-                    continue;
-                }
-            }
-            let (kind, run) = (t.ctx.kind, t.ctx.run);
-            // A ceiling cuts only within the `text_rules` step's reach (must-keep items stay
-            // whole unless the rule is strict, as `Texts::whole` says).
-            let ceiling_on = t.ceiling && degrade.ceiling_applies(run);
-            let mut cut = if t.ceiling && !ceiling_on {
-                Some(Cut::Whole)
-            } else {
-                t.cut
-            };
-            let mut changed = ceiling_on;
-            if reachable {
-                if let Some(d) = degrade.cut(kind, run) {
-                    cut = cut.map_or(Some(d), |c| Some(c.tighter(d)));
-                    changed = true;
-                }
-            }
-            let form = if reachable && degrade.applies(&degrade.paths, "paths", kind, run) {
-                changed = true;
-                Form::PathOnly
-            } else {
-                t.inc.form
-            };
-            let first_line =
-                reachable && degrade.applies(&degrade.first_line, "first_line", kind, run);
-            let no_output = reachable
-                && degrade.applies(&degrade.drop_output, "drop_output", kind, run)
-                && succeeded(t.ctx.item);
-            changed |= first_line || no_output;
-            let (text, changed) = if changed {
-                let texts = Texts {
-                    cut,
-                    whole: keep && !t.strict,
-                    first_line,
-                    no_output,
-                };
-                let text = take_text_with(
-                    state,
-                    &t.ctx,
-                    form,
-                    &texts,
-                    note.as_deref(),
-                    &mut redaction.context,
-                );
-                // A file change's text is its aggregate, built below: a new form changes it.
-                let changed = text != t.text || form != t.inc.form;
-                (text, changed)
-            } else {
-                (t.text, false)
-            };
-            let label = role_label(&t.ctx, form);
-            let sep = if form == Form::Transcript { 2 } else { 0 };
-            chosen.push(Candidate {
-                ctx: t.ctx,
-                section: t.section,
-                form,
-                text,
-                merged: Vec::new(),
-                must_keep: keep,
-                label,
-                sep,
-                degraded: changed,
-            });
-        }
+        let (mut chosen, counted) = take_picks(
+            state,
+            picks,
+            degrade,
+            note.as_deref(),
+            &mut redaction.context,
+            &mut omitted,
+        );
     files::aggregate(&mut chosen, state.thread.workspace.as_deref(), &mut redaction.context);
     let mut files_counted = (0usize, 0usize);
     if degrade.group.iter().any(|k| k == "file_change") && !degrade.must_keep_only {
@@ -932,86 +846,10 @@ impl Prepared<'_, '_> {
         }
     }
 
-    // Budget. Newest first (seed 004's legacy continuation): walk back from the newest entry,
-    // keep whole entries while they fit; an entry that does not fit keeps its role label and
-    // its newest words (`User:\n... last words`), and the walk goes on while room is left.
-    // Oldest first: walk forwards, cut the first entry that does not fit at a whitespace
-    // boundary, omit the rest.
+    // The rule's own budget: newest first or oldest first (`fit_rule_budget`).
     let mut truncated = vec![false; chosen.len()];
     if let Some((budget, newest_first)) = rules.budget {
-        let mut keep = vec![false; chosen.len()];
-        if newest_first {
-            let mut remaining = i64::try_from(budget).unwrap_or(i64::MAX);
-            for (i, c) in chosen.iter_mut().enumerate().rev() {
-                if remaining <= 0 {
-                    break;
-                }
-                let len = count_i64(&c.text);
-                if len <= remaining {
-                    mark(&mut keep, i);
-                    remaining = remaining.saturating_sub(len.saturating_add(count_i64_n(c.sep)));
-                    continue;
-                }
-                let split = c
-                    .text
-                    .char_indices()
-                    .nth(c.label)
-                    .map(|(b, _)| b)
-                    .unwrap_or(c.text.len());
-                let (label, body) = c.text.split_at(split);
-                let prefix = format!("{label}... ");
-                let room = remaining.saturating_sub(count_i64(&prefix));
-                if room <= 0 {
-                    continue;
-                }
-                let tail = keep_tail(body, usize::try_from(room).unwrap_or(0));
-                if tail.is_empty() {
-                    continue;
-                }
-                c.text = format!("{prefix}{tail}");
-                mark(&mut keep, i);
-                mark(&mut truncated, i);
-                remaining = remaining
-                    .saturating_sub(count_i64(&c.text).saturating_add(count_i64_n(c.sep)));
-            }
-        } else {
-            let mut used = 0usize;
-            for (i, c) in chosen.iter_mut().enumerate() {
-                let len = c.text.chars().count();
-                if used.saturating_add(len) <= budget {
-                    used = used.saturating_add(len);
-                    mark(&mut keep, i);
-                    continue;
-                }
-                let cut = cut_at_whitespace(&c.text, budget.saturating_sub(used));
-                if !cut.is_empty() {
-                    c.text = cut;
-                    mark(&mut keep, i);
-                    mark(&mut truncated, i);
-                }
-                break;
-            }
-        }
-        let mut kept = Vec::with_capacity(chosen.len());
-        let mut kept_truncated = Vec::with_capacity(chosen.len());
-        for ((c, k), t) in chosen.into_iter().zip(keep).zip(truncated) {
-            if k {
-                kept.push(c);
-                kept_truncated.push(t);
-            } else {
-                let reason = format!("over the {budget}-character budget");
-                for id in &c.merged {
-                    omitted.push(Omitted {
-                        id: id.clone(),
-                        kind: c.ctx.kind,
-                        reason: reason.clone(),
-                    });
-                }
-                omit(&mut omitted, c.ctx, reason);
-            }
-        }
-        chosen = kept;
-        truncated = kept_truncated;
+        (chosen, truncated) = fit_rule_budget(chosen, budget, newest_first, &mut omitted);
     }
 
     // Sections in document order; entries keep source order within a section.
@@ -1045,26 +883,7 @@ impl Prepared<'_, '_> {
         open.reverse();
     }
     // Items a `count KIND` step left out: one line per kind at the head of its section.
-    let mut kinds: Vec<(&'static str, usize)> = Vec::new();
-    for (kind, section, _) in &counted {
-        if !kinds.contains(&(*kind, *section)) {
-            kinds.push((*kind, *section));
-        }
-    }
-    for (kind, section) in kinds {
-        let runs: Vec<u32> = (counted.iter())
-            .filter(|(k, s, _)| *k == kind && *s == section)
-            .map(|(_, _, r)| *r)
-            .collect();
-        let (Some(from), Some(to)) = (runs.iter().min(), runs.iter().max()) else {
-            continue;
-        };
-        if let Some(bucket) = buckets.get_mut(section) {
-            let transcript = degrade.transcript.as_deref();
-            let line = ladder::count_entry(kind, runs.len(), *from, *to, transcript);
-            bucket.insert(0, line);
-        }
-    }
+    count_lines(&mut buckets, &counted, degrade.transcript.as_deref());
     let sections = order
         .iter()
         .zip(buckets)
@@ -1087,6 +906,229 @@ impl Prepared<'_, '_> {
         redaction,
     }
 }
+}
+
+/// Leave `ctx`'s item out of the summary, saying why.
+fn omit(omitted: &mut Vec<Omitted>, ctx: ItemCtx, reason: String) {
+    omitted.push(Omitted {
+        id: ctx.id,
+        kind: ctx.kind,
+        reason,
+    })
+}
+
+/// [`Prepared::into_summary`]'s first step: every item the rules took, under the budget's
+/// degradation changes (dropped, counted, cut, path only, first line, without output), its
+/// text taken again where a change reaches it. Returns the candidates and the (kind,
+/// section, run) of every item a `count KIND` step left out.
+#[allow(clippy::type_complexity)]
+fn take_picks<'p, 's>(
+    state: &'s State,
+    picks: Vec<Pick<'p, 's>>,
+    degrade: &Degrade,
+    note: Option<&str>,
+    red: &mut crate::redact::Context,
+    omitted: &mut Vec<Omitted>,
+) -> (Vec<Candidate<'s>>, Vec<(&'static str, usize, u32)>) {
+    let mut chosen: Vec<Candidate> = Vec::with_capacity(picks.len());
+    // (kind, section, run) of every item a `count KIND` step left out.
+    let mut counted: Vec<(&'static str, usize, u32)> = Vec::new();
+    for pick in picks {
+        let t = match pick {
+            Pick::Omit(ctx, reason) => {
+                omit(omitted, ctx, reason);
+                continue;
+            }
+            Pick::Take(t) => t,
+        };
+        let keep = t.must_keep;
+        // Must-keep items are out of every step's reach; protected ones out of every
+        // step's but the last resort's.
+        let reachable = !keep && (!t.protected || degrade.must_keep_only);
+        if reachable && !degrade.keep.contains(&t.ctx.id) {
+            if let Some(reason) = degrade.drops(t.ctx.kind, t.ctx.run) {
+                if reason.ends_with(&format!("count {}", t.ctx.kind)) {
+                    counted.push((t.ctx.kind, t.section, t.ctx.run));
+                }
+                omit(omitted, t.ctx, reason);
+                continue;
+            }
+        }
+        let (kind, run) = (t.ctx.kind, t.ctx.run);
+        // A ceiling cuts only within the `text_rules` step's reach (must-keep items stay
+        // whole unless the rule is strict, as `Texts::whole` says).
+        let ceiling_on = t.ceiling && degrade.ceiling_applies(run);
+        let mut cut = if t.ceiling && !ceiling_on {
+            Some(Cut::Whole)
+        } else {
+            t.cut
+        };
+        let mut changed = ceiling_on;
+        if reachable {
+            if let Some(d) = degrade.cut(kind, run) {
+                cut = cut.map_or(Some(d), |c| Some(c.tighter(d)));
+                changed = true;
+            }
+        }
+        let form = if reachable && degrade.applies(&degrade.paths, "paths", kind, run) {
+            changed = true;
+            Form::PathOnly
+        } else {
+            t.inc.form
+        };
+        let first_line =
+            reachable && degrade.applies(&degrade.first_line, "first_line", kind, run);
+        let no_output = reachable
+            && degrade.applies(&degrade.drop_output, "drop_output", kind, run)
+            && succeeded(t.ctx.item);
+        changed |= first_line || no_output;
+        let (text, changed) = if changed {
+            let texts = Texts {
+                cut,
+                whole: keep && !t.strict,
+                first_line,
+                no_output,
+            };
+            let text = take_text_with(
+                state,
+                &t.ctx,
+                form,
+                &texts,
+                note,
+                red,
+            );
+            // A file change's text is its aggregate, built below: a new form changes it.
+            let changed = text != t.text || form != t.inc.form;
+            (text, changed)
+        } else {
+            (t.text, false)
+        };
+        let label = role_label(&t.ctx, form);
+        let sep = if form == Form::Transcript { 2 } else { 0 };
+        chosen.push(Candidate {
+            ctx: t.ctx,
+            section: t.section,
+            form,
+            text,
+            merged: Vec::new(),
+            must_keep: keep,
+            label,
+            sep,
+            degraded: changed,
+        });
+    }
+    (chosen, counted)
+}
+
+/// The summary rule's own budget (`budget N`). Newest first (seed 004's legacy
+/// continuation): walk back from the newest entry, keep whole entries while they fit; an entry
+/// that does not fit keeps its role label and its newest words (`User:\n... last words`), and
+/// the walk goes on while room is left. Oldest first: walk forwards, cut the first entry that
+/// does not fit at a whitespace boundary, omit the rest. Returns the entries kept and which
+/// of them were cut.
+fn fit_rule_budget<'s>(
+    mut chosen: Vec<Candidate<'s>>,
+    budget: usize,
+    newest_first: bool,
+    omitted: &mut Vec<Omitted>,
+) -> (Vec<Candidate<'s>>, Vec<bool>) {
+    let mut truncated = vec![false; chosen.len()];
+    let mut keep = vec![false; chosen.len()];
+    if newest_first {
+        let mut remaining = i64::try_from(budget).unwrap_or(i64::MAX);
+        for (i, c) in chosen.iter_mut().enumerate().rev() {
+            if remaining <= 0 {
+                break;
+            }
+            let len = count_i64(&c.text);
+            if len <= remaining {
+                mark(&mut keep, i);
+                remaining = remaining.saturating_sub(len.saturating_add(count_i64_n(c.sep)));
+                continue;
+            }
+            let split = c
+                .text
+                .char_indices()
+                .nth(c.label)
+                .map(|(b, _)| b)
+                .unwrap_or(c.text.len());
+            let (label, body) = c.text.split_at(split);
+            let prefix = format!("{label}... ");
+            let room = remaining.saturating_sub(count_i64(&prefix));
+            if room <= 0 {
+                continue;
+            }
+            let tail = keep_tail(body, usize::try_from(room).unwrap_or(0));
+            if tail.is_empty() {
+                continue;
+            }
+            c.text = format!("{prefix}{tail}");
+            mark(&mut keep, i);
+            mark(&mut truncated, i);
+            remaining = remaining
+                .saturating_sub(count_i64(&c.text).saturating_add(count_i64_n(c.sep)));
+        }
+    } else {
+        let mut used = 0usize;
+        for (i, c) in chosen.iter_mut().enumerate() {
+            let len = c.text.chars().count();
+            if used.saturating_add(len) <= budget {
+                used = used.saturating_add(len);
+                mark(&mut keep, i);
+                continue;
+            }
+            let cut = cut_at_whitespace(&c.text, budget.saturating_sub(used));
+            if !cut.is_empty() {
+                c.text = cut;
+                mark(&mut keep, i);
+                mark(&mut truncated, i);
+            }
+            break;
+        }
+    }
+    let mut kept = Vec::with_capacity(chosen.len());
+    let mut kept_truncated = Vec::with_capacity(chosen.len());
+    for ((c, k), t) in chosen.into_iter().zip(keep).zip(truncated) {
+        if k {
+            kept.push(c);
+            kept_truncated.push(t);
+        } else {
+            let reason = format!("over the {budget}-character budget");
+            for id in &c.merged {
+                omitted.push(Omitted {
+                    id: id.clone(),
+                    kind: c.ctx.kind,
+                    reason: reason.clone(),
+                });
+            }
+            omit(omitted, c.ctx, reason);
+        }
+    }
+    (kept, kept_truncated)
+}
+
+/// Items a `count KIND` step left out (`counted`: kind, section, run): one line per kind at
+/// the head of its section.
+fn count_lines(buckets: &mut [Vec<Entry>], counted: &[(&'static str, usize, u32)], transcript: Option<&str>) {
+    let mut kinds: Vec<(&'static str, usize)> = Vec::new();
+    for (kind, section, _) in counted {
+        if !kinds.contains(&(*kind, *section)) {
+            kinds.push((*kind, *section));
+        }
+    }
+    for (kind, section) in kinds {
+        let runs: Vec<u32> = (counted.iter())
+            .filter(|(k, s, _)| *k == kind && *s == section)
+            .map(|(_, _, r)| *r)
+            .collect();
+        let (Some(from), Some(to)) = (runs.iter().min(), runs.iter().max()) else {
+            continue;
+        };
+        if let Some(bucket) = buckets.get_mut(section) {
+            let line = ladder::count_entry(kind, runs.len(), *from, *to, transcript);
+            bucket.insert(0, line);
+        }
+    }
 }
 
 /// Whether handoff `id` covers runs of this thread of which one was rolled back.
@@ -1319,82 +1361,6 @@ fn is_ceiling(cut: Option<Cut>) -> bool {
     matches!(cut, Some(Cut::Head(_) | Cut::Tail(_) | Cut::HeadTail(_)))
 }
 
-/// How the texts of one entry are cut and made safe.
-struct Texts {
-    /// The text rule; `None` when the policy has none (texts trimmed, outputs through the
-    /// 240-character compact rule as before text rules existed).
-    cut: Option<Cut>,
-    /// A must-keep item: its own text is never cut.
-    whole: bool,
-    /// Cut to its first line (`degrade first_line KIND`).
-    first_line: bool,
-    /// A successful command's or tool call's output is left out (`degrade drop_output KIND`).
-    no_output: bool,
-}
-
-impl Texts {
-    fn main_cut(&self) -> Cut {
-        match (self.whole, self.cut) {
-            (true, _) | (false, None) => Cut::Whole,
-            (false, Some(c)) => c,
-        }
-    }
-
-    /// The text, to its first line when a step says so.
-    fn own<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
-        if self.first_line {
-            std::borrow::Cow::Owned(ladder::first_line(text))
-        } else {
-            std::borrow::Cow::Borrowed(text)
-        }
-    }
-
-    /// The item's own text at the start of an entry (made safe as markdown prose).
-    fn lead(&self, text: &str) -> String {
-        prose(&self.main_cut().apply(&self.own(text)), true)
-    }
-
-    /// The item's own text after a label or other text.
-    fn inner(&self, text: &str) -> String {
-        prose(&self.main_cut().apply(&self.own(text)), false)
-    }
-
-    /// The item's own text on one line, after a label (`User: ...`).
-    fn line(&self, text: &str) -> String {
-        escape_controls(&self.main_cut().apply_one_line(&self.own(text)))
-    }
-
-    /// An output or input: on the same line after `: ` when cut by the compact rule,
-    /// otherwise in a code fence on the following lines.
-    fn output(&self, text: &str) -> String {
-        match self.cut.unwrap_or(Cut::Compact(240)) {
-            Cut::Compact(n) => format!(": {}", escape_controls(&compact(text, n))),
-            c => {
-                let out = c.apply(text);
-                // A short one-line output stays on the line; anything else is fenced.
-                if !out.contains('\n') && !out.contains('`') && out.chars().count() <= 200 {
-                    format!(": {}", escape_controls(&out))
-                } else {
-                    format!(":\n{}", fenced(&out))
-                }
-            }
-        }
-    }
-
-    /// A tool's input, on the same line.
-    fn input(&self, text: &str) -> String {
-        let c = self.cut.unwrap_or(Cut::Compact(240));
-        escape_controls(&c.apply_one_line(text))
-    }
-}
-
-/// What stands for a successful output a step left out.
-fn output_left_out(output: &str) -> String {
-    let n = output.trim().lines().count();
-    let lines = if n == 1 { "line" } else { "lines" };
-    format!(" [output of {} {lines} left out]", thousands(n))
-}
-
 /// A command that exited 0 or a tool call that completed.
 fn succeeded(item: Option<&Item>) -> bool {
     matches!(
@@ -1423,316 +1389,7 @@ fn mark(flags: &mut [bool], i: usize) {
     }
 }
 
-/// Characters of the label a form puts in front of an item's text (see [`entry_text`]).
-fn role_label(ctx: &ItemCtx, form: Form) -> usize {
-    let label = match (ctx.kind, form) {
-        ("user_message", Form::Line | Form::Transcript) => "User: ",
-        ("assistant_message", Form::Line | Form::Transcript) => "Assistant: ",
-        ("command", Form::Line) => "Command: ",
-        ("handoff", Form::Line | Form::Text) => "Handoff: ",
-        _ => "",
-    };
-    label.chars().count()
-}
 
-/// What a compaction summary covers and that the runs after it are newer: a summary's "the
-/// blocker is X" must not read as current when a later run solved X.
-fn compact_note(state: &State, through: u32) -> String {
-    let last = state
-        .runs
-        .iter()
-        .filter(|r| r.status != crate::state::RunStatus::RolledBack)
-        .map(|r| r.ordinal)
-        .max()
-        .unwrap_or(0);
-    let runs = |from: u32, to: u32| match to.cmp(&from) {
-        std::cmp::Ordering::Less => String::new(),
-        std::cmp::Ordering::Equal => format!("run {from}"),
-        std::cmp::Ordering::Greater => format!("runs {from}-{to}"),
-    };
-    if through == 0 {
-        return format!(
-            "(Written when the context was compacted, before run 1; {} came after it and {} newer.)",
-            runs(1, last),
-            if last > 1 { "are" } else { "is" }
-        );
-    }
-    if through >= last {
-        return format!(
-            "(Written when the context was compacted in run {last}, the last run: what the run did after that point is listed below and is newer.)"
-        );
-    }
-    let later = runs(through.saturating_add(1), last);
-    format!(
-        "(Written when the context was compacted; it covers the conversation through run {through}. {} came after it and {} listed below: where they differ, trust the later work.)",
-        capitalise(&later),
-        if later.starts_with("runs") { "are" } else { "is" }
-    )
-}
-
-fn capitalise(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect(),
-        None => String::new(),
-    }
-}
-
-fn file_name(path: &str) -> &str {
-    path.rsplit(['/', '\\']).next().unwrap_or(path)
-}
-
-/// The text of one entry in one form. Every text of the thread it shows goes through the
-/// handoff's redaction context `red` first, before any cut (docs/redaction.md).
-// Long by design: one arm per item kind and form (the entry formats of docs/rendering.md),
-// each a few lines; the match over `(item, form)` keeps every format in one place.
-fn entry_text(
-    state: &State,
-    ctx: &ItemCtx,
-    form: Form,
-    t: &Texts,
-    note: Option<&str>,
-    red: &mut crate::redact::Context,
-) -> String {
-    let id = ctx.id.as_str();
-    match ctx.kind {
-        "fork_anchor" => {
-            let a = state.request.fork_anchor.as_ref();
-            return t.lead(&red.text(id, a.map(|a| a.text.as_str()).unwrap_or("")));
-        }
-        "compact_summary" => {
-            let cs = state.thread.compact_summary.as_deref().unwrap_or("");
-            let text = t.lead(&red.text(id, cs));
-            // The summary first, as the profiles' own systems show it (mcode's tests compare
-            // its first line), then when it was written and what came after.
-            return format!("{text}\n{}", compact_note(state, ctx.run));
-        }
-        "workspace" => {
-            return t.lead(&red.text(id, note.unwrap_or("")));
-        }
-        "checkpoint" => {
-            let c = state.checkpoints.iter().find(|c| c.run == ctx.run);
-            let n = c.map(|c| c.files_changed).unwrap_or(0);
-            let files = format!("{n} file{} changed", if n == 1 { "" } else { "s" });
-            return match (form, c.and_then(|c| c.diff_summary.as_deref())) {
-                (Form::Count, _) => files,
-                // Seed 004's wording, plural even for one file.
-                (Form::Line, _) => format!("Checkpoint: {n} files"),
-                (_, Some(d)) => format!("run {}: {files}: {}", ctx.run, t.inner(&red.text(id, d))),
-                (_, None) => format!("run {}: {files}", ctx.run),
-            };
-        }
-        "handoff" => {
-            let h = state.handoffs.iter().find(|h| h.id == ctx.id);
-            // A handoff without a recorded summary is named by its strategy (as seed 004 does).
-            let summary = h
-                .map(|h| h.summary.as_deref().unwrap_or(h.strategy.as_str()))
-                .unwrap_or("");
-            let summary = red.text(id, summary);
-            return match (form, h) {
-                (Form::Line, _) | (Form::Text, _) => format!("Handoff: {}", t.line(&summary)),
-                (_, Some(h)) => format!(
-                    "{} (runs {}-{}, {}): {}",
-                    h.id,
-                    h.covered.from,
-                    h.covered.to,
-                    h.strategy.as_str(),
-                    t.inner(&summary)
-                ),
-                (_, None) => t.lead(&summary),
-            };
-        }
-        _ => {}
-    }
-    let Some(item) = ctx.item else {
-        return String::new();
-    };
-    // Seed 003's activity line: a command as the Bash tool call that ran it; a question or an
-    // approval as the tool call that asks it (Mcode's agents ask and request permission
-    // through tool calls, listed with their status); any other kind as its `line`.
-    if form == Form::Activity {
-        match item {
-            Item::Command {
-                command, exit_code, ..
-            } => {
-                let status = match exit_code {
-                    Some(0) | None => String::new(),
-                    Some(c) => format!(" (failed, exit {c})"),
-                };
-                return format!("Bash{status}: {}", t.line(&red.text(id, command)));
-            }
-            Item::Approval { text, resolved, .. } => {
-                let status = if *resolved { "resolved" } else { "awaiting approval" };
-                return format!("Approval ({status}): {}", t.line(&red.text(id, text)));
-            }
-            Item::Question { text, answered, .. } => {
-                let status = if *answered { "answered" } else { "unanswered" };
-                return format!("Question ({status}): {}", t.line(&red.text(id, text)));
-            }
-            _ => {}
-        }
-    }
-    let form = if form == Form::Activity { Form::Line } else { form };
-    if form == Form::Full {
-        if let Some(text) = problems::open_failure_text(ctx, red) {
-            return text;
-        }
-    }
-    match (item, form) {
-        (Item::UserMessage { text, .. }, Form::Transcript) => {
-            format!("User:\n{}", prose(&red.text(id, text), true))
-        }
-        (Item::AssistantMessage { text, .. }, Form::Transcript) => {
-            format!("Assistant:\n{}", prose(&red.text(id, text), true))
-        }
-        (Item::UserMessage { text, .. }, Form::Line) => {
-            format!("User: {}", t.line(&red.text(id, text)))
-        }
-        (Item::AssistantMessage { text, .. }, Form::Line) => {
-            format!("Assistant: {}", t.line(&red.text(id, text)))
-        }
-        (Item::Command { command, .. }, Form::Line) => {
-            format!("Command: {}", t.line(&red.text(id, command)))
-        }
-        (Item::FileChange { path, .. }, Form::Line) => {
-            format!("File change: {}", t.line(&red.text(id, file_name(path))))
-        }
-        // Seed 003's tool activity line: the status unless the call completed, then its input.
-        (
-            Item::ToolCall {
-                tool,
-                input,
-                status,
-                ..
-            },
-            Form::Line,
-        ) => {
-            let mut s = t.line(&red.text(id, tool));
-            if let Some(st) = status.filter(|s| *s != crate::state::ToolStatus::Completed) {
-                s.push_str(&format!(" ({})", st.as_str()));
-            }
-            if let Some(i) = input.as_deref().filter(|i| !i.trim().is_empty()) {
-                s.push_str(&format!(": {}", t.line(&red.text(id, i))));
-            }
-            s
-        }
-        (Item::FileChange { path, .. }, Form::PathOnly) => t.lead(&red.text(id, path)),
-        (
-            Item::FileChange {
-                path,
-                change,
-                diff_lines,
-                ..
-            },
-            _,
-        ) => {
-            let mut s = t.lead(&red.text(id, path));
-            let mut bits = Vec::new();
-            if let Some(c) = change {
-                bits.push(c.as_str().to_string());
-            }
-            if let Some(d) = diff_lines {
-                bits.push(format!("{d} diff lines"));
-            }
-            if !bits.is_empty() {
-                s.push_str(&format!(" ({})", bits.join(", ")));
-            }
-            s
-        }
-        (
-            Item::Command {
-                command,
-                exit_code,
-                output,
-                ..
-            },
-            Form::Full,
-        ) => {
-            let command = red.text(id, command);
-            let line = if t.whole {
-                command.trim().to_string()
-            } else {
-                t.main_cut().apply(&command)
-            };
-            let mut s = code_span(&line);
-            if let Some(c) = exit_code {
-                s.push_str(&format!(" (exit {c})"));
-            }
-            if let Some(o) = output.as_deref().filter(|o| !o.trim().is_empty()) {
-                if t.no_output {
-                    s.push_str(&output_left_out(o));
-                } else {
-                    s.push_str(&t.output(&red.text(id, o)));
-                }
-            }
-            s
-        }
-        (
-            Item::ToolCall {
-                tool,
-                input,
-                status,
-                output,
-                ..
-            },
-            Form::Full,
-        ) => {
-            let mut s = escape_controls(&red.text(id, tool));
-            if let Some(i) = input.as_deref().filter(|i| !i.trim().is_empty()) {
-                s.push_str(&format!(" {}", t.input(&red.text(id, i))));
-            }
-            if let Some(st) = status {
-                s.push_str(&format!(" ({})", st.as_str()));
-            }
-            if let Some(o) = output.as_deref().filter(|o| !o.trim().is_empty()) {
-                if t.no_output {
-                    s.push_str(&output_left_out(o));
-                } else {
-                    s.push_str(&t.output(&red.text(id, o)));
-                }
-            }
-            s
-        }
-        (Item::Plan { steps, .. }, _) => steps
-            .iter()
-            .map(|st| {
-                let mark = match st.status {
-                    crate::state::StepStatus::Done => "[x]",
-                    crate::state::StepStatus::InProgress => "[~]",
-                    crate::state::StepStatus::Pending => "[ ]",
-                };
-                format!("{mark} {}", t.line(&red.text(id, &st.text)))
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        (Item::SubagentResult { agent, text, .. }, _) => {
-            format!(
-                "{}: {}",
-                escape_controls(&red.text(id, agent)),
-                t.inner(&red.text(id, text))
-            )
-        }
-        (Item::Approval { text, resolved, .. }, Form::Full) => {
-            format!(
-                "{} ({})",
-                t.lead(&red.text(id, text)),
-                if *resolved {
-                    "resolved"
-                } else {
-                    "awaiting approval"
-                }
-            )
-        }
-        (Item::Question { text, answered, .. }, Form::Full) => {
-            format!(
-                "{} ({})",
-                t.lead(&red.text(id, text)),
-                if *answered { "answered" } else { "unanswered" }
-            )
-        }
-        (other, _) => t.lead(&red.text(id, other.primary_text())),
-    }
-}
 
 
 #[cfg(test)]

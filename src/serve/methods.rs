@@ -193,13 +193,13 @@ pub async fn call(
         "render" => pool!(move |cx, p| render(cx, p, parsed)),
         "dispatch" => pool!(|cx, p: stored::DispatchParams| {
             let (thread, target, trace) = (p.thread.clone(), p.target.clone(), p.trace);
-            let r = stored::dispatch(cx.stores(), &cx.set, cx.handoff_dir(), p);
+            let r = stored::dispatch(cx.stores(), &cx.set, p);
             cx.record_dispatched("dispatch", &thread, Some(&target), &r);
             r.map(|d| stored::dispatched(d, trace))
         }),
         "mergeBack" => pool!(|cx, p: stored::MergeBackParams| {
             let (thread, trace) = (p.thread.clone(), p.trace);
-            let r = stored::merge_back(cx.stores(), &cx.set, cx.handoff_dir(), p);
+            let r = stored::merge_back(cx.stores(), &cx.set, p);
             cx.record_dispatched("mergeBack", &thread, None, &r);
             r.map(|d| stored::dispatched(d, trace))
         }),
@@ -208,7 +208,7 @@ pub async fn call(
         "fork" => pool!(|cx, p| stored::fork(cx.stores(), p)),
         "regenerate" => pool!(|cx, p: stored::RegenerateParams| {
             let (thread, trace) = (p.thread.clone(), p.trace);
-            let r = stored::regenerate(cx.stores(), &cx.set, cx.handoff_dir(), p);
+            let r = stored::regenerate(cx.stores(), &cx.set, p);
             cx.record_dispatched("regenerate", &thread, None, &r);
             r.map(|d| stored::dispatched(d, trace))
         }),

@@ -218,7 +218,6 @@ pub fn dispatched(d: Dispatched, trace: bool) -> Value {
 pub fn dispatch(
     pool: &StorePool,
     set: &PolicySet,
-    handoff_dir: Option<PathBuf>,
     p: DispatchParams,
 ) -> Result<Dispatched, RpcError> {
     let req = store::DispatchRequest {
@@ -228,16 +227,13 @@ pub fn dispatch(
         model: p.model,
         runtime_mode: p.runtime_mode,
         clean_context: p.clean_context,
-        handoff_dir,
-        templates_dir: None,
-        templates: Some(set.engine.templates().clone()),
         at: Some(p.at.unwrap_or_else(now)),
         workspace: workspace_of(p.cwd, p.workspace),
     };
     // The writer lock is taken only around the write transaction: a policy's summarizer runs
     // before it, so it never holds up other threads' writes.
     pool.with(|s| {
-        store::dispatch_with_writer(s, &set.policy, &req, || pool.writer_guard())
+        store::dispatch_with_writer(s, &set.engine, &req, || pool.writer_guard())
             .map_err(|e| store_error(&e))
     })
 }
@@ -320,30 +316,16 @@ pub struct MergeBackParams {
     pub trace: bool,
 }
 
-/// How a merge-back or a regenerate renders its handoff: with the serving set's templates.
-fn handoff_options(
-    set: &PolicySet,
-    handoff_dir: Option<PathBuf>,
-    message: Option<String>,
-) -> store::HandoffOptions {
-    store::HandoffOptions {
-        message,
-        handoff_dir,
-        templates_dir: None,
-        templates: Some(set.engine.templates().clone()),
-    }
-}
-
 pub fn merge_back(
     pool: &StorePool,
     set: &PolicySet,
-    handoff_dir: Option<PathBuf>,
     p: MergeBackParams,
 ) -> Result<Dispatched, RpcError> {
-    let opts = handoff_options(set, handoff_dir, p.message);
+    // The serving set's engine brings the policy, the templates and the off-band root.
+    let opts = store::HandoffOptions { message: p.message };
     // As for a dispatch, the writer lock is taken only around the write transaction.
     pool.with(|s| {
-        store::merge_back_with_writer(s, &set.policy, &p.thread, &opts, || pool.writer_guard())
+        store::merge_back_with_writer(s, &set.engine, &p.thread, &opts, || pool.writer_guard())
             .map_err(|e| store_error(&e))
     })
 }
@@ -364,13 +346,12 @@ pub struct RegenerateParams {
 pub fn regenerate(
     pool: &StorePool,
     set: &PolicySet,
-    handoff_dir: Option<PathBuf>,
     p: RegenerateParams,
 ) -> Result<Dispatched, RpcError> {
-    let opts = handoff_options(set, handoff_dir, p.message);
+    let opts = store::HandoffOptions { message: p.message };
     // As for a dispatch, the writer lock is taken only around the write transaction.
     pool.with(|s| {
-        store::regenerate_with_writer(s, &set.policy, &p.thread, &p.handoff, &opts, || {
+        store::regenerate_with_writer(s, &set.engine, &p.thread, &p.handoff, &opts, || {
             pool.writer_guard()
         })
         .map_err(|e| store_error(&e))

@@ -64,10 +64,10 @@ impl DecisionInput {
     pub(crate) fn new(
         state: &State,
         target: &str,
-        handoff_dir: Option<&PathBuf>,
+        handoff_dir: Option<&std::path::Path>,
         context: &DecisionContext,
     ) -> DecisionInput {
-        let root = crate::deliver::OffbandStore::new(handoff_dir.cloned())
+        let root = crate::deliver::OffbandStore::new(handoff_dir.map(std::path::Path::to_path_buf))
             .root()
             .to_path_buf();
         DecisionInput {

@@ -357,7 +357,12 @@ fn replacing_a_thread_drops_its_grants() {
     let input = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
     store.import(&input).unwrap();
     let policy = policy::load("default").unwrap();
-    store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs)).unwrap();
+    store::dispatch(
+        &mut store,
+        &engine(&policy, &docs),
+        &request("th_1", "codex"),
+    )
+    .unwrap();
     assert_eq!(store.find("th_1", 9).unwrap().len(), 1);
     store.import_with(&input, true).unwrap();
     assert!(
@@ -366,13 +371,27 @@ fn replacing_a_thread_drops_its_grants() {
     );
 }
 
-fn request(thread: &str, target: &str, docs: &Path) -> DispatchRequest {
+fn request(thread: &str, target: &str) -> DispatchRequest {
     DispatchRequest {
         thread: thread.into(),
         target: target.into(),
-        handoff_dir: Some(docs.to_path_buf()),
         ..Default::default()
     }
+}
+
+/// The engine a store operation takes: `p`, the embedded templates, documents under `docs`.
+fn engine(p: &policy::Policy, docs: &Path) -> baton::Engine {
+    engine_at(p, Some(docs.to_path_buf()))
+}
+
+/// [`engine`] with the off-band root `root` (`None`: the default).
+fn engine_at(p: &policy::Policy, root: Option<PathBuf>) -> baton::Engine {
+    baton::Engine::from_parts(
+        std::sync::Arc::new(p.clone()),
+        baton::TemplateSet::embedded(),
+        root,
+    )
+    .unwrap()
 }
 
 #[test]
@@ -383,7 +402,12 @@ fn dispatch_records_run_handoff_grant_and_decision_log_in_one_go() {
     let input = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
     store.import(&input).unwrap();
     let policy = policy::load("default").unwrap();
-    let d = store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs)).unwrap();
+    let d = store::dispatch(
+        &mut store,
+        &engine(&policy, &docs),
+        &request("th_1", "codex"),
+    )
+    .unwrap();
     assert_eq!((d.run, d.provider_thread.as_deref()), (9, Some("C1")));
     let h = d.handoff.clone().unwrap();
     assert_eq!(h.id, "H2");
@@ -419,7 +443,14 @@ fn dispatch_records_run_handoff_grant_and_decision_log_in_one_go() {
         HandoffLiveness::Unknown
     );
     // Regenerating supersedes H2.
-    let r = store::regenerate(&mut store, &policy, "th_1", "H2", &Default::default()).unwrap();
+    let r = store::regenerate(
+        &mut store,
+        &engine_at(&policy, None),
+        "th_1",
+        "H2",
+        &Default::default(),
+    )
+    .unwrap();
     assert_eq!(r.handoff.unwrap().supersedes.as_deref(), Some("H2"));
     assert_eq!(
         store.handoff_liveness("th_1", "H2").unwrap(),
@@ -442,7 +473,11 @@ fn two_racing_dispatches_on_one_thread_start_one_run() {
                 let policy = policy::load("default").unwrap();
                 let mut store = Store::open(&db).unwrap();
                 barrier.wait();
-                store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs))
+                store::dispatch(
+                    &mut store,
+                    &engine(&policy, &docs),
+                    &request("th_1", "codex"),
+                )
             })
         })
         .collect();
@@ -478,8 +513,12 @@ fn a_busy_database_is_reported_after_the_timeout() {
         .set_busy_timeout(std::time::Duration::from_millis(100))
         .unwrap();
     let policy = policy::load("default").unwrap();
-    let err =
-        store::dispatch(&mut store, &policy, &request("th_1", "codex", dir.path())).unwrap_err();
+    let err = store::dispatch(
+        &mut store,
+        &engine(&policy, dir.path()),
+        &request("th_1", "codex"),
+    )
+    .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -488,7 +527,12 @@ fn a_busy_database_is_reported_after_the_timeout() {
         )
     );
     holder.execute_batch("ROLLBACK").unwrap();
-    let d = store::dispatch(&mut store, &policy, &request("th_1", "codex", dir.path())).unwrap();
+    let d = store::dispatch(
+        &mut store,
+        &engine(&policy, dir.path()),
+        &request("th_1", "codex"),
+    )
+    .unwrap();
     assert_eq!(d.run, 9);
 }
 
@@ -518,13 +562,11 @@ fn dispatch_decides_exactly_as_the_engine_does_on_the_whole_thread() {
                     model: input.request.model.clone(),
                     runtime_mode: input.request.runtime_mode.clone(),
                     clean_context: input.request.clean_context,
-                    handoff_dir: Some(docs.clone()),
-                    templates_dir: None,
-                    templates: None,
                     at: input.request.at.clone(),
                     workspace: input.request.workspace.clone(),
                 };
-                let got = store::dispatch(&mut store, &policy, &req).map(|d| d.decision);
+                let got =
+                    store::dispatch(&mut store, &engine(&policy, &docs), &req).map(|d| d.decision);
                 let opts = baton::EvalOptions {
                     target: Some(target.into()),
                     document_root: Some(docs.clone()),
@@ -709,7 +751,7 @@ fn a_version_7_database_migrates_to_8_and_reads_back_identically() {
     );
     let p = policy::load("default").unwrap();
     let docs = dir.path().join("docs");
-    store::dispatch(&mut store, &p, &request("th_1", "codex", &docs)).unwrap();
+    store::dispatch(&mut store, &engine(&p, &docs), &request("th_1", "codex")).unwrap();
     let report = store::replay(&store, &store::ReplayFilter::default(), &[before]).unwrap();
     assert_eq!(
         (report.checked, report.differences.len()),
@@ -726,7 +768,12 @@ fn the_log_keeps_a_trace_text_once_and_gives_the_full_decision_back() {
     let input = state::load_file(&root().join("examples/seed-switch.yaml")).unwrap();
     store.import(&input).unwrap();
     let policy = policy::load("default").unwrap();
-    let d = store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs)).unwrap();
+    let d = store::dispatch(
+        &mut store,
+        &engine(&policy, &docs),
+        &request("th_1", "codex"),
+    )
+    .unwrap();
     let (id, row): (i64, String) = store
         .connection()
         .query_row("SELECT id, decision FROM decision_log", [], |r| {
@@ -747,10 +794,20 @@ fn the_log_keeps_a_trace_text_once_and_gives_the_full_decision_back() {
             .unwrap()
     };
     store::complete_run(&mut store, "th_1", 9, Vec::new(), RunStatus::Completed).unwrap();
-    store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs)).unwrap();
+    store::dispatch(
+        &mut store,
+        &engine(&policy, &docs),
+        &request("th_1", "codex"),
+    )
+    .unwrap();
     let two = texts(&store);
     store::complete_run(&mut store, "th_1", 10, Vec::new(), RunStatus::Completed).unwrap();
-    store::dispatch(&mut store, &policy, &request("th_1", "codex", &docs)).unwrap();
+    store::dispatch(
+        &mut store,
+        &engine(&policy, &docs),
+        &request("th_1", "codex"),
+    )
+    .unwrap();
     assert_eq!(
         texts(&store),
         two,

@@ -11,7 +11,6 @@ use super::{Checker, Ctx, BUILTIN_SECTIONS, FORMS, MAX_COUNT};
 use super::resolve::help;
 
 pub(super) fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary {
-    let ctx = Ctx::Summary;
     let mut sections: Vec<(String, String)> = Vec::new();
     for d in &s.sections {
         if sections.iter().any(|(n, _)| *n == d.name.node) {
@@ -24,6 +23,91 @@ pub(super) fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary
         }
         sections.push((d.name.node.clone(), d.title.clone()));
     }
+    let (includes, excludes) = compile_rules(c, s, &sections);
+    let text_max = s.text_max.as_ref().and_then(|t| {
+        c.in_range(
+            t,
+            "text max",
+            4,
+            MAX_COUNT,
+            Some("the limit counts characters, and 3 of them go to `...`"),
+        )
+        .and_then(|n| usize::try_from(n).ok())
+    });
+    let budget = s.budget.as_ref().and_then(|b| {
+        c.in_range(&b.chars, "budget", 1, MAX_COUNT, None)
+            .and_then(|n| usize::try_from(n).ok())
+            .map(|n| (n, b.newest_first))
+    });
+    let source = compile_source(c, s.source.as_ref());
+    let mut text_cuts = Vec::new();
+    if let (Some(n), Some(t)) = (text_max, &s.text_max) {
+        text_cuts.push(CTextCut {
+            cut: crate::cut::Cut::Compact(n),
+            kind: None,
+            section: None,
+            strict: false,
+            span: t.span,
+        });
+    }
+    for r in &s.text_cuts {
+        if let Some(cut) = compile_text_cut(c, r, &sections) {
+            text_cuts.push(cut);
+        }
+    }
+    let document_max = compile_document_max(c, s.document_max.as_ref());
+    let turn_max = match &s.turn_max {
+        None => TurnLimit::Target,
+        Some(Spanned { node: None, .. }) => TurnLimit::Unlimited,
+        Some(Spanned { node: Some(n), span }) => {
+            let d = Spanned { node: *n, span: *span };
+            if d.node < 1 || d.node > MAX_COUNT {
+                c.in_range(&d, "turn max", 1, MAX_COUNT, None);
+                TurnLimit::Target
+            } else {
+                TurnLimit::Chars(usize::try_from(d.node).unwrap_or(usize::MAX))
+            }
+        }
+    };
+    if let Some(b) = &s.budget {
+        let chars = usize::try_from(b.chars.node).unwrap_or(0);
+        if (1..crate::policy::MUST_KEEP_FLOOR).contains(&chars) {
+            c.warn(
+                b.span,
+                format!(
+                    "a budget of {} characters cannot hold the must-keep items",
+                    b.chars.node
+                ),
+                Some(format!(
+                    "the latest user message, open questions and approvals and the last failing command are never cut; leave them at least {} characters",
+                    crate::policy::MUST_KEEP_FLOOR
+                )),
+            );
+        }
+    }
+    let degrade = compile_degrade(c, &s.degrade);
+    CSummary {
+        text_cuts,
+        document_max,
+        turn_max,
+        degrade,
+        sections,
+        includes,
+        excludes,
+        budget,
+        source,
+        span: s.span,
+    }
+}
+
+/// The summary's `include` and `exclude` rules: kinds, sections and forms checked (hidden
+/// reasoning never included), conditions compiled.
+fn compile_rules(
+    c: &mut Checker<'_>,
+    s: &SummaryBlock,
+    sections: &[(String, String)],
+) -> (Vec<CInclude>, Vec<CExclude>) {
+    let ctx = Ctx::Summary;
     let known_section = |name: &str, sections: &[(String, String)]| {
         BUILTIN_SECTIONS.iter().any(|(n, _)| *n == name) || sections.iter().any(|(n, _)| n == name)
     };
@@ -44,7 +128,7 @@ pub(super) fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary
             c.err(r.kind.span, "hidden reasoning can never be included in a handoff", Some("reasoning is the provider's private chain of thought; seed 000 forbids passing it on, so baton excludes it under every policy".into()));
             continue;
         }
-        if !known_section(&r.section.node, &sections) {
+        if !known_section(&r.section.node, sections) {
             let names = BUILTIN_SECTIONS
                 .iter()
                 .map(|(n, _)| *n)
@@ -105,22 +189,13 @@ pub(super) fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary
             span: r.span,
         });
     }
-    let text_max = s.text_max.as_ref().and_then(|t| {
-        c.in_range(
-            t,
-            "text max",
-            4,
-            MAX_COUNT,
-            Some("the limit counts characters, and 3 of them go to `...`"),
-        )
-        .and_then(|n| usize::try_from(n).ok())
-    });
-    let budget = s.budget.as_ref().and_then(|b| {
-        c.in_range(&b.chars, "budget", 1, MAX_COUNT, None)
-            .and_then(|n| usize::try_from(n).ok())
-            .map(|n| (n, b.newest_first))
-    });
-    let source = match &s.source {
+    (includes, excludes)
+}
+
+/// The summary's `source`: deterministic, or a command with its timeout (30 s unless set);
+/// an error when the command is empty.
+fn compile_source(c: &mut Checker<'_>, source: Option<&SourceDecl>) -> SummarySource {
+    match source {
         None | Some(SourceDecl::Deterministic) => SummarySource::Deterministic,
         Some(SourceDecl::Command {
             span,
@@ -139,23 +214,13 @@ pub(super) fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary
                 timeout_ms: u64::try_from(t).unwrap_or(1),
             }
         }
-    };
-    let mut text_cuts = Vec::new();
-    if let (Some(n), Some(t)) = (text_max, &s.text_max) {
-        text_cuts.push(CTextCut {
-            cut: crate::cut::Cut::Compact(n),
-            kind: None,
-            section: None,
-            strict: false,
-            span: t.span,
-        });
     }
-    for r in &s.text_cuts {
-        if let Some(cut) = compile_text_cut(c, r, &sections) {
-            text_cuts.push(cut);
-        }
-    }
-    let document_max = match &s.document_max {
+}
+
+/// `document max N`: at least 1, at most `MAX_COUNT`; a warning when it cannot hold the
+/// must-keep items.
+fn compile_document_max(c: &mut Checker<'_>, document_max: Option<&Spanned<i64>>) -> Option<usize> {
+    match document_max {
         Some(d) if d.node < 1 => {
             c.err(d.span, "`document max` must be at least 1 character", None);
             None
@@ -181,38 +246,13 @@ pub(super) fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary
             Some(n)
         }
         None => None,
-    };
-    let turn_max = match &s.turn_max {
-        None => TurnLimit::Target,
-        Some(Spanned { node: None, .. }) => TurnLimit::Unlimited,
-        Some(Spanned { node: Some(n), span }) => {
-            let d = Spanned { node: *n, span: *span };
-            if d.node < 1 || d.node > MAX_COUNT {
-                c.in_range(&d, "turn max", 1, MAX_COUNT, None);
-                TurnLimit::Target
-            } else {
-                TurnLimit::Chars(usize::try_from(d.node).unwrap_or(usize::MAX))
-            }
-        }
-    };
-    if let Some(b) = &s.budget {
-        let chars = usize::try_from(b.chars.node).unwrap_or(0);
-        if (1..crate::policy::MUST_KEEP_FLOOR).contains(&chars) {
-            c.warn(
-                b.span,
-                format!(
-                    "a budget of {} characters cannot hold the must-keep items",
-                    b.chars.node
-                ),
-                Some(format!(
-                    "the latest user message, open questions and approvals and the last failing command are never cut; leave them at least {} characters",
-                    crate::policy::MUST_KEEP_FLOOR
-                )),
-            );
-        }
     }
+}
+
+/// The `degrade STEP` entries, in source order: each step's kind and size checked.
+fn compile_degrade(c: &mut Checker<'_>, decls: &[Spanned<DegradeDecl>]) -> Vec<DegradeStep> {
     let mut degrade = Vec::new();
-    for d in &s.degrade {
+    for d in decls {
         let kind = |c: &mut Checker<'_>, k: &Spanned<String>| -> bool {
             if ITEM_KINDS.contains(&k.node.as_str()) {
                 return true;
@@ -287,18 +327,7 @@ pub(super) fn compile_summary(c: &mut Checker<'_>, s: &SummaryBlock) -> CSummary
         };
         degrade.extend(step);
     }
-    CSummary {
-        text_cuts,
-        document_max,
-        turn_max,
-        degrade,
-        sections,
-        includes,
-        excludes,
-        budget,
-        source,
-        span: s.span,
-    }
+    degrade
 }
 
 /// Compile one `text FORM [N] [for KIND] [in SECTION] [strict]` rule.

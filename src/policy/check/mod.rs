@@ -22,7 +22,7 @@ use crate::state::HandoffStrategy;
 use crate::suggest::did_you_mean;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use compile::compile_summary;
-use compose::merge;
+use compose::{merge, Merged};
 use lint::FirstMatch;
 use resolve::help;
 
@@ -266,158 +266,16 @@ pub fn check(
     }
 
     // Strategy ladder.
-    let mut ladder = Vec::new();
-    match merged.strategy {
-        None => {
-            let span = merged.name.map(|n| n.span).unwrap_or(Span {
-                source: sources.len().saturating_sub(1),
-                start: 0,
-                end: 0,
-                line: 1,
-                col: 1,
-            });
-            c.err(span, "the policy has no `strategy { ... }` ladder", Some("every policy needs a ladder ending in `otherwise`; `extends \"default\"` inherits one".into()));
-        }
-        Some(l) => {
-            let mut first_match = FirstMatch::default();
-            for r in &l.rules {
-                first_match.visit(&mut c, r.span, r.when.as_ref());
-                let Some(strategy) = Strategy::parse(&r.strategy.node) else {
-                    let help = help(&r.strategy.node, STRATEGIES, "strategies", '`');
-                    c.err(
-                        r.strategy.span,
-                        format!("unknown strategy `{}`", r.strategy.node),
-                        help,
-                    );
-                    continue;
-                };
-                let handoff = match &r.handoff {
-                    None => None,
-                    Some(h) => {
-                        let Some(hs) = HandoffStrategy::parse(&h.node) else {
-                            let help =
-                                help(&h.node, HandoffStrategy::NAMES, "handoff strategies", '`');
-                            c.err(
-                                h.span,
-                                format!("unknown handoff strategy `{}`", h.node),
-                                help,
-                            );
-                            continue;
-                        };
-                        if matches!(
-                            strategy,
-                            Strategy::NoHandoff | Strategy::Unsupported | Strategy::NativeFork
-                        ) {
-                            c.err(h.span, format!("`{}` makes no handoff document, so it cannot name a handoff strategy", strategy.as_str()), Some("remove `handoff ...` from this rule".into()));
-                            continue;
-                        }
-                        Some(hs)
-                    }
-                };
-                let Ok(when) = c.optional_condition(r.when.as_ref(), Ctx::Ladder) else {
-                    continue;
-                };
-                ladder.push(CLadderRule {
-                    strategy,
-                    handoff,
-                    span: r.span,
-                    when,
-                    because: r.because.clone(),
-                });
-            }
-            if !l.rules.iter().any(|r| r.when.is_none()) {
-                let end = l.rules.last().map(|r| r.span).unwrap_or(l.span);
-                c.err(end, "the strategy ladder has no `otherwise` rule", Some("end the ladder with a catch-all, e.g. `full_new otherwise because \"...\"`".into()));
-            }
-        }
-    }
+    let ladder = compile_ladder(&mut c, &merged, sources.len());
 
     // Summary.
     let summary = merged.summary.map(|s| compile_summary(&mut c, s));
 
     // Delivery.
-    let mut delivery = CDelivery {
-        rules: Vec::new(),
-        inline_limit: 500,
-        span: None,
-    };
-    if let Some(d) = merged.delivery {
-        let mut first_match = FirstMatch::default();
-        for r in &d.rules {
-            first_match.visit(&mut c, r.span, r.when.as_ref());
-            let Ok(when) = c.optional_condition(r.when.as_ref(), Ctx::Delivery) else {
-                continue;
-            };
-            delivery.rules.push(CDeliveryRule {
-                off_band: r.off_band,
-                when,
-                because: r.because.clone(),
-                span: r.span,
-            });
-        }
-        if let Some(l) = &d.inline_limit {
-            if let Some(n) = c.in_range(l, "inline_limit", 1, MAX_COUNT, None) {
-                delivery.inline_limit = usize::try_from(n).unwrap_or(usize::MAX);
-            }
-        }
-        delivery.span = Some(d.span);
-    }
+    let delivery = compile_delivery(&mut c, merged.delivery);
 
     // Pre-grant.
-    let pregrant = merged.pregrant.map(|p| {
-        let mut grants = Vec::new();
-        for g in &p.grants {
-            if g.tool.node != "read" {
-                c.err(
-                    g.tool.span,
-                    format!(
-                        "unknown grant `{}`: baton only pre-grants `read`",
-                        g.tool.node
-                    ),
-                    Some(
-                        "a pre-grant lets the agent read the handoff document, nothing else".into(),
-                    ),
-                );
-                continue;
-            }
-            if !GRANT_TARGETS.contains(&g.target.node.as_str()) {
-                let help = did_you_mean(&g.target.node, GRANT_TARGETS.iter().copied())
-                    .map(|s| format!("did you mean `{s}`?"));
-                c.err(
-                    g.target.span,
-                    format!(
-                        "`{}` cannot be granted: only `handoff.document` can",
-                        g.target.node
-                    ),
-                    help,
-                );
-                continue;
-            }
-            let Ok(when) = c.optional_condition(g.when.as_ref(), Ctx::Pregrant) else {
-                continue;
-            };
-            grants.push(CGrant {
-                tool: crate::ids::GRANTABLE_TOOL.to_string(),
-                when,
-                span: g.span,
-            });
-        }
-        let turns = c.in_range(&p.turns, "turns", 1, MAX_COUNT, None);
-        let uses = c.in_range(&p.uses, "uses", 1, MAX_COUNT, None);
-        if p.turns.node > 1 || p.uses.node > 1 {
-            c.warn(
-                p.span,
-                "a pre-grant wider than one turn and one use weakens the permission model",
-                Some("seed 003 issues a one-turn, one-use grant".into()),
-            );
-        }
-        CPregrant {
-            grants,
-            turns: turns.and_then(|n| u32::try_from(n).ok()).unwrap_or(1),
-            uses: uses.and_then(|n| u32::try_from(n).ok()).unwrap_or(1),
-            span: p.span,
-        }
-    });
+    let pregrant = compile_pregrant(&mut c, merged.pregrant);
 
     // Provider capabilities.
     let providers = providers::compile_providers(&mut c, &merged);
@@ -474,6 +332,168 @@ pub fn check(
         warnings: diags,
         sources,
         rule_texts: Default::default(),
+    })
+}
+
+/// The strategy ladder: each rule's strategy and handoff strategy parsed and checked, its
+/// condition compiled; an error when there is no ladder or it has no `otherwise` rule
+/// (`sources`: how many sources, for where a missing ladder is reported).
+fn compile_ladder(c: &mut Checker<'_>, merged: &Merged<'_>, sources: usize) -> Vec<CLadderRule> {
+    let mut ladder = Vec::new();
+    match merged.strategy {
+        None => {
+            let span = merged.name.map(|n| n.span).unwrap_or(Span {
+                source: sources.saturating_sub(1),
+                start: 0,
+                end: 0,
+                line: 1,
+                col: 1,
+            });
+            c.err(span, "the policy has no `strategy { ... }` ladder", Some("every policy needs a ladder ending in `otherwise`; `extends \"default\"` inherits one".into()));
+        }
+        Some(l) => {
+            let mut first_match = FirstMatch::default();
+            for r in &l.rules {
+                first_match.visit(c, r.span, r.when.as_ref());
+                let Some(strategy) = Strategy::parse(&r.strategy.node) else {
+                    let help = help(&r.strategy.node, STRATEGIES, "strategies", '`');
+                    c.err(
+                        r.strategy.span,
+                        format!("unknown strategy `{}`", r.strategy.node),
+                        help,
+                    );
+                    continue;
+                };
+                let handoff = match &r.handoff {
+                    None => None,
+                    Some(h) => {
+                        let Some(hs) = HandoffStrategy::parse(&h.node) else {
+                            let help =
+                                help(&h.node, HandoffStrategy::NAMES, "handoff strategies", '`');
+                            c.err(
+                                h.span,
+                                format!("unknown handoff strategy `{}`", h.node),
+                                help,
+                            );
+                            continue;
+                        };
+                        if matches!(
+                            strategy,
+                            Strategy::NoHandoff | Strategy::Unsupported | Strategy::NativeFork
+                        ) {
+                            c.err(h.span, format!("`{}` makes no handoff document, so it cannot name a handoff strategy", strategy.as_str()), Some("remove `handoff ...` from this rule".into()));
+                            continue;
+                        }
+                        Some(hs)
+                    }
+                };
+                let Ok(when) = c.optional_condition(r.when.as_ref(), Ctx::Ladder) else {
+                    continue;
+                };
+                ladder.push(CLadderRule {
+                    strategy,
+                    handoff,
+                    span: r.span,
+                    when,
+                    because: r.because.clone(),
+                });
+            }
+            if !l.rules.iter().any(|r| r.when.is_none()) {
+                let end = l.rules.last().map(|r| r.span).unwrap_or(l.span);
+                c.err(end, "the strategy ladder has no `otherwise` rule", Some("end the ladder with a catch-all, e.g. `full_new otherwise because \"...\"`".into()));
+            }
+        }
+    }
+    ladder
+}
+
+/// The `delivery` block: its rules compiled (first match wins) and its `inline_limit`.
+fn compile_delivery(c: &mut Checker<'_>, delivery_block: Option<&DeliveryBlock>) -> CDelivery {
+    let mut delivery = CDelivery {
+        rules: Vec::new(),
+        inline_limit: 500,
+        span: None,
+    };
+    if let Some(d) = delivery_block {
+        let mut first_match = FirstMatch::default();
+        for r in &d.rules {
+            first_match.visit(c, r.span, r.when.as_ref());
+            let Ok(when) = c.optional_condition(r.when.as_ref(), Ctx::Delivery) else {
+                continue;
+            };
+            delivery.rules.push(CDeliveryRule {
+                off_band: r.off_band,
+                when,
+                because: r.because.clone(),
+                span: r.span,
+            });
+        }
+        if let Some(l) = &d.inline_limit {
+            if let Some(n) = c.in_range(l, "inline_limit", 1, MAX_COUNT, None) {
+                delivery.inline_limit = usize::try_from(n).unwrap_or(usize::MAX);
+            }
+        }
+        delivery.span = Some(d.span);
+    }
+    delivery
+}
+
+/// The `pregrant` block: its grants checked (only `read` of `handoff.document`) and
+/// compiled, its turns and uses, a warning when they are wider than one.
+fn compile_pregrant(c: &mut Checker<'_>, pregrant: Option<&PregrantBlock>) -> Option<CPregrant> {
+    pregrant.map(|p| {
+        let mut grants = Vec::new();
+        for g in &p.grants {
+            if g.tool.node != "read" {
+                c.err(
+                    g.tool.span,
+                    format!(
+                        "unknown grant `{}`: baton only pre-grants `read`",
+                        g.tool.node
+                    ),
+                    Some(
+                        "a pre-grant lets the agent read the handoff document, nothing else".into(),
+                    ),
+                );
+                continue;
+            }
+            if !GRANT_TARGETS.contains(&g.target.node.as_str()) {
+                let help = did_you_mean(&g.target.node, GRANT_TARGETS.iter().copied())
+                    .map(|s| format!("did you mean `{s}`?"));
+                c.err(
+                    g.target.span,
+                    format!(
+                        "`{}` cannot be granted: only `handoff.document` can",
+                        g.target.node
+                    ),
+                    help,
+                );
+                continue;
+            }
+            let Ok(when) = c.optional_condition(g.when.as_ref(), Ctx::Pregrant) else {
+                continue;
+            };
+            grants.push(CGrant {
+                tool: crate::ids::GRANTABLE_TOOL.to_string(),
+                when,
+                span: g.span,
+            });
+        }
+        let turns = c.in_range(&p.turns, "turns", 1, MAX_COUNT, None);
+        let uses = c.in_range(&p.uses, "uses", 1, MAX_COUNT, None);
+        if p.turns.node > 1 || p.uses.node > 1 {
+            c.warn(
+                p.span,
+                "a pre-grant wider than one turn and one use weakens the permission model",
+                Some("seed 003 issues a one-turn, one-use grant".into()),
+            );
+        }
+        CPregrant {
+            grants,
+            turns: turns.and_then(|n| u32::try_from(n).ok()).unwrap_or(1),
+            uses: uses.and_then(|n| u32::try_from(n).ok()).unwrap_or(1),
+            span: p.span,
+        }
     })
 }
 

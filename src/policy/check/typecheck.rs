@@ -10,6 +10,7 @@ impl<'a> Checker<'a> {
     /// Type-check and compile `e`.
     // Long by design: one arm per expression form (`Expr`), each typing its operands and
     // compiling them; the match is exhaustive over the language's expressions.
+    #[allow(clippy::too_many_lines)]
     pub(super) fn expr(&mut self, e: &Expr, ctx: Ctx) -> Option<(CExpr, Ty)> {
         let lit = |ty| Ty {
             ty,

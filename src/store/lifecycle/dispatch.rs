@@ -7,6 +7,7 @@ use super::{
     record_handoff, refuse_running, setup, DispatchRequest, Dispatched, ForkPoint, NewHandoff,
 };
 use crate::decision::{Decision, ThreadAction};
+use crate::engine::Engine;
 use crate::eval::DecisionContext;
 use crate::policy::{Policy, Strategy};
 use crate::state::*;
@@ -24,10 +25,10 @@ use rusqlite::params;
 /// if the thread has not changed meanwhile (see [`dispatch_with_writer`]).
 pub fn dispatch(
     store: &mut Store,
-    policy: &Policy,
+    engine: &Engine,
     req: &DispatchRequest,
 ) -> Result<Dispatched, StoreError> {
-    dispatch_with_writer(store, policy, req, || ())
+    dispatch_with_writer(store, engine, req, || ())
 }
 
 /// [`dispatch`], holding the guard `writer` returns only while the write transaction is open
@@ -42,7 +43,7 @@ pub fn dispatch(
 /// changed.
 pub fn dispatch_with_writer<G>(
     store: &mut Store,
-    policy: &Policy,
+    engine: &Engine,
     req: &DispatchRequest,
     writer: impl Fn() -> G,
 ) -> Result<Dispatched, StoreError> {
@@ -54,11 +55,11 @@ pub fn dispatch_with_writer<G>(
     };
     prepare_then_record(
         store,
-        policy,
+        engine.policy(),
         &steps,
         writer,
-        |cx, path, reads| prepare(cx, path, policy, req, reads),
-        |tx, path, busy, prepared| record(tx, path, busy, req, prepared),
+        |cx, path, reads| prepare(cx, path, engine, req, reads),
+        |tx, path, busy, prepared| record(tx, path, busy, (engine, req), prepared),
     )
 }
 
@@ -78,17 +79,18 @@ struct Prepared {
 fn prepare(
     cx: &Cx<'_>,
     path: &str,
-    policy: &Policy,
+    engine: &Engine,
     req: &DispatchRequest,
     reads: &mut Reads,
 ) -> Result<Prepared, StoreError> {
+    let policy = engine.policy();
     let path = path.to_string();
     let thread = req.thread.as_str();
     let partial = !policy_reads_old_items(policy);
     // Without a re-check, decide on a window of the thread when its facts are the whole
     // thread's; else (or when they fall short) on the whole thread.
     if partial && !reads.rechecks() {
-        if let Some(prepared) = prepare_windowed(cx, &path, policy, req)? {
+        if let Some(prepared) = prepare_windowed(cx, &path, engine, req)? {
             return Ok(prepared);
         }
     }
@@ -116,7 +118,7 @@ fn prepare(
     // load every item and decide again. Only the final decision is rendered.
     let err = pipeline_err(&path, thread);
     let reaches_back = |d: &Decision| d.covered_runs.as_ref().is_some_and(|c| c.from <= bound);
-    let mut plan = crate::pipeline::plan(policy, &state, &setup(&req.target, req.dirs(), &context))
+    let mut plan = crate::pipeline::plan(policy, &state, &setup(engine, &req.target, &context))
         .map_err(|e| err(e.into()))?;
     if bound > 0 && (pending_fork.is_some() || reaches_back(plan.evaluated())) {
         drop(plan);
@@ -124,7 +126,7 @@ fn prepare(
             r.items.clear();
         }
         cx.fill_items(thread, 0, &mut state.runs)?;
-        plan = crate::pipeline::plan(policy, &state, &setup(&req.target, req.dirs(), &context))
+        plan = crate::pipeline::plan(policy, &state, &setup(engine, &req.target, &context))
             .map_err(|e| err(e.into()))?;
     }
     // A merge-back waiting for this run but made for another provider or provider thread is
@@ -138,7 +140,7 @@ fn prepare(
             rebind::rebind(
                 cx,
                 &path,
-                policy,
+                engine,
                 req,
                 &state,
                 decision,
@@ -155,14 +157,13 @@ fn prepare(
                 waiting: Some(waiting),
                 ..context
             };
-            let plan =
-                crate::pipeline::plan(policy, &state, &setup(&req.target, req.dirs(), &context))
-                    .map_err(|e| err(e.into()))?;
+            let plan = crate::pipeline::plan(policy, &state, &setup(engine, &req.target, &context))
+                .map_err(|e| err(e.into()))?;
             (plan, context)
         }
         None => (plan, context),
     };
-    let input = logged_input(&state, &req.target, req.dirs(), &context, &path)?;
+    let input = logged_input(engine, &state, &req.target, &context, &path)?;
     let outcome = crate::pipeline::finish(plan, &crate::deliver::CommandRunner).map_err(&err)?;
     Ok(Prepared {
         state,
@@ -220,9 +221,10 @@ fn request(req: &DispatchRequest, fork: Option<Option<ForkAnchor>>) -> Request {
 fn prepare_windowed(
     cx: &Cx<'_>,
     path: &str,
-    policy: &Policy,
+    engine: &Engine,
     req: &DispatchRequest,
 ) -> Result<Option<Prepared>, StoreError> {
+    let policy = engine.policy();
     let thread = req.thread.as_str();
     let Some((mut state, history)) = cx.load_window(thread, &req.target)? else {
         return Ok(None);
@@ -244,7 +246,7 @@ fn prepare_windowed(
     // Forks are never windowed: this is a plain dispatch.
     state.request = request(req, None);
     crate::workspace::enrich_before(&mut state, &anchors, &req.target);
-    let Ok(plan) = crate::pipeline::plan(policy, &state, &setup(&req.target, req.dirs(), &context))
+    let Ok(plan) = crate::pipeline::plan(policy, &state, &setup(engine, &req.target, &context))
     else {
         return Ok(None);
     };
@@ -256,7 +258,7 @@ fn prepare_windowed(
     if plan.window_short() || reaches_back {
         return Ok(None);
     }
-    let input = logged_input(&state, &req.target, req.dirs(), &context, path)?;
+    let input = logged_input(engine, &state, &req.target, &context, path)?;
     let Ok(finished) = crate::pipeline::finish_full(plan, &crate::deliver::CommandRunner) else {
         return Ok(None);
     };
@@ -279,7 +281,7 @@ fn record(
     tx: rusqlite::Transaction<'_>,
     path: &str,
     busy: std::time::Duration,
-    req: &DispatchRequest,
+    (engine, req): (&Engine, &DispatchRequest),
     prepared: Prepared,
 ) -> Result<Dispatched, StoreError> {
     let cx = Cx::new(&tx, path, busy);
@@ -320,124 +322,26 @@ fn record(
             [thread],
         )?;
     }
-    let action = outcome.decision.provider_thread.clone();
-    let provider_thread = match action.action {
-        ThreadAction::Resume => action.id.clone(),
-        ThreadAction::Create | ThreadAction::ForkNative => {
-            let id = new_provider_thread_id(&state, &req.target);
-            // A native fork inherits what the request does not say from the thread it forks.
-            let source = (action.action == ThreadAction::ForkNative)
-                .then(|| {
-                    state
-                        .provider_threads
-                        .iter()
-                        .find(|p| Some(&p.id) == action.id.as_ref())
-                })
-                .flatten();
-            let pt = ProviderThread {
-                id: id.clone(),
-                provider: req.target.clone(),
-                model: req
-                    .model
-                    .clone()
-                    .or_else(|| source.and_then(|p| p.model.clone())),
-                runtime_mode: req
-                    .runtime_mode
-                    .clone()
-                    .or_else(|| source.and_then(|p| p.runtime_mode.clone())),
-                status: ProviderThreadStatus::Active,
-                resume_failed: false,
-            };
-            cx.insert_provider_thread(thread, cx.next_seq("provider_threads", thread)?, &pt)?;
-            state.provider_threads.push(pt);
-            Some(id)
-        }
-        ThreadAction::None => None,
-    };
+    let provider_thread =
+        open_provider_thread(&cx, &mut state, req, &outcome.decision.provider_thread)?;
 
     // The transfer: the fork's pending one resolves; a provider handoff gets a new one.
-    let native = outcome.decision.strategy == Strategy::NativeFork;
-    let transfer = match pending_fork
-        .and_then(|i| state.transfers.get(i))
-        .map(|t| t.id.clone())
-    {
-        Some(tid) => {
-            cx.exec(
-                "resolving the fork transfer",
-                "UPDATE transfers SET status = ?3, resolution = ?4, handoff = ?5
-                 WHERE thread = ?1 AND id = ?2",
-                params![
-                    thread,
-                    tid,
-                    if native {
-                        "resolved_native"
-                    } else {
-                        "resolved_portable"
-                    },
-                    if native {
-                        "native_fork"
-                    } else {
-                        "portable_context"
-                    },
-                    outcome.decision.handoff_id
-                ],
-            )?;
-            Some(tid)
-        }
-        None if outcome.decision.needs_handoff() => {
-            let tid = next_transfer_id(&state);
-            let t = Transfer {
-                id: tid.clone(),
-                kind: TransferType::ProviderHandoff,
-                status: TransferStatus::ResolvedPortable,
-                source_thread: Some(thread.to_string()),
-                target_thread: Some(thread.to_string()),
-                source_run: outcome.decision.covered_runs.as_ref().map(|c| c.to),
-                resolution: Some("portable_context".into()),
-                handoff: outcome.decision.handoff_id.clone(),
-            };
-            cx.insert_transfer(thread, cx.next_seq("transfers", thread)?, &t)?;
-            Some(tid)
-        }
-        None => None,
-    };
+    let transfer = record_transfer(&cx, &state, thread, pending_fork, &outcome.decision)?;
     let new = NewHandoff {
         transfer,
         ..NewHandoff::own(&state, &outcome, run, provider_thread.clone())
     };
-    let handoff = record_handoff(&cx, &mut outcome, req.handoff_dir.as_ref(), new)?;
+    let handoff = record_handoff(&cx, &mut outcome, engine.document_root(), new)?;
     // A merge-back made again for this run: recorded into the run's provider thread,
     // superseding the waiting one, its transfer re-linked, its decision logged.
-    let pending_merge = match (pending_merge, rebound) {
-        (Some((tid, _)), Some(mut rb)) => {
-            let new = NewHandoff {
-                thread: thread.to_string(),
-                target_run: Some(run),
-                to_provider_thread: provider_thread.clone(),
-                transfer: Some(tid.clone()),
-                supersedes: Some(rb.old.clone()),
-                covered_thread: Some(rb.fork.clone()),
-                // The fork's provider threads are the fork's, unknown in the parent.
-                from_provider_threads: Vec::new(),
-                summary: Some(rebind::summary(&rb)),
-            };
-            let old = rb.old.clone();
-            match record_handoff(&cx, &mut rb.outcome, req.handoff_dir.as_ref(), new)? {
-                Some(rec) => {
-                    cx.supersede_handoff(thread, &old, false)?;
-                    cx.exec(
-                        "linking the merge-back to its new handoff",
-                        "UPDATE transfers SET handoff = ?3 WHERE thread = ?1 AND id = ?2",
-                        params![thread, tid, rec.id],
-                    )?;
-                    cx.log_decision(thread, "merge_back", &rb.outcome.decision, rb.input)?;
-                    Some((tid, rec.id))
-                }
-                None => Some((tid, old)),
-            }
-        }
-        (pending, _) => pending,
-    };
+    let pending_merge = rerecord_merge_back(
+        &cx,
+        (engine, req),
+        run,
+        provider_thread.as_deref(),
+        pending_merge,
+        rebound,
+    )?;
     // A fork's merge-back waiting for this run: the run takes it, as its handoff when it
     // makes none of its own, else alongside its own.
     let merge_back = match &pending_merge {
@@ -503,6 +407,152 @@ fn record(
         merge_back,
         fork_point,
         prompt,
+    })
+}
+
+/// The provider thread a dispatch's run goes into (`action`): the one it resumes, or a new
+/// one it creates or forks natively, recorded in `state` and the store.
+fn open_provider_thread(
+    cx: &Cx<'_>,
+    state: &mut State,
+    req: &DispatchRequest,
+    action: &crate::decision::ProviderThreadAction,
+) -> Result<Option<String>, StoreError> {
+    let thread = req.thread.as_str();
+    Ok(match action.action {
+        ThreadAction::Resume => action.id.clone(),
+        ThreadAction::Create | ThreadAction::ForkNative => {
+            let id = new_provider_thread_id(state, &req.target);
+            // A native fork inherits what the request does not say from the thread it forks.
+            let source = (action.action == ThreadAction::ForkNative)
+                .then(|| {
+                    state
+                        .provider_threads
+                        .iter()
+                        .find(|p| Some(&p.id) == action.id.as_ref())
+                })
+                .flatten();
+            let pt = ProviderThread {
+                id: id.clone(),
+                provider: req.target.clone(),
+                model: req
+                    .model
+                    .clone()
+                    .or_else(|| source.and_then(|p| p.model.clone())),
+                runtime_mode: req
+                    .runtime_mode
+                    .clone()
+                    .or_else(|| source.and_then(|p| p.runtime_mode.clone())),
+                status: ProviderThreadStatus::Active,
+                resume_failed: false,
+            };
+            cx.insert_provider_thread(thread, cx.next_seq("provider_threads", thread)?, &pt)?;
+            state.provider_threads.push(pt);
+            Some(id)
+        }
+        ThreadAction::None => None,
+    })
+}
+
+/// The transfer a dispatch records: a fork's pending one (`pending_fork`, its index in
+/// `state.transfers`) resolves, natively or portably; a provider handoff gets a new one.
+fn record_transfer(
+    cx: &Cx<'_>,
+    state: &State,
+    thread: &str,
+    pending_fork: Option<usize>,
+    decision: &Decision,
+) -> Result<Option<String>, StoreError> {
+    let native = decision.strategy == Strategy::NativeFork;
+    Ok(
+        match pending_fork
+            .and_then(|i| state.transfers.get(i))
+            .map(|t| t.id.clone())
+        {
+            Some(tid) => {
+                cx.exec(
+                    "resolving the fork transfer",
+                    "UPDATE transfers SET status = ?3, resolution = ?4, handoff = ?5
+                 WHERE thread = ?1 AND id = ?2",
+                    params![
+                        thread,
+                        tid,
+                        if native {
+                            "resolved_native"
+                        } else {
+                            "resolved_portable"
+                        },
+                        if native {
+                            "native_fork"
+                        } else {
+                            "portable_context"
+                        },
+                        decision.handoff_id
+                    ],
+                )?;
+                Some(tid)
+            }
+            None if decision.needs_handoff() => {
+                let tid = next_transfer_id(state);
+                let t = Transfer {
+                    id: tid.clone(),
+                    kind: TransferType::ProviderHandoff,
+                    status: TransferStatus::ResolvedPortable,
+                    source_thread: Some(thread.to_string()),
+                    target_thread: Some(thread.to_string()),
+                    source_run: decision.covered_runs.as_ref().map(|c| c.to),
+                    resolution: Some("portable_context".into()),
+                    handoff: decision.handoff_id.clone(),
+                };
+                cx.insert_transfer(thread, cx.next_seq("transfers", thread)?, &t)?;
+                Some(tid)
+            }
+            None => None,
+        },
+    )
+}
+
+/// A merge-back made again for this run (`rebound`): recorded into the run's provider thread,
+/// superseding the waiting one, its transfer re-linked, its decision logged. Returns the
+/// merge-back the run takes (transfer, handoff), if one waits (`pending_merge`).
+fn rerecord_merge_back(
+    cx: &Cx<'_>,
+    (engine, req): (&Engine, &DispatchRequest),
+    run: u32,
+    provider_thread: Option<&str>,
+    pending_merge: Option<(String, String)>,
+    rebound: Option<Rebound>,
+) -> Result<Option<(String, String)>, StoreError> {
+    let thread = req.thread.as_str();
+    Ok(match (pending_merge, rebound) {
+        (Some((tid, _)), Some(mut rb)) => {
+            let new = NewHandoff {
+                thread: thread.to_string(),
+                target_run: Some(run),
+                to_provider_thread: provider_thread.map(str::to_string),
+                transfer: Some(tid.clone()),
+                supersedes: Some(rb.old.clone()),
+                covered_thread: Some(rb.fork.clone()),
+                // The fork's provider threads are the fork's, unknown in the parent.
+                from_provider_threads: Vec::new(),
+                summary: Some(rebind::summary(&rb)),
+            };
+            let old = rb.old.clone();
+            match record_handoff(cx, &mut rb.outcome, engine.document_root(), new)? {
+                Some(rec) => {
+                    cx.supersede_handoff(thread, &old, false)?;
+                    cx.exec(
+                        "linking the merge-back to its new handoff",
+                        "UPDATE transfers SET handoff = ?3 WHERE thread = ?1 AND id = ?2",
+                        params![thread, tid, rec.id],
+                    )?;
+                    cx.log_decision(thread, "merge_back", &rb.outcome.decision, rb.input)?;
+                    Some((tid, rec.id))
+                }
+                None => Some((tid, old)),
+            }
+        }
+        (pending, _) => pending,
     })
 }
 
@@ -632,6 +682,22 @@ mod window_tests {
     const TARGETS: [&str; 4] = ["claude", "codex", "cursor", "copilot"];
     const POLICIES: [&str; 4] = ["default", "mcode", "t3code", "t3code-legacy"];
 
+    /// The engine a store operation takes: `policy`, the embedded templates, documents under
+    /// `root`.
+    fn engine_at(policy: &Policy, root: std::path::PathBuf) -> Engine {
+        Engine::from_parts(
+            std::sync::Arc::new(policy.clone()),
+            crate::render::TemplateSet::embedded(),
+            Some(root),
+        )
+        .expect("builds")
+    }
+
+    /// [`engine_at`] the test's documents directory.
+    fn window_test_engine(policy: &Policy) -> Engine {
+        engine_at(policy, std::env::temp_dir().join("baton-window-test"))
+    }
+
     /// The dispatch of `thread` to `target` prepared on its window and on the whole thread;
     /// `None` when there is no window or it falls short (the dispatch decides on the whole
     /// thread then).
@@ -646,13 +712,13 @@ mod window_tests {
             thread: thread.into(),
             target: target.into(),
             message: Some("Carry on.".into()),
-            handoff_dir: Some("/tmp/baton-window-test".into()),
             ..Default::default()
         };
-        let windowed = prepare_windowed(&cx, "test.db", policy, &req).expect("prepares")?;
+        let engine = engine_at(policy, "/tmp/baton-window-test".into());
+        let windowed = prepare_windowed(&cx, "test.db", &engine, &req).expect("prepares")?;
         // With a re-check, prepare reads the whole thread.
         let whole =
-            prepare(&cx, "test.db", policy, &req, &mut Reads::rechecking()).expect("prepares");
+            prepare(&cx, "test.db", &engine, &req, &mut Reads::rechecking()).expect("prepares");
         let show = |p: &Prepared| {
             format!(
                 "{}\n{:?}",
@@ -757,10 +823,9 @@ mod window_tests {
             thread: thread.into(),
             target: target.into(),
             message: Some("Next.".into()),
-            handoff_dir: Some(std::env::temp_dir().join("baton-window-test")),
             ..Default::default()
         };
-        let d = dispatch(store, policy, &req).expect("dispatches");
+        let d = dispatch(store, &window_test_engine(policy), &req).expect("dispatches");
         if d.started {
             complete_run(store, thread, d.run, items(d.run), status).expect("completes");
         }
@@ -811,11 +876,8 @@ mod window_tests {
             .find(|h| h.status == HandoffStatus::Ready && h.covered_thread.is_none())
             .map(|h| h.id.clone());
         if let Some(h) = newest {
-            let opts = HandoffOptions {
-                handoff_dir: Some(std::env::temp_dir().join("baton-window-test")),
-                ..Default::default()
-            };
-            if regenerate(&mut store, &policy, &t, &h, &opts).is_ok() {
+            let opts = HandoffOptions::default();
+            if regenerate(&mut store, &window_test_engine(&policy), &t, &h, &opts).is_ok() {
                 windowed += compare_all(&store, &t, "after regenerating");
             }
         }
@@ -833,11 +895,8 @@ mod window_tests {
                 RunStatus::Completed,
             );
         }
-        let opts = HandoffOptions {
-            handoff_dir: Some(std::env::temp_dir().join("baton-window-test")),
-            ..Default::default()
-        };
-        merge_back(&mut store, &policy, &child, &opts).expect("merges back");
+        let opts = HandoffOptions::default();
+        merge_back(&mut store, &window_test_engine(&policy), &child, &opts).expect("merges back");
         windowed += compare_all(&store, &t, "with a merge-back waiting");
         for i in 0..4usize {
             turn(

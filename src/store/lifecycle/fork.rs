@@ -29,53 +29,12 @@ pub enum ForkRefusal {
     },
 }
 
-/// Fork the thread at run `at`: a child thread (id `child`, else `<thread>-fork<n>`) that
-/// inherits runs 1..at, with lineage `parent: {thread, run: at}` and a `pending` fork
-/// transfer. Nothing provider-specific is chosen here; the child's first dispatch decides.
-pub fn fork(
-    store: &mut Store,
-    thread: &str,
-    at: u32,
-    child: Option<&str>,
-) -> Result<ForkReport, StoreError> {
-    let (tx, path, busy) = store.begin("forking")?;
-    let cx = Cx::new(&tx, &path, busy);
-    let parent = cx.load(thread)?;
-    let refuse = |why: ForkRefusal| StoreError::BadForkPoint {
-        path: path.clone(),
-        thread: thread.into(),
-        run: at,
-        why,
-    };
-    let Some(source) = parent.runs.get((at as usize).wrapping_sub(1)) else {
-        return Err(refuse(ForkRefusal::NoSuchRun {
-            runs: parent.runs.len(),
-        }));
-    };
-    match source.status {
-        RunStatus::Running => {
-            return Err(refuse(ForkRefusal::Running));
-        }
-        RunStatus::RolledBack => return Err(refuse(ForkRefusal::RolledBack)),
-        _ => {}
-    }
-    let child_id = match child {
-        Some(c) => c.to_string(),
-        None => {
-            let mut k = 1u32;
-            loop {
-                let id = format!("{thread}-fork{k}");
-                if !cx.thread_exists(&id)? {
-                    break id;
-                }
-                k = k.saturating_add(1);
-            }
-        }
-    };
-    if cx.thread_exists(&child_id)? {
-        return Err(refuse(ForkRefusal::ChildExists { child: child_id }));
-    }
-    // Run `at` exists (checked above), so this is runs 1..=at.
+/// The fork's state: `parent`'s runs 1..=`at` (`source` is run `at`) with the handoffs,
+/// transfers, provider threads and checkpoints they keep, lineage `parent: {thread, run: at}`,
+/// a `kind: fork` request, and a new `pending` fork transfer, whose id is returned with it.
+fn child_state(parent: &State, source: &Run, at: u32, child_id: &str) -> (State, String) {
+    let thread = parent.thread.id.as_str();
+    // Run `at` exists (checked by the caller), so this is runs 1..=at.
     let runs: Vec<Run> = parent.runs.get(..at as usize).unwrap_or_default().to_vec();
     let handoffs: Vec<Handoff> = parent
         .handoffs
@@ -141,7 +100,7 @@ pub fn fork(
     let mut state = State {
         version: parent.version,
         thread: Thread {
-            id: child_id.clone(),
+            id: child_id.to_string(),
             title: parent.thread.title.clone(),
             compact_summary: parent
                 .thread
@@ -186,12 +145,62 @@ pub fn fork(
         kind: TransferType::Fork,
         status: TransferStatus::Pending,
         source_thread: Some(thread.to_string()),
-        target_thread: Some(child_id.clone()),
+        target_thread: Some(child_id.to_string()),
         source_run: Some(at),
         resolution: None,
         handoff: None,
     });
     state.transfers = transfers;
+    (state, tid)
+}
+
+/// Fork the thread at run `at`: a child thread (id `child`, else `<thread>-fork<n>`) that
+/// inherits runs 1..at, with lineage `parent: {thread, run: at}` and a `pending` fork
+/// transfer. Nothing provider-specific is chosen here; the child's first dispatch decides.
+pub fn fork(
+    store: &mut Store,
+    thread: &str,
+    at: u32,
+    child: Option<&str>,
+) -> Result<ForkReport, StoreError> {
+    let (tx, path, busy) = store.begin("forking")?;
+    let cx = Cx::new(&tx, &path, busy);
+    let parent = cx.load(thread)?;
+    let refuse = |why: ForkRefusal| StoreError::BadForkPoint {
+        path: path.clone(),
+        thread: thread.into(),
+        run: at,
+        why,
+    };
+    let Some(source) = parent.runs.get((at as usize).wrapping_sub(1)) else {
+        return Err(refuse(ForkRefusal::NoSuchRun {
+            runs: parent.runs.len(),
+        }));
+    };
+    match source.status {
+        RunStatus::Running => {
+            return Err(refuse(ForkRefusal::Running));
+        }
+        RunStatus::RolledBack => return Err(refuse(ForkRefusal::RolledBack)),
+        _ => {}
+    }
+    let child_id = match child {
+        Some(c) => c.to_string(),
+        None => {
+            let mut k = 1u32;
+            loop {
+                let id = format!("{thread}-fork{k}");
+                if !cx.thread_exists(&id)? {
+                    break id;
+                }
+                k = k.saturating_add(1);
+            }
+        }
+    };
+    if cx.thread_exists(&child_id)? {
+        return Err(refuse(ForkRefusal::ChildExists { child: child_id }));
+    }
+    let (state, tid) = child_state(&parent, source, at, &child_id);
     validated(&state, &path)?;
     cx.insert_state(&state)?;
     commit(tx, &path, busy, "committing the fork")?;

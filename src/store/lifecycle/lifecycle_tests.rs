@@ -18,6 +18,16 @@ fn seed() -> State {
     state::load_file(&root().join("examples/seed-switch.yaml")).unwrap()
 }
 
+/// The engine a store operation takes: `p`, the embedded templates, documents under `docs`.
+fn engine(p: &Policy, docs: &Path) -> baton::Engine {
+    baton::Engine::from_parts(
+        std::sync::Arc::new(p.clone()),
+        baton::TemplateSet::embedded(),
+        Some(docs.to_path_buf()),
+    )
+    .unwrap()
+}
+
 struct Db {
     _dir: tempfile::TempDir,
     docs: PathBuf,
@@ -46,14 +56,13 @@ impl Db {
             thread: thread.into(),
             target: target.into(),
             message: message.map(str::to_string),
-            handoff_dir: Some(self.docs.clone()),
             ..Default::default()
         }
     }
 
     fn dispatch(&mut self, p: &Policy, thread: &str, target: &str) -> store::Dispatched {
         let r = self.req(thread, target, None);
-        store::dispatch(&mut self.store, p, &r).unwrap()
+        store::dispatch(&mut self.store, &engine(p, &self.docs), &r).unwrap()
     }
 
     fn complete(&mut self, thread: &str, run: u32, text: &str, status: RunStatus) {
@@ -71,10 +80,7 @@ impl Db {
     }
 
     fn opts(&self) -> HandoffOptions {
-        HandoffOptions {
-            handoff_dir: Some(self.docs.clone()),
-            ..Default::default()
-        }
+        HandoffOptions::default()
     }
 
     /// Whether the pre-grant of (thread, run) allows reading `doc` now (a use is consumed).
@@ -187,7 +193,7 @@ fn a_run_taking_a_merge_back_keeps_its_message_and_its_decision_is_truthful() {
     let p = policy::load("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
-    let m = store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
+    let m = store::merge_back(&mut db.store, &engine(&p, &db.docs), "f", &opts).unwrap();
     assert_eq!(m.run, 9);
     assert_eq!(m.provider_thread.as_deref(), Some("L1"));
     assert_eq!(
@@ -204,7 +210,7 @@ fn a_run_taking_a_merge_back_keeps_its_message_and_its_decision_is_truthful() {
     let doc = mb.document_path.clone().unwrap();
 
     let r = db.req("th_1", "claude", Some("Now wire up the logout button."));
-    let d = store::dispatch(&mut db.store, &p, &r).unwrap();
+    let d = store::dispatch(&mut db.store, &engine(&p, &db.docs), &r).unwrap();
     assert_eq!(d.decision.strategy.as_str(), "no_handoff");
     let h = d.handoff.clone().unwrap();
     assert_eq!(h.id, mb.id);
@@ -248,7 +254,7 @@ fn a_merge_back_taken_on_another_provider_is_made_for_the_run_that_takes_it() {
     db.dispatch(&p, "th_1", "codex");
     db.complete("th_1", 9, "Codex did run 9.", RunStatus::Completed);
     let opts = db.opts();
-    let m = store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
+    let m = store::merge_back(&mut db.store, &engine(&p, &db.docs), "f", &opts).unwrap();
     assert_eq!(m.decision.target, "codex");
     assert_eq!(m.provider_thread.as_deref(), Some("C1"));
     assert_eq!(
@@ -260,7 +266,7 @@ fn a_merge_back_taken_on_another_provider_is_made_for_the_run_that_takes_it() {
 
     let message = "Now wire up the logout button.";
     let r = db.req("th_1", "claude", Some(message));
-    let d = store::dispatch(&mut db.store, &p, &r).unwrap();
+    let d = store::dispatch(&mut db.store, &engine(&p, &db.docs), &r).unwrap();
     let pt = d
         .provider_thread
         .clone()
@@ -389,7 +395,7 @@ fn a_waiting_merge_backs_grant_lives_until_the_run_that_takes_it_ends() {
     let p = policy::load("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
-    let m = store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
+    let m = store::merge_back(&mut db.store, &engine(&p, &db.docs), "f", &opts).unwrap();
     let doc = m.handoff.unwrap().document_path.unwrap();
     store::rollback(&mut db.store, "th_1", 7).unwrap();
     assert_eq!(db.store.find("th_1", 9).unwrap().len(), 1);
@@ -407,9 +413,9 @@ fn every_logged_decision_replays_to_itself() {
     let t3 = policy::load("t3code").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
-    store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
+    store::merge_back(&mut db.store, &engine(&p, &db.docs), "f", &opts).unwrap();
     let r = db.req("th_1", "claude", Some("Carry on."));
-    store::dispatch(&mut db.store, &p, &r).unwrap();
+    store::dispatch(&mut db.store, &engine(&p, &db.docs), &r).unwrap();
     db.complete("th_1", 9, "merged", RunStatus::Completed);
     db.dispatch(&t3, "th_1", "codex");
     db.complete("th_1", 10, "switched", RunStatus::Failed);
@@ -417,7 +423,7 @@ fn every_logged_decision_replays_to_itself() {
     let d = db.dispatch(&p, "th_1", "cursor");
     let h = d.handoff.expect("cursor gets a handoff");
     let opts = db.opts();
-    store::regenerate(&mut db.store, &p, "th_1", &h.id, &opts).unwrap();
+    store::regenerate(&mut db.store, &engine(&p, &db.docs), "th_1", &h.id, &opts).unwrap();
     db.dispatch(&p, "f", "claude");
     // A merge-back made for cursor (the parent's last run) and taken on codex is made again
     // for the run that takes it (issue 27): both of its decisions replay.
@@ -426,7 +432,7 @@ fn every_logged_decision_replays_to_itself() {
     store::fork(&mut db.store, "th_1", cursor_run, Some("g")).unwrap();
     let g = db.dispatch(&p, "g", "claude");
     db.complete("g", g.run, "Fork g's work.", RunStatus::Completed);
-    let m = store::merge_back(&mut db.store, &p, "g", &opts).unwrap();
+    let m = store::merge_back(&mut db.store, &engine(&p, &db.docs), "g", &opts).unwrap();
     assert_eq!(m.decision.target, "cursor");
     let d = db.dispatch(&p, "th_1", "codex");
     let taken = d.merge_back.or(d.handoff).unwrap();
@@ -453,10 +459,10 @@ fn the_taken_merge_backs_prompt_ends_with_the_runs_message_after_a_blank_line() 
     let p = policy::load("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
-    let m = store::merge_back(&mut db.store, &p, "f", &opts).unwrap();
+    let m = store::merge_back(&mut db.store, &engine(&p, &db.docs), "f", &opts).unwrap();
     let before = m.handoff.unwrap().inline;
     let r = db.req("th_1", "claude", Some("Go on."));
-    let d = store::dispatch(&mut db.store, &p, &r).unwrap();
+    let d = store::dispatch(&mut db.store, &engine(&p, &db.docs), &r).unwrap();
     assert_eq!(
         d.handoff.unwrap().inline,
         format!("{}\n\nGo on.", before.trim_end())
@@ -471,11 +477,8 @@ fn a_decision_that_fell_back_to_inline_replays_to_itself() {
     let p = policy::load("default").unwrap();
     let file = db._dir.path().join("not-a-dir");
     std::fs::write(&file, "x").unwrap();
-    let r = DispatchRequest {
-        handoff_dir: Some(file.join("docs")),
-        ..db.req("th_1", "codex", None)
-    };
-    let d = store::dispatch(&mut db.store, &p, &r).unwrap();
+    let r = db.req("th_1", "codex", None);
+    let d = store::dispatch(&mut db.store, &engine(&p, &file.join("docs")), &r).unwrap();
     let delivery = d.decision.delivery.unwrap();
     assert_eq!(delivery.mode.as_str(), "inline");
     assert!(delivery.fallback_reason.is_some());

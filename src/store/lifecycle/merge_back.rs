@@ -5,9 +5,9 @@ use super::{
     commit, decide, next_run, next_transfer_id, pending_merge_back, record_handoff, refuse_running,
     require_handoff, Dispatched, HandoffOptions, NewHandoff,
 };
+use crate::engine::Engine;
 use crate::eval::{DecisionContext, RecordIn};
 use crate::pipeline::Outcome;
-use crate::policy::Policy;
 use crate::state::*;
 use crate::store::io::Cx;
 use crate::store::{Store, StoreError};
@@ -48,11 +48,11 @@ pub(super) fn merge_back_summary(child: &str, outcome: &Outcome) -> String {
 /// if neither the fork nor its parent has changed meanwhile (see [`merge_back_with_writer`]).
 pub fn merge_back(
     store: &mut Store,
-    policy: &Policy,
+    engine: &Engine,
     child: &str,
     opts: &HandoffOptions,
 ) -> Result<Dispatched, StoreError> {
-    merge_back_with_writer(store, policy, child, opts, || ())
+    merge_back_with_writer(store, engine, child, opts, || ())
 }
 
 /// [`merge_back`], holding the guard `writer` returns only while the write transaction is
@@ -65,7 +65,7 @@ pub fn merge_back(
 /// [`StoreError::ThreadMoved`] (naming the thread that changed) if one changed again.
 pub fn merge_back_with_writer<G>(
     store: &mut Store,
-    policy: &Policy,
+    engine: &Engine,
     child: &str,
     opts: &HandoffOptions,
     writer: impl Fn() -> G,
@@ -78,11 +78,11 @@ pub fn merge_back_with_writer<G>(
     };
     prepare_then_record(
         store,
-        policy,
+        engine.policy(),
         &steps,
         writer,
-        |cx, path, reads| prepare(cx, path, policy, child, opts, reads),
-        |tx, path, busy, prepared| record(tx, path, busy, child, opts, prepared),
+        |cx, path, reads| prepare(cx, path, engine, child, opts, reads),
+        |tx, path, busy, prepared| record(tx, path, busy, child, engine, prepared),
     )
 }
 
@@ -131,7 +131,7 @@ struct Prepared {
 fn prepare(
     cx: &Cx<'_>,
     path: &str,
-    policy: &Policy,
+    engine: &Engine,
     child: &str,
     opts: &HandoffOptions,
     reads: &mut Reads,
@@ -203,7 +203,7 @@ fn prepare(
         waiting: None,
         history: None,
     };
-    let (outcome, input) = decide(policy, &view, &target, opts.dirs(), &path, &context)?;
+    let (outcome, input) = decide(engine, &view, &target, &path, &context)?;
     require_handoff(&outcome, &path, child, "nothing was merged back")?;
     Ok(Prepared {
         source_run: state.runs.last().map(|r| r.ordinal),
@@ -224,7 +224,7 @@ fn record(
     path: &str,
     busy: std::time::Duration,
     child: &str,
-    opts: &HandoffOptions,
+    engine: &Engine,
     prepared: Prepared,
 ) -> Result<Dispatched, StoreError> {
     let cx = Cx::new(&tx, path, busy);
@@ -261,7 +261,7 @@ fn record(
     let record = record_handoff(
         &cx,
         &mut outcome,
-        opts.handoff_dir.as_ref(),
+        engine.document_root(),
         NewHandoff {
             thread: parent_id.clone(),
             target_run: Some(run),

@@ -17,14 +17,13 @@ use super::io::{Cx, HandoffRow};
 use super::replay::DecisionInput;
 use super::{sql_err, StoreError};
 use crate::decision::Decision;
+use crate::engine::Engine;
 use crate::eval::DecisionContext;
 use crate::pipeline::Outcome;
 use crate::pipeline::Setup;
-use crate::policy::Policy;
-use crate::render::RenderOptions;
 use crate::state::*;
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use complete::{complete_run, complete_run_with};
 pub use dispatch::{dispatch, dispatch_with_writer};
@@ -34,7 +33,8 @@ pub use regenerate::{regenerate, regenerate_with_writer, RegenerateRefusal};
 pub use rollback::rollback;
 pub use rollback_advice::advise_rollback;
 
-/// What `dispatch` needs besides the stored thread.
+/// What `dispatch` needs besides the stored thread and the engine (whose policy, compiled
+/// templates and off-band root every operation uses): what is particular to this run.
 #[derive(Debug, Clone, Default)]
 pub struct DispatchRequest {
     /// The stored thread's id.
@@ -49,14 +49,6 @@ pub struct DispatchRequest {
     pub runtime_mode: Option<String>,
     /// The user asked for a clean context (`request.clean_context`, `stale clean_context`).
     pub clean_context: bool,
-    /// Root of the off-band document directory (default: `<tmp>/baton-<uid>`).
-    pub handoff_dir: Option<PathBuf>,
-    /// A directory of `*.j2` templates overriding the embedded ones; `None`: the embedded
-    /// templates.
-    pub templates_dir: Option<PathBuf>,
-    /// Compiled templates to render with (an [`crate::Engine`]'s, see
-    /// [`crate::Engine::templates`]); when set, `templates_dir` is not read.
-    pub templates: Option<crate::render::TemplateSet>,
     /// When the run is requested (`request.at`, RFC 3339); recorded as the run's
     /// `started_at`. The store never reads the clock: the caller (the CLI, the service) sets
     /// it.
@@ -77,19 +69,13 @@ pub struct RunEnd {
 }
 
 /// Options of the operations that make a handoff without starting a run of their own
-/// (`regenerate`, `merge_back`).
+/// (`regenerate`, `merge_back`): what is particular to the call (the engine brings the
+/// policy, the templates and the off-band root).
 #[derive(Debug, Clone, Default)]
 pub struct HandoffOptions {
     /// The user's message to carry (`request.message`); when `None`, `regenerate` keeps the
     /// stored request's message and `merge_back` carries none.
     pub message: Option<String>,
-    /// Root of the off-band document directory (default: `<tmp>/baton-<uid>`).
-    pub handoff_dir: Option<PathBuf>,
-    /// A directory of `*.j2` templates overriding the embedded ones; `None`: the embedded
-    /// templates.
-    pub templates_dir: Option<PathBuf>,
-    /// Compiled templates to render with; when set, `templates_dir` is not read.
-    pub templates: Option<crate::render::TemplateSet>,
 }
 
 /// A handoff as recorded.
@@ -324,47 +310,10 @@ fn pipeline_err(path: &str, thread: &str) -> impl Fn(crate::pipeline::PipelineEr
     }
 }
 
-/// Where the documents of an operation go and which templates render them.
-#[derive(Clone, Copy)]
-struct Dirs<'a> {
-    handoff: Option<&'a PathBuf>,
-    templates: Option<&'a PathBuf>,
-    compiled: Option<&'a crate::render::TemplateSet>,
-}
-
-impl HandoffOptions {
-    fn dirs(&self) -> Dirs<'_> {
-        Dirs {
-            handoff: self.handoff_dir.as_ref(),
-            templates: self.templates_dir.as_ref(),
-            compiled: self.templates.as_ref(),
-        }
-    }
-}
-
-impl DispatchRequest {
-    fn dirs(&self) -> Dirs<'_> {
-        Dirs {
-            handoff: self.handoff_dir.as_ref(),
-            templates: self.templates_dir.as_ref(),
-            compiled: self.templates.as_ref(),
-        }
-    }
-}
-
-/// The setup of a decision for `target` in `context`: the operation's off-band root
-/// (resolved here, once per operation) and templates.
-fn setup(target: &str, dirs: Dirs<'_>, context: &DecisionContext) -> Setup {
-    Setup {
-        target: Some(target.to_string()),
-        root: crate::ids::DocumentRoot::resolve(dirs.handoff.cloned()),
-        context: context.clone(),
-        render: RenderOptions {
-            templates: dirs.compiled.cloned(),
-            templates_dir: dirs.templates.cloned(),
-            ..Default::default()
-        },
-    }
+/// The setup of a decision for `target` in `context`: the engine's off-band root (resolved
+/// once, when the engine was built) and compiled templates.
+fn setup(engine: &Engine, target: &str, context: &DecisionContext) -> Setup {
+    engine.setup_in(Some(target), context)
 }
 
 /// Decide (and render) for `target` on `state` in `context`, through the one path
@@ -372,30 +321,29 @@ fn setup(target: &str, dirs: Dirs<'_>, context: &DecisionContext) -> Setup {
 /// Returns the outcome and what it was decided from (a [`DecisionInput`] as JSON) for the
 /// decision log.
 fn decide(
-    policy: &Policy,
+    engine: &Engine,
     state: &State,
     target: &str,
-    dirs: Dirs<'_>,
     path: &str,
     context: &DecisionContext,
 ) -> Result<(Outcome, serde_json::Value), StoreError> {
     let err = pipeline_err(path, &state.thread.id);
-    let plan = crate::pipeline::plan(policy, state, &setup(target, dirs, context))
+    let plan = crate::pipeline::plan(engine.policy(), state, &setup(engine, target, context))
         .map_err(|e| err(e.into()))?;
-    let input = logged_input(state, target, dirs, context, path)?;
+    let input = logged_input(engine, state, target, context, path)?;
     let outcome = crate::pipeline::finish(plan, &crate::deliver::CommandRunner).map_err(err)?;
     Ok((outcome, input))
 }
 
 /// What a decision was made from, as JSON for the decision log.
 fn logged_input(
+    engine: &Engine,
     state: &State,
     target: &str,
-    dirs: Dirs<'_>,
     context: &DecisionContext,
     path: &str,
 ) -> Result<serde_json::Value, StoreError> {
-    let input = DecisionInput::new(state, target, dirs.handoff, context);
+    let input = DecisionInput::new(state, target, engine.document_root(), context);
     serde_json::to_value(&input).map_err(|e| StoreError::Corrupt {
         path: path.to_string(),
         what: "decision input".into(),
@@ -454,9 +402,9 @@ fn deliver_stage(
     cx: &Cx<'_>,
     outcome: &mut Outcome,
     thread: &str,
-    handoff_dir: Option<&PathBuf>,
+    handoff_dir: Option<&Path>,
 ) -> Option<PathBuf> {
-    let offband = crate::deliver::OffbandStore::new(handoff_dir.cloned());
+    let offband = crate::deliver::OffbandStore::new(handoff_dir.map(Path::to_path_buf));
     let mut grants = SqlGrants {
         conn: cx.conn,
         path: cx.path.clone(),
@@ -506,7 +454,7 @@ impl NewHandoff {
 fn record_handoff(
     cx: &Cx<'_>,
     outcome: &mut Outcome,
-    handoff_dir: Option<&PathBuf>,
+    handoff_dir: Option<&Path>,
     new: NewHandoff,
 ) -> Result<Option<HandoffRecord>, StoreError> {
     let (Some(hid), Some(covered), Some(strategy)) = (

@@ -11,9 +11,10 @@
 use super::merge_back::{fork_view, merge_back_summary};
 use super::{decide, next_id, DispatchRequest, HandoffRecord};
 use crate::decision::{Decision, ThreadAction};
+use crate::engine::Engine;
 use crate::eval::{DecisionContext, RecordIn, Waiting};
 use crate::pipeline::Outcome;
-use crate::policy::{Policy, Strategy};
+use crate::policy::Strategy;
 use crate::state::*;
 use crate::store::io::Cx;
 use crate::store::StoreError;
@@ -86,7 +87,7 @@ fn made_for(cx: &Cx<'_>, thread: &str, hid: &str) -> Result<Option<String>, Stor
 pub(super) fn rebind(
     cx: &Cx<'_>,
     path: &str,
-    policy: &Policy,
+    engine: &Engine,
     req: &DispatchRequest,
     state: &State,
     decision: &Decision,
@@ -146,7 +147,7 @@ pub(super) fn rebind(
     };
     // No message: the run's own message ends the run's one first-turn prompt.
     let view = fork_view(&fork_state, &req.target, None);
-    let (outcome, input) = decide(policy, &view, &req.target, req.dirs(), path, &context)?;
+    let (outcome, input) = decide(engine, &view, &req.target, path, &context)?;
     if !outcome.decision.needs_handoff() || outcome.rendered.is_none() {
         return Ok(None);
     }

@@ -4,9 +4,9 @@ use super::recheck::{prepare_then_record, Reads, Steps};
 use super::{
     commit, decide, record_handoff, require_handoff, Dispatched, HandoffOptions, NewHandoff,
 };
+use crate::engine::Engine;
 use crate::eval::DecisionContext;
 use crate::pipeline::Outcome;
-use crate::policy::Policy;
 use crate::state::*;
 use crate::store::io::Cx;
 use crate::store::{Store, StoreError};
@@ -44,12 +44,12 @@ pub enum RegenerateRefusal {
 /// if the thread has not changed meanwhile (see [`regenerate_with_writer`]).
 pub fn regenerate(
     store: &mut Store,
-    policy: &Policy,
+    engine: &Engine,
     thread: &str,
     handoff: &str,
     opts: &HandoffOptions,
 ) -> Result<Dispatched, StoreError> {
-    regenerate_with_writer(store, policy, thread, handoff, opts, || ())
+    regenerate_with_writer(store, engine, thread, handoff, opts, || ())
 }
 
 /// [`regenerate`], holding the guard `writer` returns only while the write transaction is
@@ -62,7 +62,7 @@ pub fn regenerate(
 /// changed again.
 pub fn regenerate_with_writer<G>(
     store: &mut Store,
-    policy: &Policy,
+    engine: &Engine,
     thread: &str,
     handoff: &str,
     opts: &HandoffOptions,
@@ -76,11 +76,11 @@ pub fn regenerate_with_writer<G>(
     };
     prepare_then_record(
         store,
-        policy,
+        engine.policy(),
         &steps,
         writer,
-        |cx, path, reads| prepare(cx, path, policy, thread, handoff, opts, reads),
-        |tx, path, busy, prepared| record(tx, path, busy, thread, handoff, opts, prepared),
+        |cx, path, reads| prepare(cx, path, engine, thread, handoff, opts, reads),
+        |tx, path, busy, prepared| record(tx, path, busy, thread, handoff, engine, prepared),
     )
 }
 
@@ -102,7 +102,7 @@ struct Prepared {
 fn prepare(
     cx: &Cx<'_>,
     path: &str,
-    policy: &Policy,
+    engine: &Engine,
     thread: &str,
     handoff: &str,
     opts: &HandoffOptions,
@@ -161,10 +161,9 @@ fn prepare(
         state.request.message = opts.message.clone();
     }
     let (outcome, input) = decide(
-        policy,
+        engine,
         &state,
         &run.provider,
-        opts.dirs(),
         &path,
         &DecisionContext::default(),
     )?;
@@ -191,7 +190,7 @@ fn record(
     busy: std::time::Duration,
     thread: &str,
     handoff: &str,
-    opts: &HandoffOptions,
+    engine: &Engine,
     prepared: Prepared,
 ) -> Result<Dispatched, StoreError> {
     let cx = Cx::new(&tx, path, busy);
@@ -210,7 +209,7 @@ fn record(
         supersedes: Some(handoff.to_string()),
         ..NewHandoff::own(&state, &outcome, t, pt.clone())
     };
-    let record = record_handoff(&cx, &mut outcome, opts.handoff_dir.as_ref(), new)?;
+    let record = record_handoff(&cx, &mut outcome, engine.document_root(), new)?;
     cx.log_decision(thread, "regenerate", &outcome.decision, input)?;
     if let Some(rec) = &record {
         cx.exec(

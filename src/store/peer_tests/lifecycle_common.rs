@@ -68,6 +68,17 @@ impl Db {
         }
     }
 
+    /// The engine the store's operations take: the profile, the embedded templates, and
+    /// documents under `docs`.
+    pub fn engine(&self) -> baton::Engine {
+        baton::Engine::from_parts(
+            std::sync::Arc::new(self.policy.clone()),
+            baton::TemplateSet::embedded(),
+            Some(self.docs.clone()),
+        )
+        .unwrap()
+    }
+
     pub fn import(&mut self, state: State) {
         self.store.import(&state).unwrap();
     }
@@ -77,10 +88,10 @@ impl Db {
             thread: thread.into(),
             target: target.into(),
             message: Some(message.into()),
-            handoff_dir: Some(self.docs.clone()),
             ..Default::default()
         };
-        store::dispatch(&mut self.store, &self.policy, &req).unwrap()
+        let engine = self.engine();
+        store::dispatch(&mut self.store, &engine, &req).unwrap()
     }
 
     /// Complete `run` with a user message and an assistant message.
@@ -110,11 +121,9 @@ impl Db {
     }
 
     pub fn merge_back(&mut self, child: &str) -> Dispatched {
-        let opts = HandoffOptions {
-            handoff_dir: Some(self.docs.clone()),
-            ..Default::default()
-        };
-        store::merge_back(&mut self.store, &self.policy, child, &opts).unwrap()
+        let opts = HandoffOptions::default();
+        let engine = self.engine();
+        store::merge_back(&mut self.store, &engine, child, &opts).unwrap()
     }
 
     pub fn load(&self, thread: &str) -> State {

@@ -68,6 +68,23 @@ pub fn keep_tail(body: &str, room: usize) -> String {
     body.get(start..).unwrap_or("").trim_start().to_string()
 }
 
+/// A text's first non-empty line, then how much was cut (`[... 1,234 characters cut]`, the
+/// marker of the `head` cut). A one-line text is returned whole.
+pub fn first_line(text: &str) -> String {
+    let text = text.trim();
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let total = text.chars().count();
+    let kept = line.chars().count();
+    if kept >= total {
+        return text.to_string();
+    }
+    format!(
+        "{line} [... {} characters cut]",
+        crate::cut::thousands(total.saturating_sub(kept))
+    )
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::*;
