@@ -455,3 +455,50 @@ fn gc_keeps_a_live_handoff_and_removes_a_superseded_one(#[case] backend: Backend
     let old = h.document_path.expect("an off-band document");
     assert!(!old.exists(), "the superseded handoff's document goes");
 }
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+fn a_replaced_thread_s_logged_decisions_still_replay(#[case] backend: Backend) {
+    let (mut db, _, dir) = seeded(backend);
+    let docs = dir.path().join("docs");
+    let p = policy::load("default").expect("default");
+    for (i, target) in ["codex", "claude", "codex"].into_iter().enumerate() {
+        let d = db
+            .dispatch(&p, &req(&docs, "th_1", target, None))
+            .expect("dispatches");
+        assert_eq!(d.run, 9 + u32::try_from(i).unwrap_or(0));
+        db.complete_run("th_1", d.run, items(d.run, "done"), RunStatus::Completed)
+            .expect("completes");
+    }
+    let mut fresh = seed();
+    fresh.runs.truncate(3);
+    fresh
+        .handoffs
+        .retain(|h| h.covered.to <= 3 && h.target_run.is_some_and(|t| t <= 3));
+    fresh.transfers.clear();
+    fresh.checkpoints.clear();
+    for r in &mut fresh.runs {
+        r.handoff = r
+            .handoff
+            .take()
+            .filter(|h| fresh.handoffs.iter().any(|x| &x.id == h));
+    }
+    for h in &mut fresh.handoffs {
+        h.transfer = None;
+        h.supersedes = None;
+    }
+    db.import(&fresh).expect_err("already stored");
+    db.import_with(&fresh, true).expect("replaces");
+    assert_eq!(db.export("th_1").expect("exports").runs.len(), 3);
+    let d = db
+        .dispatch(&p, &req(&docs, "th_1", "claude", None))
+        .expect("dispatches");
+    assert_eq!(d.run, 4);
+    let report = db.replay(&ReplayFilter::default(), &[]).expect("replays");
+    assert_eq!(
+        (report.checked, report.differences.len()),
+        (4, 0),
+        "{report:?}"
+    );
+}

@@ -364,18 +364,13 @@ type Importer = Box<dyn FnMut(&State, bool) -> Result<(), String>>;
 
 #[cfg(feature = "postgres")]
 fn postgres_importer(url: &str) -> Result<Importer, u8> {
-    let pg = store::pg::PgStore::open(url).map_err(|e| {
-        eprintln!("{e}");
-        FAIL
-    })?;
+    let mut db = store::Db::open(&store::DbUrl::Postgres(url.to_string()), busy_timeout())
+        .map_err(fail_db)?;
     Ok(Box::new(move |s, replace| {
-        if replace {
-            return Err(format!(
-                "{}: error: `baton db import --replace` does not run on PostgreSQL yet; import into an empty thread id",
-                pg.url()
-            ));
-        }
-        pg.import(s).map_err(|e| e.to_string())
+        db.import_with(s, replace).map_err(|e| match e.as_store() {
+            Some(s) => super::errors::store_error(s),
+            None => e.to_string(),
+        })
     }))
 }
 
