@@ -614,3 +614,60 @@ fn a_waiting_merge_backs_grant_lives_until_the_run_that_takes_it_ends(#[case] ba
             .allow
     );
 }
+
+/// GC reads a handoff's liveness under the thread's lock (shared): while a writer of the thread
+/// holds it (a delivery in progress), the lookup waits, and then finds the handoff live.
+#[test]
+fn gc_waits_for_a_writer_of_the_thread_before_it_judges_a_handoff() {
+    let (mut db, url, dir) = seeded(Backend::Postgres);
+    let docs = dir.path().join("docs");
+    let p = policy::load("default").expect("default");
+    let doc = db
+        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .expect("dispatches")
+        .handoff
+        .and_then(|h| h.document_path)
+        .expect("an off-band document");
+    let mut holder = raw(&url);
+    holder
+        .execute("SELECT pg_advisory_lock(hashtextextended('th_1', 0))", &[])
+        .expect("locks th_1");
+    let gc = {
+        let (url, docs) = (url.clone(), docs.clone());
+        std::thread::spawn(move || {
+            let mut db = pg(&url);
+            let offband = baton::store::OffbandStore::new(Some(docs));
+            let retention = baton::store::Retention {
+                max_age: Some(Duration::from_secs(3600)),
+                max_per_thread: Some(100),
+            };
+            db.collect_documents(&offband, &retention, std::time::SystemTime::now(), false)
+        })
+    };
+    // The pass is waiting for th_1's lock (an advisory lock not granted), not done.
+    let mut probe = raw(&url);
+    loop {
+        let waiting: i64 = probe
+            .query_one(
+                "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                &[],
+            )
+            .expect("reads the locks")
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    assert!(!gc.is_finished(), "the lookup waits for the writer");
+    holder
+        .execute(
+            "SELECT pg_advisory_unlock(hashtextextended('th_1', 0))",
+            &[],
+        )
+        .expect("unlocks");
+    let report = gc.join().expect("joins").expect("collects");
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert!(doc.exists(), "the live handoff's document stays");
+}
