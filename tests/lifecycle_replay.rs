@@ -92,7 +92,13 @@ fn built() -> (Db, PathBuf) {
     let p = common::policy("default").unwrap();
     fork_with_a_run(&mut db, &p);
     let opts = db.opts();
-    store::merge_back(&mut db.store, &common::engine_of(&p, Some(db.docs.clone())), "f", &opts).unwrap();
+    store::merge_back(
+        &mut db.store,
+        &common::engine_of(&p, Some(db.docs.clone())),
+        "f",
+        &opts,
+    )
+    .unwrap();
     db.dispatch(&p, "th_1", "claude");
     let file = db.store.path().unwrap().to_path_buf();
     (db, file)
