@@ -260,7 +260,10 @@ fn turns(c: &mut Criterion) {
         .expect("opens")
         .copy_from_sqlite(&Store::open(&sqlite_path).expect("opens"))
         .expect("copies");
-    let policy = baton::policy::load("default").expect("default");
+    let policy = baton::Engine::builder("default")
+        .document_root(Some(docs.clone()))
+        .build()
+        .expect("the profile checks");
     let mut g = c.benchmark_group("turn");
     g.sample_size(10);
     for (backend, url) in [
@@ -282,7 +285,6 @@ fn turns(c: &mut Criterion) {
                             "claude"
                         }
                         .into(),
-                        handoff_dir: Some(docs.clone()),
                         ..Default::default()
                     };
                     let d = db.dispatch(&policy, &req).expect("dispatches");

@@ -3,7 +3,6 @@
 //! and on PostgreSQL, and PostgreSQL keeps the lifecycle's guarantees across connections.
 
 use crate::postgres_backend::{fresh_db, Backend};
-use baton::policy::{self, Policy};
 use baton::state::{self, Item, RunStatus, State};
 use baton::store::{Db, DbError, DbUrl, DispatchRequest, HandoffOptions, ReplayFilter};
 use rstest::rstest;
@@ -28,14 +27,21 @@ fn seeded(backend: Backend) -> (Db, String, tempfile::TempDir) {
     (db, url, dir)
 }
 
-fn req(docs: &Path, thread: &str, target: &str, message: Option<&str>) -> DispatchRequest {
+fn req(thread: &str, target: &str, message: Option<&str>) -> DispatchRequest {
     DispatchRequest {
         thread: thread.into(),
         target: target.into(),
         message: message.map(str::to_string),
-        handoff_dir: Some(docs.to_path_buf()),
         ..Default::default()
     }
+}
+
+/// The engine a store operation takes: the shipped profile `name`, documents under `docs`.
+fn engine(name: &str, docs: &Path) -> baton::Engine {
+    baton::Engine::builder(name)
+        .document_root(Some(docs.to_path_buf()))
+        .build()
+        .expect("the profile checks")
 }
 
 fn items(run: u32, text: &str) -> Vec<Item> {
@@ -62,20 +68,20 @@ struct Outcome {
 /// Dispatch, complete, fork, merge-back, rollback, regenerate, a merge-back made again for
 /// another provider: the lifecycle suite's replay scenario, through `Db`.
 fn scenario(db: &mut Db, docs: &Path) -> Outcome {
-    let p = policy::load("default").expect("default");
-    let t3 = policy::load("t3code").expect("t3code");
+    let p = engine("default", docs);
+    let t3 = engine("t3code", docs);
     let opts = HandoffOptions {
-        handoff_dir: Some(docs.to_path_buf()),
         ..Default::default()
     };
     let mut decisions = Vec::new();
     let mut push = |d: &baton::store::Dispatched| {
         decisions.push(serde_json::to_value(&d.decision).expect("JSON"));
     };
-    let dispatch = |db: &mut Db, p: &Policy, thread: &str, target: &str, msg: Option<&str>| {
-        db.dispatch(p, &req(docs, thread, target, msg))
-            .expect("dispatches")
-    };
+    let dispatch =
+        |db: &mut Db, p: &baton::Engine, thread: &str, target: &str, msg: Option<&str>| {
+            db.dispatch(p, &req(thread, target, msg))
+                .expect("dispatches")
+        };
     let complete = |db: &mut Db, thread: &str, run: u32, text: &str, status: RunStatus| {
         db.complete_run(thread, run, items(run, text), status)
             .expect("completes")
@@ -168,8 +174,8 @@ fn the_lifecycle_decides_exports_and_replays_the_same_on_both_backends() {
 fn a_bad_operation_says_what_is_wrong_and_writes_nothing(#[case] backend: Backend) {
     let (mut db, url, dir) = seeded(backend);
     let shown = DbUrl::parse(&url).redacted();
-    let p = policy::load("default").expect("default");
     let docs = dir.path().join("docs");
+    let p = engine("default", &docs);
     let before = db.export("th_1").expect("exports");
     let e = db
         .complete_run("th_1", 99, items(99, "x"), RunStatus::Completed)
@@ -179,17 +185,17 @@ fn a_bad_operation_says_what_is_wrong_and_writes_nothing(#[case] backend: Backen
         format!("{shown}: error: thread \"th_1\" has no run 99 (it has 8 runs)")
     );
     let e = db
-        .dispatch(&p, &req(&docs, "nope", "codex", None))
+        .dispatch(&p, &req("nope", "codex", None))
         .expect_err("no thread");
     assert_eq!(
         e.to_string(),
         format!("{shown}: error: no thread \"nope\" in the database")
     );
     let d = db
-        .dispatch(&p, &req(&docs, "th_1", "claude", None))
+        .dispatch(&p, &req("th_1", "claude", None))
         .expect("dispatches");
     let e = db
-        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .dispatch(&p, &req("th_1", "codex", None))
         .expect_err("still running");
     assert_eq!(
         e.to_string(),
@@ -244,17 +250,17 @@ fn concurrent_dispatches_on_one_thread_serialize_into_one_run_per_ordinal() {
     const EACH: u32 = 4;
     let (_, url, dir) = seeded(Backend::Postgres);
     let docs = dir.path().join("docs");
-    let p = policy::load("default").expect("default");
+    let p = engine("default", &docs);
     let handles: Vec<_> = (0..WORKERS)
         .map(|w| {
-            let (url, docs, p) = (url.clone(), docs.clone(), p.clone());
+            let (url, p) = (url.clone(), p.clone());
             std::thread::spawn(move || {
                 let mut db = pg(&url);
                 let target = ["claude", "codex"][usize::try_from(w % 2).unwrap_or(0)];
                 let mut done = 0;
                 while done < EACH {
                     // Another connection's run is still running: try again once it is not.
-                    match db.dispatch(&p, &req(&docs, "th_1", target, None)) {
+                    match db.dispatch(&p, &req("th_1", target, None)) {
                         Ok(d) => {
                             db.complete_run(
                                 "th_1",
@@ -291,24 +297,24 @@ fn a_dispatch_on_another_thread_does_not_wait_for_a_held_thread() {
     let (mut db, url, dir) = seeded(Backend::Postgres);
     db.import(&seed_as("other")).expect("imports");
     let docs = dir.path().join("docs");
-    let p = policy::load("default").expect("default");
+    let p = engine("default", &docs);
     // Another connection holds th_1's lock (as a writer of th_1 would, mid-operation).
     let mut holder = raw(&url);
     holder
         .execute("SELECT pg_advisory_lock(hashtextextended('th_1', 0))", &[])
         .expect("locks th_1");
     let d = db
-        .dispatch(&p, &req(&docs, "other", "claude", None))
+        .dispatch(&p, &req("other", "claude", None))
         .expect("another thread is not blocked");
     assert_eq!(d.run, 9);
     // A writer of th_1 waits for the holder, then sees everything it committed.
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let waiter = {
-        let (url, docs, p) = (url.clone(), docs.clone(), p.clone());
+        let (url, p) = (url.clone(), p.clone());
         std::thread::spawn(move || {
             let mut db = pg(&url);
             started_tx.send(()).expect("signals");
-            db.dispatch(&p, &req(&docs, "th_1", "claude", None))
+            db.dispatch(&p, &req("th_1", "claude", None))
         })
     };
     started_rx.recv().expect("started");
@@ -329,7 +335,7 @@ fn a_dispatch_on_another_thread_does_not_wait_for_a_held_thread() {
 fn a_connection_lost_in_the_write_back_leaves_no_half_written_run_and_says_what_to_do() {
     let (mut db, url, dir) = seeded(Backend::Postgres);
     let docs = dir.path().join("docs");
-    let p = policy::load("default").expect("default");
+    let p = engine("default", &docs);
     let before = db.export("th_1").expect("exports");
     // The server loses the connection as the run's row is written (after the provider thread's
     // and the handoff's rows of the same transaction).
@@ -341,7 +347,7 @@ fn a_connection_lost_in_the_write_back_leaves_no_half_written_run_and_says_what_
         )
         .expect("arms");
     let e = db
-        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .dispatch(&p, &req("th_1", "codex", None))
         .expect_err("the connection is lost");
     let shown = DbUrl::parse(&url).redacted();
     assert_eq!(
@@ -365,7 +371,7 @@ fn a_connection_lost_in_the_write_back_leaves_no_half_written_run_and_says_what_
     assert_eq!(logged, 0, "no decision logged either");
     // Run again when the server is reachable: it is recorded whole.
     let d = db
-        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .dispatch(&p, &req("th_1", "codex", None))
         .expect("dispatches");
     assert_eq!(d.run, 9);
 }
@@ -374,7 +380,7 @@ fn a_connection_lost_in_the_write_back_leaves_no_half_written_run_and_says_what_
 fn a_serialization_failure_in_a_dispatch_is_retried_then_given_up_with_what_to_do() {
     let (mut db, url, dir) = seeded(Backend::Postgres);
     let docs = dir.path().join("docs");
-    let p = policy::load("default").expect("default");
+    let p = engine("default", &docs);
     // The run's insert fails with a serialization failure while the sequence is below `n`
     // (a sequence is not rolled back: each try counts).
     let arm = |n: i64| {
@@ -396,7 +402,7 @@ fn a_serialization_failure_in_a_dispatch_is_retried_then_given_up_with_what_to_d
     };
     arm(2);
     let d = db
-        .dispatch(&p, &req(&docs, "th_1", "claude", None))
+        .dispatch(&p, &req("th_1", "claude", None))
         .expect("the third try commits");
     assert_eq!(d.run, 9);
     let runs = db.export("th_1").expect("exports").runs.len();
@@ -405,7 +411,7 @@ fn a_serialization_failure_in_a_dispatch_is_retried_then_given_up_with_what_to_d
         .expect("completes");
     arm(1000);
     let e = db
-        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .dispatch(&p, &req("th_1", "codex", None))
         .expect_err("given up");
     let shown = DbUrl::parse(&url).redacted();
     let tries = baton::store::pg::MAX_TRIES;
@@ -427,15 +433,12 @@ fn a_serialization_failure_in_a_dispatch_is_retried_then_given_up_with_what_to_d
 fn gc_keeps_a_live_handoff_and_removes_a_superseded_one(#[case] backend: Backend) {
     let (mut db, _, dir) = seeded(backend);
     let docs = dir.path().join("docs");
-    let p = policy::load("default").expect("default");
+    let p = engine("default", &docs);
     let d = db
-        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .dispatch(&p, &req("th_1", "codex", None))
         .expect("dispatches");
     let h = d.handoff.expect("a handoff");
-    let opts = HandoffOptions {
-        handoff_dir: Some(docs.clone()),
-        ..Default::default()
-    };
+    let opts = HandoffOptions::default();
     let again = db
         .regenerate(&p, "th_1", &h.id, &opts)
         .expect("regenerates")
@@ -462,10 +465,10 @@ fn gc_keeps_a_live_handoff_and_removes_a_superseded_one(#[case] backend: Backend
 fn a_replaced_thread_s_logged_decisions_still_replay(#[case] backend: Backend) {
     let (mut db, _, dir) = seeded(backend);
     let docs = dir.path().join("docs");
-    let p = policy::load("default").expect("default");
+    let p = engine("default", &docs);
     for (i, target) in ["codex", "claude", "codex"].into_iter().enumerate() {
         let d = db
-            .dispatch(&p, &req(&docs, "th_1", target, None))
+            .dispatch(&p, &req("th_1", target, None))
             .expect("dispatches");
         assert_eq!(d.run, 9 + u32::try_from(i).unwrap_or(0));
         db.complete_run("th_1", d.run, items(d.run, "done"), RunStatus::Completed)
@@ -492,7 +495,7 @@ fn a_replaced_thread_s_logged_decisions_still_replay(#[case] backend: Backend) {
     db.import_with(&fresh, true).expect("replaces");
     assert_eq!(db.export("th_1").expect("exports").runs.len(), 3);
     let d = db
-        .dispatch(&p, &req(&docs, "th_1", "claude", None))
+        .dispatch(&p, &req("th_1", "claude", None))
         .expect("dispatches");
     assert_eq!(d.run, 4);
     let report = db.replay(&ReplayFilter::default(), &[]).expect("replays");
@@ -511,15 +514,15 @@ fn a_handoff_taken_by_an_undone_run_no_longer_counts_as_seen(
 ) {
     let (mut db, _, dir) = seeded(backend);
     let docs = dir.path().join("docs");
-    let p = policy::load(profile).expect("a profile");
-    db.dispatch(&p, &req(&docs, "th_1", "codex", None))
+    let p = engine(profile, &docs);
+    db.dispatch(&p, &req("th_1", "codex", None))
         .expect("dispatches");
     db.complete_run("th_1", 9, items(9, "done"), RunStatus::Completed)
         .expect("completes");
     let r = db.rollback("th_1", 5).expect("rolls back");
     assert_eq!(r.handoffs_superseded, ["H1", "H2"]);
     let d = db
-        .dispatch(&p, &req(&docs, "th_1", "claude", None))
+        .dispatch(&p, &req("th_1", "claude", None))
         .expect("dispatches");
     assert_ne!(d.decision.strategy.as_str(), "no_handoff", "{profile}");
     let covered = d.decision.covered_runs.expect("runs handed over");
@@ -542,9 +545,9 @@ fn an_unused_pregrant_dies_when_its_run_ends(
     use baton::deliver::GrantStore;
     let (mut db, _, dir) = seeded(backend);
     let docs = dir.path().join("docs");
-    let p = policy::load("default").expect("default");
+    let p = engine("default", &docs);
     let d = db
-        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .dispatch(&p, &req("th_1", "codex", None))
         .expect("dispatches");
     let doc = d
         .handoff
@@ -581,13 +584,10 @@ fn a_waiting_merge_backs_grant_lives_until_the_run_that_takes_it_ends(#[case] ba
     use baton::deliver::GrantStore;
     let (mut db, _, dir) = seeded(backend);
     let docs = dir.path().join("docs");
-    let p = policy::load("default").expect("default");
-    let opts = HandoffOptions {
-        handoff_dir: Some(docs.clone()),
-        ..Default::default()
-    };
+    let p = engine("default", &docs);
+    let opts = HandoffOptions::default();
     db.fork("th_1", 5, Some("f")).expect("forks");
-    db.dispatch(&p, &req(&docs, "f", "codex", None))
+    db.dispatch(&p, &req("f", "codex", None))
         .expect("dispatches");
     db.complete_run("f", 6, items(6, "Keep Postgres."), RunStatus::Completed)
         .expect("completes");
@@ -598,7 +598,7 @@ fn a_waiting_merge_backs_grant_lives_until_the_run_that_takes_it_ends(#[case] ba
         .expect("an off-band document");
     db.rollback("th_1", 7).expect("rolls back");
     assert_eq!(db.find("th_1", 9).expect("finds").len(), 1);
-    db.dispatch(&p, &req(&docs, "th_1", "claude", None))
+    db.dispatch(&p, &req("th_1", "claude", None))
         .expect("dispatches");
     db.complete_run("th_1", 9, items(9, "merged"), RunStatus::Completed)
         .expect("completes");
@@ -621,9 +621,9 @@ fn a_waiting_merge_backs_grant_lives_until_the_run_that_takes_it_ends(#[case] ba
 fn gc_waits_for_a_writer_of_the_thread_before_it_judges_a_handoff() {
     let (mut db, url, dir) = seeded(Backend::Postgres);
     let docs = dir.path().join("docs");
-    let p = policy::load("default").expect("default");
+    let p = engine("default", &docs);
     let doc = db
-        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .dispatch(&p, &req("th_1", "codex", None))
         .expect("dispatches")
         .handoff
         .and_then(|h| h.document_path)
