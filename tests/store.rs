@@ -4,7 +4,7 @@
 use baton::deliver::{Grant, GrantStore, HandoffLiveness};
 use baton::policy;
 use baton::state::{self, RunStatus, State};
-use baton::store::{self, DispatchRequest, Store, StoreError};
+use baton::store::{self, DispatchRequest, Store, StoreError, StoreErrorKind};
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -452,7 +452,7 @@ fn two_racing_dispatches_on_one_thread_start_one_run() {
     assert_eq!(ok, 1, "{results:?}");
     let err = results.iter().find_map(|r| r.as_ref().err()).unwrap();
     assert!(
-        matches!(err, StoreError::RunInProgress { run: 9, .. }),
+        matches!(err.kind(), StoreErrorKind::RunInProgress { run: 9, .. }),
         "{err}"
     );
     let s: State = Store::open(&db).unwrap().load("th_1").unwrap();

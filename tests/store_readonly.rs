@@ -7,7 +7,7 @@ mod privilege;
 
 use baton::policy;
 use baton::state;
-use baton::store::{self, DispatchRequest, Store, StoreError};
+use baton::store::{self, DispatchRequest, Store, StoreErrorKind};
 use privilege::{is_root, require};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -87,7 +87,10 @@ fn a_read_only_store_refuses_a_dispatch_before_writing_the_document() {
         ..Default::default()
     };
     let err = store::dispatch(&mut store, &policy::load("default").unwrap(), &req).unwrap_err();
-    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err:?}");
+    assert!(
+        matches!(err.kind(), StoreErrorKind::ReadOnly { .. }),
+        "{err:?}"
+    );
     assert_eq!(
         err.to_string(),
         format!(

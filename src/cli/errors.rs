@@ -3,32 +3,32 @@
 //! another `baton` command, written so that it can be pasted into a shell, is added here.
 
 use crate::store::hint::sh;
-use crate::store::{ForkRefusal, RegenerateRefusal, StoreError};
+use crate::store::{ForkRefusal, RegenerateRefusal, StoreError, StoreErrorKind};
 
 /// A store error as `baton` prints it: the library's message, then the command that helps.
 pub(crate) fn store_error(e: &StoreError) -> String {
     let text = e.to_string();
-    match e {
-        StoreError::ReadOnly { .. } => format!(
+    let path = e.database();
+    match e.kind() {
+        StoreErrorKind::ReadOnly { .. } => format!(
             "{text} (reading commands such as `baton db export` and `baton explain --thread` still work)"
         ),
-        StoreError::NeedsMigration { path, .. } => format!(
+        StoreErrorKind::NeedsMigration { .. } => format!(
             "{text}; run `baton db init --db {path}` where the file is writable to migrate it"
         ),
-        StoreError::ThreadNotFound { path, .. } => {
+        StoreErrorKind::ThreadNotFound { .. } => {
             format!("{text}; import it first: `baton db import --db {} STATE_FILE`", sh(path))
         }
-        StoreError::ThreadExists { path, .. } => format!(
+        StoreErrorKind::ThreadExists { .. } => format!(
             "{text}; to overwrite it: `baton db import --db {} --replace STATE_FILE`",
             sh(path)
         ),
-        StoreError::RunInProgress { path, thread, run } => format!(
+        StoreErrorKind::RunInProgress { thread, run } => format!(
             "{text}: `baton complete --db {} --thread {} --run {run} --items ITEMS_FILE`",
             sh(path),
             sh(thread)
         ),
-        StoreError::MergeBackWaiting {
-            path,
+        StoreErrorKind::MergeBackWaiting {
             thread,
             handoff,
             fork,
@@ -37,8 +37,7 @@ pub(crate) fn store_error(e: &StoreError) -> String {
             sh(path),
             sh(thread)
         ),
-        StoreError::BadForkPoint {
-            path,
+        StoreErrorKind::BadForkPoint {
             thread,
             run,
             why: ForkRefusal::Running,
@@ -47,8 +46,7 @@ pub(crate) fn store_error(e: &StoreError) -> String {
             sh(path),
             sh(thread)
         ),
-        StoreError::BadForkPoint {
-            path,
+        StoreErrorKind::BadForkPoint {
             thread,
             run,
             why: ForkRefusal::ChildExists { child },
@@ -57,8 +55,7 @@ pub(crate) fn store_error(e: &StoreError) -> String {
             sh(path),
             sh(thread)
         ),
-        StoreError::NotRegenerable {
-            path,
+        StoreErrorKind::NotRegenerable {
             why: RegenerateRefusal::MergeBack { fork },
             ..
         } => format!(

@@ -3,7 +3,7 @@
 //! in `decision_log.input`) with the policy of the same sha256, and compared.
 
 use super::row_error::RowError;
-use super::{Store, StoreError};
+use super::{Store, StoreError, StoreErrorKind};
 use crate::eval::{DecisionContext, EvalOptions};
 use crate::policy::Policy;
 use crate::state::State;
@@ -35,10 +35,14 @@ impl Store {
             )
             .map_err(|e| self.err(during, e))?;
         let logged = logged.0;
-        expanded(self, &logged).map_err(|why| StoreError::Corrupt {
-            path: self.name(),
-            what: format!("decision-log row {id}"),
-            why: why.to_string(),
+        expanded(self, &logged).map_err(|why| {
+            StoreError::new(
+                self.name(),
+                StoreErrorKind::Corrupt {
+                    what: format!("decision-log row {id}"),
+                    why: why.to_string(),
+                },
+            )
         })
     }
 }
@@ -408,10 +412,14 @@ impl Store {
                     _ => {}
                 }
             }
-            let corrupt = |why: RowError| StoreError::Corrupt {
-                path: self.name(),
-                what: format!("decision-log row {}", row.id),
-                why: why.to_string(),
+            let corrupt = |why: RowError| {
+                StoreError::new(
+                    self.name(),
+                    StoreErrorKind::Corrupt {
+                        what: format!("decision-log row {}", row.id),
+                        why: why.to_string(),
+                    },
+                )
             };
             let decision = expanded(self, &row.decision).map_err(corrupt)?;
             let input = match &row.input {
@@ -452,15 +460,15 @@ impl Store {
             .optional()
             .map_err(|e| self.err(during, e))?;
         match row {
-            Some((id, Some(input))) => {
-                unchunked(self, &input.0)
-                    .map(Some)
-                    .map_err(|why| StoreError::Corrupt {
-                        path: self.name(),
+            Some((id, Some(input))) => unchunked(self, &input.0).map(Some).map_err(|why| {
+                StoreError::new(
+                    self.name(),
+                    StoreErrorKind::Corrupt {
                         what: format!("decision-log row {id}"),
                         why: why.to_string(),
-                    })
-            }
+                    },
+                )
+            }),
             _ => Ok(None),
         }
     }
