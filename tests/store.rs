@@ -81,7 +81,7 @@ fn importing_a_thread_twice_is_refused_unless_replacing() {
     store.import(&input).unwrap();
     let err = store.import(&input).unwrap_err();
     assert_eq!(
-        err.to_string(),
+        format!("{}: error: {err}", err.database()),
         ":memory:: error: thread \"th_1\" is already in the database"
     );
     let mut shorter = input.clone();
@@ -109,8 +109,10 @@ fn an_invalid_state_is_not_imported() {
 #[test]
 fn loading_an_unknown_thread_names_it_and_the_database() {
     let store = Store::open_in_memory().unwrap();
+    let err = store.load("nope").unwrap_err();
+    assert_eq!(err.database(), ":memory:");
     assert_eq!(
-        store.load("nope").unwrap_err().to_string(),
+        format!("{}: error: {err}", err.database()),
         ":memory:: error: no thread \"nope\" in the database"
     );
 }
@@ -246,7 +248,7 @@ fn a_database_from_a_newer_baton_is_refused() {
         .unwrap();
     let err = Store::open(&db).unwrap_err();
     assert_eq!(
-        err.to_string(),
+        format!("{}: error: {err}", err.database()),
         format!(
             "{}: error: database schema version 10 is newer than this baton supports (9); upgrade baton",
             db.display()
@@ -481,7 +483,7 @@ fn a_busy_database_is_reported_after_the_timeout() {
     let err =
         store::dispatch(&mut store, &policy, &request("th_1", "codex", dir.path())).unwrap_err();
     assert_eq!(
-        err.to_string(),
+        format!("{}: error: {err}", err.database()),
         format!(
             "{}: error: the database is locked by another process (still busy after 100 ms while starting a dispatch); try again when it has finished",
             db.display()

@@ -5,9 +5,15 @@
 use crate::store::hint::sh;
 use crate::store::{ForkRefusal, RegenerateRefusal, StoreError, StoreErrorKind};
 
-/// A store error as `baton` prints it: the library's message, then the command that helps.
+/// A store error located as `baton` prints it: `DB: error: message` (the library's message
+/// names no database; [`StoreError::database`] is a field).
+pub(crate) fn store_located(e: &StoreError) -> String {
+    format!("{}: error: {e}", e.database())
+}
+
+/// A store error as `baton` prints it: located, then the command that helps.
 pub(crate) fn store_error(e: &StoreError) -> String {
-    let text = e.to_string();
+    let text = store_located(e);
     let path = e.database();
     match e.kind() {
         StoreErrorKind::ReadOnly { .. } => format!(
@@ -83,6 +89,16 @@ pub(crate) fn diff_error(e: &crate::diff::DiffError) -> String {
         crate::diff::DiffError::NoInput(..) => {
             format!("{e}: `baton log export --policy POLICY`")
         }
+        _ => e.to_string(),
+    }
+}
+
+/// A `baton db copy`/PostgreSQL error as printed: a SQLite-side store error located as
+/// [`store_located`] prints it.
+#[cfg(feature = "postgres")]
+pub(crate) fn copy_error(e: &crate::store::pg::CopyError) -> String {
+    match e {
+        crate::store::pg::CopyError::Sqlite(s) => store_located(s),
         _ => e.to_string(),
     }
 }

@@ -343,7 +343,7 @@ fn postgres_importer(url: &str) -> Result<Importer, u8> {
                 pg.url()
             ));
         }
-        pg.import(s).map_err(|e| e.to_string())
+        pg.import(s).map_err(|e| super::errors::copy_error(&e))
     }))
 }
 
@@ -363,7 +363,7 @@ fn export_postgres(url: &str, thread: &str, json: bool) -> u8 {
             OK
         }
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::copy_error(&e));
             FAIL
         }
     }
@@ -418,7 +418,7 @@ fn copy(a: &CopyArgs) -> u8 {
             OK
         }
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::copy_error(&e));
             FAIL
         }
     }

@@ -123,7 +123,9 @@ pub fn store_error(e: &StoreError) -> RpcError {
     if let Some(h) = e.handoff() {
         data.insert("handoff".into(), json!(h));
     }
-    RpcError::new(code, e.to_string()).with_data(Value::Object(data))
+    // The message locates the error in the database as the CLI does (`DB: error: ...`); the
+    // fields are `error.data`.
+    RpcError::new(code, format!("{}: error: {e}", e.database())).with_data(Value::Object(data))
 }
 
 /// A stored thread as a state. Reading never creates the database: a `--db` that names no

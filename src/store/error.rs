@@ -1,6 +1,7 @@
 //! The store's error: the database it is about, once, and what went wrong as a
 //! [`StoreErrorKind`] with its own fields (thread, run, handoff, ...). `Display` is the
-//! message only; the shells put the database in front (`baton.db: error: ...`).
+//! message only (`no thread "t1" in the database`); the shells put the database in front
+//! (`baton.db: error: ...`) and add their advice.
 
 use super::{ForkRefusal, RegenerateRefusal};
 
@@ -40,7 +41,7 @@ impl StoreError {
 
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: error: {}", self.database, self.kind)
+        self.kind.fmt(f)
     }
 }
 
