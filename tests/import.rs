@@ -537,9 +537,18 @@ fn wrong_tool_or_unknown_format_is_an_error_naming_what_was_recognised() {
             .map(|i| format!(r#"{{"type":"chat","n":{i}}}"#))
             .collect::<Vec<_>>(),
     );
+    // The library's error is the fact, with the log as a field; the command adds the location
+    // and the `--from` flags.
     let e = import::import_file(Tool::ClaudeCode, &other, &ImportOptions::default()).unwrap_err();
+    assert_eq!(e.path(), other.display().to_string());
     assert_eq!(
         e.to_string(),
+        "not a Claude Code session log: recognised 8 JSON lines of an unknown tool or version (their `type`s are chat); baton reads Claude Code sessions and Codex CLI rollouts"
+    );
+    let o = common::baton(&["import", "--from", "claude-code", other.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o).trim_end(),
         format!(
             "{}: error: not a Claude Code session log: recognised 8 JSON lines of an unknown tool or version (their `type`s are chat); baton reads Claude Code sessions (--from claude-code) and Codex CLI rollouts (--from codex)",
             other.display()

@@ -102,3 +102,25 @@ pub(crate) fn copy_error(e: &crate::store::pg::CopyError) -> String {
         _ => e.to_string(),
     }
 }
+
+/// A session-log import error as `baton` prints it: `LOG: error: message`, and for a log of
+/// the other tool (or an unknown one) the `--from` that reads it.
+pub(crate) fn import_error(e: &crate::import::ImportError) -> String {
+    use crate::import::{unknown_lines, ImportError, Recognised};
+    let path = e.path();
+    match e {
+        ImportError::NotRecognised {
+            recognised: Recognised::Tool(t),
+            ..
+        } => format!("{path}: error: {e}; use --from {}", t.as_str()),
+        ImportError::NotRecognised {
+            expected,
+            recognised: Recognised::Unknown { lines, types },
+            ..
+        } => format!(
+            "{path}: error: not a {expected} session log: {}; baton reads Claude Code sessions (--from claude-code) and Codex CLI rollouts (--from codex)",
+            unknown_lines(lines, types)
+        ),
+        _ => format!("{path}: error: {e}"),
+    }
+}

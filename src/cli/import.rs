@@ -145,7 +145,7 @@ fn print_warnings(imported: &Imported, file: &str) {
 fn import_one(tool: Tool, path: &Path, opts: &ImportOptions) -> Result<Imported, u8> {
     let file = path.display().to_string();
     let imported = import::import_file(tool, path, opts).map_err(|e| {
-        eprintln!("{e}");
+        eprintln!("{}", super::errors::import_error(&e));
         FAIL
     })?;
     print_warnings(&imported, &file);
@@ -314,7 +314,7 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
             match import::detect_tool(&p) {
                 Ok(t) => (t, p),
                 Err(e) => {
-                    eprintln!("{e}");
+                    eprintln!("{}", super::errors::import_error(&e));
                     return FAIL;
                 }
             }

@@ -83,13 +83,16 @@ pub(crate) fn replay(a: ReplayArgs) -> u8 {
         thread: a.thread.clone(),
         run: a.run,
     };
-    let report = match crate::store::replay(&store, &filter, &policies) {
+    let mut report = match crate::store::replay(&store, &filter, &policies) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{}", super::errors::store_error(&e));
             return FAIL;
         }
     };
+    for d in report.differences.iter_mut().filter(|d| d.policy_missing) {
+        d.reason.push_str("; pass its directory with --policy-dir");
+    }
     if a.json {
         outln!(
             "{}",

@@ -123,6 +123,10 @@ pub struct ReplayDifference {
     /// The same fields as decided again; `None` (like `logged`) when it could not be decided again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replayed: Option<serde_json::Value>,
+    /// No policy given has the logged sha256 (`reason` says which): a caller can offer a way
+    /// to give it (the `baton` command names `--policy-dir`).
+    #[serde(skip)]
+    pub policy_missing: bool,
 }
 
 /// A log row that could not be checked because it keeps no input (logged before schema 4).
@@ -199,16 +203,20 @@ pub fn replay(
             reason,
             logged,
             replayed,
+            policy_missing: false,
         };
         let Some(policy) = known.iter().find(|p| p.sha256 == row.sha) else {
-            report.differences.push(differ(
-                format!(
-                    "no policy with sha256 {} (policy \"{}\"); pass its directory with --policy-dir",
-                    row.sha, row.policy
-                ),
-                None,
-                None,
-            ));
+            report.differences.push(ReplayDifference {
+                policy_missing: true,
+                ..differ(
+                    format!(
+                        "no policy with sha256 {} (policy \"{}\")",
+                        row.sha, row.policy
+                    ),
+                    None,
+                    None,
+                )
+            });
             continue;
         };
         let input: DecisionInput = match unchunked(store, input) {
