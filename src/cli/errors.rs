@@ -87,8 +87,24 @@ pub(crate) fn diff_error(e: &crate::diff::DiffError) -> String {
     match e {
         crate::diff::DiffError::UnknownTarget(_) => format!("--target: error: {e}"),
         crate::diff::DiffError::NoInput(..) => {
-            format!("{e}: `baton log export --policy POLICY`")
+            format!("{}: `baton log export --policy POLICY`", diff_located(e))
         }
+        _ => diff_located(e),
+    }
+}
+
+/// A corpus or log error located: `PATH: error: message`.
+fn diff_located(e: &crate::diff::DiffError) -> String {
+    match e.path() {
+        Some(path) => format!("{path}: error: {e}"),
+        None => format!("error: {e}"),
+    }
+}
+
+/// A `baton quality` corpus error as printed: the corpus located as [`diff_error`] does.
+pub(crate) fn quality_error(e: &crate::quality::QualityError) -> String {
+    match e {
+        crate::quality::QualityError::Corpus(d) => diff_located(d),
         _ => e.to_string(),
     }
 }
