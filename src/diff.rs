@@ -43,6 +43,12 @@ pub enum DiffError {
     UnknownTarget(String),
 }
 
+impl crate::error::Located for DiffError {
+    fn location(&self) -> Option<String> {
+        self.path().map(str::to_string)
+    }
+}
+
 impl DiffError {
     /// The corpus directory or decision log the error is about (none for an unknown target,
     /// which is about the target asked for).
@@ -245,8 +251,8 @@ pub fn diff_state(
                 report.problems.push(StateProblem {
                     state: name.to_string(),
                     target: Some(target),
-                    old: a.err().map(|e| e.to_string()),
-                    new: b.err().map(|e| e.to_string()),
+                    old: a.err().map(|e| crate::error::located(&e)),
+                    new: b.err().map(|e| crate::error::located(&e)),
                 });
                 continue;
             }

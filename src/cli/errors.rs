@@ -2,13 +2,14 @@
 //! database, thread, run, ...) with a message that names no command; the advice to run
 //! another `baton` command, written so that it can be pasted into a shell, is added here.
 
+use crate::error::located;
 use crate::store::hint::sh;
 use crate::store::{ForkRefusal, RegenerateRefusal, StoreError, StoreErrorKind};
 
 /// A store error located as `baton` prints it: `DB: error: message` (the library's message
 /// names no database; [`StoreError::database`] is a field).
 pub(crate) fn store_located(e: &StoreError) -> String {
-    format!("{}: error: {e}", e.database())
+    located(e)
 }
 
 /// A store error as `baton` prints it: located, then the command that helps.
@@ -77,7 +78,7 @@ pub(crate) fn store_error(e: &StoreError) -> String {
 pub(crate) fn engine_error(e: &crate::Error) -> String {
     match e {
         crate::Error::Eval(crate::EvalError::UnknownTarget(_)) => format!("--target: error: {e}"),
-        _ => e.to_string(),
+        _ => located(e),
     }
 }
 
@@ -95,10 +96,7 @@ pub(crate) fn diff_error(e: &crate::diff::DiffError) -> String {
 
 /// A corpus or log error located: `PATH: error: message`.
 fn diff_located(e: &crate::diff::DiffError) -> String {
-    match e.path() {
-        Some(path) => format!("{path}: error: {e}"),
-        None => format!("error: {e}"),
-    }
+    located(e)
 }
 
 /// A `baton quality` corpus error as printed: the corpus located as [`diff_error`] does.
@@ -137,6 +135,6 @@ pub(crate) fn import_error(e: &crate::import::ImportError) -> String {
             "{path}: error: not a {expected} session log: {}; baton reads Claude Code sessions (--from claude-code) and Codex CLI rollouts (--from codex)",
             unknown_lines(lines, types)
         ),
-        _ => format!("{path}: error: {e}"),
+        _ => located(e),
     }
 }

@@ -371,7 +371,7 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
     let mut outcome = match decided {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", crate::error::located(&e));
             return FAIL;
         }
     };

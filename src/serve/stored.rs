@@ -125,7 +125,7 @@ pub fn store_error(e: &StoreError) -> RpcError {
     }
     // The message locates the error in the database as the CLI does (`DB: error: ...`); the
     // fields are `error.data`.
-    RpcError::new(code, format!("{}: error: {e}", e.database())).with_data(Value::Object(data))
+    RpcError::new(code, crate::error::located(e)).with_data(Value::Object(data))
 }
 
 /// A stored thread as a state. Reading never creates the database: a `--db` that names no

@@ -68,7 +68,7 @@ struct InWarning(StoreError);
 
 impl std::fmt::Display for InWarning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: error: {}", self.0.database(), self.0)
+        f.write_str(&crate::error::located(&self.0))
     }
 }
 

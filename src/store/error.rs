@@ -281,3 +281,23 @@ pub enum StoreErrorKind {
         source: Box<crate::state::StateError>,
     },
 }
+
+/// The database is the location; a decision or template failure inside an operation gives
+/// its own location inside the message (`thread "t": policy.policy:4:3: error: ...`).
+impl crate::error::Located for StoreError {
+    fn location(&self) -> Option<String> {
+        Some(self.database.clone())
+    }
+
+    fn message(&self) -> String {
+        match &self.kind {
+            StoreErrorKind::Pipeline { thread, source } => {
+                format!(
+                    "thread \"{thread}\": {}",
+                    crate::error::located(source.as_ref())
+                )
+            }
+            _ => self.kind.to_string(),
+        }
+    }
+}

@@ -245,9 +245,11 @@ pub fn replay(
         let decision = match decided {
             Ok(d) => d,
             Err(e) => {
-                report
-                    .differences
-                    .push(differ(format!("deciding again fails: {e}"), None, None));
+                report.differences.push(differ(
+                    format!("deciding again fails: {}", crate::error::located(&e)),
+                    None,
+                    None,
+                ));
                 continue;
             }
         };

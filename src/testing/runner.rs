@@ -311,7 +311,7 @@ pub fn run_case(tf: &TestFile, case: &Case, policy: &Policy) -> CaseRun {
             run.checked = Some(checked);
             run.hits = hits;
         }
-        Err(e) => run.result.error = Some(e.to_string()),
+        Err(e) => run.result.error = Some(crate::error::located(&e)),
     }
     run
 }
