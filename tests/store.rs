@@ -81,7 +81,7 @@ fn importing_a_thread_twice_is_refused_unless_replacing() {
     store.import(&input).unwrap();
     let err = store.import(&input).unwrap_err();
     assert_eq!(
-        format!("{}: error: {err}", err.database()),
+        baton::located(&err),
         ":memory:: error: thread \"th_1\" is already in the database"
     );
     let mut shorter = input.clone();
@@ -112,7 +112,7 @@ fn loading_an_unknown_thread_names_it_and_the_database() {
     let err = store.load("nope").unwrap_err();
     assert_eq!(err.database(), ":memory:");
     assert_eq!(
-        format!("{}: error: {err}", err.database()),
+        baton::located(&err),
         ":memory:: error: no thread \"nope\" in the database"
     );
 }
@@ -248,7 +248,7 @@ fn a_database_from_a_newer_baton_is_refused() {
         .unwrap();
     let err = Store::open(&db).unwrap_err();
     assert_eq!(
-        format!("{}: error: {err}", err.database()),
+        baton::located(&err),
         format!(
             "{}: error: database schema version 10 is newer than this baton supports (9); upgrade baton",
             db.display()
@@ -483,7 +483,7 @@ fn a_busy_database_is_reported_after_the_timeout() {
     let err =
         store::dispatch(&mut store, &policy, &request("th_1", "codex", dir.path())).unwrap_err();
     assert_eq!(
-        format!("{}: error: {err}", err.database()),
+        baton::located(&err),
         format!(
             "{}: error: the database is locked by another process (still busy after 100 ms while starting a dispatch); try again when it has finished",
             db.display()

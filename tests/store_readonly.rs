@@ -92,7 +92,7 @@ fn a_read_only_store_refuses_a_dispatch_before_writing_the_document() {
         "{err:?}"
     );
     assert_eq!(
-        format!("{}: error: {err}", err.database()),
+        baton::located(&err),
         format!(
             "{}: error: the database is read-only here, so it cannot be written while starting a \
              dispatch; check the file's permissions and its filesystem",
@@ -122,7 +122,7 @@ fn a_read_only_open_never_migrates() {
         .unwrap();
     let err = Store::open_read_only(&db).unwrap_err();
     assert_eq!(
-        format!("{}: error: {err}", err.database()),
+        baton::located(&err),
         format!(
             "{0}: error: database schema version 1 is older than this baton's ({1}), and a \
              read-only open cannot migrate it",
