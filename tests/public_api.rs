@@ -222,6 +222,16 @@ fn library_errors_are_messages_with_their_location_as_data() {
         }),
         Box::new(EvalError::UnknownTarget("aider".into())),
         Box::new(template),
+        Box::new(baton::testing::TestFileError::Invalid {
+            file: "t.yaml".into(),
+            line: 2,
+            col: 5,
+            message: "unknown key `expekt`".into(),
+            snippet: String::new(),
+        }),
+        Box::new(baton::testing::TestFileError::NoTestFiles {
+            dir: "tests".into(),
+        }),
     ];
     for e in &errors {
         let message = e.to_string();
