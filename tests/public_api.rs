@@ -232,6 +232,13 @@ fn library_errors_are_messages_with_their_location_as_data() {
         Box::new(baton::testing::TestFileError::NoTestFiles {
             dir: "tests".into(),
         }),
+        Box::new(baton::testing::CaseStateError::MissingFile {
+            file: "t.yaml".into(),
+            line: 4,
+            column: 5,
+            case: "c".into(),
+            state: "s.yaml".into(),
+        }),
     ];
     for e in &errors {
         let message = e.to_string();
