@@ -22,24 +22,45 @@ use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// Why a corpus could not be compared.
+/// Why a corpus could not be compared. `Display` is the message; the corpus or log it is
+/// about is [`DiffError::path`] (the `baton` command prints `PATH: error: message`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DiffError {
-    /// The corpus directory cannot be read.
-    #[error("{0}: error: the corpus is not a readable directory: {1}")]
+    /// The corpus directory (`.0`) cannot be read (`.1`: why).
+    #[error("the corpus is not a readable directory: {1}")]
     Corpus(String, String),
-    /// The corpus directory holds no state file.
-    #[error("{0}: error: the corpus has no state files (*.yaml, *.yml, *.json)")]
+    /// The corpus directory (`.0`) holds no state file.
+    #[error("the corpus has no state files (*.yaml, *.yml, *.json)")]
     Empty(String),
-    /// The decision log cannot be read.
-    #[error("{0}: error: cannot read the decision log: {1}")]
+    /// The decision log (`.0`) cannot be read (`.1`: why).
+    #[error("cannot read the decision log: {1}")]
     Log(String, String),
-    /// No line of the decision log carries the input of its decision.
-    #[error("{0}: error: no line of the log carries its decision's input ({1} lines read); log inputs with the policy's `log {{ keep input }}` (docs/policy-language.md#log), or export the store's with their inputs")]
+    /// No line of the decision log (`.0`) carries the input of its decision (`.1` lines read).
+    #[error("no line of the log carries its decision's input ({1} lines read); log inputs with the policy's `log {{ keep input }}` (docs/policy-language.md#log), or export the store's with their inputs")]
     NoInput(String, usize),
     /// The target names a provider that is neither known nor declared by any state.
     #[error("unknown provider \"{0}\"; known providers are claude, codex, copilot, cursor, or those declared under `providers:` in a state of the corpus")]
     UnknownTarget(String),
+}
+
+impl crate::error::Located for DiffError {
+    fn location(&self) -> Option<String> {
+        self.path().map(str::to_string)
+    }
+}
+
+impl DiffError {
+    /// The corpus directory or decision log the error is about (none for an unknown target,
+    /// which is about the target asked for).
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            DiffError::Corpus(p, _)
+            | DiffError::Empty(p)
+            | DiffError::Log(p, _)
+            | DiffError::NoInput(p, _) => Some(p),
+            DiffError::UnknownTarget(_) => None,
+        }
+    }
 }
 
 /// The providers each state is decided for.
@@ -230,8 +251,8 @@ pub fn diff_state(
                 report.problems.push(StateProblem {
                     state: name.to_string(),
                     target: Some(target),
-                    old: a.err().map(|e| e.to_string()),
-                    new: b.err().map(|e| e.to_string()),
+                    old: a.err().map(|e| crate::error::located(&e)),
+                    new: b.err().map(|e| crate::error::located(&e)),
                 });
                 continue;
             }

@@ -9,9 +9,10 @@ use crate::policy::{Diagnostic, PolicyError};
 use crate::render::RenderError;
 use crate::state::StateError;
 
-/// Why the engine could not load, decide or render. `Display` prints what the `baton`
-/// command prints (`file:line:col: error: message`, with the source snippet and help);
-/// [`Error::diagnostics`] gives the structured form.
+/// Why the engine could not load, decide or render. `Display` is the message (for a policy,
+/// its diagnostics as the `baton` command prints them, `file:line:col: error: message` with
+/// the snippet and help); [`Error::diagnostics`] gives the structured form, and [`Located`]
+/// the location and help of a decision or template error ([`located`] prints them).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -71,10 +72,105 @@ impl miette::Diagnostic for Error {
         Some(Box::new(Error::code(self)))
     }
 
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Located::help(self).map(|h| Box::new(h) as Box<dyn std::fmt::Display + 'a>)
+    }
+
     fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn miette::Diagnostic> + 'a>> {
         match self {
             Error::Policy(p) => miette::Diagnostic::related(p),
             _ => None,
         }
+    }
+}
+
+/// Where a library error is, as data: the library's `Display` is the message about the input,
+/// and the place in the input (a policy rule's `file:line:col`, `template:line`, a file, a
+/// database) is this. [`located`] joins them the way the `baton` command and the service
+/// print errors.
+pub trait Located: std::fmt::Display {
+    /// Where the error is; `None` when it is about no place in an input (an unknown target).
+    fn location(&self) -> Option<String>;
+
+    /// A hint about the input (how to fix the policy; never a command to run).
+    fn help(&self) -> Option<&str> {
+        None
+    }
+
+    /// The message; an error that wraps a located one gives the inner error located.
+    fn message(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// `LOCATION: error: MESSAGE`, then `\n  = help: HELP` when there is help; the message alone
+/// when there is no location. The one layout of located errors (the CLI prints it in pipes;
+/// the service sends it as `error.message`; reports that list errors use it).
+pub fn located(e: &dyn Located) -> String {
+    let mut out = match e.location() {
+        Some(at) => format!("{at}: error: {}", e.message()),
+        None => e.message(),
+    };
+    if let Some(help) = e.help() {
+        out.push_str("\n  = help: ");
+        out.push_str(help);
+    }
+    out
+}
+
+impl Located for EvalError {
+    fn location(&self) -> Option<String> {
+        self.at().map(str::to_string)
+    }
+
+    fn help(&self) -> Option<&str> {
+        EvalError::help(self)
+    }
+}
+
+impl Located for RenderError {
+    fn location(&self) -> Option<String> {
+        Some(format!("{}:{}", self.template, self.line))
+    }
+}
+
+impl Located for PipelineError {
+    fn location(&self) -> Option<String> {
+        match self {
+            PipelineError::Eval(e) => e.location(),
+            PipelineError::Render(e) => e.location(),
+        }
+    }
+
+    fn help(&self) -> Option<&str> {
+        match self {
+            PipelineError::Eval(e) => Located::help(e),
+            PipelineError::Render(e) => e.help(),
+        }
+    }
+}
+
+/// The policy and state errors print whole (their diagnostics and problems carry their own
+/// locations); decision and template errors are located.
+impl Located for Error {
+    fn location(&self) -> Option<String> {
+        match self {
+            Error::Eval(e) => e.location(),
+            Error::Render(e) => e.location(),
+            _ => None,
+        }
+    }
+
+    fn help(&self) -> Option<&str> {
+        match self {
+            Error::Eval(e) => Located::help(e),
+            _ => None,
+        }
+    }
+}
+
+impl Located for crate::import::ImportError {
+    fn location(&self) -> Option<String> {
+        Some(self.path().to_string())
     }
 }

@@ -117,7 +117,7 @@ pub use decision::Decision;
 pub use deliver::CommandRunner;
 pub use deliver::DeliveryError;
 pub use engine::{Context, Engine, EngineBuilder};
-pub use error::Error;
+pub use error::{located, Error, Located};
 pub use eval::EvalError;
 pub use ids::InvalidId;
 pub use outcome::Outcome;

@@ -56,6 +56,8 @@ const ROOT_ITEMS: &[(&str, &str)] = &[
     ("Engine", "engine"),
     ("EngineBuilder", "engine"),
     ("Error", "error"),
+    ("Located", "error"),
+    ("located", "error"),
     ("Outcome", "outcome"),
     ("Plan", "pipeline"),
     ("PipelineError", "pipeline"),

@@ -124,3 +124,134 @@ fn errors_are_named_and_open_for_extension() {
         "{e}"
     );
 }
+
+/// Library errors are data: `Display` is the message about the input, with no location, no
+/// `error:` and no command-line flag or `baton` command in it; where the error is (a database,
+/// a rule's `file:line:col`, `template:line`) is a field, and `baton::located` lays the two
+/// out as the `baton` command and the service print them.
+#[test]
+fn library_errors_are_messages_with_their_location_as_data() {
+    use baton::store::{ForkRefusal, RegenerateRefusal, Store, StoreError, StoreErrorKind};
+    use baton::{located, EvalError, Located, PipelineError, RenderError};
+
+    let store = Store::open_in_memory().unwrap();
+    let e: StoreError = store.load("nope").unwrap_err();
+    assert!(
+        matches!(e.kind(), StoreErrorKind::ThreadNotFound { thread } if thread == "nope"),
+        "{e:?}"
+    );
+    assert_eq!(e.database(), ":memory:");
+    assert_eq!(e.code(), "baton::store::thread_not_found");
+    assert_eq!(e.thread(), Some("nope"));
+    assert_eq!(e.to_string(), "no thread \"nope\" in the database");
+    assert_eq!(
+        located(&e),
+        ":memory:: error: no thread \"nope\" in the database"
+    );
+
+    let rule = EvalError::NoThreadToResume {
+        at: "p.policy:5:3".into(),
+        strategy: "delta_existing".into(),
+        provider: "cursor".into(),
+    };
+    assert_eq!(rule.at(), Some("p.policy:5:3"));
+    assert_eq!(
+        located(&rule),
+        "p.policy:5:3: error: strategy `delta_existing` resumes the target's thread, but cursor \
+         has no provider thread in this app thread\n  = help: guard the rule with \
+         `target.has_thread`, or put `full_new when not target.has_thread` above it"
+    );
+    let template = RenderError {
+        template: "handoff.md.j2".into(),
+        line: 3,
+        message: "undefined variable `x`".into(),
+    };
+    assert_eq!(
+        located(&template),
+        "handoff.md.j2:3: error: undefined variable `x`"
+    );
+    let inside = StoreError::new(
+        "baton.db",
+        StoreErrorKind::Pipeline {
+            thread: "t".into(),
+            source: Box::new(PipelineError::Render(template.clone())),
+        },
+    );
+    assert_eq!(inside.to_string(), "thread \"t\": undefined variable `x`");
+    assert_eq!(
+        located(&inside),
+        "baton.db: error: thread \"t\": handoff.md.j2:3: error: undefined variable `x`"
+    );
+
+    // One of each kind that the `baton` command gives advice for, and the others.
+    let db = |kind| StoreError::new("baton.db", kind);
+    let errors: Vec<Box<dyn Located>> = vec![
+        Box::new(e),
+        Box::new(db(StoreErrorKind::ReadOnly {
+            during: "starting a dispatch".into(),
+        })),
+        Box::new(db(StoreErrorKind::NeedsMigration {
+            found: 1,
+            supported: baton::store::SCHEMA_VERSION,
+        })),
+        Box::new(db(StoreErrorKind::ThreadExists { thread: "t".into() })),
+        Box::new(db(StoreErrorKind::RunInProgress {
+            thread: "t".into(),
+            run: 3,
+        })),
+        Box::new(db(StoreErrorKind::MergeBackWaiting {
+            thread: "t".into(),
+            handoff: "H2".into(),
+            fork: "f".into(),
+        })),
+        Box::new(db(StoreErrorKind::BadForkPoint {
+            thread: "t".into(),
+            run: 2,
+            why: ForkRefusal::ChildExists { child: "c".into() },
+        })),
+        Box::new(db(StoreErrorKind::NotRegenerable {
+            thread: "t".into(),
+            handoff: "H1".into(),
+            why: RegenerateRefusal::MergeBack { fork: "f".into() },
+        })),
+        Box::new(inside),
+        Box::new(rule),
+        Box::new(EvalError::NoNativeFork {
+            at: "p.policy:4:3".into(),
+            reason: "the thread is not a fork".into(),
+        }),
+        Box::new(EvalError::UnknownTarget("aider".into())),
+        Box::new(template),
+        Box::new(baton::testing::TestFileError::Invalid {
+            file: "t.yaml".into(),
+            line: 2,
+            col: 5,
+            message: "unknown key `expekt`".into(),
+            snippet: String::new(),
+        }),
+        Box::new(baton::testing::TestFileError::NoTestFiles {
+            dir: "tests".into(),
+        }),
+        Box::new(baton::testing::CaseStateError::MissingFile {
+            file: "t.yaml".into(),
+            line: 4,
+            column: 5,
+            case: "c".into(),
+            state: "s.yaml".into(),
+        }),
+    ];
+    for e in &errors {
+        let message = e.to_string();
+        assert!(!message.contains("error:"), "{message}");
+        assert!(!message.contains("--"), "{message}");
+        assert!(!message.contains("`baton "), "{message}");
+        assert!(!message.contains("baton.db"), "{message}");
+        if let Some(at) = e.location() {
+            assert!(
+                located(e.as_ref()).starts_with(&format!("{at}: error: ")),
+                "{}",
+                located(e.as_ref())
+            );
+        }
+    }
+}

@@ -271,7 +271,11 @@ fn concurrent_dispatches_on_one_thread_serialize_into_one_run_per_ordinal() {
                             .expect("completes its own run");
                             done += 1;
                         }
-                        Err(DbError::Store(baton::store::StoreError::RunInProgress { .. })) => {}
+                        Err(DbError::Store(e))
+                            if matches!(
+                                e.kind(),
+                                baton::store::StoreErrorKind::RunInProgress { .. }
+                            ) => {}
                         Err(e) => panic!("{e}"),
                     }
                 }

@@ -7,7 +7,7 @@ use crate::privilege;
 
 use crate::common;
 use baton::state;
-use baton::store::{self, DispatchRequest, Store, StoreError};
+use baton::store::{self, DispatchRequest, Store, StoreErrorKind};
 use privilege::{is_root, require};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -87,9 +87,12 @@ fn a_read_only_store_refuses_a_dispatch_before_writing_the_document() {
     };
     let engine = engine(&common::policy("default").unwrap(), &docs);
     let err = store::dispatch(&mut store, &engine, &req).unwrap_err();
-    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err:?}");
+    assert!(
+        matches!(err.kind(), StoreErrorKind::ReadOnly { .. }),
+        "{err:?}"
+    );
     assert_eq!(
-        err.to_string(),
+        baton::located(&err),
         format!(
             "{}: error: the database is read-only here, so it cannot be written while starting a \
              dispatch; check the file's permissions and its filesystem",
@@ -119,7 +122,7 @@ fn a_read_only_open_never_migrates() {
         .unwrap();
     let err = Store::open_read_only(&db).unwrap_err();
     assert_eq!(
-        err.to_string(),
+        baton::located(&err),
         format!(
             "{0}: error: database schema version 1 is older than this baton's ({1}), and a \
              read-only open cannot migrate it",

@@ -6,7 +6,9 @@
 //! so every step is ordered by events, not by timing.
 
 use baton::state::{self, HandoffStatus, RunStatus, TransferType};
-use baton::store::{self, DispatchRequest, Dispatched, HandoffOptions, Store, StoreError};
+use baton::store::{
+    self, DispatchRequest, Dispatched, HandoffOptions, Store, StoreError, StoreErrorKind,
+};
 use baton::Policy;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -286,9 +288,12 @@ fn a_thread_that_moved_twice_under_its_summarizer_is_refused_with_what_changed()
     fx.turn(&mut store, "A");
     fx.go(2);
     let e = a.join().unwrap().expect_err("moved twice");
-    assert!(matches!(e, StoreError::ThreadMoved { .. }), "{e:?}");
+    assert!(
+        matches!(e.kind(), StoreErrorKind::ThreadMoved { .. }),
+        "{e:?}"
+    );
     assert_eq!(
-        e.to_string(),
+        baton::located(&e),
         format!(
             "{}: error: thread \"A\" changed while its summarizer ran (its runs: 9 runs (last: run 9 completed), now 10 runs (last: run 10 completed)), and again after a second try; nothing was recorded: dispatch again when the thread's other writers have finished",
             fx.db.display()
@@ -395,9 +400,12 @@ fn a_parent_that_moved_twice_under_a_merge_back_summarizer_is_refused_with_what_
     fx.turn(&mut store, "A");
     fx.go(2);
     let e = m.join().unwrap().expect_err("moved twice");
-    assert!(matches!(e, StoreError::ThreadMoved { .. }), "{e:?}");
+    assert!(
+        matches!(e.kind(), StoreErrorKind::ThreadMoved { .. }),
+        "{e:?}"
+    );
     assert_eq!(
-        e.to_string(),
+        baton::located(&e),
         format!(
             "{}: error: thread \"A\" changed while its summarizer ran (its runs: 9 runs (last: run 9 completed), now 10 runs (last: run 10 completed)), and again after a second try; nothing was recorded: merge back again when the thread's other writers have finished",
             fx.db.display()
@@ -442,7 +450,7 @@ fn a_regeneration_whose_thread_moved_once_is_decided_again_and_twice_is_refused(
     fx.go(4);
     let e = a.join().unwrap().expect_err("moved twice");
     assert_eq!(
-        e.to_string(),
+        baton::located(&e),
         format!(
             "{}: error: thread \"A\" changed while its summarizer ran (its handoffs: {}, now {handoffs}), and again after a second try; nothing was recorded: regenerate again when the thread's other writers have finished",
             fx.db.display(),

@@ -2,33 +2,40 @@
 //! database, thread, run, ...) with a message that names no command; the advice to run
 //! another `baton` command, written so that it can be pasted into a shell, is added here.
 
+use crate::error::located;
 use crate::store::hint::sh;
-use crate::store::{ForkRefusal, RegenerateRefusal, StoreError};
+use crate::store::{ForkRefusal, RegenerateRefusal, StoreError, StoreErrorKind};
 
-/// A store error as `baton` prints it: the library's message, then the command that helps.
+/// A store error located as `baton` prints it: `DB: error: message` (the library's message
+/// names no database; [`StoreError::database`] is a field).
+pub(crate) fn store_located(e: &StoreError) -> String {
+    located(e)
+}
+
+/// A store error as `baton` prints it: located, then the command that helps.
 pub(crate) fn store_error(e: &StoreError) -> String {
-    let text = e.to_string();
-    match e {
-        StoreError::ReadOnly { .. } => format!(
+    let text = store_located(e);
+    let path = e.database();
+    match e.kind() {
+        StoreErrorKind::ReadOnly { .. } => format!(
             "{text} (reading commands such as `baton db export` and `baton explain --thread` still work)"
         ),
-        StoreError::NeedsMigration { path, .. } => format!(
+        StoreErrorKind::NeedsMigration { .. } => format!(
             "{text}; run `baton db init --db {path}` where the file is writable to migrate it"
         ),
-        StoreError::ThreadNotFound { path, .. } => {
+        StoreErrorKind::ThreadNotFound { .. } => {
             format!("{text}; import it first: `baton db import --db {} STATE_FILE`", sh(path))
         }
-        StoreError::ThreadExists { path, .. } => format!(
+        StoreErrorKind::ThreadExists { .. } => format!(
             "{text}; to overwrite it: `baton db import --db {} --replace STATE_FILE`",
             sh(path)
         ),
-        StoreError::RunInProgress { path, thread, run } => format!(
+        StoreErrorKind::RunInProgress { thread, run } => format!(
             "{text}: `baton complete --db {} --thread {} --run {run} --items ITEMS_FILE`",
             sh(path),
             sh(thread)
         ),
-        StoreError::MergeBackWaiting {
-            path,
+        StoreErrorKind::MergeBackWaiting {
             thread,
             handoff,
             fork,
@@ -37,8 +44,7 @@ pub(crate) fn store_error(e: &StoreError) -> String {
             sh(path),
             sh(thread)
         ),
-        StoreError::BadForkPoint {
-            path,
+        StoreErrorKind::BadForkPoint {
             thread,
             run,
             why: ForkRefusal::Running,
@@ -47,8 +53,7 @@ pub(crate) fn store_error(e: &StoreError) -> String {
             sh(path),
             sh(thread)
         ),
-        StoreError::BadForkPoint {
-            path,
+        StoreErrorKind::BadForkPoint {
             thread,
             run,
             why: ForkRefusal::ChildExists { child },
@@ -57,8 +62,7 @@ pub(crate) fn store_error(e: &StoreError) -> String {
             sh(path),
             sh(thread)
         ),
-        StoreError::NotRegenerable {
-            path,
+        StoreErrorKind::NotRegenerable {
             why: RegenerateRefusal::MergeBack { fork },
             ..
         } => format!(
@@ -74,7 +78,7 @@ pub(crate) fn store_error(e: &StoreError) -> String {
 pub(crate) fn engine_error(e: &crate::Error) -> String {
     match e {
         crate::Error::Eval(crate::EvalError::UnknownTarget(_)) => format!("--target: error: {e}"),
-        _ => e.to_string(),
+        _ => located(e),
     }
 }
 
@@ -84,8 +88,53 @@ pub(crate) fn diff_error(e: &crate::diff::DiffError) -> String {
     match e {
         crate::diff::DiffError::UnknownTarget(_) => format!("--target: error: {e}"),
         crate::diff::DiffError::NoInput(..) => {
-            format!("{e}: `baton log export --policy POLICY`")
+            format!("{}: `baton log export --policy POLICY`", diff_located(e))
         }
+        _ => diff_located(e),
+    }
+}
+
+/// A corpus or log error located: `PATH: error: message`.
+fn diff_located(e: &crate::diff::DiffError) -> String {
+    located(e)
+}
+
+/// A `baton quality` corpus error as printed: the corpus located as [`diff_error`] does.
+pub(crate) fn quality_error(e: &crate::quality::QualityError) -> String {
+    match e {
+        crate::quality::QualityError::Corpus(d) => diff_located(d),
         _ => e.to_string(),
+    }
+}
+
+/// A `baton db copy`/PostgreSQL error as printed: a SQLite-side store error located as
+/// [`store_located`] prints it.
+#[cfg(feature = "postgres")]
+pub(crate) fn copy_error(e: &crate::store::pg::CopyError) -> String {
+    match e {
+        crate::store::pg::CopyError::Sqlite(s) => store_located(s),
+        _ => e.to_string(),
+    }
+}
+
+/// A session-log import error as `baton` prints it: `LOG: error: message`, and for a log of
+/// the other tool (or an unknown one) the `--from` that reads it.
+pub(crate) fn import_error(e: &crate::import::ImportError) -> String {
+    use crate::import::{unknown_lines, ImportError, Recognised};
+    let path = e.path();
+    match e {
+        ImportError::NotRecognised {
+            recognised: Recognised::Tool(t),
+            ..
+        } => format!("{path}: error: {e}; use --from {}", t.as_str()),
+        ImportError::NotRecognised {
+            expected,
+            recognised: Recognised::Unknown { lines, types },
+            ..
+        } => format!(
+            "{path}: error: not a {expected} session log: {}; baton reads Claude Code sessions (--from claude-code) and Codex CLI rollouts (--from codex)",
+            unknown_lines(lines, types)
+        ),
+        _ => located(e),
     }
 }

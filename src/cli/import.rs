@@ -145,7 +145,7 @@ fn print_warnings(imported: &Imported, file: &str) {
 fn import_one(tool: Tool, path: &Path, opts: &ImportOptions) -> Result<Imported, u8> {
     let file = path.display().to_string();
     let imported = import::import_file(tool, path, opts).map_err(|e| {
-        eprintln!("{e}");
+        eprintln!("{}", super::errors::import_error(&e));
         FAIL
     })?;
     print_warnings(&imported, &file);
@@ -302,7 +302,7 @@ fn session_log(a: &HandoffArgs) -> Result<(Tool, PathBuf), u8> {
         match import::detect_tool(&p) {
             Ok(t) => Ok((t, p)),
             Err(e) => {
-                eprintln!("{e}");
+                eprintln!("{}", super::errors::import_error(&e));
                 Err(FAIL)
             }
         }
@@ -460,7 +460,7 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
     let mut outcome = match decided {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", crate::error::located(&e));
             return FAIL;
         }
     };

@@ -41,7 +41,7 @@ pub(crate) fn quality(a: QualityArgs) -> u8 {
     let report = match crate::quality::measure_corpus(&policy, corpus) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::quality_error(&e));
             return FAIL;
         }
     };

@@ -89,10 +89,13 @@ pub(crate) fn replay(a: ReplayArgs) -> u8 {
         thread: a.thread.clone(),
         run: a.run,
     };
-    let report = match store.replay(&filter, &policies) {
+    let mut report = match store.replay(&filter, &policies) {
         Ok(r) => r,
         Err(e) => return super::store::fail_db(e),
     };
+    for d in report.differences.iter_mut().filter(|d| d.policy_missing) {
+        d.reason.push_str("; pass its directory with --policy-dir");
+    }
     if a.json {
         outln!(
             "{}",

@@ -390,7 +390,7 @@ fn export_postgres(url: &str, thread: &str, json: bool) -> u8 {
             OK
         }
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::copy_error(&e));
             FAIL
         }
     }
@@ -445,7 +445,7 @@ fn copy(a: &CopyArgs) -> u8 {
             OK
         }
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::copy_error(&e));
             FAIL
         }
     }

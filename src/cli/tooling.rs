@@ -16,11 +16,11 @@ pub(crate) fn test(a: TestArgs) -> u8 {
         match crate::testing::default_paths(a.policy.as_deref()) {
             Ok(p) => p,
             Err(e @ crate::testing::TestFileError::NoDefaultTests { .. }) => {
-                eprintln!("{e}\n  = help: name test files or directories (`baton test PATH...`); `baton init DIR` writes a policy with its tests in DIR/policies/tests");
+                eprintln!("error: {e}\n  = help: name test files or directories (`baton test PATH...`); `baton init DIR` writes a policy with its tests in DIR/policies/tests");
                 return FAIL;
             }
             Err(e) => {
-                eprintln!("{e}");
+                eprintln!("{}", crate::error::located(&e));
                 return FAIL;
             }
         }
@@ -46,7 +46,7 @@ pub(crate) fn test(a: TestArgs) -> u8 {
     let report = match crate::testing::run_paths(&paths, &opts) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", crate::error::located(&e));
             return FAIL;
         }
     };

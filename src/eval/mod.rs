@@ -27,11 +27,13 @@ pub struct EvalOptions {
     pub document_root: Option<PathBuf>,
 }
 
-/// A decision that could not be made. Each names the policy location or state path at fault.
+/// A decision that could not be made. Each names the policy location at fault as a field
+/// (`at`); `Display` is the message only, and [`EvalError::help`] the fix in the policy (the
+/// shells print `file:line:col: error: message` and `= help: ...`, see [`crate::located`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum EvalError {
-    #[error("{at}: error: strategy `{strategy}` resumes the target's thread, but {provider} has no provider thread in this app thread\n  = help: guard the rule with `target.has_thread`, or put `full_new when not target.has_thread` above it")]
+    #[error("strategy `{strategy}` resumes the target's thread, but {provider} has no provider thread in this app thread")]
     /// A rung that resumes the target's thread matched, but the target has none.
     NoThreadToResume {
         /// The deciding rule's `file:line:col`.
@@ -41,7 +43,7 @@ pub enum EvalError {
         /// The target provider.
         provider: String,
     },
-    #[error("{at}: error: strategy `native_fork` needs a fork whose source provider thread can be forked, but {reason}\n  = help: guard the rule with `fork.native_possible`")]
+    #[error("strategy `native_fork` needs a fork whose source provider thread can be forked, but {reason}")]
     /// `native_fork` matched, but the fork's source cannot be forked natively (fields: the rule's `file:line:col`, why).
     NoNativeFork {
         /// The deciding rule's `file:line:col`.
@@ -53,6 +55,27 @@ pub enum EvalError {
     /// A target provider baton does not know (the `baton` command prints it as an error of
     /// its `--target`).
     UnknownTarget(String),
+}
+
+impl EvalError {
+    /// The deciding rule's `file:line:col`, when the error is about a rule.
+    pub fn at(&self) -> Option<&str> {
+        match self {
+            EvalError::NoThreadToResume { at, .. } | EvalError::NoNativeFork { at, .. } => Some(at),
+            EvalError::UnknownTarget(_) => None,
+        }
+    }
+
+    /// How to fix the policy, when the error is about a rule.
+    pub fn help(&self) -> Option<&'static str> {
+        match self {
+            EvalError::NoThreadToResume { .. } => Some(
+                "guard the rule with `target.has_thread`, or put `full_new when not target.has_thread` above it",
+            ),
+            EvalError::NoNativeFork { .. } => Some("guard the rule with `fork.native_possible`"),
+            EvalError::UnknownTarget(_) => None,
+        }
+    }
 }
 
 /// The default sizer: characters of every item that the policy's summary would consider

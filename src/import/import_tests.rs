@@ -800,3 +800,23 @@ fn no_staleness_for_a_provider_without_a_thread() {
     assert!(d.stale.is_empty(), "{:?}", d.stale);
     assert_eq!(d.strategy.as_str(), "full_new");
 }
+
+/// The library's error is the fact, with the log as a field; `baton import` adds the location
+/// and the `--from` flags (tests/import_cli.rs asserts the command's whole line).
+#[test]
+fn an_unknown_format_is_the_fact_with_the_log_as_a_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.jsonl");
+    write_lines(
+        &other,
+        &(0..10)
+            .map(|i| format!(r#"{{"type":"chat","n":{i}}}"#))
+            .collect::<Vec<_>>(),
+    );
+    let e = import::import_file(Tool::ClaudeCode, &other, &ImportOptions::default()).unwrap_err();
+    assert_eq!(e.path(), other.display().to_string());
+    assert_eq!(
+        e.to_string(),
+        "not a Claude Code session log: recognised 8 JSON lines of an unknown tool or version (their `type`s are chat); baton reads Claude Code sessions and Codex CLI rollouts"
+    );
+}

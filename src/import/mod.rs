@@ -75,20 +75,86 @@ impl fmt::Display for Tool {
 }
 
 /// A problem that makes a log unreadable as a whole. Malformed lines are not errors: they are
-/// skipped and reported as [`Warning`]s.
+/// skipped and reported as [`Warning`]s. `Display` is the message; the log is
+/// [`ImportError::path`] (the `baton` command prints `PATH: error: message`).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ImportError {
-    #[error("{path}: error: cannot read session log: {reason}")]
-    Io { path: String, reason: String },
-    #[error("{path}: error: not a {expected} session log: {recognised}")]
-    NotRecognised {
+    /// The log cannot be read.
+    #[error("cannot read session log: {reason}")]
+    Io {
+        /// The log.
         path: String,
-        /// The tool asked for (`--from`).
+        /// Why it cannot be read.
+        reason: String,
+    },
+    /// The log is not the expected tool's.
+    #[error("not a {expected} session log: {recognised}")]
+    NotRecognised {
+        /// The log.
+        path: String,
+        /// The tool asked for (`Claude Code`, `Codex CLI`, or `Claude Code or Codex CLI` when
+        /// it was to be detected).
         expected: &'static str,
         /// What the first lines look like instead.
-        recognised: String,
+        recognised: Recognised,
     },
+}
+
+impl ImportError {
+    /// The log the error is about.
+    pub fn path(&self) -> &str {
+        match self {
+            ImportError::Io { path, .. } | ImportError::NotRecognised { path, .. } => path,
+        }
+    }
+}
+
+/// What the first lines of a log that is not the expected tool's look like.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Recognised {
+    /// Another tool's log (import it as that tool's).
+    #[error("recognised {}", tool_lines(.0))]
+    Tool(Tool),
+    /// A Codex rollout in the legacy unwrapped format, which baton does not read.
+    #[error(
+        "recognised a Codex CLI rollout in the legacy unwrapped format (lines without \
+         `payload`, written by Codex before mid-2025), which this baton does not read; \
+         open the session once with a current Codex to rewrite it, or import a newer rollout"
+    )]
+    LegacyCodex,
+    /// No line is JSON.
+    #[error("no JSON lines in it")]
+    NoJsonLines,
+    /// JSON lines of a tool (or a version) baton does not know.
+    #[error("{}; baton reads Claude Code sessions and Codex CLI rollouts", unknown_lines(.lines, .types))]
+    Unknown {
+        /// How many lines were looked at.
+        lines: u32,
+        /// Their `type` fields, in the order first seen.
+        types: Vec<String>,
+    },
+}
+
+fn tool_lines(tool: &Tool) -> &'static str {
+    match tool {
+        Tool::Codex => "a Codex CLI rollout (`session_meta`/`response_item` lines)",
+        Tool::ClaudeCode => "a Claude Code session (`sessionId`/`message` lines)",
+    }
+}
+
+/// `recognised 8 JSON lines of an unknown tool or version (their `type`s are chat)`.
+pub(crate) fn unknown_lines(lines: &u32, types: &[String]) -> String {
+    let types = if types.is_empty() {
+        "none has a `type` field".to_string()
+    } else {
+        format!("their `type`s are {}", types.join(", "))
+    };
+    format!(
+        "recognised {lines} JSON line{} of an unknown tool or version ({types})",
+        if *lines == 1 { "" } else { "s" }
+    )
 }
 
 /// Something the import skipped or changed, with the file and 1-based line it refers to.
@@ -598,7 +664,7 @@ impl Sniffer {
     }
 
     /// What the lines look like when they are another tool's (or an older format's).
-    fn wrong_tool(&self, tool: Tool) -> Option<String> {
+    fn wrong_tool(&self, tool: Tool) -> Option<Recognised> {
         let mine = match tool {
             Tool::ClaudeCode => self.claude,
             Tool::Codex => self.codex,
@@ -607,29 +673,18 @@ impl Sniffer {
             return None;
         }
         if self.codex_legacy > 0 {
-            return Some(
-                "recognised a Codex CLI rollout in the legacy unwrapped format (lines without \
-                 `payload`, written by Codex before mid-2025), which this baton does not read; \
-                 open the session once with a current Codex to rewrite it, or import a newer rollout"
-                    .to_string(),
-            );
+            return Some(Recognised::LegacyCodex);
         }
         if tool == Tool::ClaudeCode && self.codex > 0 {
-            return Some(
-                "recognised a Codex CLI rollout (`session_meta`/`response_item` lines); use --from codex"
-                    .to_string(),
-            );
+            return Some(Recognised::Tool(Tool::Codex));
         }
         if tool == Tool::Codex && self.claude > 0 {
-            return Some(
-                "recognised a Claude Code session (`sessionId`/`message` lines); use --from claude-code"
-                    .to_string(),
-            );
+            return Some(Recognised::Tool(Tool::ClaudeCode));
         }
         (self.seen >= SNIFF_LINES).then(|| self.describe())
     }
 
-    fn nothing(&self, tool: Tool) -> Option<String> {
+    fn nothing(&self, tool: Tool) -> Option<Recognised> {
         let mine = match tool {
             Tool::ClaudeCode => self.claude,
             Tool::Codex => self.codex,
@@ -637,21 +692,14 @@ impl Sniffer {
         (mine == 0).then(|| self.describe())
     }
 
-    fn describe(&self) -> String {
+    fn describe(&self) -> Recognised {
         if self.seen == 0 {
-            return "no JSON lines in it".to_string();
+            return Recognised::NoJsonLines;
         }
-        let types = if self.types.is_empty() {
-            "none has a `type` field".to_string()
-        } else {
-            format!("their `type`s are {}", self.types.join(", "))
-        };
-        format!(
-            "recognised {} JSON line{} of an unknown tool or version ({types}); baton reads \
-             Claude Code sessions (--from claude-code) and Codex CLI rollouts (--from codex)",
-            self.seen,
-            if self.seen == 1 { "" } else { "s" }
-        )
+        Recognised::Unknown {
+            lines: self.seen,
+            types: self.types.clone(),
+        }
     }
 }
 

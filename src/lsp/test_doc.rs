@@ -60,7 +60,13 @@ fn file_error(text: &str, e: &TestFileError) -> Diagnostic {
             "baton::test::policy_does_not_check",
             format!("policy `{spec}` does not check:\n{message}"),
         ),
-        other => diag(text, 1, 1, "baton::test::invalid", other.to_string()),
+        other => diag(
+            text,
+            1,
+            1,
+            "baton::test::invalid",
+            crate::error::located(other),
+        ),
     }
 }
 

@@ -360,7 +360,7 @@ pub fn measure_sizes(policy: &Policy, sizes: &[u32]) -> Result<Vec<LongFigures>,
 pub enum LongError {
     #[error(transparent)]
     State(#[from] StateError),
-    #[error(transparent)]
+    #[error("{}", crate::error::located(.0))]
     Pipeline(#[from] crate::pipeline::PipelineError),
 }
 

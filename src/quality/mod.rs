@@ -287,7 +287,7 @@ fn measure_one(policy: &Policy, state: &State, name: &str, target: &str) -> DocR
     let outcome = match pipeline::run(policy, state, &eval, &RenderOptions::default()) {
         Ok(o) => o,
         Err(e) => {
-            doc.error = Some(e.to_string());
+            doc.error = Some(crate::error::located(&e));
             return doc;
         }
     };

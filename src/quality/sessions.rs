@@ -161,7 +161,7 @@ enum MeasureError {
         labels: PathBuf,
         source: serde_yaml::Error,
     },
-    #[error(transparent)]
+    #[error("{}: error: {}", .0.path(), .0)]
     Import(#[from] import::ImportError),
 }
 

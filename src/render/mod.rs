@@ -76,9 +76,10 @@ pub struct RenderOptions {
     pub message_in_document: bool,
 }
 
-/// A template that failed to load or render.
+/// A template that failed to load or render. `Display` is the message; the template and
+/// line are fields (the shells print `template:line: error: message`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{template}:{line}: error: {message}")]
+#[error("{message}")]
 pub struct RenderError {
     /// The template's name.
     pub template: String,

@@ -583,7 +583,7 @@ fn eval_error(e: &EvalError) -> RpcError {
         EvalError::UnknownTarget(_) => code::INVALID_PARAMS,
         _ => code::POLICY_ERROR,
     };
-    RpcError::new(code, e.to_string())
+    RpcError::new(code, crate::error::located(e))
 }
 
 /// The state of a deciding request: the stored `thread`, or the inline `state` / `state_text`
@@ -834,6 +834,6 @@ fn render_decided(
 fn engine_error(e: &crate::Error) -> RpcError {
     match e {
         crate::Error::Eval(e) => eval_error(e),
-        other => RpcError::new(code::RENDER_ERROR, other.to_string()),
+        other => RpcError::new(code::RENDER_ERROR, crate::error::located(other)),
     }
 }

@@ -168,7 +168,7 @@ fn build(
         })?;
     let engine = Engine::from_parts(policy, compiled, document_root).map_err(|e| match e {
         crate::Error::Policy(p) => p,
-        other => PolicyError::single(Diagnostic::file_level(&name, other.to_string())),
+        other => PolicyError::single(Diagnostic::file_level(&name, crate::error::located(&other))),
     })?;
     Ok((engine, templates))
 }

@@ -155,7 +155,7 @@ pub fn stored_divergences(
             if let Some(o) = v.as_object_mut() {
                 o.insert(
                     "error".into(),
-                    json!({"active": null, "shadow": e.to_string()}),
+                    json!({"active": null, "shadow": crate::error::located(&e)}),
                 );
             }
             vec!["error".to_string()]

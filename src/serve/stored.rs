@@ -6,7 +6,7 @@ use super::policy_set::PolicySet;
 use super::rpc::{code, RpcError};
 use crate::deliver::{CheckRequest, PathArg};
 use crate::state::{Item, RunStatus, State};
-use crate::store::{self, Dispatched, Store, StoreError};
+use crate::store::{self, Dispatched, Store, StoreError, StoreErrorKind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -99,16 +99,16 @@ impl StorePool {
 
 /// The JSON-RPC error for a store error: not-found, invalid state, policy, render or store.
 pub fn store_error(e: &StoreError) -> RpcError {
-    let code = match e {
-        StoreError::ThreadNotFound { .. }
-        | StoreError::RunNotFound { .. }
-        | StoreError::HandoffNotFound { .. } => code::NOT_FOUND,
-        StoreError::InvalidState { .. } => code::STATE_ERROR,
-        StoreError::Pipeline { source, .. } => match source.as_ref() {
+    let code = match e.kind() {
+        StoreErrorKind::ThreadNotFound { .. }
+        | StoreErrorKind::RunNotFound { .. }
+        | StoreErrorKind::HandoffNotFound { .. } => code::NOT_FOUND,
+        StoreErrorKind::InvalidState { .. } => code::STATE_ERROR,
+        StoreErrorKind::Pipeline { source, .. } => match source.as_ref() {
             crate::pipeline::PipelineError::Eval(_) => code::POLICY_ERROR,
             crate::pipeline::PipelineError::Render(_) => code::RENDER_ERROR,
         },
-        StoreError::NoHandoff { .. } => code::POLICY_ERROR,
+        StoreErrorKind::NoHandoff { .. } => code::POLICY_ERROR,
         _ => code::STORE_ERROR,
     };
     let mut data = serde_json::Map::new();
@@ -123,7 +123,9 @@ pub fn store_error(e: &StoreError) -> RpcError {
     if let Some(h) = e.handoff() {
         data.insert("handoff".into(), json!(h));
     }
-    RpcError::new(code, e.to_string()).with_data(Value::Object(data))
+    // The message locates the error in the database as the CLI does (`DB: error: ...`); the
+    // fields are `error.data`.
+    RpcError::new(code, crate::error::located(e)).with_data(Value::Object(data))
 }
 
 /// A stored thread as a state. Reading never creates the database: a `--db` that names no

@@ -32,16 +32,18 @@ impl Store {
         const DURING: &str = "collecting off-band documents";
         let (name, busy) = (self.name(), self.busy);
         if self.refuse_read_only(DURING).is_err() {
-            let lookup = |t: &str, h: &str| liveness(&self.conn, &name, busy, t, h);
+            let lookup =
+                |t: &str, h: &str| liveness(&self.conn, &name, busy, t, h).map_err(InWarning);
             return deliver::gc_checked(offband, retention, &lookup, now, dry_run);
         }
         match self.begin(DURING) {
             Ok((tx, name, busy)) => {
-                let lookup = |t: &str, h: &str| liveness(&tx, &name, busy, t, h);
+                let lookup = |t: &str, h: &str| liveness(&tx, &name, busy, t, h).map_err(InWarning);
                 // The transaction wrote nothing: dropping it releases the lock.
                 deliver::gc_checked(offband, retention, &lookup, now, dry_run)
             }
             Err(e) => {
+                let e = InWarning(e);
                 let lookup = |_: &str, _: &str| Err(&e);
                 deliver::gc_checked(offband, retention, &lookup, now, dry_run)
             }
@@ -60,6 +62,16 @@ impl Store {
 }
 
 /// One indexed read of a handoff's status.
+/// A store error in the GC report's warning (`kept handoffs the store could not be asked
+/// about: DB: error: ...`), located in its database as the shells print store errors.
+struct InWarning(StoreError);
+
+impl std::fmt::Display for InWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&crate::error::located(&self.0))
+    }
+}
+
 fn liveness(
     conn: &Connection,
     name: &str,

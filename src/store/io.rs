@@ -2,7 +2,7 @@
 //! the lifecycle operations share. Everything here runs on a connection or an open
 //! transaction ([`rusqlite::Transaction`] derefs to a connection).
 
-use super::{sql_err, StoreError};
+use super::{sql_err, StoreError, StoreErrorKind};
 use crate::state::*;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{de::DeserializeOwned, Serialize};
@@ -60,11 +60,13 @@ impl<'c> Cx<'c> {
     }
 
     fn corrupt(&self, what: String, why: impl ToString) -> StoreError {
-        StoreError::Corrupt {
-            path: self.path.clone(),
-            what,
-            why: why.to_string(),
-        }
+        StoreError::new(
+            self.path.clone(),
+            StoreErrorKind::Corrupt {
+                what,
+                why: why.to_string(),
+            },
+        )
     }
 
     pub fn json<T: Serialize>(&self, what: &str, v: &T) -> Result<String, StoreError> {
@@ -89,10 +91,12 @@ impl<'c> Cx<'c> {
     }
 
     pub fn not_found(&self, thread: &str) -> StoreError {
-        StoreError::ThreadNotFound {
-            path: self.path.clone(),
-            thread: thread.to_string(),
-        }
+        StoreError::new(
+            self.path.clone(),
+            StoreErrorKind::ThreadNotFound {
+                thread: thread.to_string(),
+            },
+        )
     }
 
     pub fn parent_of(&self, thread: &str) -> Result<Option<String>, StoreError> {
@@ -796,10 +800,14 @@ impl<'c> Cx<'c> {
             .handoffs(thread)?
             .into_iter()
             .find(|h| h.id == id)
-            .ok_or_else(|| StoreError::HandoffNotFound {
-                path: self.path.clone(),
-                thread: thread.to_string(),
-                handoff: id.to_string(),
+            .ok_or_else(|| {
+                StoreError::new(
+                    self.path.clone(),
+                    StoreErrorKind::HandoffNotFound {
+                        thread: thread.to_string(),
+                        handoff: id.to_string(),
+                    },
+                )
             })?;
         let (document_path, inline): (Option<String>, Option<super::packed::Text>) = self
             .conn

@@ -9,7 +9,9 @@
 
 mod collect;
 mod db;
+mod error;
 mod error_data;
+pub use error::{StoreError, StoreErrorKind};
 mod grants;
 pub mod hint;
 pub use crate::deliver::leftovers::STALE_GRACE;
@@ -53,291 +55,9 @@ pub use report::{DispatchReport, ImportReport, Recorded};
 pub use schema::SCHEMA_VERSION;
 pub use url::DbUrl;
 
-/// How long a busy database is retried before [`StoreError::Busy`] (overridden by
+/// How long a busy database is retried before [`StoreErrorKind::Busy`] (overridden by
 /// `$BATON_BUSY_TIMEOUT_MS`).
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Everything that can go wrong in the store. Each error names the database and the thread,
-/// run or handoff it refers to.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The database file cannot be created or opened.
-    #[error("{path}: error: cannot open database: {reason}")]
-    Open {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// Why it cannot be opened.
-        reason: String,
-    },
-    /// The database was written by a newer baton (its schema version is above [`SCHEMA_VERSION`]).
-    #[error("{path}: error: database schema version {found} is newer than this baton supports ({supported}); upgrade baton")]
-    TooNew {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The schema version found in the file (`PRAGMA user_version`).
-        found: i64,
-        /// The schema version this baton writes ([`SCHEMA_VERSION`]).
-        supported: i64,
-    },
-    /// A write on a database opened with [`Store::open_read_only`], or on a read-only file
-    /// or filesystem.
-    #[error("{path}: error: the database is read-only here, so it cannot be written while {during}; check the file's permissions and its filesystem")]
-    ReadOnly {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// What the store was doing, e.g. `completing the run`.
-        during: String,
-    },
-    /// A read-only open of a database with an older schema, which only a writable open can
-    /// migrate.
-    #[error("{path}: error: database schema version {found} is older than this baton's ({supported}), and a read-only open cannot migrate it")]
-    NeedsMigration {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The schema version found in the file (`PRAGMA user_version`).
-        found: i64,
-        /// The schema version this baton writes ([`SCHEMA_VERSION`]).
-        supported: i64,
-    },
-    /// Another process held the database lock for longer than the busy timeout.
-    #[error("{path}: error: the database is locked by another process (still busy after {waited_ms} ms while {during}); try again when it has finished")]
-    Busy {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// What the store was doing, e.g. `completing the run`.
-        during: String,
-        /// How long the lock was waited for, in milliseconds.
-        waited_ms: u64,
-    },
-    /// Any other SQLite error.
-    #[error("{path}: error: database error while {during}: {source}")]
-    Sqlite {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// What the store was doing, e.g. `completing the run`.
-        during: String,
-        /// The SQLite error.
-        #[source]
-        source: rusqlite::Error,
-    },
-    /// A stored row cannot be read back (a bad enum name, bad JSON, ...).
-    #[error("{path}: error: stored row is unreadable: {what}: {why}")]
-    Corrupt {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// Which row or value, e.g. `handoff H1: strategy`.
-        what: String,
-        /// Why it cannot be read.
-        why: String,
-    },
-    /// No thread with this id in the database.
-    #[error("{path}: error: no thread \"{thread}\" in the database")]
-    ThreadNotFound {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-    },
-    /// An import of a thread that is already stored, without `replace`.
-    #[error("{path}: error: thread \"{thread}\" is already in the database")]
-    ThreadExists {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-    },
-    /// The thread has no run with this ordinal.
-    #[error("{path}: error: thread \"{thread}\" has no run {run} (it has {runs} runs)")]
-    RunNotFound {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-        /// The run ordinal.
-        run: u32,
-        /// How many runs the thread has.
-        runs: u32,
-    },
-    /// [`complete_run`] on a run that is not `running`.
-    #[error("{path}: error: run {run} of thread \"{thread}\" is {status}, not running; only a running run can be completed")]
-    RunNotRunning {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-        /// The run ordinal.
-        run: u32,
-        /// The run's current status.
-        status: String,
-    },
-    /// [`complete_run`] with a status a run cannot end in (not completed, failed or
-    /// interrupted).
-    #[error("{path}: error: run {run} of thread \"{thread}\" cannot end as `{status}`; a run ends as completed, failed or interrupted")]
-    BadRunStatus {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-        /// The run ordinal.
-        run: u32,
-        /// The status asked for.
-        status: String,
-    },
-    /// A dispatch (or another operation that starts a run) while the last run is still running.
-    #[error("{path}: error: run {run} of thread \"{thread}\" is still running; complete it before dispatching again")]
-    RunInProgress {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-        /// The run ordinal.
-        run: u32,
-    },
-    /// [`fork`] at a run the thread cannot be forked at.
-    #[error("{path}: error: cannot fork thread \"{thread}\" at run {run}: {why}")]
-    BadForkPoint {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-        /// The run ordinal.
-        run: u32,
-        /// Why it is refused.
-        why: ForkRefusal,
-    },
-    /// [`rollback`] to a run the thread cannot be rolled back to.
-    #[error("{path}: error: cannot roll thread \"{thread}\" back to run {to}: {why}")]
-    BadRollback {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-        /// The run asked to roll back to.
-        to: u32,
-        /// Why it is refused.
-        why: String,
-    },
-    /// [`merge_back`] on a thread that is not a fork.
-    #[error("{path}: error: thread \"{thread}\" is not a fork, so it has nothing to merge back")]
-    NotAFork {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread that is not a fork.
-        thread: String,
-    },
-    /// [`merge_back`] of a fork with no runs of its own after the fork point.
-    #[error("{path}: error: fork \"{thread}\" has no runs of its own after the fork point (run {at}); nothing to merge back")]
-    NothingToMerge {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The fork.
-        thread: String,
-        /// The fork point (the parent's run the fork was taken at).
-        at: u32,
-    },
-    /// [`merge_back`] while another fork's merge-back still waits for the parent's next run.
-    #[error("{path}: error: thread \"{thread}\" already has a merge-back from fork \"{fork}\" (handoff {handoff}) waiting for its next run; dispatch it first, then merge this fork back")]
-    MergeBackWaiting {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The parent thread.
-        thread: String,
-        /// The merge-back handoff that waits.
-        handoff: String,
-        /// The fork whose merge-back is waiting.
-        fork: String,
-    },
-    /// A pending merge-back transfer names no ready handoff for the run it was made for.
-    #[error("{path}: error: thread \"{thread}\": merge-back transfer {transfer} is pending, but it names no ready handoff for run {run}; supersede the transfer or merge the fork back again")]
-    BadMergeBack {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-        /// The transfer id.
-        transfer: String,
-        /// The run the transfer's handoff was made for.
-        run: u32,
-    },
-    /// The thread has no handoff with this id.
-    #[error("{path}: error: thread \"{thread}\" has no handoff \"{handoff}\"")]
-    HandoffNotFound {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-        /// The handoff id.
-        handoff: String,
-    },
-    /// [`regenerate`] of a handoff that cannot be made again: already superseded, a merge-back,
-    /// or not the handoff of the thread's running run.
-    #[error(
-        "{path}: error: cannot regenerate handoff \"{handoff}\" of thread \"{thread}\": {why}"
-    )]
-    NotRegenerable {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-        /// The handoff id.
-        handoff: String,
-        /// Why it is refused.
-        why: RegenerateRefusal,
-    },
-    /// Deciding or rendering failed inside a lifecycle operation; `source` keeps its own
-    /// located error (an evaluation or a render error).
-    #[error("{path}: error: thread \"{thread}\": {source}")]
-    Pipeline {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-        /// The pipeline's own error.
-        #[source]
-        source: Box<crate::pipeline::PipelineError>,
-    },
-    /// An operation that needs a handoff (regenerate, merge-back) got a decision that makes
-    /// none.
-    #[error("{path}: error: thread \"{thread}\": the policy's decision for {target} is `{strategy}`, which makes no handoff; {why}")]
-    NoHandoff {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-        /// The target provider of the decision.
-        target: String,
-        /// The strategy the policy decided (`no_handoff`, `native_fork`, `unsupported`).
-        strategy: String,
-        /// What the operation needed a handoff for (`nothing was merged back`).
-        why: String,
-    },
-    /// The thread changed while a dispatch, a regeneration or a merge-back ran its external
-    /// summarizer outside the write transaction, and changed again when the operation decided
-    /// once more; nothing was written.
-    #[error("{path}: error: thread \"{thread}\" changed while its summarizer ran ({what}), and again after a second try; nothing was recorded: {again} when the thread's other writers have finished")]
-    ThreadMoved {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-        /// What changed, e.g. `its runs: 2 runs (last: run 2 running), now 3 runs (last: run 3 running)`.
-        what: String,
-        /// What to do instead: `dispatch again`, `regenerate again`, `merge back again`.
-        again: String,
-    },
-    /// The thread would not validate after the operation (or as imported); nothing was written.
-    #[error("{path}: error: thread \"{thread}\" would be invalid: {source}")]
-    InvalidState {
-        /// The database path as given (`baton.db`), or `:memory:` for an in-memory store.
-        path: String,
-        /// The thread id.
-        thread: String,
-        /// Every validation problem, located in the state.
-        #[source]
-        source: Box<crate::state::StateError>,
-    },
-}
 
 /// A baton database.
 pub struct Store {
@@ -370,12 +90,16 @@ impl Store {
     /// `$BATON_BUSY_TIMEOUT_MS`; the library reads no environment).
     pub fn open_with_busy_timeout(path: &Path, busy: Duration) -> Result<Store, StoreError> {
         let name = path.display().to_string();
-        create_private(path).map_err(|e| StoreError::Open {
-            path: name.clone(),
-            reason: format!("cannot create the file: {e}"),
+        create_private(path).map_err(|e| {
+            StoreError::new(
+                name.clone(),
+                StoreErrorKind::Open {
+                    reason: format!("cannot create the file: {e}"),
+                },
+            )
         })?;
-        let conn = Connection::open(path).map_err(|e| StoreError::Open {
-            path: name.clone(),
+        let conn = Connection::open(path).map_err(|e| {
+            StoreError::new(name.clone(), StoreErrorKind::Open {
             reason: match e.sqlite_error_code() {
                 Some(rusqlite::ErrorCode::CannotOpen) => {
                     "cannot create or open the file (does its directory exist, and is it writable?)"
@@ -383,15 +107,16 @@ impl Store {
                 }
                 _ => e.to_string(),
             },
+        })
         })?;
         Self::setup(conn, Some(path.to_path_buf()), busy)
     }
 
     /// Open an existing database for reading only: nothing is written, not even a migration,
     /// so it works on a read-only file or filesystem. A database that would need a migration
-    /// is refused with [`StoreError::NeedsMigration`], one newer than this baton with
-    /// [`StoreError::TooNew`]. Every writing operation on it fails with
-    /// [`StoreError::ReadOnly`] before it changes anything.
+    /// is refused with [`StoreErrorKind::NeedsMigration`], one newer than this baton with
+    /// [`StoreErrorKind::TooNew`]. Every writing operation on it fails with
+    /// [`StoreErrorKind::ReadOnly`] before it changes anything.
     ///
     /// A WAL database needs its `-shm` file to be read; where that cannot be created (a
     /// read-only directory), the file is opened as immutable, which is right as long as no
@@ -400,17 +125,23 @@ impl Store {
         use rusqlite::OpenFlags;
         let name = path.display().to_string();
         if !path.is_file() {
-            return Err(StoreError::Open {
-                path: name,
-                reason: "no database file here".into(),
-            });
+            return Err(StoreError::new(
+                name,
+                StoreErrorKind::Open {
+                    reason: "no database file here".into(),
+                },
+            ));
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let open_err = |e: rusqlite::Error| StoreError::Open {
-            path: name.clone(),
-            reason: e.to_string(),
+        let open_err = |e: rusqlite::Error| {
+            StoreError::new(
+                name.clone(),
+                StoreErrorKind::Open {
+                    reason: e.to_string(),
+                },
+            )
         };
         let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
         let conn = match schema::user_version(&conn) {
@@ -437,27 +168,35 @@ impl Store {
         store.apply_busy_timeout()?;
         let found = store.schema_version()?;
         if found > SCHEMA_VERSION {
-            return Err(StoreError::TooNew {
-                path: name,
-                found,
-                supported: SCHEMA_VERSION,
-            });
+            return Err(StoreError::new(
+                name,
+                StoreErrorKind::TooNew {
+                    found,
+                    supported: SCHEMA_VERSION,
+                },
+            ));
         }
         if found < SCHEMA_VERSION {
-            return Err(StoreError::NeedsMigration {
-                path: name,
-                found,
-                supported: SCHEMA_VERSION,
-            });
+            return Err(StoreError::new(
+                name,
+                StoreErrorKind::NeedsMigration {
+                    found,
+                    supported: SCHEMA_VERSION,
+                },
+            ));
         }
         Ok(store)
     }
 
     /// A private in-memory database (tests, one-shot tools).
     pub fn open_in_memory() -> Result<Store, StoreError> {
-        let conn = Connection::open_in_memory().map_err(|e| StoreError::Open {
-            path: ":memory:".into(),
-            reason: e.to_string(),
+        let conn = Connection::open_in_memory().map_err(|e| {
+            StoreError::new(
+                ":memory:",
+                StoreErrorKind::Open {
+                    reason: e.to_string(),
+                },
+            )
         })?;
         Self::setup(conn, None, DEFAULT_BUSY_TIMEOUT)
     }
@@ -484,10 +223,12 @@ impl Store {
                         .is_readonly(rusqlite::DatabaseName::Main)
                         .unwrap_or(false)
                     {
-                        StoreError::ReadOnly {
-                            path: store.name(),
-                            during: "opening it for writing".into(),
-                        }
+                        StoreError::new(
+                            store.name(),
+                            StoreErrorKind::ReadOnly {
+                                during: "opening it for writing".into(),
+                            },
+                        )
                     } else {
                         store.err(during, e)
                     }
@@ -505,7 +246,7 @@ impl Store {
         Ok(store)
     }
 
-    /// Change how long a busy database is retried before [`StoreError::Busy`].
+    /// Change how long a busy database is retried before [`StoreErrorKind::Busy`].
     pub fn set_busy_timeout(&mut self, t: Duration) -> Result<(), StoreError> {
         self.busy = t;
         self.apply_busy_timeout()
@@ -566,10 +307,12 @@ impl Store {
         let cx = io::Cx::new(&tx, &name, busy);
         if cx.thread_exists(&state.thread.id)? {
             if !replace {
-                return Err(StoreError::ThreadExists {
-                    path: name,
-                    thread: state.thread.id.clone(),
-                });
+                return Err(StoreError::new(
+                    name,
+                    StoreErrorKind::ThreadExists {
+                        thread: state.thread.id.clone(),
+                    },
+                ));
             }
             cx.delete_thread(&state.thread.id)?;
         }
@@ -632,10 +375,12 @@ impl Store {
             .is_readonly(rusqlite::DatabaseName::Main)
             .unwrap_or(false)
         {
-            return Err(StoreError::ReadOnly {
-                path: self.name(),
-                during: during.to_string(),
-            });
+            return Err(StoreError::new(
+                self.name(),
+                StoreErrorKind::ReadOnly {
+                    during: during.to_string(),
+                },
+            ));
         }
         Ok(())
     }
@@ -655,24 +400,30 @@ impl Store {
     }
 }
 
-/// Map a rusqlite error: busy/locked becomes [`StoreError::Busy`].
+/// Map a rusqlite error: busy/locked becomes [`StoreErrorKind::Busy`].
 pub(crate) fn sql_err(path: &str, busy: Duration, during: &str, e: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode;
     match e.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => StoreError::Busy {
-            path: path.to_string(),
-            during: during.to_string(),
-            waited_ms: u64::try_from(busy.as_millis()).unwrap_or(u64::MAX),
-        },
-        Some(ErrorCode::ReadOnly) => StoreError::ReadOnly {
-            path: path.to_string(),
-            during: during.to_string(),
-        },
-        _ => StoreError::Sqlite {
-            path: path.to_string(),
-            during: during.to_string(),
-            source: e,
-        },
+        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => StoreError::new(
+            path.to_string(),
+            StoreErrorKind::Busy {
+                during: during.to_string(),
+                waited_ms: u64::try_from(busy.as_millis()).unwrap_or(u64::MAX),
+            },
+        ),
+        Some(ErrorCode::ReadOnly) => StoreError::new(
+            path.to_string(),
+            StoreErrorKind::ReadOnly {
+                during: during.to_string(),
+            },
+        ),
+        _ => StoreError::new(
+            path.to_string(),
+            StoreErrorKind::Sqlite {
+                during: during.to_string(),
+                source: e,
+            },
+        ),
     }
 }
 

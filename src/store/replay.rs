@@ -3,7 +3,7 @@
 //! in `decision_log.input`) with the policy of the same sha256, and compared.
 
 use super::row_error::RowError;
-use super::{Store, StoreError};
+use super::{Store, StoreError, StoreErrorKind};
 use crate::eval::{DecisionContext, EvalOptions};
 use crate::policy::Policy;
 use crate::state::State;
@@ -35,10 +35,14 @@ impl Store {
             )
             .map_err(|e| self.err(during, e))?;
         let logged = logged.0;
-        expanded(self, &logged).map_err(|why| StoreError::Corrupt {
-            path: self.name(),
-            what: format!("decision-log row {id}"),
-            why: why.to_string(),
+        expanded(self, &logged).map_err(|why| {
+            StoreError::new(
+                self.name(),
+                StoreErrorKind::Corrupt {
+                    what: format!("decision-log row {id}"),
+                    why: why.to_string(),
+                },
+            )
         })
     }
 }
@@ -119,6 +123,10 @@ pub struct ReplayDifference {
     /// The same fields as decided again; `None` (like `logged`) when it could not be decided again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replayed: Option<serde_json::Value>,
+    /// No policy given has the logged sha256 (`reason` says which): a caller can offer a way
+    /// to give it (the `baton` command names `--policy-dir`).
+    #[serde(skip)]
+    pub policy_missing: bool,
 }
 
 /// A log row that could not be checked because it keeps no input (logged before schema 4).
@@ -195,16 +203,20 @@ pub fn replay(
             reason,
             logged,
             replayed,
+            policy_missing: false,
         };
         let Some(policy) = known.iter().find(|p| p.sha256 == row.sha) else {
-            report.differences.push(differ(
-                format!(
-                    "no policy with sha256 {} (policy \"{}\"); pass its directory with --policy-dir",
-                    row.sha, row.policy
-                ),
-                None,
-                None,
-            ));
+            report.differences.push(ReplayDifference {
+                policy_missing: true,
+                ..differ(
+                    format!(
+                        "no policy with sha256 {} (policy \"{}\")",
+                        row.sha, row.policy
+                    ),
+                    None,
+                    None,
+                )
+            });
             continue;
         };
         let input: DecisionInput = match unchunked(store, input) {
@@ -233,9 +245,11 @@ pub fn replay(
         let decision = match decided {
             Ok(d) => d,
             Err(e) => {
-                report
-                    .differences
-                    .push(differ(format!("deciding again fails: {e}"), None, None));
+                report.differences.push(differ(
+                    format!("deciding again fails: {}", crate::error::located(&e)),
+                    None,
+                    None,
+                ));
                 continue;
             }
         };
@@ -408,10 +422,14 @@ impl Store {
                     _ => {}
                 }
             }
-            let corrupt = |why: RowError| StoreError::Corrupt {
-                path: self.name(),
-                what: format!("decision-log row {}", row.id),
-                why: why.to_string(),
+            let corrupt = |why: RowError| {
+                StoreError::new(
+                    self.name(),
+                    StoreErrorKind::Corrupt {
+                        what: format!("decision-log row {}", row.id),
+                        why: why.to_string(),
+                    },
+                )
             };
             let decision = expanded(self, &row.decision).map_err(corrupt)?;
             let input = match &row.input {
@@ -452,15 +470,15 @@ impl Store {
             .optional()
             .map_err(|e| self.err(during, e))?;
         match row {
-            Some((id, Some(input))) => {
-                unchunked(self, &input.0)
-                    .map(Some)
-                    .map_err(|why| StoreError::Corrupt {
-                        path: self.name(),
+            Some((id, Some(input))) => unchunked(self, &input.0).map(Some).map_err(|why| {
+                StoreError::new(
+                    self.name(),
+                    StoreErrorKind::Corrupt {
                         what: format!("decision-log row {id}"),
                         why: why.to_string(),
-                    })
-            }
+                    },
+                )
+            }),
             _ => Ok(None),
         }
     }

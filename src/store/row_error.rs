@@ -1,4 +1,4 @@
-//! Why a stored row cannot be read back: the `why` of [`super::StoreError::Corrupt`], kept
+//! Why a stored row cannot be read back: the `why` of [`super::StoreErrorKind::Corrupt`], kept
 //! typed (its JSON, SQLite or inflate error as the source) until it is reported.
 
 /// Why a stored row (a decision-log line, a logged input, a packed value) cannot be read.

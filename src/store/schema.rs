@@ -2,7 +2,7 @@
 //! takes a database from version `i - 1` to `i`. A database is migrated in place on open; a
 //! database newer than [`SCHEMA_VERSION`] is refused.
 
-use super::{sql_err, StoreError};
+use super::{sql_err, StoreError, StoreErrorKind};
 use rusqlite::{Connection, TransactionBehavior};
 use std::time::Duration;
 
@@ -295,10 +295,14 @@ pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
 pub(crate) fn migrate(conn: &mut Connection, path: &str, busy: Duration) -> Result<(), StoreError> {
     let e = |during: &str, err| sql_err(path, busy, during, err);
     let found = user_version(conn).map_err(|err| e("reading the schema version", err))?;
-    let too_new = |found| StoreError::TooNew {
-        path: path.to_string(),
-        found,
-        supported: SCHEMA_VERSION,
+    let too_new = |found| {
+        StoreError::new(
+            path.to_string(),
+            StoreErrorKind::TooNew {
+                found,
+                supported: SCHEMA_VERSION,
+            },
+        )
     };
     if found > SCHEMA_VERSION {
         return Err(too_new(found));

@@ -4,7 +4,7 @@
 use baton::deliver::{Grant, GrantStore, HandoffLiveness};
 use baton::policy;
 use baton::state::{self, RunStatus, State};
-use baton::store::{self, DispatchRequest, Store, StoreError};
+use baton::store::{self, DispatchRequest, Store, StoreError, StoreErrorKind};
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -81,7 +81,7 @@ fn importing_a_thread_twice_is_refused_unless_replacing() {
     store.import(&input).unwrap();
     let err = store.import(&input).unwrap_err();
     assert_eq!(
-        err.to_string(),
+        baton::located(&err),
         ":memory:: error: thread \"th_1\" is already in the database"
     );
     let mut shorter = input.clone();
@@ -109,8 +109,10 @@ fn an_invalid_state_is_not_imported() {
 #[test]
 fn loading_an_unknown_thread_names_it_and_the_database() {
     let store = Store::open_in_memory().unwrap();
+    let err = store.load("nope").unwrap_err();
+    assert_eq!(err.database(), ":memory:");
     assert_eq!(
-        store.load("nope").unwrap_err().to_string(),
+        baton::located(&err),
         ":memory:: error: no thread \"nope\" in the database"
     );
 }
@@ -246,7 +248,7 @@ fn a_database_from_a_newer_baton_is_refused() {
         .unwrap();
     let err = Store::open(&db).unwrap_err();
     assert_eq!(
-        err.to_string(),
+        baton::located(&err),
         format!(
             "{}: error: database schema version 10 is newer than this baton supports (9); upgrade baton",
             db.display()
@@ -487,7 +489,7 @@ fn two_racing_dispatches_on_one_thread_start_one_run() {
     assert_eq!(ok, 1, "{results:?}");
     let err = results.iter().find_map(|r| r.as_ref().err()).unwrap();
     assert!(
-        matches!(err, StoreError::RunInProgress { run: 9, .. }),
+        matches!(err.kind(), StoreErrorKind::RunInProgress { run: 9, .. }),
         "{err}"
     );
     let s: State = Store::open(&db).unwrap().load("th_1").unwrap();
@@ -520,7 +522,7 @@ fn a_busy_database_is_reported_after_the_timeout() {
     )
     .unwrap_err();
     assert_eq!(
-        err.to_string(),
+        baton::located(&err),
         format!(
             "{}: error: the database is locked by another process (still busy after 100 ms while starting a dispatch); try again when it has finished",
             db.display()

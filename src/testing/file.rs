@@ -4,12 +4,14 @@
 use serde::{Deserialize, Deserializer};
 use std::path::{Path, PathBuf};
 
-/// A problem with a test file, a state it names, or the policy it names.
+/// A problem with a test file, a state it names, or the policy it names. `Display` is the
+/// message; the file (and line and column) is data, given by [`crate::Located`] (the
+/// `baton` command prints `file:line:col: error: message` through [`crate::located`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TestFileError {
     /// The test file cannot be read.
-    #[error("{file}: error: cannot read the test file: {message}")]
+    #[error("cannot read the test file: {message}")]
     Read {
         /// The test file, as given.
         file: String,
@@ -18,7 +20,7 @@ pub enum TestFileError {
     },
     /// The test file does not parse or does not validate: an unknown key, a value of the wrong
     /// type, a case with no state or no expectation, a case name used twice, ...
-    #[error("{file}:{line}:{col}: error: {message}{snippet}")]
+    #[error("{message}")]
     Invalid {
         /// The test file, as given.
         file: String,
@@ -32,7 +34,7 @@ pub enum TestFileError {
         snippet: String,
     },
     /// A directory of test files cannot be read.
-    #[error("{dir}: error: cannot read the test directory: {message}")]
+    #[error("cannot read the test directory: {message}")]
     ReadDir {
         /// The directory, as given.
         dir: String,
@@ -40,13 +42,13 @@ pub enum TestFileError {
         message: String,
     },
     /// A directory given as a test path holds no test file.
-    #[error("{dir}: error: no test files (*.yaml, *.yml) in this directory")]
+    #[error("no test files (*.yaml, *.yml) in this directory")]
     NoTestFiles {
         /// The directory, as given.
         dir: String,
     },
     /// A policy the file names does not load or check; `message` holds its diagnostics.
-    #[error("{file}:{line}:1: error: policy `{spec}` does not check:\n{message}")]
+    #[error("policy `{spec}` does not check:\n{message}")]
     PolicyDoesNotCheck {
         /// The test file, as given.
         file: String,
@@ -59,11 +61,40 @@ pub enum TestFileError {
     },
     /// `baton test` without paths found no test files where it looks by default
     /// ([`crate::testing::default_paths`]); `looked` lists those places.
-    #[error("error: no test files given, and none found in {looked}")]
+    #[error("no test files given, and none found in {looked}")]
     NoDefaultTests {
         /// The places looked in, comma-separated, as the message prints them.
         looked: String,
     },
+}
+
+/// The test file (`file:line:col` where known) or directory; none for no default tests.
+impl crate::error::Located for TestFileError {
+    fn location(&self) -> Option<String> {
+        match self {
+            TestFileError::Read { file, .. } => Some(file.clone()),
+            TestFileError::Invalid {
+                file, line, col, ..
+            } => Some(format!("{file}:{line}:{col}")),
+            TestFileError::ReadDir { dir, .. } | TestFileError::NoTestFiles { dir } => {
+                Some(dir.clone())
+            }
+            TestFileError::PolicyDoesNotCheck { file, line, .. } => {
+                Some(format!("{file}:{line}:1"))
+            }
+            TestFileError::NoDefaultTests { .. } => None,
+        }
+    }
+
+    /// An invalid file's message is followed by its line with a caret under the column.
+    fn message(&self) -> String {
+        match self {
+            TestFileError::Invalid {
+                message, snippet, ..
+            } => format!("{message}{snippet}"),
+            _ => self.to_string(),
+        }
+    }
 }
 
 impl TestFileError {

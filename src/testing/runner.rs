@@ -143,13 +143,14 @@ fn policy_spec(tf: &TestFile, spec: &str, overlay: &BTreeMap<PathBuf, String>) -
     }
 }
 
-/// Why a case's state does not load ([`case_state`]). `Display` is the line `baton test`
-/// reports for the case (with the test file's location).
+/// Why a case's state does not load ([`case_state`]). `Display` is the message; the test
+/// file's location is data ([`crate::Located`]), and [`crate::located`] gives the line
+/// `baton test` reports for the case.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CaseStateError {
     /// The case names a state file that does not exist.
-    #[error("{file}:{line}:{column}: error: case `{case}`: state file {state} does not exist")]
+    #[error("case `{case}`: state file {state} does not exist")]
     MissingFile {
         /// The test file, as shown.
         file: String,
@@ -166,7 +167,7 @@ pub enum CaseStateError {
     #[error(transparent)]
     State(#[from] crate::state::StateError),
     /// The inline state cannot be re-serialized for loading.
-    #[error("{file}:{line}: error: case `{case}`: its state_inline cannot be read: {reason}")]
+    #[error("case `{case}`: its state_inline cannot be read: {reason}")]
     Inline {
         /// The test file, as shown.
         file: String,
@@ -177,6 +178,19 @@ pub enum CaseStateError {
         /// Why.
         reason: String,
     },
+}
+
+/// The case's place in the test file; a state error prints whole (its problems are located).
+impl crate::error::Located for CaseStateError {
+    fn location(&self) -> Option<String> {
+        match self {
+            CaseStateError::MissingFile {
+                file, line, column, ..
+            } => Some(format!("{file}:{line}:{column}")),
+            CaseStateError::Inline { file, line, .. } => Some(format!("{file}:{line}")),
+            CaseStateError::State(_) => None,
+        }
+    }
 }
 
 /// Load the state of a case.
@@ -299,7 +313,7 @@ pub fn run_case(tf: &TestFile, case: &Case, policy: &Policy) -> CaseRun {
     let state = match case_state(tf, case) {
         Ok(s) => s,
         Err(e) => {
-            run.result.error = Some(e.to_string());
+            run.result.error = Some(crate::error::located(&e));
             return run;
         }
     };
@@ -311,7 +325,7 @@ pub fn run_case(tf: &TestFile, case: &Case, policy: &Policy) -> CaseRun {
             run.checked = Some(checked);
             run.hits = hits;
         }
-        Err(e) => run.result.error = Some(e.to_string()),
+        Err(e) => run.result.error = Some(crate::error::located(&e)),
     }
     run
 }

@@ -64,7 +64,7 @@ fn engine_error(e: &BatonError) -> Error {
             } else {
                 code::POLICY_ERROR
             };
-            rpc_error(code, ev.to_string(), None)
+            rpc_error(code, baton::located(ev), None)
         }
         BatonError::State(s) => state_error(s),
         BatonError::Policy(p) => rpc_error(
@@ -72,7 +72,7 @@ fn engine_error(e: &BatonError) -> Error {
             e.to_string(),
             Some(json!({ "diagnostics": p.diagnostics })),
         ),
-        other => rpc_error(code::RENDER_ERROR, other.to_string(), None),
+        other => rpc_error(code::RENDER_ERROR, baton::located(other), None),
     }
 }
 

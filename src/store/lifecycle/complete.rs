@@ -3,7 +3,7 @@
 use super::{commit, Completed};
 use crate::state::*;
 use crate::store::io::Cx;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreErrorKind};
 use rusqlite::{params, OptionalExtension};
 
 /// Finish a running run: append its items and mark it completed, failed or interrupted.
@@ -38,12 +38,14 @@ pub fn complete_run_with(
         status,
         RunStatus::Completed | RunStatus::Failed | RunStatus::Interrupted
     ) {
-        return Err(StoreError::BadRunStatus {
+        return Err(StoreError::new(
             path,
-            thread: thread.into(),
-            run,
-            status: status.as_str().into(),
-        });
+            StoreErrorKind::BadRunStatus {
+                thread: thread.into(),
+                run,
+                status: status.as_str().into(),
+            },
+        ));
     }
     if !cx.thread_exists(thread)? {
         return Err(cx.not_found(thread));
@@ -65,20 +67,24 @@ pub fn complete_run_with(
                 |r| r.get(0),
             )
             .map_err(|e| cx.err(during, e))?;
-        return Err(StoreError::RunNotFound {
+        return Err(StoreError::new(
             path,
-            thread: thread.into(),
-            run,
-            runs,
-        });
+            StoreErrorKind::RunNotFound {
+                thread: thread.into(),
+                run,
+                runs,
+            },
+        ));
     };
     if stored_status != RunStatus::Running.as_str() {
-        return Err(StoreError::RunNotRunning {
+        return Err(StoreError::new(
             path,
-            thread: thread.into(),
-            run,
-            status: stored_status,
-        });
+            StoreErrorKind::RunNotRunning {
+                thread: thread.into(),
+                run,
+                status: stored_status,
+            },
+        ));
     }
     let first: usize = tx
         .query_row(
@@ -227,12 +233,14 @@ fn check_item_ids(
     if problems.is_empty() {
         return Ok(());
     }
-    Err(StoreError::InvalidState {
-        path: cx.path.clone(),
-        thread: thread.into(),
-        source: Box::new(StateError {
-            file: format!("{}#{thread}", cx.path),
-            problems,
-        }),
-    })
+    Err(StoreError::new(
+        cx.path.clone(),
+        StoreErrorKind::InvalidState {
+            thread: thread.into(),
+            source: Box::new(StateError {
+                file: format!("{}#{thread}", cx.path),
+                problems,
+            }),
+        },
+    ))
 }

@@ -39,7 +39,7 @@ pub fn dispatch(
 /// no lock), then opens the write transaction and checks that the thread is as it was read:
 /// its runs, provider threads, handoffs, transfers, checkpoints, thread record and item count.
 /// If it changed, the dispatch starts over once (running the summarizer again); if it changed
-/// again, nothing is recorded and the error is [`StoreError::ThreadMoved`], naming what
+/// again, nothing is recorded and the error is [`StoreErrorKind::ThreadMoved`](crate::store::StoreErrorKind::ThreadMoved), naming what
 /// changed.
 pub fn dispatch_with_writer<G>(
     store: &mut Store,

@@ -3,9 +3,9 @@
 use super::{commit, fork_anchor, next_id, validated, ForkReport};
 use crate::state::*;
 use crate::store::io::Cx;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreErrorKind};
 
-/// Why a thread cannot be forked at a run ([`StoreError::BadForkPoint`]).
+/// Why a thread cannot be forked at a run ([`StoreErrorKind::BadForkPoint`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ForkRefusal {
@@ -166,11 +166,15 @@ pub fn fork(
     let (tx, path, busy) = store.begin("forking")?;
     let cx = Cx::new(&tx, &path, busy);
     let parent = cx.load(thread)?;
-    let refuse = |why: ForkRefusal| StoreError::BadForkPoint {
-        path: path.clone(),
-        thread: thread.into(),
-        run: at,
-        why,
+    let refuse = |why: ForkRefusal| {
+        StoreError::new(
+            path.clone(),
+            StoreErrorKind::BadForkPoint {
+                thread: thread.into(),
+                run: at,
+                why,
+            },
+        )
     };
     let Some(source) = parent.runs.get((at as usize).wrapping_sub(1)) else {
         return Err(refuse(ForkRefusal::NoSuchRun {

@@ -10,7 +10,7 @@ use crate::eval::{DecisionContext, RecordIn};
 use crate::pipeline::Outcome;
 use crate::state::*;
 use crate::store::io::Cx;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreErrorKind};
 
 /// A merge-back's `summary`: the fork and its runs, then the text of every entry the policy
 /// selected, in document order.
@@ -62,7 +62,7 @@ pub fn merge_back(
 /// is prepared and recorded as a dispatch is ([`crate::store::dispatch_with_writer`]): decided,
 /// summarized and rendered in a read transaction, recorded after the fork and the parent are
 /// found as they were read, prepared once more if either changed, and refused with
-/// [`StoreError::ThreadMoved`] (naming the thread that changed) if one changed again.
+/// [`StoreErrorKind::ThreadMoved`] (naming the thread that changed) if one changed again.
 pub fn merge_back_with_writer<G>(
     store: &mut Store,
     engine: &Engine,
@@ -140,10 +140,12 @@ fn prepare(
     let state = reads.load(cx, child)?;
     // A thread named as its own parent is no fork: merging it "back" would write into itself.
     let Some(parent_ref) = state.thread.parent.clone().filter(|p| p.thread != child) else {
-        return Err(StoreError::NotAFork {
+        return Err(StoreError::new(
             path,
-            thread: child.into(),
-        });
+            StoreErrorKind::NotAFork {
+                thread: child.into(),
+            },
+        ));
     };
     refuse_running(&state, &path)?;
     let own = state
@@ -151,11 +153,13 @@ fn prepare(
         .iter()
         .any(|r| r.ordinal > parent_ref.run && r.status != RunStatus::RolledBack);
     if !own {
-        return Err(StoreError::NothingToMerge {
+        return Err(StoreError::new(
             path,
-            thread: child.into(),
-            at: parent_ref.run,
-        });
+            StoreErrorKind::NothingToMerge {
+                thread: child.into(),
+                at: parent_ref.run,
+            },
+        ));
     }
     let parent = reads.load(cx, &parent_ref.thread)?;
     let parent_id = parent.thread.id.clone();
@@ -171,12 +175,14 @@ fn prepare(
     });
     if let (Some((_, hid)), Some(from)) = (&waiting, &waiting_from) {
         if from != child {
-            return Err(StoreError::MergeBackWaiting {
+            return Err(StoreError::new(
                 path,
-                thread: parent_id,
-                handoff: hid.clone(),
-                fork: from.clone(),
-            });
+                StoreErrorKind::MergeBackWaiting {
+                    thread: parent_id,
+                    handoff: hid.clone(),
+                    fork: from.clone(),
+                },
+            ));
         }
     }
     let target = parent

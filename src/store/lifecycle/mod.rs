@@ -15,7 +15,7 @@ mod rollback_advice;
 use super::grants::SqlGrants;
 use super::io::{Cx, HandoffRow};
 use super::replay::DecisionInput;
-use super::{sql_err, StoreError};
+use super::{sql_err, StoreError, StoreErrorKind};
 use crate::decision::Decision;
 use crate::engine::Engine;
 use crate::eval::DecisionContext;
@@ -303,10 +303,14 @@ fn from_provider_threads(state: &State, covered: &RunRange) -> Vec<String> {
 fn pipeline_err(path: &str, thread: &str) -> impl Fn(crate::pipeline::PipelineError) -> StoreError {
     let path = path.to_string();
     let thread = thread.to_string();
-    move |source| StoreError::Pipeline {
-        path: path.clone(),
-        thread: thread.clone(),
-        source: Box::new(source),
+    move |source| {
+        StoreError::new(
+            path.clone(),
+            StoreErrorKind::Pipeline {
+                thread: thread.clone(),
+                source: Box::new(source),
+            },
+        )
     }
 }
 
@@ -344,10 +348,14 @@ fn logged_input(
     path: &str,
 ) -> Result<serde_json::Value, StoreError> {
     let input = DecisionInput::new(state, target, engine.document_root(), context);
-    serde_json::to_value(&input).map_err(|e| StoreError::Corrupt {
-        path: path.to_string(),
-        what: "decision input".into(),
-        why: e.to_string(),
+    serde_json::to_value(&input).map_err(|e| {
+        StoreError::new(
+            path.to_string(),
+            StoreErrorKind::Corrupt {
+                what: "decision input".into(),
+                why: e.to_string(),
+            },
+        )
     })
 }
 
@@ -361,23 +369,27 @@ fn require_handoff(
     if outcome.decision.needs_handoff() {
         return Ok(());
     }
-    Err(StoreError::NoHandoff {
-        path: path.to_string(),
-        thread: thread.into(),
-        target: outcome.decision.target.clone(),
-        strategy: outcome.decision.strategy.as_str().into(),
-        why: why.into(),
-    })
+    Err(StoreError::new(
+        path.to_string(),
+        StoreErrorKind::NoHandoff {
+            thread: thread.into(),
+            target: outcome.decision.target.clone(),
+            strategy: outcome.decision.strategy.as_str().into(),
+            why: why.into(),
+        },
+    ))
 }
 
 /// Refuse an operation on a thread whose last run is still running.
 fn refuse_running(state: &State, path: &str) -> Result<(), StoreError> {
     match state.runs.last().filter(|r| r.status == RunStatus::Running) {
-        Some(last) => Err(StoreError::RunInProgress {
-            path: path.to_string(),
-            thread: state.thread.id.clone(),
-            run: last.ordinal,
-        }),
+        Some(last) => Err(StoreError::new(
+            path.to_string(),
+            StoreErrorKind::RunInProgress {
+                thread: state.thread.id.clone(),
+                run: last.ordinal,
+            },
+        )),
         None => Ok(()),
     }
 }
@@ -385,11 +397,13 @@ fn refuse_running(state: &State, path: &str) -> Result<(), StoreError> {
 /// Validate a thread about to be stored.
 pub(super) fn validated(state: &State, path: &str) -> Result<(), StoreError> {
     crate::state::validate(state, &format!("{path}#{}", state.thread.id)).map_err(|source| {
-        StoreError::InvalidState {
-            path: path.to_string(),
-            thread: state.thread.id.clone(),
-            source: Box::new(source),
-        }
+        StoreError::new(
+            path.to_string(),
+            StoreErrorKind::InvalidState {
+                thread: state.thread.id.clone(),
+                source: Box::new(source),
+            },
+        )
     })
 }
 
@@ -564,12 +578,14 @@ fn pending_merge_back(
         .filter(|h| h.status == HandoffStatus::Ready && h.target_run == Some(run));
     match h {
         Some(h) => Ok(Some((t.id.clone(), h.id.clone()))),
-        None => Err(StoreError::BadMergeBack {
-            path: path.to_string(),
-            thread: thread.to_string(),
-            transfer: t.id.clone(),
-            run,
-        }),
+        None => Err(StoreError::new(
+            path.to_string(),
+            StoreErrorKind::BadMergeBack {
+                thread: thread.to_string(),
+                transfer: t.id.clone(),
+                run,
+            },
+        )),
     }
 }
 

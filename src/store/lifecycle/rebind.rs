@@ -17,7 +17,7 @@ use crate::pipeline::Outcome;
 use crate::policy::Strategy;
 use crate::state::*;
 use crate::store::io::Cx;
-use crate::store::StoreError;
+use crate::store::{StoreError, StoreErrorKind};
 use rusqlite::OptionalExtension;
 
 /// A waiting merge-back decided and rendered again for the run that takes it, not yet
@@ -115,7 +115,7 @@ pub(super) fn rebind(
     };
     let mut fork_state = match cx.load(&fork) {
         Ok(s) => s,
-        Err(StoreError::ThreadNotFound { .. }) => return Ok(None),
+        Err(e) if matches!(e.kind(), StoreErrorKind::ThreadNotFound { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
     // The fork as it was merged back: its runs up to the merge-back's last one.

@@ -3,13 +3,13 @@
 //! read transaction, a snapshot that takes no lock, then **record** in the write transaction
 //! after re-reading every thread the preparation read and finding it unchanged. A thread that
 //! moved meanwhile is prepared once more; if it moved again, nothing is recorded and the error
-//! is [`StoreError::ThreadMoved`]. Without an external summarizer, both steps run in one
+//! is [`StoreErrorKind::ThreadMoved`]. Without an external summarizer, both steps run in one
 //! write transaction, as every other lifecycle operation does.
 
 use crate::policy::Policy;
 use crate::state::State;
 use crate::store::io::Cx;
-use crate::store::{sql_err, Store, StoreError};
+use crate::store::{sql_err, Store, StoreError, StoreErrorKind};
 use std::time::Duration;
 
 /// The names of an operation's steps, as its errors say them.
@@ -20,7 +20,7 @@ pub(super) struct Steps {
     pub(super) deciding: &'static str,
     /// The write transaction that records (`"recording a dispatch"`).
     pub(super) recording: &'static str,
-    /// What to do after [`StoreError::ThreadMoved`] (`"dispatch again"`).
+    /// What to do after [`StoreErrorKind::ThreadMoved`] (`"dispatch again"`).
     pub(super) again: &'static str,
 }
 
@@ -67,12 +67,14 @@ pub(super) fn prepare_then_record<P, T, G>(
         match moved {
             None => break (guard, tx, path, busy, prepared),
             Some((thread, what)) if tries >= 2 => {
-                return Err(StoreError::ThreadMoved {
+                return Err(StoreError::new(
                     path,
-                    thread,
-                    what,
-                    again: steps.again.to_string(),
-                })
+                    StoreErrorKind::ThreadMoved {
+                        thread,
+                        what,
+                        again: steps.again.to_string(),
+                    },
+                ))
             }
             // Changed under the summarizer: prepare again from the threads as they are now.
             Some(_) => drop(tx),

@@ -9,10 +9,10 @@ use crate::eval::DecisionContext;
 use crate::pipeline::Outcome;
 use crate::state::*;
 use crate::store::io::Cx;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreErrorKind};
 use rusqlite::params;
 
-/// Why a handoff cannot be regenerated ([`StoreError::NotRegenerable`]).
+/// Why a handoff cannot be regenerated ([`StoreErrorKind::NotRegenerable`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RegenerateRefusal {
@@ -58,7 +58,7 @@ pub fn regenerate(
 /// Without an external summarizer, everything happens in one write transaction. With one, it
 /// is prepared and recorded as a dispatch is ([`crate::store::dispatch_with_writer`]): decided,
 /// summarized and rendered in a read transaction, recorded after the thread is found as it was
-/// read, prepared once more if it changed, and refused with [`StoreError::ThreadMoved`] if it
+/// read, prepared once more if it changed, and refused with [`StoreErrorKind::ThreadMoved`] if it
 /// changed again.
 pub fn regenerate_with_writer<G>(
     store: &mut Store,
@@ -110,18 +110,24 @@ fn prepare(
 ) -> Result<Prepared, StoreError> {
     let path = path.to_string();
     let mut state = reads.load(cx, thread)?;
-    let refuse = |why: RegenerateRefusal| StoreError::NotRegenerable {
-        path: path.clone(),
-        thread: thread.into(),
-        handoff: handoff.into(),
-        why,
+    let refuse = |why: RegenerateRefusal| {
+        StoreError::new(
+            path.clone(),
+            StoreErrorKind::NotRegenerable {
+                thread: thread.into(),
+                handoff: handoff.into(),
+                why,
+            },
+        )
     };
     let Some(old) = state.handoffs.iter().find(|h| h.id == handoff).cloned() else {
-        return Err(StoreError::HandoffNotFound {
+        return Err(StoreError::new(
             path,
-            thread: thread.into(),
-            handoff: handoff.into(),
-        });
+            StoreErrorKind::HandoffNotFound {
+                thread: thread.into(),
+                handoff: handoff.into(),
+            },
+        ));
     };
     if old.status == HandoffStatus::Superseded {
         return Err(refuse(RegenerateRefusal::Superseded));

@@ -3,7 +3,7 @@
 use super::{commit, ProviderThreadChange, RollbackReport};
 use crate::state::*;
 use crate::store::io::Cx;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreErrorKind};
 use rusqlite::params;
 
 /// Roll the thread back to run `to`: later runs become `rolled_back`, handoffs covering any
@@ -15,11 +15,15 @@ pub fn rollback(store: &mut Store, thread: &str, to: u32) -> Result<RollbackRepo
     let cx = Cx::new(&tx, &path, busy);
     let state = cx.load(thread)?;
     let n = u32::try_from(state.runs.len()).unwrap_or(u32::MAX);
-    let refuse = |why: String| StoreError::BadRollback {
-        path: path.clone(),
-        thread: thread.into(),
-        to,
-        why,
+    let refuse = |why: String| {
+        StoreError::new(
+            path.clone(),
+            StoreErrorKind::BadRollback {
+                thread: thread.into(),
+                to,
+                why,
+            },
+        )
     };
     if to > n {
         return Err(refuse(format!("the thread has {n} runs")));

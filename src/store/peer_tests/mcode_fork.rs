@@ -104,7 +104,7 @@ fn an_empty_thread_cannot_be_forked() {
     let mut db = Db::new(thread("empty", &[]), "mcode");
     let err = baton::store::fork(&mut db.store, "empty", 1, Some("child")).unwrap_err();
     assert!(
-        err.to_string()
+        baton::located(&err)
             .ends_with("error: cannot fork thread \"empty\" at run 1: the thread has 0 runs"),
         "{err}"
     );

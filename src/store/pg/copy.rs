@@ -10,7 +10,7 @@
 
 use super::{PgError, PgStore};
 use crate::state::State;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreErrorKind};
 use postgres::types::Type;
 use postgres::GenericClient;
 use rusqlite::types::Value;
@@ -552,18 +552,15 @@ impl PgStore {
         let mut mem = Store::open_in_memory()?;
         self.snapshot_into(&mut mem, Some(thread), "exporting a thread")?;
         match mem.load(thread) {
-            Err(StoreError::ThreadNotFound { thread, .. }) => {
-                Err(CopyError::Sqlite(StoreError::ThreadNotFound {
-                    path: self.url.clone(),
-                    thread,
-                }))
-            }
+            Err(e) if matches!(e.kind(), StoreErrorKind::ThreadNotFound { .. }) => Err(
+                CopyError::Sqlite(StoreError::new(self.url.clone(), e.into_kind())),
+            ),
             other => Ok(other?),
         }
     }
 
     /// Import a state file's thread (validated as on SQLite), under the thread's lock; a
-    /// thread already stored is refused ([`StoreError::ThreadExists`]).
+    /// thread already stored is refused ([`StoreErrorKind::ThreadExists`]).
     pub fn import(&self, state: &State) -> Result<(), CopyError> {
         let mut mem = Store::open_in_memory()?;
         mem.import(state)?;
@@ -599,10 +596,12 @@ impl PgStore {
             Ok(false)
         });
         if exists? {
-            return Err(CopyError::Sqlite(StoreError::ThreadExists {
-                path: self.url.clone(),
-                thread: thread.to_string(),
-            }));
+            return Err(CopyError::Sqlite(StoreError::new(
+                self.url.clone(),
+                StoreErrorKind::ThreadExists {
+                    thread: thread.to_string(),
+                },
+            )));
         }
         Ok(())
     }
