@@ -97,7 +97,7 @@ fn a_pass_during_a_dispatch_keeps_the_document_being_delivered() {
 }
 
 /// The engine a store operation takes: `p`, the embedded templates, documents under `docs`.
-fn engine(p: &baton::policy::Policy, docs: &std::path::Path) -> baton::Engine {
+fn engine(p: &baton::Policy, docs: &std::path::Path) -> baton::Engine {
     baton::Engine::from_parts(
         std::sync::Arc::new(p.clone()),
         baton::TemplateSet::embedded(),

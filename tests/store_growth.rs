@@ -261,7 +261,7 @@ fn a_turn_adds_little_beyond_its_content() {
 }
 
 /// The engine a store operation takes: `p`, the embedded templates, documents under `docs`.
-fn engine(p: &baton::policy::Policy, docs: &std::path::Path) -> baton::Engine {
+fn engine(p: &baton::Policy, docs: &std::path::Path) -> baton::Engine {
     baton::Engine::from_parts(
         std::sync::Arc::new(p.clone()),
         baton::TemplateSet::embedded(),

@@ -115,7 +115,7 @@ fn rows_kept_plain_by_an_earlier_version_read_the_same() {
 }
 
 /// The engine a store operation takes: `p`, the embedded templates, documents under `docs`.
-fn engine(p: &baton::policy::Policy, docs: &std::path::Path) -> baton::Engine {
+fn engine(p: &baton::Policy, docs: &std::path::Path) -> baton::Engine {
     baton::Engine::from_parts(
         std::sync::Arc::new(p.clone()),
         baton::TemplateSet::embedded(),
