@@ -181,14 +181,14 @@ fn a_bad_operation_says_what_is_wrong_and_writes_nothing(#[case] backend: Backen
         .complete_run("th_1", 99, items(99, "x"), RunStatus::Completed)
         .expect_err("no run 99");
     assert_eq!(
-        e.to_string(),
+        baton::located(&e),
         format!("{shown}: error: thread \"th_1\" has no run 99 (it has 8 runs)")
     );
     let e = db
         .dispatch(&p, &req("nope", "codex", None))
         .expect_err("no thread");
     assert_eq!(
-        e.to_string(),
+        baton::located(&e),
         format!("{shown}: error: no thread \"nope\" in the database")
     );
     let d = db
@@ -198,19 +198,19 @@ fn a_bad_operation_says_what_is_wrong_and_writes_nothing(#[case] backend: Backen
         .dispatch(&p, &req("th_1", "codex", None))
         .expect_err("still running");
     assert_eq!(
-        e.to_string(),
+        baton::located(&e),
         format!("{shown}: error: run {} of thread \"th_1\" is still running; complete it before dispatching again", d.run)
     );
     let e = db.fork("th_1", 42, None).expect_err("no run 42");
     assert!(
-        e.to_string().starts_with(&format!(
+        baton::located(&e).starts_with(&format!(
             "{shown}: error: cannot fork thread \"th_1\" at run 42: "
         )),
         "{e}"
     );
     let e = db.merge_back(&p, "th_1", &HandoffOptions::default());
     assert_eq!(
-        e.expect_err("not a fork").to_string(),
+        baton::located(&e.expect_err("not a fork")),
         format!("{shown}: error: thread \"th_1\" is not a fork, so it has nothing to merge back")
     );
     assert!(matches!(
@@ -355,7 +355,7 @@ fn a_connection_lost_in_the_write_back_leaves_no_half_written_run_and_says_what_
         .expect_err("the connection is lost");
     let shown = DbUrl::parse(&url).redacted();
     assert_eq!(
-        e.to_string(),
+        baton::located(&e),
         format!("{shown}: error: the connection to the PostgreSQL server was lost while dispatching (writing runs); nothing of it was recorded (the server rolled the transaction back); run it again when the server is reachable")
     );
     raw(&url)
@@ -420,7 +420,7 @@ fn a_serialization_failure_in_a_dispatch_is_retried_then_given_up_with_what_to_d
     let shown = DbUrl::parse(&url).redacted();
     let tries = baton::store::pg::MAX_TRIES;
     assert_eq!(
-        e.to_string(),
+        baton::located(&e),
         format!("{shown}: error: dispatching conflicted with concurrent writers {tries} times (serialization failure or deadlock) and was given up; nothing of it was recorded; run it again")
     );
     assert_eq!(db.export("th_1").expect("exports").runs.len(), 9);

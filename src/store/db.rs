@@ -86,6 +86,21 @@ impl DbError {
     }
 }
 
+/// A store error is located at its database; the PostgreSQL errors still carry their URL in
+/// their message.
+impl crate::error::Located for DbError {
+    fn location(&self) -> Option<String> {
+        self.as_store().and_then(crate::error::Located::location)
+    }
+
+    fn message(&self) -> String {
+        match self.as_store() {
+            Some(e) => crate::error::Located::message(e),
+            None => self.to_string(),
+        }
+    }
+}
+
 #[cfg(feature = "postgres")]
 mod threads {
     //! Which other threads an operation reads, found under the locks of those it has
