@@ -15,6 +15,8 @@ mod serve_concurrency;
 mod serve_docs;
 #[path = "serve_errors.rs"]
 mod serve_errors;
+#[path = "serve_multi_process.rs"]
+mod serve_multi_process;
 #[path = "serve_ops.rs"]
 mod serve_ops;
 #[path = "serve_reports.rs"]
