@@ -46,6 +46,9 @@ fn without_the_feature_a_postgres_url_says_how_to_build_baton() {
 }
 
 #[cfg(feature = "postgres")]
+mod store_pg_lifecycle;
+
+#[cfg(feature = "postgres")]
 mod postgres_backend {
 
     use baton::deliver::{Grant, GrantStore};
@@ -69,7 +72,7 @@ mod postgres_backend {
     }
 
     /// A fresh, empty database on the test server, for one test: its URL.
-    fn fresh_db() -> String {
+    pub(crate) fn fresh_db() -> String {
         static N: AtomicU32 = AtomicU32::new(0);
         let base = server_url();
         let name = format!(
@@ -112,7 +115,7 @@ mod postgres_backend {
         )
     }
 
-    enum Backend {
+    pub(crate) enum Backend {
         Sqlite,
         Postgres,
     }

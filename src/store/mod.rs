@@ -8,6 +8,7 @@
 //! with what it was decided from ([`DecisionInput`]); [`replay()`] decides the log again.
 
 mod collect;
+mod db;
 mod error_data;
 mod grants;
 pub mod hint;
@@ -17,6 +18,8 @@ pub use crate::facts::{History, PrefixRun, Tally};
 mod input_log;
 mod io;
 pub mod lifecycle;
+#[cfg(feature = "postgres")]
+mod log_refs;
 mod packed;
 mod patch;
 #[cfg(feature = "postgres")]
@@ -34,6 +37,7 @@ use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use db::{Db, DbError};
 pub use lifecycle::{
     advise_rollback, complete_run, complete_run_with, dispatch, dispatch_with_writer, fork,
     merge_back, merge_back_with_writer, regenerate, regenerate_with_writer, rollback, AppAction,
@@ -339,6 +343,9 @@ pub struct Store {
     conn: Connection,
     path: Option<PathBuf>,
     busy: Duration,
+    /// The name in messages of an in-memory store that stands for another database (the
+    /// PostgreSQL backend's staging store names its server's URL).
+    label: Option<String>,
 }
 
 impl std::fmt::Debug for Store {
@@ -424,6 +431,7 @@ impl Store {
             conn,
             path: Some(path.to_path_buf()),
             busy: DEFAULT_BUSY_TIMEOUT,
+            label: None,
         };
         store.apply_busy_timeout()?;
         let found = store.schema_version()?;
@@ -454,7 +462,12 @@ impl Store {
     }
 
     fn setup(conn: Connection, path: Option<PathBuf>, busy: Duration) -> Result<Store, StoreError> {
-        let mut store = Store { conn, path, busy };
+        let mut store = Store {
+            conn,
+            path,
+            busy,
+            label: None,
+        };
         store.apply_busy_timeout()?;
         let name = store.name();
         let during = "configuring the connection";
@@ -515,10 +528,20 @@ impl Store {
 
     /// The database's name in messages.
     pub(crate) fn name(&self) -> String {
-        match &self.path {
-            Some(p) => p.display().to_string(),
-            None => ":memory:".into(),
+        match (&self.label, &self.path) {
+            (Some(l), _) => l.clone(),
+            (None, Some(p)) => p.display().to_string(),
+            (None, None) => ":memory:".into(),
         }
+    }
+
+    /// A private in-memory database whose messages name `label` (another database it stands
+    /// for: the PostgreSQL backend stages a unit of work in one).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn open_staging(label: &str) -> Result<Store, StoreError> {
+        let mut store = Self::open_in_memory()?;
+        store.label = Some(label.to_string());
+        Ok(store)
     }
 
     pub(crate) fn err(&self, during: &str, e: rusqlite::Error) -> StoreError {

@@ -102,7 +102,7 @@ pub(crate) fn pack_input(text: &str) -> Value {
 }
 
 /// The text of a packed logged input ([`pack_input`]).
-fn unpack_input(bytes: &[u8]) -> Result<String, RowError> {
+pub(crate) fn unpack_input(bytes: &[u8]) -> Result<String, RowError> {
     let rest = bytes.strip_prefix(NAMES_ITEMS).unwrap_or(bytes);
     match rest.split_first() {
         Some((&HEADER_END, packed)) => unpack(packed),

@@ -17,17 +17,19 @@ use rusqlite::types::Value;
 
 /// A table: its name, the column naming its thread (none for the content-addressed tables,
 /// which every thread shares), and its columns.
-struct Table {
-    name: &'static str,
-    thread: Option<&'static str>,
-    columns: &'static [&'static str],
+pub(super) struct Table {
+    pub(super) name: &'static str,
+    pub(super) thread: Option<&'static str>,
+    pub(super) columns: &'static [&'static str],
+    /// Its primary key's columns.
+    pub(super) key: &'static [&'static str],
     /// Whether it holds a thread's state (what import and export carry), rather than the
     /// decision log and the grants.
-    state: bool,
+    pub(super) state: bool,
 }
 
 /// Every table, parents first.
-const TABLES: &[Table] = &[
+pub(super) const TABLES: &[Table] = &[
     Table {
         name: "threads",
         thread: Some("id"),
@@ -43,6 +45,7 @@ const TABLES: &[Table] = &[
             "request",
             "workspace",
         ],
+        key: &["id"],
         state: true,
     },
     Table {
@@ -58,6 +61,7 @@ const TABLES: &[Table] = &[
             "status",
             "resume_failed",
         ],
+        key: &["thread", "id"],
         state: true,
     },
     Table {
@@ -74,12 +78,14 @@ const TABLES: &[Table] = &[
             "ended_at",
             "workspace",
         ],
+        key: &["thread", "ordinal"],
         state: true,
     },
     Table {
         name: "items",
         thread: Some("thread"),
         columns: &["thread", "run", "idx", "kind", "body", "item_id"],
+        key: &["thread", "run", "idx"],
         state: true,
     },
     Table {
@@ -105,6 +111,7 @@ const TABLES: &[Table] = &[
             "inline_prompt",
             "covered_thread",
         ],
+        key: &["thread", "id"],
         state: true,
     },
     Table {
@@ -122,24 +129,28 @@ const TABLES: &[Table] = &[
             "resolution",
             "handoff",
         ],
+        key: &["thread", "id"],
         state: true,
     },
     Table {
         name: "checkpoints",
         thread: Some("thread"),
         columns: &["thread", "seq", "run", "files_changed", "diff_summary"],
+        key: &["thread", "seq"],
         state: true,
     },
     Table {
         name: "decision_chunks",
         thread: None,
         columns: &["sha", "body"],
+        key: &["sha"],
         state: false,
     },
     Table {
         name: "decision_rules",
         thread: None,
         columns: &["sha", "body"],
+        key: &["sha"],
         state: false,
     },
     Table {
@@ -156,6 +167,7 @@ const TABLES: &[Table] = &[
             "created_at",
             "input",
         ],
+        key: &["id"],
         state: false,
     },
     Table {
@@ -170,6 +182,7 @@ const TABLES: &[Table] = &[
             "uses_left",
             "handoff",
         ],
+        key: &["id"],
         state: false,
     },
 ];
@@ -215,7 +228,7 @@ pub struct CopyReport {
     pub threads: usize,
 }
 
-type Rows = Vec<Vec<Value>>;
+pub(super) type Rows = Vec<Vec<Value>>;
 
 fn select_sql(t: &Table, placeholder: &str, thread: Option<&str>) -> String {
     let mut sql = format!("SELECT {} FROM {}", t.columns.join(", "), t.name);
@@ -225,7 +238,7 @@ fn select_sql(t: &Table, placeholder: &str, thread: Option<&str>) -> String {
     sql
 }
 
-fn insert_sql(t: &Table, mark: impl Fn(usize) -> String) -> String {
+pub(super) fn insert_sql(t: &Table, mark: impl Fn(usize) -> String) -> String {
     let marks: Vec<String> = (1..=t.columns.len()).map(mark).collect();
     format!(
         "INSERT INTO {} ({}) VALUES ({})",
@@ -235,7 +248,11 @@ fn insert_sql(t: &Table, mark: impl Fn(usize) -> String) -> String {
     )
 }
 
-fn read_sqlite(store: &Store, t: &Table, thread: Option<&str>) -> Result<Rows, StoreError> {
+pub(super) fn read_sqlite(
+    store: &Store,
+    t: &Table,
+    thread: Option<&str>,
+) -> Result<Rows, StoreError> {
     let during = format!("reading {}", t.name);
     let conn = store.connection();
     let mut st = conn
@@ -258,11 +275,30 @@ fn write_sqlite(
     t: &Table,
     rows: &Rows,
 ) -> Result<(), StoreError> {
+    write_sqlite_with(tx, name, t, rows, "INSERT")
+}
+
+/// `rows` into `t` of a staging store, where a row already there (read twice) is left as it is.
+pub(super) fn stage_sqlite(
+    tx: &rusqlite::Transaction<'_>,
+    name: &str,
+    t: &Table,
+    rows: &Rows,
+) -> Result<(), StoreError> {
+    write_sqlite_with(tx, name, t, rows, "INSERT OR IGNORE")
+}
+
+fn write_sqlite_with(
+    tx: &rusqlite::Transaction<'_>,
+    name: &str,
+    t: &Table,
+    rows: &Rows,
+    insert: &str,
+) -> Result<(), StoreError> {
     let during = format!("writing {}", t.name);
     let err = |e| crate::store::sql_err(name, crate::store::DEFAULT_BUSY_TIMEOUT, &during, e);
-    let mut st = tx
-        .prepare(&insert_sql(t, |i| format!("?{i}")))
-        .map_err(err)?;
+    let sql = insert_sql(t, |i| format!("?{i}")).replacen("INSERT", insert, 1);
+    let mut st = tx.prepare(&sql).map_err(err)?;
     for row in rows {
         st.execute(rusqlite::params_from_iter(row.iter()))
             .map_err(err)?;
@@ -285,13 +321,29 @@ fn read_pg(
     t: &Table,
     thread: Option<&str>,
 ) -> Result<Rows, CopyError> {
-    let during = format!("reading {}", t.name);
-    let sql = select_sql(t, "$1", thread);
-    let rows = match (thread, t.thread) {
-        (Some(th), Some(_)) => client.query(&sql, &[&th]),
-        _ => client.query(&sql, &[]),
+    match (thread, t.thread) {
+        (Some(th), Some(col)) => read_pg_where(client, url, t, &format!("{col} = $1"), &[&th]),
+        _ => read_pg_where(client, url, t, "TRUE", &[]),
     }
-    .map_err(|e| super::sql_err(url, &during, e))?;
+}
+
+/// The rows of `t` that `clause` (what follows `WHERE`, with its `ORDER BY` and `LIMIT`) selects.
+pub(super) fn read_pg_where(
+    client: &mut impl GenericClient,
+    url: &str,
+    t: &Table,
+    clause: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+) -> Result<Rows, CopyError> {
+    let during = format!("reading {}", t.name);
+    let sql = format!(
+        "SELECT {} FROM {} WHERE {clause}",
+        t.columns.join(", "),
+        t.name
+    );
+    let rows = client
+        .query(&sql, params)
+        .map_err(|e| super::sql_err(url, &during, e))?;
     let mut out = Vec::with_capacity(rows.len());
     for row in &rows {
         let mut values = Vec::with_capacity(t.columns.len());
@@ -339,10 +391,15 @@ fn tag(kind: u8, body: &[u8]) -> Vec<u8> {
     v
 }
 
-type Params = Vec<Vec<Box<dyn postgres::types::ToSql + Sync>>>;
+pub(super) type Params = Vec<Vec<Box<dyn postgres::types::ToSql + Sync>>>;
 
 /// The rows as parameters of `t`'s insert, whose parameter types are `types`.
-fn pg_params(url: &str, t: &Table, rows: &Rows, types: &[Type]) -> Result<Params, CopyError> {
+pub(super) fn pg_params(
+    url: &str,
+    t: &Table,
+    rows: &Rows,
+    types: &[Type],
+) -> Result<Params, CopyError> {
     use postgres::types::ToSql;
     let mut out: Params = Vec::with_capacity(rows.len());
     for row in rows {
@@ -384,7 +441,7 @@ fn prepare_pg(
     Ok((st, params))
 }
 
-fn insert_pg(
+pub(super) fn insert_pg(
     client: &mut impl GenericClient,
     st: &postgres::Statement,
     params: &Params,
@@ -463,7 +520,7 @@ impl PgStore {
     /// Read the tables (every table, or only a thread's state tables when `thread` is given)
     /// in one REPEATABLE READ, read-only snapshot here (no lock, no wait for writers) and write
     /// them into `to` in one transaction: `(table, rows)` in copy order.
-    fn snapshot_into(
+    pub(super) fn snapshot_into(
         &self,
         to: &mut Store,
         thread: Option<&str>,

@@ -14,6 +14,7 @@
 
 mod copy;
 mod schema;
+mod stage;
 
 pub use copy::{CopyError, CopyReport};
 
@@ -95,6 +96,16 @@ pub enum PgError {
         during: String,
         /// How many times it was tried.
         tries: u32,
+    },
+    /// A stored value this baton cannot read or carry between the backends.
+    #[error("{url}: error: stored row is unreadable: {what}: {why}")]
+    Corrupt {
+        /// The URL, without its password.
+        url: String,
+        /// Which table and column, or which row.
+        what: String,
+        /// Why.
+        why: String,
     },
     /// Any other error of the server or the client.
     #[error("{url}: error: database error while {during}: {source}")]
@@ -290,6 +301,58 @@ impl PgStore {
             .map(|r| r.try_get(0))
             .collect::<Result<_, _>>()
             .map_err(|e| self.err("listing the threads", e))
+    }
+
+    /// The first `<thread>-fork<n>` no stored thread has (a fork named by none).
+    pub(crate) fn free_fork_id(&self, thread: &str) -> Result<String, PgError> {
+        let during = "naming a fork";
+        let mut client = self.client.borrow_mut();
+        let mut k = 1u32;
+        loop {
+            let id = format!("{thread}-fork{k}");
+            let taken = client
+                .query_opt("SELECT 1 FROM threads WHERE id = $1", &[&id])
+                .map_err(|e| self.err(during, e))?
+                .is_some();
+            if !taken {
+                return Ok(id);
+            }
+            k = k.saturating_add(1);
+        }
+    }
+
+    /// For off-band GC: whether `thread`'s handoff is live, superseded or unknown, read after
+    /// the thread's writers have finished: the lookup takes the thread's advisory lock shared
+    /// (`pg_advisory_xact_lock_shared`), which waits for a writer holding it (a delivery in
+    /// progress commits its handoff row or rolls back first) and makes no writer of another
+    /// thread wait.
+    pub fn handoff_liveness(
+        &self,
+        thread: &str,
+        handoff: &str,
+    ) -> Result<crate::deliver::HandoffLiveness, PgError> {
+        use crate::deliver::HandoffLiveness;
+        let during = "looking up a handoff";
+        let mut client = self.client.borrow_mut();
+        let mut tx = client.transaction().map_err(|e| self.err(during, e))?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))",
+            &[&thread],
+        )
+        .map_err(|e| self.err(during, e))?;
+        let status: Option<String> = tx
+            .query_opt(
+                "SELECT status FROM handoffs WHERE thread = $1 AND id = $2",
+                &[&thread, &handoff],
+            )
+            .and_then(|r| r.map(|r| r.try_get(0)).transpose())
+            .map_err(|e| self.err(during, e))?;
+        tx.commit().map_err(|e| self.err(during, e))?;
+        Ok(match status.as_deref() {
+            None => HandoffLiveness::Unknown,
+            Some("superseded") => HandoffLiveness::Superseded,
+            Some(_) => HandoffLiveness::Live,
+        })
     }
 
     fn grant_err(&self, e: postgres::Error) -> DeliveryError {
