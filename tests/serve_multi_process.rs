@@ -20,6 +20,7 @@ fn four_servers_on_one_sqlite_file_keep_every_run_once() {
         calls: 400,
     };
     let (outcome, _) = multi_serve::run(dir.path(), &db, &load);
+    outcome.check_replay(&db);
     // The clients collided on threads (a refusal) and pre-grants were raced, or the load
     // proved nothing.
     assert!(outcome.refused > 0, "{outcome:?}");

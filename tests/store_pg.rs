@@ -49,6 +49,10 @@ fn without_the_feature_a_postgres_url_says_how_to_build_baton() {
 mod store_pg_lifecycle;
 
 #[cfg(feature = "postgres")]
+#[path = "store_pg_serve.rs"]
+mod store_pg_serve;
+
+#[cfg(feature = "postgres")]
 mod postgres_backend {
 
     use baton::deliver::{Grant, GrantStore};

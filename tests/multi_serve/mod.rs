@@ -17,8 +17,8 @@
 //!   ordinals 1..n (none lost, none unacknowledged), each on the provider it was dispatched to
 //!   and completed;
 //! - every one-shot pre-grant was allowed exactly once, the other check told it was used;
-//! - `baton replay --db` replays every logged decision (one per acknowledged dispatch) with no
-//!   difference.
+//! - ([`Outcome::check_replay`]) `baton replay --db` replays every logged decision (one per
+//!   acknowledged dispatch) with no difference.
 //!
 //! Every wait is for an answer; nothing is timed.
 #![allow(dead_code)]
@@ -83,7 +83,24 @@ impl Servers {
             s.children.push(child);
             s.logs.push(log);
         }
+        s.wait_ready();
         s
+    }
+
+    /// Poll until every server accepts connections (the event has no notification), failing
+    /// at once, with its log, when one exited instead.
+    fn wait_ready(&mut self) {
+        for (i, child) in self.children.iter_mut().enumerate() {
+            while std::os::unix::net::UnixStream::connect(&self.sockets[i]).is_err() {
+                if let Some(status) = child.try_wait().expect("the server's status") {
+                    panic!(
+                        "server {i} exited at start ({status}):\n{}",
+                        std::fs::read_to_string(&self.logs[i]).unwrap_or_default()
+                    );
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
     }
 
     /// A new connection to server `i` (waits for its socket).
@@ -287,8 +304,8 @@ pub fn exports(servers: &Servers, load: &Load) -> BTreeMap<String, Value> {
 
 impl Outcome {
     /// The checks of the module's documentation, on the clients' answers and the threads as
-    /// the store exports them; `db` for `baton replay`.
-    pub fn check(&self, load: &Load, threads: &BTreeMap<String, Value>, db: &str) {
+    /// the store exports them (the replay is [`Outcome::check_replay`]).
+    pub fn check(&self, load: &Load, threads: &BTreeMap<String, Value>) {
         assert!(
             self.failures.is_empty(),
             "unexpected answers:\n{}",
@@ -346,7 +363,11 @@ impl Outcome {
                 "the pre-grant of {t} run {run} ({path}) was allowed {allows:?}"
             );
         }
-        // Every logged decision replays to itself.
+    }
+
+    /// `baton replay --db DB` replays every logged decision (one per acknowledged dispatch)
+    /// with no difference.
+    pub fn check_replay(&self, db: &str) {
         let (ok, out, err) = baton(&["replay", "--db", db]);
         assert!(ok, "baton replay: {out}{err}");
         assert_eq!(
@@ -357,8 +378,9 @@ impl Outcome {
     }
 }
 
-/// The whole test: servers started on `db`, threads imported, the load driven, the checks
-/// run, the servers stopped. Returns what the clients saw and the threads' exports.
+/// The whole test: servers started on `db`, threads imported, the load driven, the servers
+/// stopped, the checks run (but the replay: the caller runs [`Outcome::check_replay`] on `db`
+/// or a copy of it). Returns what the clients saw and the threads' exports.
 pub fn run(dir: &Path, db: &str, load: &Load) -> (Outcome, BTreeMap<String, Value>) {
     let servers = Servers::start(dir, db, load.servers);
     import_threads(&servers, load);
@@ -372,6 +394,6 @@ pub fn run(dir: &Path, db: &str, load: &Load) -> (Outcome, BTreeMap<String, Valu
     }
     let threads = exports(&servers, load);
     servers.stop();
-    outcome.check(load, &threads, db);
+    outcome.check(load, &threads);
     (outcome, threads)
 }
