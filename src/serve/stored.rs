@@ -269,7 +269,7 @@ mod pg_pool {
                 _ => (
                     "baton::store::pg::pool_exhausted",
                     format!(
-                        "{}: error: all {} connections of this server's PostgreSQL pool stayed busy for {waited} (the pool is exhausted); nothing of the request was done; send it again, or start the service with a larger --db-pool (within the server's max_connections) or a longer --db-pool-timeout",
+                        "{}: error: every connection of this service's PostgreSQL pool (--db-pool {}) stayed busy for {waited}: the pool is exhausted; nothing of the request was done; send it again, or start the service with a larger --db-pool (within the server's max_connections) or a longer --db-pool-timeout",
                         self.name, self.size
                     ),
                 ),
