@@ -217,5 +217,82 @@ fn thread_state(id: &str) -> baton::State {
     s
 }
 
-criterion_group!(store_pg, benches);
+/// A thread of `n` completed runs alternating between codex and claude every five runs, one
+/// user message each.
+fn long_thread(id: &str, n: u32) -> baton::State {
+    let mut yaml = format!(
+        "version: 1\nthread: {{id: {id}, title: Long}}\nprovider_threads:\n  - {{id: C1, provider: codex, status: active}}\n  - {{id: L1, provider: claude, status: active}}\nruns:\n"
+    );
+    for i in 1..=n {
+        let (p, pt) = if (i - 1) / 5 % 2 == 0 {
+            ("codex", "C1")
+        } else {
+            ("claude", "L1")
+        };
+        yaml += &format!(
+            "  - ordinal: {i}\n    provider: {p}\n    provider_thread: {pt}\n    items:\n      - {{kind: user_message, text: \"message {i}\"}}\n"
+        );
+    }
+    yaml += "request: {provider: codex}\n";
+    baton::state::parse_str(&yaml, baton::state::Format::Yaml, "long.yaml").expect("parses")
+}
+
+/// `turn/{backend}/{runs}`: one dispatch (to the other provider than the last one) and the
+/// `complete_run` of its run, through `store::Db`, on a thread of 100 and of 10,000 runs.
+/// On PostgreSQL each is a staged unit of work (docs/store.md#postgresql), which copies the
+/// thread's rows in: its cost follows the thread.
+fn turns(c: &mut Criterion) {
+    use baton::state::{Item, RunStatus};
+    use baton::store::{Db, DbUrl, DispatchRequest};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sqlite_path = dir.path().join("turns.db");
+    let docs = dir.path().join("docs");
+    let sizes = [100u32, 10_000];
+    {
+        let mut s = Store::open(&sqlite_path).expect("opens");
+        for n in sizes {
+            s.import(&long_thread(&format!("long_{n}"), n))
+                .expect("imports");
+        }
+    }
+    let pg_url = fresh_pg(&format!("baton_turns_{}", std::process::id()));
+    PgStore::open(&pg_url)
+        .expect("opens")
+        .copy_from_sqlite(&Store::open(&sqlite_path).expect("opens"))
+        .expect("copies");
+    let policy = baton::policy::load("default").expect("default");
+    let mut g = c.benchmark_group("turn");
+    g.sample_size(10);
+    for (backend, url) in [
+        ("sqlite", sqlite_path.display().to_string()),
+        ("postgres", pg_url.clone()),
+    ] {
+        let mut db = Db::open(&DbUrl::parse(&url), Duration::from_secs(5)).expect("opens");
+        for n in sizes {
+            let thread = format!("long_{n}");
+            let mut k = 0u64;
+            g.bench_with_input(BenchmarkId::new(backend, n), &n, |b, _| {
+                b.iter(|| {
+                    k += 1;
+                    let req = DispatchRequest {
+                        thread: thread.clone(),
+                        target: if k.is_multiple_of(2) { "codex" } else { "claude" }.into(),
+                        handoff_dir: Some(docs.clone()),
+                        ..Default::default()
+                    };
+                    let d = db.dispatch(&policy, &req).expect("dispatches");
+                    let items = vec![Item::AssistantMessage {
+                        id: None,
+                        text: format!("turn {k}"),
+                    }];
+                    db.complete_run(&thread, d.run, items, RunStatus::Completed)
+                        .expect("completes");
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(store_pg, benches, turns);
 criterion_main!(store_pg);

@@ -222,20 +222,96 @@ mod postgres_backend {
 
     #[test]
     fn a_command_the_backend_does_not_run_yet_says_so() {
+        // The lifecycle commands run on PostgreSQL now (issue 31); the service does not yet.
         let (ok, _, err) = baton(&[
-            "dispatch",
+            "serve",
+            "--stdio",
             "--db",
             "postgres://baton:hunter2@db.internal/baton",
-            "--thread",
-            "t",
-            "--target",
-            "codex",
         ]);
         assert!(!ok);
         assert_eq!(
         err.trim_end(),
-        "postgres://baton:***@db.internal/baton: error: this command does not run on PostgreSQL yet; the PostgreSQL backend runs `baton db init`, `migrate`, `import`, `export`, `copy` and `baton pregrant check` (docs/store.md#postgresql); give a SQLite file with --db"
+        "postgres://baton:***@db.internal/baton: error: this command does not run on PostgreSQL yet; the PostgreSQL backend runs `baton db`, the lifecycle commands (`dispatch`, `complete`, `rollback`, `fork`, `merge-back`, `regenerate`), `explain`/`render --thread`, `replay`, `log export`, `gc` and `baton pregrant check` (docs/store.md#postgresql); give a SQLite file with --db"
     );
+    }
+
+    /// The lifecycle commands on a `postgres://` database: the same output as on SQLite.
+    #[rstest]
+    #[case::sqlite(Backend::Sqlite)]
+    #[case::postgres(Backend::Postgres)]
+    fn the_lifecycle_commands_run_on_either_backend(#[case] backend: Backend) {
+        let (db, _dir) = new_db(backend);
+        let shown = DbUrl::parse(&db).redacted();
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let seed = root.join("examples/seed-switch.yaml");
+        let docs = tempfile::tempdir().expect("tempdir");
+        let docs = docs.path().display().to_string();
+        let (ok, _, err) = baton(&["db", "import", "--db", &db, &seed.display().to_string()]);
+        assert!(ok, "{err}");
+        let dispatch = |target: &str| {
+            baton(&[
+                "dispatch",
+                "--db",
+                &db,
+                "--thread",
+                "th_1",
+                "--target",
+                target,
+                "--handoff-dir",
+                &docs,
+                "--json",
+                "--no-trace",
+            ])
+        };
+        let (ok, out, err) = dispatch("claude");
+        assert!(ok, "{err}");
+        let d: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(d["run"], 9, "{out}");
+        let (ok, _, err) = dispatch("codex");
+        assert!(!ok);
+        assert_eq!(
+            err.trim_end(),
+            format!("{shown}: error: run 9 of thread \"th_1\" is still running; complete it before dispatching again: `baton complete --db {} --thread th_1 --run 9 --items ITEMS_FILE`", baton::store::hint::sh(&shown))
+        );
+        let items = tempfile::NamedTempFile::new().expect("a file");
+        std::fs::write(items.path(), "- kind: assistant_message\n  text: Done.\n").expect("writes");
+        let (ok, out, err) = baton(&[
+            "complete",
+            "--db",
+            &db,
+            "--thread",
+            "th_1",
+            "--run",
+            "9",
+            "--status",
+            "completed",
+            "--items",
+            &items.path().display().to_string(),
+        ]);
+        assert!(ok, "{err}");
+        assert!(
+            out.starts_with("run 9 of th_1: completed (1 item)"),
+            "{out}"
+        );
+        let (ok, out, err) = baton(&["fork", "--db", &db, "--thread", "th_1", "--at", "9"]);
+        assert!(ok, "{err}");
+        assert!(out.contains("as th_1-fork1"), "{out}");
+        let (ok, out, err) = baton(&["rollback", "--db", &db, "--thread", "th_1", "--to", "8"]);
+        assert!(ok, "{err}");
+        assert!(out.starts_with("rolled th_1 back to run 8"), "{out}");
+        let (ok, out, err) = baton(&["replay", "--db", &db, "--json"]);
+        assert!(ok, "{err}");
+        let r: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(r["checked"], 1, "{out}");
+        assert_eq!(r["differences"], serde_json::json!([]), "{out}");
+        let (ok, out, err) = baton(&[
+            "explain", "--db", &db, "--thread", "th_1", "--target", "codex",
+        ]);
+        assert!(ok, "{err}");
+        assert!(!out.is_empty());
+        let (ok, _, err) = baton(&["gc", "--db", &db, "--handoff-dir", &docs, "--dry-run"]);
+        assert!(ok, "{err}");
     }
 
     /// Insert thread `t` so that runs can reference it.

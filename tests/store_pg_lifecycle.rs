@@ -221,3 +221,284 @@ fn a_bad_operation_says_what_is_wrong_and_writes_nothing(#[case] backend: Backen
     after.request = before.request.clone();
     assert_eq!(after.runs, before.runs, "only the dispatched run was added");
 }
+
+/// A second copy of the seed, as thread `id`.
+fn seed_as(id: &str) -> State {
+    let mut s = seed();
+    s.thread.id = id.to_string();
+    s
+}
+
+fn pg(url: &str) -> Db {
+    Db::open(&DbUrl::parse(url), Duration::from_secs(5)).expect("opens")
+}
+
+fn raw(url: &str) -> baton::store::pg::postgres::Client {
+    baton::store::pg::postgres::Client::connect(url, baton::store::pg::postgres::NoTls)
+        .expect("connects")
+}
+
+#[test]
+fn concurrent_dispatches_on_one_thread_serialize_into_one_run_per_ordinal() {
+    const WORKERS: u32 = 4;
+    const EACH: u32 = 4;
+    let (_, url, dir) = seeded(Backend::Postgres);
+    let docs = dir.path().join("docs");
+    let p = policy::load("default").expect("default");
+    let handles: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (url, docs, p) = (url.clone(), docs.clone(), p.clone());
+            std::thread::spawn(move || {
+                let mut db = pg(&url);
+                let target = ["claude", "codex"][usize::try_from(w % 2).unwrap_or(0)];
+                let mut done = 0;
+                while done < EACH {
+                    // Another connection's run is still running: try again once it is not.
+                    match db.dispatch(&p, &req(&docs, "th_1", target, None)) {
+                        Ok(d) => {
+                            db.complete_run(
+                                "th_1",
+                                d.run,
+                                items(d.run, "done"),
+                                RunStatus::Completed,
+                            )
+                            .expect("completes its own run");
+                            done += 1;
+                        }
+                        Err(DbError::Store(baton::store::StoreError::RunInProgress { .. })) => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("joins");
+    }
+    let db = pg(&url);
+    let s = db.export("th_1").expect("exports");
+    let ordinals: Vec<u32> = s.runs.iter().map(|r| r.ordinal).collect();
+    let want: Vec<u32> = (1..=8 + WORKERS * EACH).collect();
+    assert_eq!(ordinals, want, "one run per ordinal, none lost");
+    assert!(s.runs.iter().all(|r| r.status != RunStatus::Running));
+    let report = db.replay(&ReplayFilter::default(), &[]).expect("replays");
+    assert_eq!(report.checked, usize::try_from(WORKERS * EACH).unwrap_or(0));
+    assert!(report.differences.is_empty(), "{report:?}");
+}
+
+#[test]
+fn a_dispatch_on_another_thread_does_not_wait_for_a_held_thread() {
+    let (mut db, url, dir) = seeded(Backend::Postgres);
+    db.import(&seed_as("other")).expect("imports");
+    let docs = dir.path().join("docs");
+    let p = policy::load("default").expect("default");
+    // Another connection holds th_1's lock (as a writer of th_1 would, mid-operation).
+    let mut holder = raw(&url);
+    holder
+        .execute("SELECT pg_advisory_lock(hashtextextended('th_1', 0))", &[])
+        .expect("locks th_1");
+    let d = db
+        .dispatch(&p, &req(&docs, "other", "claude", None))
+        .expect("another thread is not blocked");
+    assert_eq!(d.run, 9);
+    // A writer of th_1 waits for the holder, then sees everything it committed.
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let waiter = {
+        let (url, docs, p) = (url.clone(), docs.clone(), p.clone());
+        std::thread::spawn(move || {
+            let mut db = pg(&url);
+            started_tx.send(()).expect("signals");
+            db.dispatch(&p, &req(&docs, "th_1", "claude", None))
+        })
+    };
+    started_rx.recv().expect("started");
+    holder
+        .execute(
+            "SELECT pg_advisory_unlock(hashtextextended('th_1', 0))",
+            &[],
+        )
+        .expect("unlocks");
+    let d = waiter
+        .join()
+        .expect("joins")
+        .expect("dispatches once th_1 is free");
+    assert_eq!(d.run, 9);
+}
+
+#[test]
+fn a_connection_lost_in_the_write_back_leaves_no_half_written_run_and_says_what_to_do() {
+    let (mut db, url, dir) = seeded(Backend::Postgres);
+    let docs = dir.path().join("docs");
+    let p = policy::load("default").expect("default");
+    let before = db.export("th_1").expect("exports");
+    // The server loses the connection as the run's row is written (after the provider thread's
+    // and the handoff's rows of the same transaction).
+    raw(&url)
+        .batch_execute(
+            "CREATE FUNCTION lose() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NEW; END $$;
+             CREATE TRIGGER lose BEFORE INSERT ON runs FOR EACH ROW EXECUTE FUNCTION lose();",
+        )
+        .expect("arms");
+    let e = db
+        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .expect_err("the connection is lost");
+    let shown = DbUrl::parse(&url).redacted();
+    assert_eq!(
+        e.to_string(),
+        format!("{shown}: error: the connection to the PostgreSQL server was lost while writing runs; nothing of it was recorded (the server rolled the transaction back); run it again when the server is reachable")
+    );
+    raw(&url)
+        .batch_execute("DROP TRIGGER lose ON runs")
+        .expect("disarms");
+    let mut db = pg(&url);
+    assert_eq!(
+        db.export("th_1").expect("exports"),
+        before,
+        "nothing was written"
+    );
+    let mut c = raw(&url);
+    let logged: i64 = c
+        .query_one("SELECT COUNT(*) FROM decision_log", &[])
+        .expect("counts")
+        .get(0);
+    assert_eq!(logged, 0, "no decision logged either");
+    // Run again when the server is reachable: it is recorded whole.
+    let d = db
+        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .expect("dispatches");
+    assert_eq!(d.run, 9);
+}
+
+#[test]
+fn a_serialization_failure_in_a_dispatch_is_retried_then_given_up_with_what_to_do() {
+    let (mut db, url, dir) = seeded(Backend::Postgres);
+    let docs = dir.path().join("docs");
+    let p = policy::load("default").expect("default");
+    // The run's insert fails with a serialization failure while the sequence is below `n`
+    // (a sequence is not rolled back: each try counts).
+    let arm = |n: i64| {
+        raw(&url)
+            .batch_execute(&format!(
+                "DROP TRIGGER IF EXISTS conflict ON runs;
+                 DROP SEQUENCE IF EXISTS tries; CREATE SEQUENCE tries;
+                 CREATE OR REPLACE FUNCTION conflict() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN
+                     IF nextval('tries') <= {n} THEN
+                         RAISE EXCEPTION 'conflict' USING ERRCODE = '40001';
+                     END IF;
+                     RETURN NEW;
+                 END $$;
+                 CREATE TRIGGER conflict BEFORE INSERT ON runs
+                     FOR EACH ROW EXECUTE FUNCTION conflict();"
+            ))
+            .expect("arms");
+    };
+    arm(2);
+    let d = db
+        .dispatch(&p, &req(&docs, "th_1", "claude", None))
+        .expect("the third try commits");
+    assert_eq!(d.run, 9);
+    let runs = db.export("th_1").expect("exports").runs.len();
+    assert_eq!(runs, 9, "one run, from the try that committed");
+    db.complete_run("th_1", 9, items(9, "ok"), RunStatus::Completed)
+        .expect("completes");
+    arm(1000);
+    let e = db
+        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .expect_err("given up");
+    let shown = DbUrl::parse(&url).redacted();
+    let tries = baton::store::pg::MAX_TRIES;
+    assert_eq!(
+        e.to_string(),
+        format!("{shown}: error: dispatching conflicted with concurrent writers {tries} times (serialization failure or deadlock) and was given up; nothing of it was recorded; run it again")
+    );
+    assert_eq!(db.export("th_1").expect("exports").runs.len(), 9);
+    let used: i64 = raw(&url)
+        .query_one("SELECT last_value FROM tries", &[])
+        .expect("reads")
+        .get(0);
+    assert_eq!(used, i64::from(tries), "tried {tries} times, no more");
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+fn gc_keeps_a_live_handoff_and_removes_a_superseded_one(#[case] backend: Backend) {
+    let (mut db, _, dir) = seeded(backend);
+    let docs = dir.path().join("docs");
+    let p = policy::load("default").expect("default");
+    let d = db
+        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .expect("dispatches");
+    let h = d.handoff.expect("a handoff");
+    let opts = HandoffOptions {
+        handoff_dir: Some(docs.clone()),
+        ..Default::default()
+    };
+    let again = db
+        .regenerate(&p, "th_1", &h.id, &opts)
+        .expect("regenerates")
+        .handoff
+        .expect("a new handoff");
+    let offband = baton::store::OffbandStore::new(Some(docs.clone()));
+    let retention = baton::store::Retention {
+        max_age: Some(Duration::from_secs(3600)),
+        max_per_thread: Some(100),
+    };
+    let report = db
+        .collect_documents(&offband, &retention, std::time::SystemTime::now(), false)
+        .expect("collects");
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let live = again.document_path.expect("an off-band document");
+    assert!(live.exists(), "the live handoff's document stays");
+    let old = h.document_path.expect("an off-band document");
+    assert!(!old.exists(), "the superseded handoff's document goes");
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+fn a_replaced_thread_s_logged_decisions_still_replay(#[case] backend: Backend) {
+    let (mut db, _, dir) = seeded(backend);
+    let docs = dir.path().join("docs");
+    let p = policy::load("default").expect("default");
+    for (i, target) in ["codex", "claude", "codex"].into_iter().enumerate() {
+        let d = db
+            .dispatch(&p, &req(&docs, "th_1", target, None))
+            .expect("dispatches");
+        assert_eq!(d.run, 9 + u32::try_from(i).unwrap_or(0));
+        db.complete_run("th_1", d.run, items(d.run, "done"), RunStatus::Completed)
+            .expect("completes");
+    }
+    let mut fresh = seed();
+    fresh.runs.truncate(3);
+    fresh
+        .handoffs
+        .retain(|h| h.covered.to <= 3 && h.target_run.is_some_and(|t| t <= 3));
+    fresh.transfers.clear();
+    fresh.checkpoints.clear();
+    for r in &mut fresh.runs {
+        r.handoff = r
+            .handoff
+            .take()
+            .filter(|h| fresh.handoffs.iter().any(|x| &x.id == h));
+    }
+    for h in &mut fresh.handoffs {
+        h.transfer = None;
+        h.supersedes = None;
+    }
+    db.import(&fresh).expect_err("already stored");
+    db.import_with(&fresh, true).expect("replaces");
+    assert_eq!(db.export("th_1").expect("exports").runs.len(), 3);
+    let d = db
+        .dispatch(&p, &req(&docs, "th_1", "claude", None))
+        .expect("dispatches");
+    assert_eq!(d.run, 4);
+    let report = db.replay(&ReplayFilter::default(), &[]).expect("replays");
+    assert_eq!(
+        (report.checked, report.differences.len()),
+        (4, 0),
+        "{report:?}"
+    );
+}

@@ -16,7 +16,13 @@ const DB_EXTENSIONS: &[&str] = &["db", "sqlite", "sqlite3", "db3"];
 /// Ok when `db` is a file; else print the error for the reading command `command` (as the
 /// user would type it, `baton db export`) and give exit 1.
 pub(crate) fn require_existing(db: &Path, command: &str) -> Result<(), u8> {
-    super::store::refuse_postgres(db)?;
+    if let crate::store::DbUrl::Postgres(_) = crate::store::DbUrl::parse(&db.to_string_lossy()) {
+        // A server's database: opening it says whether it is there.
+        #[cfg(feature = "postgres")]
+        return Ok(());
+        #[cfg(not(feature = "postgres"))]
+        return super::store::refuse_postgres(db);
+    }
     if db.is_file() {
         return Ok(());
     }

@@ -115,7 +115,13 @@ pub(crate) fn gc(a: GcArgs) -> u8 {
         );
         None
     } else {
-        match open_existing(&db, "baton gc") {
+        let opened = match crate::store::DbUrl::parse(&db.to_string_lossy()) {
+            crate::store::DbUrl::Postgres(_) => super::store::open_db_existing(&db),
+            crate::store::DbUrl::Sqlite(_) => {
+                open_existing(&db, "baton gc").map(crate::store::Db::Sqlite)
+            }
+        };
+        match opened {
             Ok(s) => Some(s),
             Err(code) => return code,
         }

@@ -3,7 +3,6 @@
 
 use super::commands::{FAIL, OK, USAGE};
 use super::store::db_path;
-use crate::store::Store;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -97,14 +96,12 @@ fn export(a: LogExportArgs) -> u8 {
     if let Err(c) = super::dbcheck::require_existing(&db, "baton log export") {
         return c;
     }
-    let rows =
-        Store::open_read_only(&db).and_then(|s| s.logged_decisions(since, mask.keeps("input")));
-    let rows = match rows {
+    let rows = match super::store::open_db_existing(&db).and_then(|s| {
+        s.logged_decisions(since, mask.keeps("input"))
+            .map_err(super::store::fail_db)
+    }) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("{}", super::errors::store_error(&e));
-            return FAIL;
-        }
+        Err(c) => return c,
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

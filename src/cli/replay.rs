@@ -62,12 +62,18 @@ pub(crate) fn replay(a: ReplayArgs) -> u8 {
     if let Err(c) = super::dbcheck::require_existing(&db, "baton replay") {
         return c;
     }
-    let store = match Store::open(&db) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{}", super::errors::store_error(&e));
-            return FAIL;
-        }
+    let store = match crate::store::DbUrl::parse(&db.to_string_lossy()) {
+        crate::store::DbUrl::Sqlite(_) => match Store::open(&db) {
+            Ok(s) => crate::store::Db::Sqlite(s),
+            Err(e) => {
+                eprintln!("{}", super::errors::store_error(&e));
+                return FAIL;
+            }
+        },
+        crate::store::DbUrl::Postgres(_) => match super::store::open_db_existing(&db) {
+            Ok(s) => s,
+            Err(c) => return c,
+        },
     };
     let mut policies = Vec::new();
     for dir in &a.policy_dir {
@@ -83,12 +89,9 @@ pub(crate) fn replay(a: ReplayArgs) -> u8 {
         thread: a.thread.clone(),
         run: a.run,
     };
-    let report = match crate::store::replay(&store, &filter, &policies) {
+    let report = match store.replay(&filter, &policies) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("{}", super::errors::store_error(&e));
-            return FAIL;
-        }
+        Err(e) => return super::store::fail_db(e),
     };
     if a.json {
         outln!(

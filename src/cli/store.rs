@@ -281,6 +281,38 @@ fn open(db: &Path) -> Result<Store, u8> {
     })
 }
 
+/// The database of a lifecycle command (`dispatch`, `complete`, `rollback`, `fork`,
+/// `merge-back`, `regenerate`): a SQLite file (created and migrated as [`open`] does) or a
+/// PostgreSQL database (migrated), as `db` names it.
+fn open_db(db: &Path) -> Result<store::Db, u8> {
+    let url = store::DbUrl::parse(&db.to_string_lossy());
+    #[cfg(not(feature = "postgres"))]
+    if let store::DbUrl::Postgres(u) = &url {
+        return Err(init_postgres(u, false));
+    }
+    store::Db::open(&url, busy_timeout()).map_err(fail_db)
+}
+
+/// The database of a reading command: a SQLite file opened read-only ([`open_read_only`]), or a
+/// PostgreSQL database at the current schema (never migrated).
+pub(crate) fn open_db_existing(db: &Path) -> Result<store::Db, u8> {
+    let url = store::DbUrl::parse(&db.to_string_lossy());
+    #[cfg(not(feature = "postgres"))]
+    if let store::DbUrl::Postgres(u) = &url {
+        return Err(init_postgres(u, false));
+    }
+    store::Db::open_existing(&url).map_err(fail_db)
+}
+
+/// A [`store::DbError`] as `baton` prints it (a store error with the command that helps).
+pub(crate) fn fail_db(e: store::DbError) -> u8 {
+    match e.as_store() {
+        Some(s) => eprintln!("{}", super::errors::store_error(s)),
+        None => eprintln!("{e}"),
+    }
+    FAIL
+}
+
 /// Reading commands (`db export`, `explain`/`render --thread`) open the database read-only:
 /// they work on a read-only file and never migrate or create one.
 fn open_read_only(db: &Path) -> Result<Store, u8> {
@@ -300,7 +332,7 @@ pub(crate) fn refuse_postgres(db: &Path) -> Result<(), u8> {
         #[cfg(feature = "postgres")]
         url @ store::DbUrl::Postgres(_) => {
             eprintln!(
-                "{url}: error: this command does not run on PostgreSQL yet; the PostgreSQL backend runs `baton db init`, `migrate`, `import`, `export`, `copy` and `baton pregrant check` (docs/store.md#postgresql); give a SQLite file with --db"
+                "{url}: error: this command does not run on PostgreSQL yet; the PostgreSQL backend runs `baton db`, the lifecycle commands (`dispatch`, `complete`, `rollback`, `fork`, `merge-back`, `regenerate`), `explain`/`render --thread`, `replay`, `log export`, `gc` and `baton pregrant check` (docs/store.md#postgresql); give a SQLite file with --db"
             );
             Err(FAIL)
         }
@@ -332,18 +364,13 @@ type Importer = Box<dyn FnMut(&State, bool) -> Result<(), String>>;
 
 #[cfg(feature = "postgres")]
 fn postgres_importer(url: &str) -> Result<Importer, u8> {
-    let pg = store::pg::PgStore::open(url).map_err(|e| {
-        eprintln!("{e}");
-        FAIL
-    })?;
+    let mut db = store::Db::open(&store::DbUrl::Postgres(url.to_string()), busy_timeout())
+        .map_err(fail_db)?;
     Ok(Box::new(move |s, replace| {
-        if replace {
-            return Err(format!(
-                "{}: error: `baton db import --replace` does not run on PostgreSQL yet; import into an empty thread id",
-                pg.url()
-            ));
-        }
-        pg.import(s).map_err(|e| e.to_string())
+        db.import_with(s, replace).map_err(|e| match e.as_store() {
+            Some(s) => super::errors::store_error(s),
+            None => e.to_string(),
+        })
     }))
 }
 
@@ -476,8 +503,8 @@ pub(crate) fn load_state(src: &StateSource, command: &str) -> Result<State, u8> 
     };
     let db = db_path(src.db.as_deref()).0;
     super::dbcheck::require_existing(&db, command)?;
-    let store = open_read_only(&db)?;
-    store.load(thread).map_err(fail)
+    let store = open_db_existing(&db)?;
+    store.load(thread).map_err(fail_db)
 }
 
 /// `explain --thread ID [--db FILE]`: the stored thread's decision ([`Store::decide`], which
@@ -496,8 +523,8 @@ pub(crate) fn decide_stored(
     };
     let db = db_path(src.db.as_deref()).0;
     super::dbcheck::require_existing(&db, command)?;
-    let store = open_read_only(&db)?;
-    store.decide(engine, thread, target).map_err(fail)
+    let store = open_db_existing(&db)?;
+    store.decide(engine, thread, target).map_err(fail_db)
 }
 
 pub(crate) fn db(a: DbArgs) -> u8 {
@@ -726,7 +753,7 @@ pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
         Ok(e) => e,
         Err(c) => return c,
     };
-    let mut store = match open(&a.db.resolve()) {
+    let mut store = match open_db(&a.db.resolve()) {
         Ok(s) => s,
         Err(c) => return c,
     };
@@ -747,7 +774,7 @@ pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
             ..Default::default()
         }),
     };
-    match store::dispatch(&mut store, engine.policy(), &req) {
+    match store.dispatch(engine.policy(), &req) {
         Ok(d) if d.started => {
             print_dispatched(&d, a.out, "started");
             OK
@@ -759,16 +786,16 @@ pub(crate) fn dispatch(a: DispatchArgs) -> u8 {
                 let report = store::DispatchReport::from(d.clone());
                 json_out(&store::report::to_value(&report, !a.out.no_trace));
             }
-            eprintln!("{}", not_started(&d, &a.db.resolve(), &a.thread));
+            eprintln!("{}", not_started(&d, &store.name(), &a.thread));
             FAIL
         }
-        Err(e) => fail(e),
+        Err(e) => fail_db(e),
     }
 }
 
 /// The one message of a dispatch the policy decided `unsupported`: nothing was started, why,
 /// and the command that dispatches to another provider.
-fn not_started(d: &Dispatched, db: &Path, thread: &str) -> String {
+fn not_started(d: &Dispatched, db: &str, thread: &str) -> String {
     use crate::store::hint::sh;
     let dec = &d.decision;
     format!(
@@ -781,7 +808,7 @@ fn not_started(d: &Dispatched, db: &Path, thread: &str) -> String {
             .as_deref()
             .unwrap_or(dec.decided_by.rule.as_str()),
         dec.decided_by.at,
-        sh(&db.display().to_string()),
+        sh(db),
         sh(thread)
     )
 }
@@ -829,7 +856,7 @@ pub(crate) fn complete(a: CompleteArgs) -> u8 {
         Ok(i) => i,
         Err(c) => return c,
     };
-    let mut store = match open(&a.db.resolve()) {
+    let mut store = match open_db(&a.db.resolve()) {
         Ok(s) => s,
         Err(c) => return c,
     };
@@ -837,7 +864,7 @@ pub(crate) fn complete(a: CompleteArgs) -> u8 {
         ended_at: Some(jiff::Timestamp::now().to_string()),
         workspace: a.cwd.as_deref().map(|c| crate::workspace::live(c).0),
     };
-    match store::complete_run_with(&mut store, &a.thread, a.run, items, status, &end) {
+    match store.complete_run_with(&a.thread, a.run, items, status, &end) {
         Ok(c) if a.json => {
             json_out(&c);
             OK
@@ -856,7 +883,7 @@ pub(crate) fn complete(a: CompleteArgs) -> u8 {
             ));
             OK
         }
-        Err(e) => fail(e),
+        Err(e) => fail_db(e),
     }
 }
 
@@ -865,17 +892,18 @@ pub(crate) fn rollback(a: RollbackArgs) -> u8 {
         Ok(e) => e,
         Err(c) => return c,
     };
-    let mut store = match open(&a.db.resolve()) {
+    let mut store = match open_db(&a.db.resolve()) {
         Ok(s) => s,
         Err(c) => return c,
     };
-    let rolled = store::rollback(&mut store, &a.thread, a.to).map(|mut r| {
+    let rolled = store.rollback(&a.thread, a.to).map(|mut r| {
         // The rollback is committed; advice that cannot be given is a warning, not a failure.
-        if let Err(e) = store::advise_rollback(&store, &engine, &mut r) {
-            eprintln!(
-                "warning: cannot decide the next runs after the rollback: {}",
-                super::errors::store_error(&e)
-            );
+        if let Err(e) = store.advise_rollback(&engine, &mut r) {
+            let why = match e.as_store() {
+                Some(s) => super::errors::store_error(s),
+                None => e.to_string(),
+            };
+            eprintln!("warning: cannot decide the next runs after the rollback: {why}");
         }
         r
     });
@@ -918,16 +946,16 @@ pub(crate) fn rollback(a: RollbackArgs) -> u8 {
             }
             OK
         }
-        Err(e) => fail(e),
+        Err(e) => fail_db(e),
     }
 }
 
 pub(crate) fn fork(a: ForkArgs) -> u8 {
-    let mut store = match open(&a.db.resolve()) {
+    let mut store = match open_db(&a.db.resolve()) {
         Ok(s) => s,
         Err(c) => return c,
     };
-    match store::fork(&mut store, &a.thread, a.at, a.child.as_deref()) {
+    match store.fork(&a.thread, a.at, a.child.as_deref()) {
         Ok(r) if a.json => {
             json_out(&r);
             OK
@@ -939,7 +967,7 @@ pub(crate) fn fork(a: ForkArgs) -> u8 {
             ));
             OK
         }
-        Err(e) => fail(e),
+        Err(e) => fail_db(e),
     }
 }
 
@@ -952,16 +980,16 @@ fn handoff_command(
     out: JsonArgs,
     what: &str,
     op: impl FnOnce(
-        &mut Store,
+        &mut store::Db,
         &crate::policy::Policy,
         &store::HandoffOptions,
-    ) -> Result<Dispatched, StoreError>,
+    ) -> Result<Dispatched, store::DbError>,
 ) -> u8 {
     let engine = match engine_of(h) {
         Ok(e) => e,
         Err(c) => return c,
     };
-    let mut store = match open(&db.resolve()) {
+    let mut store = match open_db(&db.resolve()) {
         Ok(s) => s,
         Err(c) => return c,
     };
@@ -976,7 +1004,7 @@ fn handoff_command(
             print_dispatched(&d, out, what);
             OK
         }
-        Err(e) => fail(e),
+        Err(e) => fail_db(e),
     }
 }
 
@@ -987,7 +1015,7 @@ pub(crate) fn merge_back(a: MergeBackArgs) -> u8 {
         a.message.clone(),
         a.out,
         "merge-back for parent",
-        |store, policy, opts| store::merge_back(store, policy, &a.thread, opts),
+        |store, policy, opts| store.merge_back(policy, &a.thread, opts),
     )
 }
 
@@ -998,6 +1026,6 @@ pub(crate) fn regenerate(a: RegenerateArgs) -> u8 {
         a.message.clone(),
         a.out,
         "regenerated for",
-        |store, policy, opts| store::regenerate(store, policy, &a.thread, &a.handoff, opts),
+        |store, policy, opts| store.regenerate(policy, &a.thread, &a.handoff, opts),
     )
 }

@@ -364,6 +364,24 @@ impl Db {
         }
     }
 
+    /// Import a thread, replacing a stored thread of the same id when `replace` holds (the
+    /// log's rows naming its items keep a copy of them first, as on SQLite).
+    pub fn import_with(&mut self, state: &State, replace: bool) -> Result<(), DbError> {
+        match self {
+            Db::Sqlite(s) => Ok(s.import_with(state, replace)?),
+            #[cfg(feature = "postgres")]
+            Db::Postgres(p) if !replace => Ok(p.import(state)?),
+            #[cfg(feature = "postgres")]
+            Db::Postgres(p) => p.staged_with(
+                &[&state.thread.id],
+                "importing a thread",
+                super::pg::LogRows::All,
+                threads::none,
+                |mem| mem.import_with(state, true),
+            ),
+        }
+    }
+
     /// The stored thread as a state file.
     pub fn export(&self, thread: &str) -> Result<State, DbError> {
         match self {
@@ -476,6 +494,38 @@ impl Db {
             Db::Sqlite(s) => Some(s),
             #[cfg(feature = "postgres")]
             Db::Postgres(_) => None,
+        }
+    }
+}
+
+/// The pre-grants of either backend (on PostgreSQL a one-shot use is one conditional update).
+impl crate::deliver::GrantStore for Db {
+    fn find(&self, thread: &str, run: u32) -> Result<Vec<crate::deliver::Grant>, DeliveryError> {
+        match self {
+            Db::Sqlite(s) => s.find(thread, run),
+            #[cfg(feature = "postgres")]
+            Db::Postgres(p) => p.find(thread, run),
+        }
+    }
+
+    fn consume(
+        &mut self,
+        thread: &str,
+        run: u32,
+        path: &std::path::Path,
+    ) -> Result<bool, DeliveryError> {
+        match self {
+            Db::Sqlite(s) => s.consume(thread, run, path),
+            #[cfg(feature = "postgres")]
+            Db::Postgres(p) => p.consume(thread, run, path),
+        }
+    }
+
+    fn insert(&mut self, g: crate::deliver::Grant) -> Result<(), DeliveryError> {
+        match self {
+            Db::Sqlite(s) => s.insert(g),
+            #[cfg(feature = "postgres")]
+            Db::Postgres(p) => p.insert(g),
         }
     }
 }

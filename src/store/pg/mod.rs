@@ -17,6 +17,7 @@ mod schema;
 mod stage;
 
 pub use copy::{CopyError, CopyReport};
+pub(crate) use stage::LogRows;
 
 /// The rust-postgres client this backend is built on, for callers of
 /// [`PgStore::with_thread`] (whose operation gets a [`postgres::Transaction`]).

@@ -34,6 +34,16 @@ const LOG_ROWS: i64 = 48;
 /// had not locked: a merge-back that arrived meanwhile) before the operation gives up.
 const MAX_WIDENINGS: u32 = 8;
 
+/// Which of a thread's decision-log rows are staged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogRows {
+    /// What an operation that logs a decision reads: the latest rows, the merge-back rows
+    /// and what they refer to.
+    Latest,
+    /// Every row (an import that replaces the thread rewrites each row naming its items).
+    All,
+}
+
 /// The rows staged, by table, by primary key.
 #[derive(Default)]
 struct Staged {
@@ -106,6 +116,18 @@ impl PgStore {
         threads: &[&str],
         during: &str,
         also: impl Fn(&mut Transaction<'_>, &str) -> Result<Vec<String>, postgres::Error>,
+        op: impl FnMut(&mut Store) -> Result<T, StoreError>,
+    ) -> Result<T, DbError> {
+        self.staged_with(threads, during, LogRows::Latest, also, op)
+    }
+
+    /// [`PgStore::staged`], staging `log` of each thread's decision log.
+    pub(crate) fn staged_with<T>(
+        &self,
+        threads: &[&str],
+        during: &str,
+        log: LogRows,
+        also: impl Fn(&mut Transaction<'_>, &str) -> Result<Vec<String>, postgres::Error>,
         mut op: impl FnMut(&mut Store) -> Result<T, StoreError>,
     ) -> Result<T, DbError> {
         let mut locked: Vec<String> = threads.iter().map(|t| t.to_string()).collect();
@@ -136,7 +158,7 @@ impl PgStore {
                     return Ok(None);
                 }
                 let mut mem = Store::open_staging(&self.url)?;
-                let staged = self.stage(&mut tx, &mut mem, &locked, during)?;
+                let staged = self.stage(&mut tx, &mut mem, &locked, log, during)?;
                 let out = op(&mut mem)?;
                 crate::store::fault("pg:before_write_back");
                 self.write_back(&mut tx, &mem, &staged, during)?;
@@ -193,7 +215,7 @@ impl PgStore {
                     .start()
                     .map_err(|e| self.err(during, e))?;
                 let threads: Vec<String> = threads.iter().map(|t| t.to_string()).collect();
-                self.stage(&mut tx, &mut mem, &threads, during)?;
+                self.stage(&mut tx, &mut mem, &threads, LogRows::Latest, during)?;
                 tx.commit().map_err(|e| self.err(during, e))?;
             }
         }
@@ -206,6 +228,7 @@ impl PgStore {
         tx: &mut impl GenericClient,
         mem: &mut Store,
         threads: &[String],
+        log_rows: LogRows,
         during: &str,
     ) -> Result<Staged, DbError> {
         let url = self.url.as_str();
@@ -229,10 +252,14 @@ impl PgStore {
             }));
         };
         for th in threads {
-            for clause in [
-                format!("thread = $1 ORDER BY run DESC, id DESC LIMIT {LOG_ROWS}"),
-                "thread = $1 AND operation = 'merge_back'".to_string(),
-            ] {
+            let clauses = match log_rows {
+                LogRows::Latest => vec![
+                    format!("thread = $1 ORDER BY run DESC, id DESC LIMIT {LOG_ROWS}"),
+                    "thread = $1 AND operation = 'merge_back'".to_string(),
+                ],
+                LogRows::All => vec!["thread = $1".to_string()],
+            };
+            for clause in clauses {
                 let rows = copy::read_pg_where(tx, url, log, &clause, &[th]).map_err(cerr)?;
                 copy::stage_sqlite(&stx, &name, log, &rows)?;
                 staged.add(log, &rows);
@@ -271,8 +298,6 @@ impl PgStore {
         staged: &Staged,
         during: &str,
     ) -> Result<(), DbError> {
-        let url = self.url.as_str();
-        let cerr = |e| copy_err(url, e);
         let none = BTreeMap::new();
         let mut ids: HashMap<i64, i64> = HashMap::new();
         let mut removed: Vec<(&Table, copy::Rows)> = Vec::new();
@@ -336,6 +361,21 @@ impl PgStore {
                     }
                     self.update_rows(tx, t, &changed)?;
                 }
+                "handoffs" => {
+                    // A handoff row changes only its status in place (a trigger refuses any
+                    // other update); one replaced by an import is deleted and inserted again.
+                    let insert = copy::insert_sql(t, |i| format!("${i}"));
+                    self.execute_rows(tx, t, &insert, &new)?;
+                    let (status_only, replaced): (copy::Rows, copy::Rows) =
+                        changed.into_iter().partition(|r| {
+                            before
+                                .get(&key_of(t, r))
+                                .is_some_and(|b| same_but_status(t, b, r))
+                        });
+                    self.update_rows(tx, t, &status_only)?;
+                    self.delete_rows(tx, t, &replaced)?;
+                    self.execute_rows(tx, t, &insert, &replaced)?;
+                }
                 _ => {
                     let insert = copy::insert_sql(t, |i| format!("${i}"));
                     self.execute_rows(tx, t, &insert, &new)?;
@@ -345,19 +385,21 @@ impl PgStore {
         }
         // Children first.
         for (t, gone) in removed.into_iter().rev() {
-            if gone.is_empty() {
-                continue;
-            }
-            let keys: copy::Rows = gone.iter().map(|r| key_values(t, r)).collect();
-            let sql = format!("DELETE FROM {} WHERE {}", t.name, key_clause(t, 1));
-            let st = tx
-                .prepare(&sql)
-                .map_err(|e| self.err(&format!("writing {}", t.name), e))?;
-            let params = copy::pg_params(url, t, &keys, st.params()).map_err(cerr)?;
-            copy::insert_pg(tx, &st, &params)
-                .map_err(|e| self.err(&format!("writing {}", t.name), e))?;
+            self.delete_rows(tx, t, &gone)?;
         }
         Ok(())
+    }
+
+    /// Delete `rows` by their primary key.
+    fn delete_rows(
+        &self,
+        tx: &mut Transaction<'_>,
+        t: &Table,
+        rows: &copy::Rows,
+    ) -> Result<(), DbError> {
+        let keys: copy::Rows = rows.iter().map(|r| key_values(t, r)).collect();
+        let sql = format!("DELETE FROM {} WHERE {}", t.name, key_clause(t, 1));
+        self.execute_rows(tx, t, &sql, &keys)
     }
 
     /// Run `sql` once per row of `rows` (its parameters in the table's column order).
@@ -410,6 +452,14 @@ impl PgStore {
             .collect();
         self.execute_rows(tx, t, &sql, &with_keys)
     }
+}
+
+/// Whether rows `a` and `b` of `t` differ in their `status` column only.
+fn same_but_status(t: &Table, a: &[Value], b: &[Value]) -> bool {
+    t.columns
+        .iter()
+        .zip(a.iter().zip(b))
+        .all(|(c, (x, y))| *c == "status" || x == y)
 }
 
 /// `k1 = $from AND k2 = $(from + 1) ...`.
