@@ -276,7 +276,12 @@ fn turns(c: &mut Criterion) {
                     k += 1;
                     let req = DispatchRequest {
                         thread: thread.clone(),
-                        target: if k.is_multiple_of(2) { "codex" } else { "claude" }.into(),
+                        target: if k.is_multiple_of(2) {
+                            "codex"
+                        } else {
+                            "claude"
+                        }
+                        .into(),
                         handoff_dir: Some(docs.clone()),
                         ..Default::default()
                     };

@@ -48,8 +48,8 @@ fn fresh_db() -> String {
 /// Issue 31's multi-process test: 4 `baton serve` processes on one PostgreSQL database, 2,000
 /// concurrent `dispatch` and `completeRun` calls over 50 threads; then no run started twice or
 /// lost, every one-shot pre-grant allowed once, the database copied to a SQLite file
-/// (`baton db copy`) exports every thread the same, and `baton replay` of the copy replays
-/// every logged decision with no difference.
+/// (`baton db copy`) exports every thread the same, and `baton replay` of both replays every
+/// logged decision with no difference.
 #[test]
 fn four_servers_on_one_postgres_database_keep_every_run_once() {
     let db = fresh_db();
@@ -100,7 +100,8 @@ fn four_servers_on_one_postgres_database_keep_every_run_once() {
         );
     }
     assert_eq!(sqlite.threads().expect("threads").len(), load.threads);
-    // Every logged decision replays to itself, from the copy.
+    // Every logged decision replays to itself, on PostgreSQL and from the copy.
+    outcome.check_replay(&db);
     outcome.check_replay(&file);
 }
 

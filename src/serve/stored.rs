@@ -379,19 +379,7 @@ pub struct ImportParams {
 }
 
 pub fn import(pool: &StorePool, state: State, replace: bool) -> Result<Value, RpcError> {
-    pool.write(|db| match (db, replace) {
-        (Db::Sqlite(s), _) => s.import_with(&state, replace).map_err(|e| store_error(&e)),
-        #[cfg(feature = "postgres")]
-        (db @ Db::Postgres(_), false) => db.import(&state).map_err(|e| db_error(&e)),
-        #[cfg(feature = "postgres")]
-        (db @ Db::Postgres(_), true) => Err(RpcError::new(
-            code::STORE_ERROR,
-            format!(
-                "{}: error: `thread/import` with `replace` does not run on PostgreSQL yet; nothing was changed; import the thread under a new id, or roll it back (`rollback`) instead of replacing it",
-                db.name()
-            ),
-        )),
-    })?;
+    pool.write_op(|db| db.import_with(&state, replace))?;
     Ok(json!(store::ImportReport {
         thread: state.thread.id,
         runs: state.runs.len(),
@@ -653,12 +641,7 @@ pub fn pregrant_check(pool: &StorePool, p: PregrantParams) -> Result<Value, RpcE
         args,
     };
     pool.write(|db| {
-        let grants: &mut dyn crate::deliver::GrantStore = match db {
-            Db::Sqlite(s) => s,
-            #[cfg(feature = "postgres")]
-            Db::Postgres(p) => p,
-        };
-        crate::deliver::check(grants, &req)
+        crate::deliver::check(db, &req)
             .map(|v| json!(v))
             .map_err(|e| RpcError::new(code::DELIVERY_ERROR, e.to_string()))
     })
