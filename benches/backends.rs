@@ -24,7 +24,7 @@
 //!   eval "$(.ci/pg.sh start)"
 //!   cargo bench --features postgres --bench backends -- --warm-up-time 1 --measurement-time 3
 use baton::state::{Item, RunStatus};
-use baton::store::{self, DispatchRequest, Store};
+use baton::store::{Db, DispatchRequest, Store};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -103,15 +103,75 @@ struct Prepared {
 
 /// A fresh copy of a prepared database, removed when dropped (outside the timed part).
 struct Copy {
-    store: Store,
-    path: PathBuf,
+    db: Option<Db>,
+    gone: Gone,
+}
+
+/// How a copy is removed.
+enum Gone {
+    /// A SQLite file.
+    File(PathBuf),
+    /// A PostgreSQL database: (the server's URL, the database's name).
+    #[cfg(feature = "postgres")]
+    Database(String, String),
+}
+
+impl Copy {
+    fn db(&mut self) -> &mut Db {
+        self.db.as_mut().expect("an open copy")
+    }
 }
 
 impl Drop for Copy {
     fn drop(&mut self) {
-        for ext in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{ext}", self.path.display()));
+        drop(self.db.take());
+        match &self.gone {
+            Gone::File(path) => {
+                for ext in ["", "-wal", "-shm"] {
+                    let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+                }
+            }
+            #[cfg(feature = "postgres")]
+            Gone::Database(server, name) => pg::drop_database(server, name),
         }
+    }
+}
+
+#[cfg(feature = "postgres")]
+mod pg {
+    //! Databases on the test server: made empty, made from a template, dropped.
+    use baton::store::pg::postgres::{Client, NoTls};
+
+    fn admin(server: &str) -> Client {
+        Client::connect(server, NoTls).expect("the server answers")
+    }
+
+    /// `server`'s URL naming database `name` instead of its own.
+    pub fn url(server: &str, name: &str) -> String {
+        let (head, query) = server
+            .split_once('?')
+            .map_or((server, String::new()), |(h, q)| (h, format!("?{q}")));
+        let (scheme, rest) = head.split_once("://").expect("a URL");
+        let authority = rest.split('/').next().unwrap_or(rest);
+        format!("{scheme}://{authority}/{name}{query}")
+    }
+
+    /// A new database `name` (a copy of `template` when given): its URL.
+    pub fn create(server: &str, name: &str, template: Option<&str>) -> String {
+        let mut a = admin(server);
+        a.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .expect("drops a leftover");
+        let from = template
+            .map(|t| format!(" TEMPLATE {t}"))
+            .unwrap_or_default();
+        a.batch_execute(&format!("CREATE DATABASE {name}{from}"))
+            .expect("creates");
+        url(server, name)
+    }
+
+    pub fn drop_database(server: &str, name: &str) {
+        let _ =
+            admin(server).batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
     }
 }
 
@@ -122,24 +182,44 @@ struct Bench {
 }
 
 impl Bench {
+    /// The SQLite file of [`Bench::prepare`] (made once for both backends).
+    fn prepare_file(&mut self, n: u32, started: bool) -> PathBuf {
+        let path = self.dir.path().join(format!("prepared-{n}-{started}.db"));
+        if !path.exists() {
+            let mut s = Db::Sqlite(Store::open(&path).expect("opens"));
+            s.import(&thread(n)).expect("imports");
+            if started {
+                s.dispatch(&self.policy, &self.request("claude"))
+                    .expect("dispatches");
+            }
+        }
+        path
+    }
+
+    /// A database of `backend` holding the thread of `n` runs (`started`: with the run a
+    /// dispatch to claude started). On PostgreSQL, the SQLite file copied in (`baton db copy`'s
+    /// code), kept as a template for the copies.
     fn prepare(&mut self, backend: &Backend, n: u32, started: bool) -> Prepared {
+        let file = self.prepare_file(n, started);
         match backend {
-            Backend::Sqlite => {
-                let path = self.dir.path().join(format!("prepared-{n}-{started}.db"));
-                let mut s = Store::open(&path).expect("opens");
-                s.import(&thread(n)).expect("imports");
-                if started {
-                    store::dispatch(&mut s, &self.policy, &self.request("claude"))
-                        .expect("dispatches");
-                }
-                drop(s);
+            Backend::Sqlite => Prepared {
+                name: file.display().to_string(),
+                backend: backend.clone(),
+            },
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(server) => {
+                let name = format!("bb_prep_{}_{n}_{started}", std::process::id());
+                let url = pg::create(server, &name, None);
+                let from = Store::open_read_only(&file).expect("opens");
+                baton::store::pg::PgStore::open(&url)
+                    .expect("opens")
+                    .copy_from_sqlite(&from)
+                    .expect("copies");
                 Prepared {
-                    name: path.display().to_string(),
+                    name,
                     backend: backend.clone(),
                 }
             }
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(_) => unimplemented!("the PostgreSQL lifecycle"),
         }
     }
 
@@ -150,12 +230,21 @@ impl Bench {
                 let to = self.dir.path().join(format!("copy-{}.db", self.k));
                 std::fs::copy(&p.name, &to).expect("copies");
                 Copy {
-                    store: Store::open(&to).expect("opens copy"),
-                    path: to,
+                    db: Some(Db::Sqlite(Store::open(&to).expect("opens copy"))),
+                    gone: Gone::File(to),
                 }
             }
             #[cfg(feature = "postgres")]
-            Backend::Postgres(_) => unimplemented!("the PostgreSQL lifecycle"),
+            Backend::Postgres(server) => {
+                let name = format!("bb_copy_{}_{}", std::process::id(), self.k);
+                let url = pg::create(server, &name, Some(&p.name));
+                Copy {
+                    db: Some(
+                        Db::open_existing(&baton::store::DbUrl::parse(&url)).expect("opens copy"),
+                    ),
+                    gone: Gone::Database(server.clone(), name),
+                }
+            }
         }
     }
 
@@ -180,7 +269,11 @@ impl Bench {
                 .display()
                 .to_string(),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(_) => unimplemented!("the PostgreSQL service"),
+            Backend::Postgres(server) => pg::create(
+                server,
+                &format!("bb_serve_{}_{}", std::process::id(), self.k),
+                None,
+            ),
         }
     }
 }
@@ -203,7 +296,7 @@ fn lifecycle(c: &mut Criterion) {
                 bench.iter_batched(
                     || b.copy(&p),
                     |mut c| {
-                        let d = store::dispatch(&mut c.store, &policy, &req).expect("dispatches");
+                        let d = c.db().dispatch(&policy, &req).expect("dispatches");
                         assert_eq!(
                             d.decision.covered_runs.as_ref().map(|c| c.to - c.from + 1),
                             Some(5)
@@ -225,14 +318,9 @@ fn lifecycle(c: &mut Criterion) {
                 bench.iter_batched(
                     || b.copy(&p),
                     |mut c| {
-                        store::complete_run(
-                            &mut c.store,
-                            "th_bench",
-                            n + 1,
-                            items(n + 1),
-                            RunStatus::Completed,
-                        )
-                        .expect("completes");
+                        c.db()
+                            .complete_run("th_bench", n + 1, items(n + 1), RunStatus::Completed)
+                            .expect("completes");
                         c
                     },
                     BatchSize::PerIteration,
