@@ -15,9 +15,9 @@
 //!   TEMPLATE` and a new connection), so every iteration sees the same thread.
 //! - `serve/{backend}/{clients}`: one release `baton serve --socket` on a fresh database, with
 //!   1, 4 or 16 concurrent clients, each on its own connection and its own thread (a copy of
-//!   `examples/seed-switch.yaml`), each sending `dispatch` (codex and claude in turn) and then
-//!   `completeRun` of the run it started. Time per dispatch + complete pair, all clients
-//!   together (throughput = 1 / time).
+//!   `examples/seed-switch.yaml`, re-imported before each sample, outside the timed part), each
+//!   sending `dispatch` (codex and claude in turn) and then `completeRun` of the run it
+//!   started. Time per dispatch + complete pair, all clients together (throughput = 1 / time).
 //!
 //! Run with:
 //!   cargo bench --bench backends -- --warm-up-time 1 --measurement-time 3
@@ -391,16 +391,24 @@ struct Conn {
 
 impl Conn {
     fn new(server: &Server, i: usize) -> Conn {
-        let mut client = serve_support::Client::connect(&server.socket, false);
-        let thread = format!("bench_c{i}");
-        let mut st = serve_support::example_state("seed-switch.yaml");
-        st["thread"]["id"] = json!(thread);
-        client.result("thread/import", json!({"state": st}));
-        Conn {
+        let client = serve_support::Client::connect(&server.socket, false);
+        let mut c = Conn {
             client,
-            thread,
+            thread: format!("bench_c{i}"),
             turn: 0,
-        }
+        };
+        c.reset();
+        c
+    }
+
+    /// The client's thread as imported (`examples/seed-switch.yaml`, 8 runs), replacing what
+    /// earlier pairs added: every sample starts from the same thread, so that a backend whose
+    /// cost grows with the thread is not measured on ever longer ones.
+    fn reset(&mut self) {
+        let mut st = serve_support::example_state("seed-switch.yaml");
+        st["thread"]["id"] = json!(self.thread);
+        self.client
+            .result("thread/import", json!({"state": st, "replace": true}));
     }
 
     /// One dispatch (codex and claude in turn) and the completion of its run.
@@ -425,8 +433,12 @@ impl Conn {
     }
 }
 
-/// `iters` dispatch + complete pairs spread over the clients, each on its own OS thread.
+/// `iters` dispatch + complete pairs spread over the clients, each on its own OS thread, each
+/// from its thread as imported (reset before the clock starts).
 fn spread(clients: &mut [Conn], iters: u64) -> Duration {
+    for c in clients.iter_mut() {
+        c.reset();
+    }
     let n = clients.len() as u64;
     let start = Instant::now();
     std::thread::scope(|s| {

@@ -38,7 +38,7 @@ pub fn status(shared: &Shared) -> Value {
 /// error as text when the store cannot answer (a SQLite database not created yet is all zeros).
 fn store_figures(shared: &Shared) -> Value {
     match shared.stores.url() {
-        crate::store::DbUrl::Sqlite(_) => sqlite_figures(shared),
+        crate::store::DbUrl::Sqlite(path) => sqlite_figures(shared, path),
         #[cfg(feature = "postgres")]
         crate::store::DbUrl::Postgres(url) => pg_figures(url, &shared.stores.name()),
         #[cfg(not(feature = "postgres"))]
@@ -73,8 +73,7 @@ fn pg_figures(url: &str, name: &str) -> Value {
     counted.unwrap_or_else(|e| json!({"path": name, "error": format!("{name}: error: {e}")}))
 }
 
-fn sqlite_figures(shared: &Shared) -> Value {
-    let db = &shared.cfg.db;
+fn sqlite_figures(shared: &Shared, db: &std::path::Path) -> Value {
     let size = std::fs::metadata(db).map(|m| m.len()).unwrap_or(0);
     if !db.is_file() {
         return json!({"path": db, "threads": 0, "runs": 0, "documents": 0, "bytes": 0});

@@ -60,8 +60,8 @@ impl StorePool {
                 cfg.db_pool,
                 cfg.db_pool_timeout,
             )),
-            // A baton without the backend never gets here (`baton serve` refuses the URL);
-            // the first request says why.
+            // A baton without the backend never serves it: `baton serve` refuses the URL, and
+            // [`StorePool::prepare`] says why at start.
             #[cfg(not(feature = "postgres"))]
             DbUrl::Postgres(_) => Backend::Sqlite {
                 db: cfg.db.clone(),
