@@ -346,7 +346,7 @@ fn a_connection_lost_in_the_write_back_leaves_no_half_written_run_and_says_what_
     let shown = DbUrl::parse(&url).redacted();
     assert_eq!(
         e.to_string(),
-        format!("{shown}: error: the connection to the PostgreSQL server was lost while writing runs; nothing of it was recorded (the server rolled the transaction back); run it again when the server is reachable")
+        format!("{shown}: error: the connection to the PostgreSQL server was lost while dispatching (writing runs); nothing of it was recorded (the server rolled the transaction back); run it again when the server is reachable")
     );
     raw(&url)
         .batch_execute("DROP TRIGGER lose ON runs")
@@ -501,4 +501,173 @@ fn a_replaced_thread_s_logged_decisions_still_replay(#[case] backend: Backend) {
         (4, 0),
         "{report:?}"
     );
+}
+
+/// A rollback supersedes the handoffs of the undone runs, on both backends, for every profile.
+#[rstest]
+fn a_handoff_taken_by_an_undone_run_no_longer_counts_as_seen(
+    #[values(Backend::Sqlite, Backend::Postgres)] backend: Backend,
+    #[values("default", "t3code", "mcode")] profile: &str,
+) {
+    let (mut db, _, dir) = seeded(backend);
+    let docs = dir.path().join("docs");
+    let p = policy::load(profile).expect("a profile");
+    db.dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .expect("dispatches");
+    db.complete_run("th_1", 9, items(9, "done"), RunStatus::Completed)
+        .expect("completes");
+    let r = db.rollback("th_1", 5).expect("rolls back");
+    assert_eq!(r.handoffs_superseded, ["H1", "H2"]);
+    let d = db
+        .dispatch(&p, &req(&docs, "th_1", "claude", None))
+        .expect("dispatches");
+    assert_ne!(d.decision.strategy.as_str(), "no_handoff", "{profile}");
+    let covered = d.decision.covered_runs.expect("runs handed over");
+    assert_eq!((covered.from, covered.to), (1, 5), "{profile}");
+}
+
+/// An unused pre-grant dies with its run, however the run ends, on both backends; a use is
+/// then denied with the reason the user sees.
+#[rstest]
+fn an_unused_pregrant_dies_when_its_run_ends(
+    #[values(Backend::Sqlite, Backend::Postgres)] backend: Backend,
+    #[values(
+        Some(RunStatus::Completed),
+        Some(RunStatus::Failed),
+        Some(RunStatus::Interrupted),
+        None
+    )]
+    end: Option<RunStatus>,
+) {
+    use baton::deliver::GrantStore;
+    let (mut db, _, dir) = seeded(backend);
+    let docs = dir.path().join("docs");
+    let p = policy::load("default").expect("default");
+    let d = db
+        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .expect("dispatches");
+    let doc = d
+        .handoff
+        .and_then(|h| h.document_path)
+        .expect("an off-band document");
+    assert_eq!(db.find("th_1", 9).expect("finds").len(), 1);
+    match end {
+        Some(status) => {
+            db.complete_run("th_1", 9, items(9, "done"), status)
+                .expect("completes");
+        }
+        None => {
+            db.rollback("th_1", 8).expect("rolls back");
+        }
+    }
+    assert!(db.find("th_1", 9).expect("finds").is_empty());
+    let check = baton::deliver::CheckRequest {
+        thread: "th_1".into(),
+        run: 9,
+        tool: "Read".into(),
+        args: baton::deliver::PathArg::Path(doc),
+    };
+    let v = baton::deliver::check(&mut db, &check).expect("checks");
+    assert!(!v.allow);
+    assert_eq!(v.reason, "no pre-grant for thread th_1 turn 9");
+}
+
+/// A merge-back waiting for the parent's next run keeps its grant through a rollback of the
+/// parent, and the run that takes it may read its document once.
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+fn a_waiting_merge_backs_grant_lives_until_the_run_that_takes_it_ends(#[case] backend: Backend) {
+    use baton::deliver::GrantStore;
+    let (mut db, _, dir) = seeded(backend);
+    let docs = dir.path().join("docs");
+    let p = policy::load("default").expect("default");
+    let opts = HandoffOptions {
+        handoff_dir: Some(docs.clone()),
+        ..Default::default()
+    };
+    db.fork("th_1", 5, Some("f")).expect("forks");
+    db.dispatch(&p, &req(&docs, "f", "codex", None))
+        .expect("dispatches");
+    db.complete_run("f", 6, items(6, "Keep Postgres."), RunStatus::Completed)
+        .expect("completes");
+    let m = db.merge_back(&p, "f", &opts).expect("merges back");
+    let doc = m
+        .handoff
+        .and_then(|h| h.document_path)
+        .expect("an off-band document");
+    db.rollback("th_1", 7).expect("rolls back");
+    assert_eq!(db.find("th_1", 9).expect("finds").len(), 1);
+    db.dispatch(&p, &req(&docs, "th_1", "claude", None))
+        .expect("dispatches");
+    db.complete_run("th_1", 9, items(9, "merged"), RunStatus::Completed)
+        .expect("completes");
+    let check = baton::deliver::CheckRequest {
+        thread: "th_1".into(),
+        run: 9,
+        tool: "Read".into(),
+        args: baton::deliver::PathArg::Path(doc),
+    };
+    assert!(
+        !baton::deliver::check(&mut db, &check)
+            .expect("checks")
+            .allow
+    );
+}
+
+/// GC reads a handoff's liveness under the thread's lock (shared): while a writer of the thread
+/// holds it (a delivery in progress), the lookup waits, and then finds the handoff live.
+#[test]
+fn gc_waits_for_a_writer_of_the_thread_before_it_judges_a_handoff() {
+    let (mut db, url, dir) = seeded(Backend::Postgres);
+    let docs = dir.path().join("docs");
+    let p = policy::load("default").expect("default");
+    let doc = db
+        .dispatch(&p, &req(&docs, "th_1", "codex", None))
+        .expect("dispatches")
+        .handoff
+        .and_then(|h| h.document_path)
+        .expect("an off-band document");
+    let mut holder = raw(&url);
+    holder
+        .execute("SELECT pg_advisory_lock(hashtextextended('th_1', 0))", &[])
+        .expect("locks th_1");
+    let gc = {
+        let (url, docs) = (url.clone(), docs.clone());
+        std::thread::spawn(move || {
+            let mut db = pg(&url);
+            let offband = baton::store::OffbandStore::new(Some(docs));
+            let retention = baton::store::Retention {
+                max_age: Some(Duration::from_secs(3600)),
+                max_per_thread: Some(100),
+            };
+            db.collect_documents(&offband, &retention, std::time::SystemTime::now(), false)
+        })
+    };
+    // The pass is waiting for th_1's lock (an advisory lock not granted), not done.
+    let mut probe = raw(&url);
+    loop {
+        let waiting: i64 = probe
+            .query_one(
+                "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                &[],
+            )
+            .expect("reads the locks")
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    assert!(!gc.is_finished(), "the lookup waits for the writer");
+    holder
+        .execute(
+            "SELECT pg_advisory_unlock(hashtextextended('th_1', 0))",
+            &[],
+        )
+        .expect("unlocks");
+    let report = gc.join().expect("joins").expect("collects");
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert!(doc.exists(), "the live handoff's document stays");
 }

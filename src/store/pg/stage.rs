@@ -158,10 +158,13 @@ impl PgStore {
                     return Ok(None);
                 }
                 let mut mem = Store::open_staging(&self.url)?;
-                let staged = self.stage(&mut tx, &mut mem, &locked, log, during)?;
+                let staged = self
+                    .stage(&mut tx, &mut mem, &locked, log, during)
+                    .map_err(|e| within(e, during))?;
                 let out = op(&mut mem)?;
                 crate::store::fault("pg:before_write_back");
-                self.write_back(&mut tx, &mem, &staged, during)?;
+                self.write_back(&mut tx, &mem, &staged, during)
+                    .map_err(|e| within(e, during))?;
                 tx.commit()
                     .map_err(|e| self.err(&format!("committing ({during})"), e))?;
                 Ok(Some(out))
@@ -451,6 +454,30 @@ impl PgStore {
             })
             .collect();
         self.execute_rows(tx, t, &sql, &with_keys)
+    }
+}
+
+/// A backend error of a step of the operation `during` (`reading runs`), named as part of it:
+/// `dispatching (reading runs)`.
+fn within(e: DbError, during: &str) -> DbError {
+    let name = |step: String| format!("{during} ({step})");
+    match e {
+        DbError::Postgres(PgError::Lost { url, during: step }) => {
+            DbError::Postgres(PgError::Lost {
+                url,
+                during: name(step),
+            })
+        }
+        DbError::Postgres(PgError::Sql {
+            url,
+            during: step,
+            source,
+        }) => DbError::Postgres(PgError::Sql {
+            url,
+            during: name(step),
+            source,
+        }),
+        other => other,
     }
 }
 
