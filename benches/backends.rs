@@ -414,7 +414,7 @@ impl Conn {
     /// One dispatch (codex and claude in turn) and the completion of its run.
     fn pair(&mut self) {
         self.turn += 1;
-        let target = if self.turn % 2 == 0 {
+        let target = if self.turn.is_multiple_of(2) {
             "claude"
         } else {
             "codex"

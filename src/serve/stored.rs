@@ -256,7 +256,7 @@ mod pg_pool {
         fn exhausted(&self, e: &r2d2::Error) -> RpcError {
             let state = self.pool.state();
             let all_busy = state.connections >= self.size && state.idle_connections == 0;
-            let waited = humantime_ms(self.timeout);
+            let waited = seconds_or_ms(self.timeout);
             let (code_name, message) = match e.to_string().split_once(": ") {
                 // r2d2 names the last failure to connect after its own message.
                 Some((_, reason)) if !all_busy => (
@@ -279,9 +279,9 @@ mod pg_pool {
         }
     }
 
-    fn humantime_ms(d: Duration) -> String {
+    fn seconds_or_ms(d: Duration) -> String {
         let ms = d.as_millis();
-        if ms % 1000 == 0 {
+        if ms.is_multiple_of(1000) {
             format!("{} s", ms / 1000)
         } else {
             format!("{ms} ms")
