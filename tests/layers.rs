@@ -234,6 +234,7 @@ fn the_path_reader_sees_grouped_and_root_imports() {
 const SLEEPERS: &[&str] = &[
     "crash_safety.rs",
     "src/deliver/summarizer_tests.rs",
+    "multi_serve/mod.rs",
     "serve_store.rs",
     "serve_support/mod.rs",
     "summarizer_outside_lock.rs",

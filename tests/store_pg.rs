@@ -45,8 +45,18 @@ fn without_the_feature_a_postgres_url_says_how_to_build_baton() {
     }
 }
 
+// The helpers the PostgreSQL service tests share with the `serve` target, compiled once here.
+#[cfg(feature = "postgres")]
+mod multi_serve;
+#[cfg(feature = "postgres")]
+mod serve_support;
+
 #[cfg(feature = "postgres")]
 mod store_pg_lifecycle;
+
+#[cfg(feature = "postgres")]
+#[path = "store_pg_serve.rs"]
+mod store_pg_serve;
 
 #[cfg(feature = "postgres")]
 mod postgres_backend {
@@ -220,19 +230,21 @@ mod postgres_backend {
     }
 
     #[test]
-    fn a_command_the_backend_does_not_run_yet_says_so() {
-        // The lifecycle commands run on PostgreSQL now (issue 31); the service does not yet.
-        let (ok, _, err) = baton(&[
-            "serve",
-            "--stdio",
-            "--db",
-            "postgres://baton:hunter2@db.internal/baton",
-        ]);
+    fn the_service_runs_on_postgres_and_names_a_server_it_cannot_reach() {
+        // Every command runs on PostgreSQL now, `baton serve` too (issue 31): given a server it
+        // cannot reach, it says so at start, the password hidden, and serves no one.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let host = dir.path().display().to_string().replace('/', "%2F");
+        let url = format!("postgres://baton:hunter2@{host}/baton");
+        let (ok, _, err) = baton(&["serve", "--stdio", "--db", &url]);
         assert!(!ok);
-        assert_eq!(
-        err.trim_end(),
-        "postgres://baton:***@db.internal/baton: error: this command does not run on PostgreSQL yet; the PostgreSQL backend runs `baton db`, the lifecycle commands (`dispatch`, `complete`, `rollback`, `fork`, `merge-back`, `regenerate`), `explain`/`render --thread`, `replay`, `log export`, `gc` and `baton pregrant check` (docs/store.md#postgresql); give a SQLite file with --db"
-    );
+        assert!(
+            err.starts_with(&format!(
+                "postgres://baton:***@{host}/baton: error: cannot connect to the PostgreSQL server: "
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2"), "{err}");
     }
 
     /// The lifecycle commands on a `postgres://` database: the same output as on SQLite.

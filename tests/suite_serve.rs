@@ -5,6 +5,7 @@
 
 // The helpers this target's files share, compiled once (a file names them `crate::common`, ...).
 mod common;
+mod multi_serve;
 mod serve_support;
 
 #[path = "limits_serve.rs"]
@@ -15,6 +16,8 @@ mod serve_concurrency;
 mod serve_docs;
 #[path = "serve_errors.rs"]
 mod serve_errors;
+#[path = "serve_multi_process.rs"]
+mod serve_multi_process;
 #[path = "serve_ops.rs"]
 mod serve_ops;
 #[path = "serve_reports.rs"]

@@ -266,9 +266,18 @@ pub struct ServeArgs {
     /// Listen on this Unix domain socket (created with mode 0600).
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
-    /// Store database (default: $BATON_DB, else ./baton.db).
-    #[arg(long, value_name = "FILE")]
+    /// Store database: a SQLite file or, built with feature `postgres`, a `postgres://` URL
+    /// (default: $BATON_DB, else ./baton.db).
+    #[arg(long, value_name = "FILE|URL")]
     pub db: Option<PathBuf>,
+    /// With a PostgreSQL --db: most connections this server opens to it at once. A request
+    /// that finds them all busy waits up to --db-pool-timeout for one.
+    #[arg(long, value_name = "N", default_value_t = crate::serve::DEFAULT_DB_POOL)]
+    pub db_pool: u32,
+    /// With a PostgreSQL --db: how long a request waits for a free connection (e.g. 30s,
+    /// 500ms) before it is answered with an error saying the pool is exhausted.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = delivery::parse_age)]
+    pub db_pool_timeout: std::time::Duration,
     /// Policy file, directory, or shipped profile (default, t3code, t3code-legacy, mcode).
     #[arg(long, default_value = "default", value_name = "PATH")]
     pub policy: String,

@@ -24,6 +24,9 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
         return super::commands::USAGE;
     }
     let db = super::store::db_path(a.db.as_deref()).0;
+    // Built with feature `postgres`, the service runs on a `postgres://` URL too; without it,
+    // the URL is refused saying how to build baton with it.
+    #[cfg(not(feature = "postgres"))]
     if let Err(c) = super::store::refuse_postgres(&db) {
         return c;
     }
@@ -37,6 +40,16 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
         return super::commands::USAGE;
     }
     cfg.max_connections = a.max_connections;
+    if a.db_pool == 0 {
+        eprintln!("error: --db-pool must be at least 1");
+        return super::commands::USAGE;
+    }
+    if a.db_pool_timeout.is_zero() {
+        eprintln!("error: --db-pool-timeout must be longer than zero");
+        return super::commands::USAGE;
+    }
+    cfg.db_pool = a.db_pool;
+    cfg.db_pool_timeout = a.db_pool_timeout;
     if a.message_timeout.is_zero() {
         eprintln!("error: --message-timeout must be longer than zero");
         return super::commands::USAGE;

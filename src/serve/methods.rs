@@ -163,7 +163,7 @@ pub fn thread_keys(
         if let Some(child) = params.get("thread").and_then(Value::as_str) {
             let parent = shared
                 .stores
-                .with(|s| s.parent_of(child).map_err(|e| stored::store_error(&e)));
+                .with(|db| stored::parent_of(db, child).map_err(|e| stored::db_error(&e)));
             keys.extend(parent.ok().flatten());
         }
     }
@@ -370,7 +370,7 @@ impl Cx {
         let candidate = self.shared.shadow.current()?;
         let input = self
             .stores()
-            .with(|s| s.latest_input(thread).map_err(|e| stored::store_error(&e)))
+            .with(|db| db.latest_input(thread).map_err(|e| stored::db_error(&e)))
             .ok()
             .flatten()?;
         let (v, fields) = super::shadow::stored_divergences(active, &candidate, &input);
@@ -410,7 +410,7 @@ impl Cx {
                 // A merge-back is logged in the fork's parent, which its decision is for.
                 let logged_in = if method == "mergeBack" {
                     self.stores()
-                        .with(|s| s.parent_of(thread).map_err(|e| stored::store_error(&e)))
+                        .with(|db| stored::parent_of(db, thread).map_err(|e| stored::db_error(&e)))
                         .ok()
                         .flatten()
                         .unwrap_or_else(|| thread.to_string())
@@ -779,9 +779,9 @@ fn explain_decided(
                     *seen = Seen::of(cx, &state, p.target.as_deref());
                 }
             }
-            cx.stores().read(|s| {
-                s.decide(&set.engine, t, p.target.as_deref())
-                    .map_err(|e| stored::store_error(&e))
+            cx.stores().read(|db| {
+                db.decide(&set.engine, t, p.target.as_deref())
+                    .map_err(|e| stored::db_error(&e))
             })?
         }
         _ => {

@@ -83,8 +83,13 @@ pub struct ServeConfig {
     pub policy: String,
     /// Template directory overriding the embedded templates (watched like the policy).
     pub templates: Option<PathBuf>,
-    /// The store database.
+    /// The store database: a SQLite file, or a `postgres://` URL (feature `postgres`).
     pub db: PathBuf,
+    /// With a PostgreSQL database: most connections open to it at once (`--db-pool`).
+    pub db_pool: u32,
+    /// With a PostgreSQL database: how long a request waits for a free connection before it
+    /// is answered with an error (`--db-pool-timeout`).
+    pub db_pool_timeout: Duration,
     /// Root of the off-band document directory (default: `<tmp>/baton-<uid>`; `baton serve`
     /// passes `$BATON_HANDOFF_DIR`).
     pub handoff_dir: Option<PathBuf>,
@@ -121,7 +126,7 @@ pub struct MetricsEndpoint {
 
 impl ServeConfig {
     /// Defaults: Content-Length framing, 8 MiB messages, 256 connections, a 30 s message
-    /// timeout, 200 ms debounce, watching on,
+    /// timeout, 200 ms debounce, watching on, 16 PostgreSQL connections waited for up to 30 s,
     /// the hourly document sweep of [`GcSweep::default`].
     pub fn new(transport: Transport, policy: impl Into<String>, db: impl Into<PathBuf>) -> Self {
         ServeConfig {
@@ -130,6 +135,8 @@ impl ServeConfig {
             policy: policy.into(),
             templates: None,
             db: db.into(),
+            db_pool: DEFAULT_DB_POOL,
+            db_pool_timeout: DEFAULT_DB_POOL_TIMEOUT,
             handoff_dir: None,
             max_message: DEFAULT_MAX_MESSAGE,
             max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -143,6 +150,12 @@ impl ServeConfig {
         }
     }
 }
+
+/// Default limit of PostgreSQL connections a server opens (`--db-pool`).
+pub const DEFAULT_DB_POOL: u32 = 16;
+
+/// Default wait for a free PostgreSQL connection (`--db-pool-timeout`).
+pub const DEFAULT_DB_POOL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Default message size limit: 8 MiB.
 pub const DEFAULT_MAX_MESSAGE: usize = 8 * 1024 * 1024;
@@ -207,6 +220,10 @@ pub enum ServeError {
         /// Why it does not check.
         source: PolicyError,
     },
+    /// The database cannot be reached or brought to this baton's schema at start (a
+    /// PostgreSQL server; a SQLite file is created by the first method that writes).
+    #[error("{0}")]
+    Store(String),
     /// Options that do not go together.
     #[error("error: {0}")]
     Usage(String),
@@ -282,6 +299,12 @@ pub async fn run(cfg: ServeConfig) -> Result<(), ServeError> {
         ),
     };
     let shared = session::Shared::new(cfg.clone(), policies.clone(), ops::Ops::new(log));
+    // Off the runtime's threads: the PostgreSQL client blocks on a runtime of its own.
+    let s = shared.clone();
+    tokio::task::spawn_blocking(move || s.stores.prepare())
+        .await
+        .map_err(|e| ServeError::Store(format!("error: opening the database failed: {e}")))?
+        .map_err(ServeError::Store)?;
     shared.shadow.set(candidate);
     let scraper = metrics_listener.map(|l| tokio::spawn(metrics_http::run(l, shared.clone())));
     let _watcher = if cfg.watch {

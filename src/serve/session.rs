@@ -116,7 +116,7 @@ impl Shared {
         Arc::new(Shared {
             ops,
             shadow: super::shadow::Shadow::default(),
-            stores: StorePool::new(cfg.db.clone()),
+            stores: StorePool::new(&cfg),
             cfg,
             policies,
             queues: Mutex::new(HashMap::new()),

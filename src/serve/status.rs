@@ -35,14 +35,53 @@ pub fn status(shared: &Shared) -> Value {
 }
 
 /// The store's figures: threads, runs, handoff documents, the database's size in bytes; the
-/// error as text when the store cannot answer (a database not created yet is all zeros).
+/// error as text when the store cannot answer (a SQLite database not created yet is all zeros).
 fn store_figures(shared: &Shared) -> Value {
-    let db = &shared.cfg.db;
+    match shared.stores.url() {
+        crate::store::DbUrl::Sqlite(path) => sqlite_figures(shared, path),
+        #[cfg(feature = "postgres")]
+        crate::store::DbUrl::Postgres(url) => pg_figures(url, &shared.stores.name()),
+        #[cfg(not(feature = "postgres"))]
+        crate::store::DbUrl::Postgres(_) => json!({
+            "path": shared.stores.name(),
+            "error": "this baton was built without PostgreSQL support",
+        }),
+    }
+}
+
+/// [`store_figures`] on PostgreSQL: one query on a connection of its own (an operator's
+/// question, not worth a pooled connection); `bytes` is the database's size on the server.
+#[cfg(feature = "postgres")]
+fn pg_figures(url: &str, name: &str) -> Value {
+    use crate::store::pg::postgres::{Client, NoTls};
+    let counted = (|| -> Result<Value, crate::store::pg::postgres::Error> {
+        let mut c = Client::connect(url, NoTls)?;
+        let row = c.query_one(
+            "SELECT (SELECT COUNT(*) FROM threads), (SELECT COUNT(*) FROM runs),
+                    (SELECT COUNT(*) FROM handoffs WHERE document_path IS NOT NULL),
+                    pg_database_size(current_database())",
+            &[],
+        )?;
+        Ok(json!({
+            "path": name,
+            "threads": row.try_get::<_, i64>(0)?,
+            "runs": row.try_get::<_, i64>(1)?,
+            "documents": row.try_get::<_, i64>(2)?,
+            "bytes": row.try_get::<_, i64>(3)?,
+        }))
+    })();
+    counted.unwrap_or_else(|e| json!({"path": name, "error": format!("{name}: error: {e}")}))
+}
+
+fn sqlite_figures(shared: &Shared, db: &std::path::Path) -> Value {
     let size = std::fs::metadata(db).map(|m| m.len()).unwrap_or(0);
     if !db.is_file() {
         return json!({"path": db, "threads": 0, "runs": 0, "documents": 0, "bytes": 0});
     }
-    let counted = shared.stores.with(|s| {
+    let counted = shared.stores.with(|conn| {
+        let Some(s) = conn.as_sqlite() else {
+            return Ok(json!({"path": db}));
+        };
         let count = |sql: &str| -> i64 {
             s.connection()
                 .query_row(sql, [], |r| r.get(0))

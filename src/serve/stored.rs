@@ -1,99 +1,291 @@
 //! Methods over the store: threads by id, the lifecycle operations and pre-grant checks.
-//! All of it is synchronous rusqlite work; the router runs it on the blocking pool with a
-//! connection from [`StorePool`].
+//! All of it is synchronous store work on a [`Db`] (a SQLite file, or a PostgreSQL database
+//! with feature `postgres`); the router runs it on the blocking pool with a connection from
+//! [`StorePool`].
 
 use super::policy_set::PolicySet;
 use super::rpc::{code, RpcError};
 use crate::deliver::{CheckRequest, PathArg};
 use crate::state::{Item, RunStatus, State};
-use crate::store::{self, Dispatched, Store, StoreError, StoreErrorKind};
+use crate::store::{self, Db, DbError, DbUrl, Dispatched, Store, StoreError, StoreErrorKind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-/// A few open connections to the database, reused across requests. Each blocking task takes
-/// one (or opens a new one), and gives it back when done; SQLite's WAL, busy timeout and
-/// `BEGIN IMMEDIATE` transactions keep concurrent writers correct.
+/// Open connections to the database, reused across requests.
+///
+/// * **SQLite**: a few idle connections are kept; each blocking task takes one (or opens a
+///   new one) and gives it back when done. SQLite's WAL, busy timeout and `BEGIN IMMEDIATE`
+///   transactions keep concurrent writers correct, and this process's writers take turns on
+///   an in-process lock first.
+/// * **PostgreSQL** (feature `postgres`): a bounded pool (r2d2) of at most `--db-pool`
+///   connections. A request that finds them all busy waits up to `--db-pool-timeout` for one,
+///   then is answered with an error saying so; nothing of it was done. Writers of different
+///   threads run at once (the backend locks each thread, docs/store.md#postgresql).
 pub struct StorePool {
-    db: PathBuf,
-    idle: Mutex<Vec<Store>>,
-    /// SQLite takes one writer at a time; queueing this process's writers here instead of in
-    /// SQLite's busy handler (which sleeps and retries) keeps write latency low under load.
-    /// Other processes are still kept out by SQLite's own locking.
-    writer: Mutex<()>,
+    url: DbUrl,
+    backend: Backend,
 }
 
-/// How many idle connections are kept.
+enum Backend {
+    Sqlite {
+        db: PathBuf,
+        idle: Mutex<Vec<Db>>,
+        /// SQLite takes one writer at a time; queueing this process's writers here instead of
+        /// in SQLite's busy handler (which sleeps and retries) keeps write latency low under
+        /// load. Other processes are still kept out by SQLite's own locking.
+        writer: Mutex<()>,
+    },
+    #[cfg(feature = "postgres")]
+    Postgres(pg_pool::PgPool),
+}
+
+/// How many idle SQLite connections are kept.
 const POOL_SIZE: usize = 8;
 
 impl StorePool {
-    pub fn new(db: PathBuf) -> StorePool {
-        StorePool {
-            db,
-            idle: Mutex::new(Vec::new()),
-            writer: Mutex::new(()),
+    /// The pool of `cfg.db` (nothing is opened yet; see [`StorePool::prepare`]).
+    pub fn new(cfg: &super::ServeConfig) -> StorePool {
+        let url = DbUrl::parse(&cfg.db.to_string_lossy());
+        let backend = match &url {
+            DbUrl::Sqlite(path) => Backend::Sqlite {
+                db: path.clone(),
+                idle: Mutex::new(Vec::new()),
+                writer: Mutex::new(()),
+            },
+            #[cfg(feature = "postgres")]
+            DbUrl::Postgres(u) => Backend::Postgres(pg_pool::PgPool::new(
+                u,
+                cfg.db_pool,
+                cfg.db_pool_timeout,
+            )),
+            // A baton without the backend never serves it: `baton serve` refuses the URL, and
+            // [`StorePool::prepare`] says why at start.
+            #[cfg(not(feature = "postgres"))]
+            DbUrl::Postgres(_) => Backend::Sqlite {
+                db: cfg.db.clone(),
+                idle: Mutex::new(Vec::new()),
+                writer: Mutex::new(()),
+            },
+        };
+        StorePool { url, backend }
+    }
+
+    /// Before serving: a PostgreSQL database is reached and migrated to this baton's schema
+    /// (an unreachable server, or a database of a newer schema, stops the service at start
+    /// with the store's message). A SQLite file is created by the first method that writes.
+    pub fn prepare(&self) -> Result<(), String> {
+        match &self.url {
+            DbUrl::Sqlite(_) => Ok(()),
+            DbUrl::Postgres(_) => Db::open(&self.url, store::DEFAULT_BUSY_TIMEOUT)
+                .map(drop)
+                .map_err(|e| e.to_string()),
         }
     }
 
-    /// Like [`StorePool::with`], for an operation that writes: one writer of this process at
-    /// a time.
-    pub fn write<T>(
-        &self,
-        f: impl FnOnce(&mut Store) -> Result<T, RpcError>,
-    ) -> Result<T, RpcError> {
+    /// The database's name in messages (a path, or the URL without its password).
+    pub fn name(&self) -> String {
+        self.url.redacted()
+    }
+
+    /// The database the pool opens.
+    pub fn url(&self) -> &DbUrl {
+        &self.url
+    }
+
+    /// Like [`StorePool::with`], for an operation that writes: on SQLite, one writer of this
+    /// process at a time.
+    pub fn write<T>(&self, f: impl FnOnce(&mut Db) -> Result<T, RpcError>) -> Result<T, RpcError> {
         let _one = self.writer_guard();
         self.with(f)
     }
 
-    /// This process's writer lock, held while its guard lives.
-    fn writer_guard(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    /// This process's SQLite writer lock, held while its guard lives (none on PostgreSQL,
+    /// whose writers lock the threads they write).
+    pub fn writer_guard(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        match &self.backend {
+            Backend::Sqlite { writer, .. } => Some(writer.lock().unwrap_or_else(|p| p.into_inner())),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => None,
+        }
     }
 
-    /// [`StorePool::write`] for a store operation: its [`StoreError`] becomes the JSON-RPC
-    /// error of [`store_error`].
+    /// [`StorePool::write`] for a store operation: its [`DbError`] becomes the JSON-RPC
+    /// error of [`db_error`].
     pub fn write_op<T>(
         &self,
-        f: impl FnOnce(&mut Store) -> Result<T, StoreError>,
+        f: impl FnOnce(&mut Db) -> Result<T, DbError>,
     ) -> Result<T, RpcError> {
-        self.write(|s| f(s).map_err(|e| store_error(&e)))
+        self.write(|s| f(s).map_err(|e| db_error(&e)))
     }
 
-    /// Like [`StorePool::with`], for an operation that only reads: a database that does not
-    /// exist yet is an error (`-32004`) naming it, never created.
-    pub fn read<T>(
-        &self,
-        f: impl FnOnce(&mut Store) -> Result<T, RpcError>,
-    ) -> Result<T, RpcError> {
-        if !self.db.is_file() {
-            return Err(RpcError::new(
-                code::STORE_ERROR,
-                format!(
-                    "{}: error: no baton database here (reading methods never create one; the first method that writes, such as `thread/import`, does); check the service's --db",
-                    self.db.display()
-                ),
-            ));
+    /// Like [`StorePool::with`], for an operation that only reads: a SQLite database that
+    /// does not exist yet is an error (`-32004`) naming it, never created.
+    pub fn read<T>(&self, f: impl FnOnce(&mut Db) -> Result<T, RpcError>) -> Result<T, RpcError> {
+        match &self.backend {
+            Backend::Sqlite { db, .. } if !db.is_file() => {
+                return Err(RpcError::new(
+                    code::STORE_ERROR,
+                    format!(
+                        "{}: error: no baton database here (reading methods never create one; the first method that writes, such as `thread/import`, does); check the service's --db",
+                        db.display()
+                    ),
+                ));
+            }
+            _ => {}
         }
         self.with(f)
     }
 
     /// Run `f` with a connection. Blocking: call from a blocking task.
-    pub fn with<T>(
-        &self,
-        f: impl FnOnce(&mut Store) -> Result<T, RpcError>,
-    ) -> Result<T, RpcError> {
-        let taken = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let mut s = match taken {
-            Some(s) => s,
-            None => Store::open(&self.db).map_err(|e| store_error(&e))?,
-        };
-        let r = f(&mut s);
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < POOL_SIZE {
-            idle.push(s);
+    pub fn with<T>(&self, f: impl FnOnce(&mut Db) -> Result<T, RpcError>) -> Result<T, RpcError> {
+        match &self.backend {
+            Backend::Sqlite { db, idle, .. } => {
+                let taken = idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                let mut conn = match taken {
+                    Some(s) => s,
+                    None => Db::Sqlite(Store::open(db).map_err(|e| store_error(&e))?),
+                };
+                let r = f(&mut conn);
+                let mut idle = idle.lock().unwrap_or_else(|p| p.into_inner());
+                if idle.len() < POOL_SIZE {
+                    idle.push(conn);
+                }
+                r
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(pool) => pool.with(f),
         }
-        r
+    }
+}
+
+#[cfg(feature = "postgres")]
+mod pg_pool {
+    //! The bounded pool of PostgreSQL connections (r2d2), each a [`Db`] opened without
+    //! migrating (the service migrated the database at start).
+    use super::{code, Db, DbError, DbUrl, RpcError};
+    use serde_json::json;
+    use std::time::Duration;
+
+    /// A pooled connection. The synchronous PostgreSQL client closes its connection on a
+    /// runtime of its own, which cannot start on a thread of the service's runtime: one
+    /// dropped there (the pool going away at shutdown) is closed on a thread of its own.
+    pub struct PgConn(Option<Db>);
+
+    impl Drop for PgConn {
+        fn drop(&mut self) {
+            if let Some(db) = self.0.take() {
+                if tokio::runtime::Handle::try_current().is_ok() {
+                    let _ = std::thread::Builder::new()
+                        .name("baton-pg-close".into())
+                        .spawn(move || drop(db));
+                }
+            }
+        }
+    }
+
+    pub struct PgPool {
+        pool: r2d2::Pool<Manager>,
+        /// The URL without its password, for messages.
+        name: String,
+        size: u32,
+        timeout: Duration,
+    }
+
+    struct Manager {
+        url: DbUrl,
+    }
+
+    impl r2d2::ManageConnection for Manager {
+        type Connection = PgConn;
+        type Error = DbError;
+
+        fn connect(&self) -> Result<PgConn, DbError> {
+            Db::open_existing(&self.url).map(|db| PgConn(Some(db)))
+        }
+
+        /// Nothing to check on the way out: a connection found closed when it came back was
+        /// dropped then ([`Manager::has_broken`]), and an operation on one that broke since
+        /// fails with "the connection ... was lost", nothing of it recorded.
+        fn is_valid(&self, _: &mut PgConn) -> Result<(), DbError> {
+            Ok(())
+        }
+
+        fn has_broken(&self, conn: &mut PgConn) -> bool {
+            match &conn.0 {
+                Some(Db::Postgres(p)) => p.is_closed(),
+                _ => true,
+            }
+        }
+    }
+
+    impl PgPool {
+        pub fn new(url: &str, size: u32, timeout: Duration) -> PgPool {
+            let url = DbUrl::Postgres(url.to_string());
+            let name = url.redacted();
+            let pool = r2d2::Pool::builder()
+                .max_size(size.max(1))
+                // Connections are opened when needed, none ahead, and idle ones kept for reuse.
+                .min_idle(Some(0))
+                .test_on_check_out(false)
+                .connection_timeout(timeout)
+                .error_handler(Box::new(r2d2::NopErrorHandler))
+                .build_unchecked(Manager { url });
+            PgPool {
+                pool,
+                name,
+                size: size.max(1),
+                timeout,
+            }
+        }
+
+        pub fn with<T>(
+            &self,
+            f: impl FnOnce(&mut Db) -> Result<T, RpcError>,
+        ) -> Result<T, RpcError> {
+            let mut conn = self.pool.get().map_err(|e| self.exhausted(&e))?;
+            match conn.0.as_mut() {
+                Some(db) => f(db),
+                None => Err(RpcError::internal("a pooled connection was already closed")),
+            }
+        }
+
+        /// The error of a request that got no connection in time: every connection busy (the
+        /// pool exhausted), or none could be opened (the server unreachable).
+        fn exhausted(&self, e: &r2d2::Error) -> RpcError {
+            let state = self.pool.state();
+            let all_busy = state.connections >= self.size && state.idle_connections == 0;
+            let waited = seconds_or_ms(self.timeout);
+            let (code_name, message) = match e.to_string().split_once(": ") {
+                // r2d2 names the last failure to connect after its own message.
+                Some((_, reason)) if !all_busy => (
+                    "baton::store::pg::unreachable",
+                    format!(
+                        "{}: error: no connection to the PostgreSQL server for {waited}: {reason}; nothing of the request was done; check that the server is running, then send it again",
+                        self.name
+                    ),
+                ),
+                _ => (
+                    "baton::store::pg::pool_exhausted",
+                    format!(
+                        "{}: error: every connection of this service's PostgreSQL pool (--db-pool {}) stayed busy for {waited}: the pool is exhausted; nothing of the request was done; send it again, or start the service with a larger --db-pool (within the server's max_connections) or a longer --db-pool-timeout",
+                        self.name, self.size
+                    ),
+                ),
+            };
+            RpcError::new(code::STORE_ERROR, message)
+                .with_data(json!({"code": code_name, "database": self.name}))
+        }
+    }
+
+    fn seconds_or_ms(d: Duration) -> String {
+        let ms = d.as_millis();
+        if ms.is_multiple_of(1000) {
+            format!("{} s", ms / 1000)
+        } else {
+            format!("{ms} ms")
+        }
     }
 }
 
@@ -128,10 +320,52 @@ pub fn store_error(e: &StoreError) -> RpcError {
     RpcError::new(code, crate::error::located(e)).with_data(Value::Object(data))
 }
 
+/// The JSON-RPC error for an error of either backend: a store error as [`store_error`]; a
+/// PostgreSQL backend's error (unreachable, lost, conflicting, ...) as a store error (`-32004`)
+/// with its message and a code naming its kind.
+pub fn db_error(e: &DbError) -> RpcError {
+    match e {
+        DbError::Store(e) => store_error(e),
+        #[cfg(feature = "postgres")]
+        DbError::Postgres(pg) => {
+            use crate::store::pg::PgError;
+            let kind = match pg {
+                PgError::BadUrl { .. } => "bad_url",
+                PgError::Unreachable { .. } => "unreachable",
+                PgError::Lost { .. } => "lost",
+                PgError::TooNew { .. } => "too_new",
+                PgError::NeedsMigration { .. } => "needs_migration",
+                PgError::Conflict { .. } => "conflict",
+                PgError::Corrupt { .. } => "corrupt",
+                _ => "sql",
+            };
+            RpcError::new(code::STORE_ERROR, e.to_string()).with_data(json!({
+                "code": format!("baton::store::pg::{kind}"),
+            }))
+        }
+        other => RpcError::new(code::STORE_ERROR, other.to_string()),
+    }
+}
+
+/// The thread a fork was made from (`None` for a thread that is not a fork).
+pub fn parent_of(db: &Db, thread: &str) -> Result<Option<String>, DbError> {
+    match db {
+        Db::Sqlite(s) => Ok(s.parent_of(thread)?),
+        // One snapshot of the thread (a merge-back is rare, and this is one indexed read on
+        // SQLite only).
+        #[cfg(feature = "postgres")]
+        Db::Postgres(_) => Ok(db.load(thread)?.thread.parent.map(|p| p.thread)),
+    }
+}
+
 /// A stored thread as a state. Reading never creates the database: a `--db` that names no
 /// file is a store error naming it.
 pub fn load(pool: &StorePool, thread: &str) -> Result<State, RpcError> {
-    pool.read(|s| s.load(thread).map_err(|e| store_error(&e)))
+    pool.read(|db| match db {
+        Db::Sqlite(s) => s.load(thread).map_err(|e| store_error(&e)),
+        #[cfg(feature = "postgres")]
+        Db::Postgres(_) => db.load(thread).map_err(|e| db_error(&e)),
+    })
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -147,7 +381,7 @@ pub struct ImportParams {
 }
 
 pub fn import(pool: &StorePool, state: State, replace: bool) -> Result<Value, RpcError> {
-    pool.write_op(|s| s.import_with(&state, replace))?;
+    pool.write_op(|db| db.import_with(&state, replace))?;
     Ok(json!(store::ImportReport {
         thread: state.thread.id,
         runs: state.runs.len(),
@@ -234,9 +468,9 @@ pub fn dispatch(
     };
     // The writer lock is taken only around the write transaction: a policy's summarizer runs
     // before it, so it never holds up other threads' writes.
-    pool.with(|s| {
-        store::dispatch_with_writer(s, &set.engine, &req, || pool.writer_guard())
-            .map_err(|e| store_error(&e))
+    pool.with(|db| {
+        db.dispatch_with_writer(&set.engine, &req, || pool.writer_guard())
+            .map_err(|e| db_error(&e))
     })
 }
 
@@ -268,7 +502,7 @@ pub fn complete(pool: &StorePool, p: CompleteParams) -> Result<Value, RpcError> 
             .workspace
             .or_else(|| p.cwd.as_deref().map(|c| crate::workspace::live(c).0)),
     };
-    pool.write_op(|s| store::complete_run_with(s, &p.thread, p.run, p.items, p.status, &end))
+    pool.write_op(|db| db.complete_run_with(&p.thread, p.run, p.items, p.status, &end))
         .map(|c| json!(c))
 }
 
@@ -287,9 +521,10 @@ pub fn rollback(
     set: &PolicySet,
     p: RollbackParams,
 ) -> Result<Value, RpcError> {
-    let mut r = pool.write_op(|s| store::rollback(s, &p.thread, p.to))?;
-    let _ = pool.with(|s| {
-        store::advise_rollback(s, &set.engine, &mut r).map_err(|e| store_error(&e))
+    let mut r = pool.write_op(|db| db.rollback(&p.thread, p.to))?;
+    let _ = pool.with(|db| {
+        db.advise_rollback(&set.engine, &mut r)
+            .map_err(|e| db_error(&e))
     });
     Ok(json!(r))
 }
@@ -303,7 +538,7 @@ pub struct ForkParams {
 }
 
 pub fn fork(pool: &StorePool, p: ForkParams) -> Result<Value, RpcError> {
-    pool.write_op(|s| store::fork(s, &p.thread, p.at, p.child.as_deref()))
+    pool.write_op(|db| db.fork(&p.thread, p.at, p.child.as_deref()))
         .map(|r| json!(r))
 }
 
@@ -326,9 +561,9 @@ pub fn merge_back(
     // The serving set's engine brings the policy, the templates and the off-band root.
     let opts = store::HandoffOptions { message: p.message };
     // As for a dispatch, the writer lock is taken only around the write transaction.
-    pool.with(|s| {
-        store::merge_back_with_writer(s, &set.engine, &p.thread, &opts, || pool.writer_guard())
-            .map_err(|e| store_error(&e))
+    pool.with(|db| {
+        db.merge_back_with_writer(&set.engine, &p.thread, &opts, || pool.writer_guard())
+            .map_err(|e| db_error(&e))
     })
 }
 
@@ -352,11 +587,11 @@ pub fn regenerate(
 ) -> Result<Dispatched, RpcError> {
     let opts = store::HandoffOptions { message: p.message };
     // As for a dispatch, the writer lock is taken only around the write transaction.
-    pool.with(|s| {
-        store::regenerate_with_writer(s, &set.engine, &p.thread, &p.handoff, &opts, || {
+    pool.with(|db| {
+        db.regenerate_with_writer(&set.engine, &p.thread, &p.handoff, &opts, || {
             pool.writer_guard()
         })
-        .map_err(|e| store_error(&e))
+        .map_err(|e| db_error(&e))
     })
 }
 
@@ -388,8 +623,8 @@ pub fn pregrant_check(pool: &StorePool, p: PregrantParams) -> Result<Value, RpcE
         tool: p.tool,
         args,
     };
-    pool.write(|s| {
-        crate::deliver::check(s, &req)
+    pool.write(|db| {
+        crate::deliver::check(db, &req)
             .map(|v| json!(v))
             .map_err(|e| RpcError::new(code::DELIVERY_ERROR, e.to_string()))
     })

@@ -41,8 +41,8 @@ pub fn sweep_once(shared: &Shared, sweep: &GcSweep) -> Result<GcReport, SweepErr
     let offband = OffbandStore::new(shared.cfg.handoff_dir.clone());
     Ok(shared
         .stores
-        .write(|store| {
-            Ok(store.collect_documents(&offband, &sweep.retention, SystemTime::now(), false))
+        .write(|db| {
+            Ok(db.collect_documents(&offband, &sweep.retention, SystemTime::now(), false))
         })
         .map_err(SweepError::Store)??)
 }

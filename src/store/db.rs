@@ -161,7 +161,7 @@ impl Db {
 
     /// Open an existing database for reading: a SQLite file read-only
     /// ([`Store::open_read_only`]), a PostgreSQL database without migrating it
-    /// ([`PgStore::open_existing`]).
+    /// (`PgStore::open_existing`, feature `postgres`).
     pub fn open_existing(url: &DbUrl) -> Result<Db, DbError> {
         match url {
             DbUrl::Sqlite(path) => Ok(Db::Sqlite(Store::open_read_only(path)?)),
@@ -438,7 +438,7 @@ impl Db {
         }
     }
 
-    /// [`super::replay`]: on PostgreSQL, on a snapshot of the whole database.
+    /// [`super::replay()`]: on PostgreSQL, on a snapshot of the whole database.
     pub fn replay(
         &self,
         filter: &ReplayFilter,

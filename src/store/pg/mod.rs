@@ -195,6 +195,12 @@ impl PgStore {
         &self.url
     }
 
+    /// Whether the connection to the server is gone (a pool drops such a connection instead
+    /// of handing it out again).
+    pub fn is_closed(&self) -> bool {
+        self.client.borrow().is_closed()
+    }
+
     fn err(&self, during: &str, e: postgres::Error) -> PgError {
         sql_err(&self.url, during, e)
     }
