@@ -306,9 +306,14 @@ pub(crate) fn open_db_existing(db: &Path) -> Result<store::Db, u8> {
 
 /// A [`store::DbError`] as `baton` prints it (a store error with the command that helps).
 pub(crate) fn fail_db(e: store::DbError) -> u8 {
-    match e.as_store() {
-        Some(s) => eprintln!("{}", super::errors::store_error(s)),
-        None => eprintln!("{e}"),
+    match &e {
+        store::DbError::Store(s) => eprintln!("{}", super::errors::store_error(s)),
+        // The library says the fact; the command says how to get a baton that has it.
+        store::DbError::NoPostgres { .. } => eprintln!(
+            "{}; build it with `--features postgres` (docs/store.md#postgresql), or give a SQLite file with --db",
+            crate::error::located(&e)
+        ),
+        _ => eprintln!("{e}"),
     }
     FAIL
 }
@@ -332,7 +337,7 @@ pub(crate) fn refuse_postgres(db: &Path) -> Result<(), u8> {
         #[cfg(feature = "postgres")]
         url @ store::DbUrl::Postgres(_) => {
             eprintln!(
-                "{url}: error: this command does not run on PostgreSQL yet; the PostgreSQL backend runs `baton db`, the lifecycle commands (`dispatch`, `complete`, `rollback`, `fork`, `merge-back`, `regenerate`), `explain`/`render --thread`, `replay`, `log export`, `gc` and `baton pregrant check` (docs/store.md#postgresql); give a SQLite file with --db"
+                "{url}: error: this step reads a SQLite file only; give a SQLite file with --db"
             );
             Err(FAIL)
         }

@@ -343,7 +343,7 @@ pub fn db_error(e: &DbError) -> RpcError {
                 "code": format!("baton::store::pg::{kind}"),
             }))
         }
-        other => RpcError::new(code::STORE_ERROR, other.to_string()),
+        other => RpcError::new(code::STORE_ERROR, crate::error::located(other)),
     }
 }
 

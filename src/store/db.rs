@@ -43,7 +43,7 @@ pub enum DbError {
     #[error(transparent)]
     Postgres(#[from] super::pg::PgError),
     /// A `postgres://` URL given to a baton built without the `postgres` feature.
-    #[error("{url}: error: this baton was built without PostgreSQL support; build it with `--features postgres` (docs/store.md#postgresql), or give a SQLite file with --db")]
+    #[error("this baton was built without PostgreSQL support")]
     NoPostgres {
         /// The URL, without its password.
         url: String,
@@ -86,11 +86,14 @@ impl DbError {
     }
 }
 
-/// A store error is located at its database; the PostgreSQL errors still carry their URL in
-/// their message.
+/// A store error is located at its database, a refused URL at the URL; the PostgreSQL
+/// backend's errors still carry their URL in their message.
 impl crate::error::Located for DbError {
     fn location(&self) -> Option<String> {
-        self.as_store().and_then(crate::error::Located::location)
+        match self {
+            DbError::NoPostgres { url } => Some(url.clone()),
+            _ => self.as_store().and_then(crate::error::Located::location),
+        }
     }
 
     fn message(&self) -> String {
