@@ -187,7 +187,16 @@ mod postgres_backend {
     );
         let e = PgStore::open(&url).expect_err("refused");
         assert!(matches!(e, PgError::TooNew { found: 99, .. }), "{e:?}");
-        assert_eq!(e.to_string(), expected);
+        // The message is the library's `Display`; the URL is its location, as data.
+        assert_eq!(
+            e.to_string(),
+            format!("database schema version 99 is newer than this baton supports ({SCHEMA_VERSION}); upgrade baton")
+        );
+        assert_eq!(
+            baton::Located::location(&e).as_deref(),
+            Some(shown.as_str())
+        );
+        assert_eq!(baton::located(&e), expected);
         let (ok, _, err) = baton(&["db", "migrate", "--db", &url]);
         assert!(!ok);
         assert_eq!(err.trim_end(), expected);
@@ -198,8 +207,15 @@ mod postgres_backend {
         let url = fresh_db();
         let e = PgStore::open_existing(&url).expect_err("refused");
         let shown = DbUrl::parse(&url).redacted();
+        // The library says the fact; the command adds the command that migrates it.
         assert_eq!(
-        e.to_string(),
+            baton::located(&e),
+            format!("{shown}: error: database schema version 0 is older than this baton's ({SCHEMA_VERSION})")
+        );
+        let (ok, _, err) = baton(&["db", "export", "--db", &url, "--thread", "t"]);
+        assert!(!ok);
+        assert_eq!(
+        err.trim_end(),
         format!("{shown}: error: database schema version 0 is older than this baton's ({SCHEMA_VERSION}); run `baton db migrate --db {shown}` to migrate it")
     );
     }
@@ -210,7 +226,7 @@ mod postgres_backend {
         let host = dir.path().display().to_string().replace('/', "%2F");
         let url = format!("postgres://baton:hunter2@{host}/baton");
         let e = PgStore::open(&url).expect_err("nothing listens there");
-        let msg = e.to_string();
+        let msg = baton::located(&e);
         assert!(matches!(e, PgError::Unreachable { .. }), "{e:?}");
         assert!(
             msg.starts_with(&format!(
@@ -534,7 +550,7 @@ mod postgres_backend {
         assert_eq!(tries, MAX_TRIES);
         let shown = DbUrl::parse(&url).redacted();
         assert_eq!(
-        e.to_string(),
+        baton::located(&e),
         format!("{shown}: error: dispatching conflicted with concurrent writers {MAX_TRIES} times (serialization failure or deadlock) and was given up; nothing of it was recorded; run it again")
     );
         let n: i64 = c
@@ -570,7 +586,7 @@ mod postgres_backend {
         let shown = DbUrl::parse(&url).redacted();
         assert!(matches!(e, PgError::Lost { .. }), "{e:?}");
         assert_eq!(
-        e.to_string(),
+        baton::located(&e),
         format!("{shown}: error: the connection to the PostgreSQL server was lost while dispatching; nothing of it was recorded (the server rolled the transaction back); run it again when the server is reachable")
     );
         let n: i64 = killer

@@ -108,12 +108,51 @@ pub(crate) fn quality_error(e: &crate::quality::QualityError) -> String {
 }
 
 /// A `baton db copy`/PostgreSQL error as printed: a SQLite-side store error located as
-/// [`store_located`] prints it.
+/// [`store_located`] prints it; a destination that holds threads with the command that makes
+/// an empty one.
 #[cfg(feature = "postgres")]
 pub(crate) fn copy_error(e: &crate::store::pg::CopyError) -> String {
+    use crate::store::pg::CopyError;
     match e {
-        crate::store::pg::CopyError::Sqlite(s) => store_located(s),
-        _ => e.to_string(),
+        CopyError::Sqlite(s) => store_located(s),
+        CopyError::Postgres(p) => pg_error(p),
+        CopyError::NotEmpty { db, .. } => {
+            format!("{} (`baton db init --db {db}` makes one)", located(e))
+        }
+        _ => located(e),
+    }
+}
+
+/// A PostgreSQL backend's error as printed: located at its URL; a schema older than this
+/// baton's with the command that migrates it.
+#[cfg(feature = "postgres")]
+pub(crate) fn pg_error(e: &crate::store::pg::PgError) -> String {
+    use crate::store::pg::PgError;
+    match e {
+        PgError::NeedsMigration { url, .. } => {
+            format!(
+                "{}; run `baton db migrate --db {url}` to migrate it",
+                located(e)
+            )
+        }
+        _ => located(e),
+    }
+}
+
+/// An error of either backend as printed: a store error with the command that helps
+/// ([`store_error`]), a PostgreSQL one as [`pg_error`] prints it, a `postgres://` URL given to
+/// a baton without PostgreSQL with how to build one.
+pub(crate) fn db_error(e: &crate::store::DbError) -> String {
+    use crate::store::DbError;
+    match e {
+        DbError::Store(s) => store_error(s),
+        #[cfg(feature = "postgres")]
+        DbError::Postgres(p) => pg_error(p),
+        // The library says the fact; the command says how to get a baton that has it.
+        DbError::NoPostgres { .. } => format!(
+            "{}; build it with `--features postgres` (docs/store.md#postgresql), or give a SQLite file with --db",
+            located(e)
+        ),
     }
 }
 

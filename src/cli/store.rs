@@ -306,15 +306,7 @@ pub(crate) fn open_db_existing(db: &Path) -> Result<store::Db, u8> {
 
 /// A [`store::DbError`] as `baton` prints it (a store error with the command that helps).
 pub(crate) fn fail_db(e: store::DbError) -> u8 {
-    match &e {
-        store::DbError::Store(s) => eprintln!("{}", super::errors::store_error(s)),
-        // The library says the fact; the command says how to get a baton that has it.
-        store::DbError::NoPostgres { .. } => eprintln!(
-            "{}; build it with `--features postgres` (docs/store.md#postgresql), or give a SQLite file with --db",
-            crate::error::located(&e)
-        ),
-        _ => eprintln!("{e}"),
-    }
+    eprintln!("{}", super::errors::db_error(&e));
     FAIL
 }
 
@@ -358,7 +350,7 @@ fn init_postgres(url: &str, json: bool) -> u8 {
             OK
         }
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::pg_error(&e));
             FAIL
         }
     }
@@ -372,10 +364,8 @@ fn postgres_importer(url: &str) -> Result<Importer, u8> {
     let mut db = store::Db::open(&store::DbUrl::Postgres(url.to_string()), busy_timeout())
         .map_err(fail_db)?;
     Ok(Box::new(move |s, replace| {
-        db.import_with(s, replace).map_err(|e| match e.as_store() {
-            Some(s) => super::errors::store_error(s),
-            None => e.to_string(),
-        })
+        db.import_with(s, replace)
+            .map_err(|e| super::errors::db_error(&e))
     }))
 }
 

@@ -80,7 +80,7 @@ impl StorePool {
             DbUrl::Sqlite(_) => Ok(()),
             DbUrl::Postgres(_) => Db::open(&self.url, store::DEFAULT_BUSY_TIMEOUT)
                 .map(drop)
-                .map_err(|e| e.to_string()),
+                .map_err(|e| crate::error::located(&e)),
         }
     }
 
@@ -339,7 +339,7 @@ pub fn db_error(e: &DbError) -> RpcError {
                 PgError::Corrupt { .. } => "corrupt",
                 _ => "sql",
             };
-            RpcError::new(code::STORE_ERROR, e.to_string()).with_data(json!({
+            RpcError::new(code::STORE_ERROR, crate::error::located(e)).with_data(json!({
                 "code": format!("baton::store::pg::{kind}"),
             }))
         }

@@ -68,7 +68,7 @@ impl From<super::pg::CopyError> for DbError {
                 why,
             }),
             other => DbError::Postgres(PgError::Corrupt {
-                url: String::new(),
+                url: other.database().to_string(),
                 what: "a row".into(),
                 why: other.to_string(),
             }),
@@ -86,20 +86,22 @@ impl DbError {
     }
 }
 
-/// A store error is located at its database, a refused URL at the URL; the PostgreSQL
-/// backend's errors still carry their URL in their message.
+/// A store error is located at its database, a PostgreSQL backend's error and a refused URL
+/// at the URL (without its password).
 impl crate::error::Located for DbError {
     fn location(&self) -> Option<String> {
         match self {
+            DbError::Store(e) => crate::error::Located::location(e),
+            #[cfg(feature = "postgres")]
+            DbError::Postgres(e) => crate::error::Located::location(e),
             DbError::NoPostgres { url } => Some(url.clone()),
-            _ => self.as_store().and_then(crate::error::Located::location),
         }
     }
 
     fn message(&self) -> String {
-        match self.as_store() {
-            Some(e) => crate::error::Located::message(e),
-            None => self.to_string(),
+        match self {
+            DbError::Store(e) => crate::error::Located::message(e),
+            _ => self.to_string(),
         }
     }
 }

@@ -198,7 +198,7 @@ pub enum CopyError {
     #[error(transparent)]
     Sqlite(#[from] StoreError),
     /// `baton db copy` into a database that already holds threads.
-    #[error("{db}: error: the copy's destination already holds {threads} threads; copy into an empty database (`baton db init --db {db}` makes one)")]
+    #[error("the copy's destination already holds {threads} threads; copy into an empty database")]
     NotEmpty {
         /// The destination (a URL without its password, or a path).
         db: String,
@@ -206,7 +206,7 @@ pub enum CopyError {
         threads: usize,
     },
     /// A value a column of the destination cannot hold.
-    #[error("{db}: error: cannot copy {table}.{column}: {why}")]
+    #[error("cannot copy {table}.{column}: {why}")]
     Value {
         /// The database the value was read from or written to.
         db: String,
@@ -217,6 +217,36 @@ pub enum CopyError {
         /// Why.
         why: String,
     },
+}
+
+impl CopyError {
+    /// The database the error is about: the PostgreSQL URL (without its password) or the
+    /// SQLite file.
+    pub fn database(&self) -> &str {
+        match self {
+            CopyError::Postgres(e) => e.url(),
+            CopyError::Sqlite(e) => e.database(),
+            CopyError::NotEmpty { db, .. } | CopyError::Value { db, .. } => db,
+        }
+    }
+}
+
+/// A copy error is located at the database it is about; a wrapped store error keeps its own
+/// message (a decision failure inside it located at its rule).
+impl crate::error::Located for CopyError {
+    fn location(&self) -> Option<String> {
+        match self {
+            CopyError::Sqlite(e) => crate::error::Located::location(e),
+            _ => Some(self.database().to_string()).filter(|d| !d.is_empty()),
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            CopyError::Sqlite(e) => crate::error::Located::message(e),
+            _ => self.to_string(),
+        }
+    }
 }
 
 /// What `baton db copy` copied: rows per table.

@@ -37,13 +37,16 @@ pub const MAX_TRIES: u32 = 5;
 /// The advisory lock key of schema migrations (two servers starting at once migrate once).
 const MIGRATION_LOCK: i64 = 0x6261_746f_6e5f_6462; // "baton_db"
 
-/// Everything that can go wrong on the PostgreSQL backend. Each message names the URL
-/// (its password replaced by `***`) and what to do.
+/// Everything that can go wrong on the PostgreSQL backend. `Display` is the message (what
+/// happened, and what to do about the server or the data); the URL (its password replaced by
+/// `***`) is a field, the error's [`Located::location`](crate::Located::location).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PgError {
     /// The URL is not a PostgreSQL connection string.
-    #[error("{url}: error: not a PostgreSQL URL: {reason}; write it as postgres://USER:PASSWORD@HOST:PORT/DATABASE")]
+    #[error(
+        "not a PostgreSQL URL: {reason}; write it as postgres://USER:PASSWORD@HOST:PORT/DATABASE"
+    )]
     BadUrl {
         /// The URL, without its password.
         url: String,
@@ -51,7 +54,7 @@ pub enum PgError {
         reason: String,
     },
     /// The server cannot be reached, or refused the connection.
-    #[error("{url}: error: cannot connect to the PostgreSQL server: {reason}; check that the server is running and that the URL's host, port, user, password and database are right")]
+    #[error("cannot connect to the PostgreSQL server: {reason}; check that the server is running and that the URL's host, port, user, password and database are right")]
     Unreachable {
         /// The URL, without its password.
         url: String,
@@ -60,7 +63,7 @@ pub enum PgError {
     },
     /// The connection was lost during an operation; its transaction was rolled back by the
     /// server, so nothing of it was written.
-    #[error("{url}: error: the connection to the PostgreSQL server was lost while {during}; nothing of it was recorded (the server rolled the transaction back); run it again when the server is reachable")]
+    #[error("the connection to the PostgreSQL server was lost while {during}; nothing of it was recorded (the server rolled the transaction back); run it again when the server is reachable")]
     Lost {
         /// The URL, without its password.
         url: String,
@@ -68,7 +71,7 @@ pub enum PgError {
         during: String,
     },
     /// The database's schema is newer than this baton's.
-    #[error("{url}: error: database schema version {found} is newer than this baton supports ({supported}); upgrade baton")]
+    #[error("database schema version {found} is newer than this baton supports ({supported}); upgrade baton")]
     TooNew {
         /// The URL, without its password.
         url: String,
@@ -78,7 +81,7 @@ pub enum PgError {
         supported: i64,
     },
     /// The database's schema is older than this baton's and the open may not migrate it.
-    #[error("{url}: error: database schema version {found} is older than this baton's ({supported}); run `baton db migrate --db {url}` to migrate it")]
+    #[error("database schema version {found} is older than this baton's ({supported})")]
     NeedsMigration {
         /// The URL, without its password.
         url: String,
@@ -89,7 +92,7 @@ pub enum PgError {
     },
     /// Concurrent transactions kept conflicting (serialization failures or deadlocks) for
     /// [`MAX_TRIES`] tries; each try was rolled back.
-    #[error("{url}: error: {during} conflicted with concurrent writers {tries} times (serialization failure or deadlock) and was given up; nothing of it was recorded; run it again")]
+    #[error("{during} conflicted with concurrent writers {tries} times (serialization failure or deadlock) and was given up; nothing of it was recorded; run it again")]
     Conflict {
         /// The URL, without its password.
         url: String,
@@ -99,7 +102,7 @@ pub enum PgError {
         tries: u32,
     },
     /// A stored value this baton cannot read or carry between the backends.
-    #[error("{url}: error: stored row is unreadable: {what}: {why}")]
+    #[error("stored row is unreadable: {what}: {why}")]
     Corrupt {
         /// The URL, without its password.
         url: String,
@@ -109,7 +112,7 @@ pub enum PgError {
         why: String,
     },
     /// Any other error of the server or the client.
-    #[error("{url}: error: database error while {during}: {source}")]
+    #[error("database error while {during}: {source}")]
     Sql {
         /// The URL, without its password.
         url: String,
@@ -122,6 +125,20 @@ pub enum PgError {
 }
 
 impl PgError {
+    /// The database's URL, without its password.
+    pub fn url(&self) -> &str {
+        match self {
+            PgError::BadUrl { url, .. }
+            | PgError::Unreachable { url, .. }
+            | PgError::Lost { url, .. }
+            | PgError::TooNew { url, .. }
+            | PgError::NeedsMigration { url, .. }
+            | PgError::Conflict { url, .. }
+            | PgError::Corrupt { url, .. }
+            | PgError::Sql { url, .. } => url,
+        }
+    }
+
     /// Whether running the whole transaction again may succeed (a serialization failure or a
     /// deadlock: the server rolled it back and nothing of it is left).
     fn retryable(&self) -> bool {
@@ -133,6 +150,13 @@ impl PgError {
             ),
             _ => false,
         }
+    }
+}
+
+/// A PostgreSQL error is located at its database's URL (without its password).
+impl crate::error::Located for PgError {
+    fn location(&self) -> Option<String> {
+        Some(self.url().to_string()).filter(|u| !u.is_empty())
     }
 }
 
