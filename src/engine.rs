@@ -321,7 +321,8 @@ impl Engine {
         self.finish(plan, &crate::deliver::CommandRunner)
     }
 
-    /// The human explanation of a decision (what `baton explain` prints).
+    /// The human explanation of a decision (what `baton explain` prints, its last line
+    /// counting the rules evaluated where the command names `--verbose`).
     pub fn explain(&self, decision: &Decision) -> String {
         crate::explain::render(decision, false)
     }

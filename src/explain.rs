@@ -42,8 +42,20 @@ fn headline(d: &Decision) -> String {
     )
 }
 
-/// Render a decision for people. `verbose` appends the whole trace.
+/// Render a decision for people. `verbose` appends the whole trace; without it the last line
+/// counts the rules evaluated (`; 20 rules evaluated`).
 pub fn render(d: &Decision, verbose: bool) -> String {
+    render_with(d, verbose, None)
+}
+
+/// The short explanation ([`render`] without the trace), its last line naming how the reader
+/// asks for all the rules: `; OPTION shows all N rules evaluated` (the `baton` command passes
+/// `--verbose`, the service its `verbose: true` parameter).
+pub fn render_pointing_to(d: &Decision, option: &str) -> String {
+    render_with(d, false, Some(option))
+}
+
+fn render_with(d: &Decision, verbose: bool, option: Option<&str>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", headline(d));
     if let Some(b) = &d.decided_by.because {
@@ -170,11 +182,11 @@ pub fn render(d: &Decision, verbose: bool) -> String {
         let _ = writeln!(out);
         write_trace(&mut out, d);
     } else {
-        let _ = write!(
-            out,
-            "; --verbose shows all {} rules evaluated",
-            d.trace.len()
-        );
+        let n = d.trace.len();
+        let _ = match option {
+            Some(o) => write!(out, "; {o} shows all {n} rules evaluated"),
+            None => write!(out, "; {n} rules evaluated"),
+        };
         let _ = writeln!(out);
     }
     out

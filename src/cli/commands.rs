@@ -194,7 +194,7 @@ pub(crate) fn explain(a: ExplainArgs) -> u8 {
             } else if a.verbose {
                 out!("{}", engine.explain_verbose(&d));
             } else {
-                out!("{}", engine.explain(&d));
+                out!("{}", crate::explain::render_pointing_to(&d, "--verbose"));
             }
             OK
         }

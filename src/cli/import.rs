@@ -465,7 +465,10 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
         }
     };
     if a.explain {
-        out!("{}", crate::explain::render(&outcome.decision, false));
+        out!(
+            "{}",
+            crate::explain::render_pointing_to(&outcome.decision, "--verbose")
+        );
         outln!();
     }
     let cwd = imported.cwd.as_deref();

@@ -793,7 +793,12 @@ fn explain_decided(
     let d = decided.map_err(|e| engine_error(&e))?;
     Ok(crate::store::report::ExplainReport {
         policy: d.policy.clone(),
-        explanation: crate::explain::render(&d, p.verbose),
+        // The short explanation names the request's own parameter, not the command's flag.
+        explanation: if p.verbose {
+            crate::explain::render(&d, true)
+        } else {
+            crate::explain::render_pointing_to(&d, "`verbose: true`")
+        },
         decision: d,
     })
 }
