@@ -121,7 +121,7 @@ fn trap_codes_in_json() {
         ("fork-unguarded.policy", "baton::check::fork_without_source"),
         (
             "summary-drops-base-includes.policy",
-            "baton::lint::summary_includes_nothing",
+            "baton::lint::summary_replaces_base",
         ),
         (
             "summary-includes-nothing.policy",

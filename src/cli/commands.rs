@@ -116,7 +116,10 @@ pub(crate) fn check(a: CheckArgs) -> u8 {
     if a.json {
         let out: Vec<serde_json::Value> = all
             .iter()
-            .map(|(s, d, ok)| serde_json::json!({"policy": s, "ok": ok, "diagnostics": d}))
+            .map(|(s, d, ok)| {
+                let d: Vec<_> = d.iter().map(|d| super::errors::diagnostic(d)).collect();
+                serde_json::json!({"policy": s, "ok": ok, "diagnostics": d})
+            })
             .collect();
         outln!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     }

@@ -177,3 +177,22 @@ pub(crate) fn import_error(e: &crate::import::ImportError) -> String {
         _ => located(e),
     }
 }
+
+/// A policy diagnostic as `baton` shows it: the help of a `summary` block that replaces the
+/// base's names the command that prints a shipped base (the library's help says the fact).
+pub(crate) fn diagnostic(
+    d: &crate::policy::Diagnostic,
+) -> std::borrow::Cow<'_, crate::policy::Diagnostic> {
+    match &d.help {
+        Some(h) if d.code == "baton::lint::summary_replaces_base" => {
+            let mut d = d.clone();
+            d.help = Some(h.replacen(
+                "(docs/",
+                "(`baton policy show NAME` prints a shipped one; docs/",
+                1,
+            ));
+            std::borrow::Cow::Owned(d)
+        }
+        _ => std::borrow::Cow::Borrowed(d),
+    }
+}

@@ -23,6 +23,7 @@ fn graphical() -> Option<GraphicalReportHandler> {
 
 /// Print one diagnostic on stderr.
 pub(crate) fn diagnostic(d: &Diagnostic) {
+    let d = &*super::errors::diagnostic(d);
     if let Some(handler) = graphical() {
         let mut out = String::new();
         if handler.render_report(&mut out, &Headline(d)).is_ok() {

@@ -83,6 +83,8 @@ const CODES: &[(&str, &str)] = &[
     ("unused `let", "baton::lint::unused_let"),
     ("cannot change any decision", "baton::lint::unused_signal"),
     ("declares a new provider", "baton::lint::provider_typo"),
+    // Before "block includes nothing": the extending policy's block that drops the base's.
+    ("replaces the block of", "baton::lint::summary_replaces_base"),
     ("block includes nothing", "baton::lint::summary_includes_nothing"),
 ];
 

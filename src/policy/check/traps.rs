@@ -62,7 +62,7 @@ fn summary_includes_nothing(c: &mut Checker<'_>, merged: &Merged<'_>) {
                 format!(
                     "this `summary` block includes nothing: it replaces the block of `{file}` whole, dropping its {n} `include` {rules}, so every handoff says \"No items from these runs are included\""
                 ),
-                Some("a block in an extending policy replaces the base's: restate the base's block with your rule added (`baton policy show NAME` prints a shipped one; docs/policy-language.md, \"Adding a rule to the base's summary\")".into()),
+                Some("a block in an extending policy replaces the base's: restate the base's block with your rule added (docs/policy-language.md, \"Adding a rule to the base's summary\")".into()),
             );
         }
         None => c.warn(
