@@ -313,7 +313,8 @@ pub(crate) fn fail_db(e: store::DbError) -> u8 {
             "{}; build it with `--features postgres` (docs/store.md#postgresql), or give a SQLite file with --db",
             crate::error::located(&e)
         ),
-        _ => eprintln!("{e}"),
+        #[cfg(feature = "postgres")]
+        store::DbError::Postgres(_) => eprintln!("{e}"),
     }
     FAIL
 }
