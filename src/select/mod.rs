@@ -9,8 +9,10 @@ pub mod ladder;
 
 pub use crate::cut::{fenced, one_line, prose, thousands, Cut};
 // Baton's own benches and tests reach them here (`unstable`); the entry formats use `cut`'s.
+#[cfg(feature = "unstable")]
+pub use crate::cut::{code_span, escape_controls};
 #[cfg(any(test, feature = "unstable"))]
-pub use crate::cut::{code_span, escape_controls, head, head_tail, tail};
+pub use crate::cut::{head, head_tail, tail};
 #[cfg(any(feature = "unstable", feature = "cli", feature = "lsp"))]
 pub use files::display_path;
 pub use crate::entry::{compact, cut_at_whitespace, keep_tail};

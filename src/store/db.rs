@@ -373,7 +373,7 @@ impl Db {
     }
 
     /// Import a state file's thread; a stored thread of the same id is refused
-    /// ([`StoreError::ThreadExists`]).
+    /// ([`StoreErrorKind::ThreadExists`](super::StoreErrorKind::ThreadExists)).
     pub fn import(&mut self, state: &State) -> Result<(), DbError> {
         match self {
             Db::Sqlite(s) => Ok(s.import(state)?),
