@@ -325,13 +325,23 @@ fn structural(line: &str) -> bool {
     if t.starts_with('#') || t.starts_with("```") || t.starts_with("~~~") {
         return true;
     }
-    let marks: String = t.chars().filter(|c| !c.is_whitespace()).collect();
-    let Some(first) = marks.chars().next() else {
+    // The line's marks (its characters but whitespace), read once without collecting them:
+    // most lines of prose stop at their first character.
+    let mut marks = t.chars().filter(|c| !c.is_whitespace());
+    let Some(first) = marks.next() else {
         return false;
     };
-    matches!(first, '-' | '=' | '*' | '_' | '+')
-        && marks.chars().all(|c| c == first)
-        && (marks.chars().count() >= 3 || first == '=')
+    if !matches!(first, '-' | '=' | '*' | '_' | '+') {
+        return false;
+    }
+    let mut count = 1usize;
+    for c in marks {
+        if c != first {
+            return false;
+        }
+        count = count.saturating_add(1);
+    }
+    count >= 3 || first == '='
 }
 
 /// Thread text made safe as markdown prose: controls escaped, and a text with a line that
@@ -421,5 +431,13 @@ mod tests {
         assert!(structural("* * *"));
         assert!(!structural("- item"));
         assert!(!structural("plain"));
+        assert!(structural("="));
+        assert!(structural("- - -"));
+        assert!(structural("+++"));
+        assert!(!structural("--"));
+        assert!(!structural("_ _"));
+        assert!(!structural("-- -x"));
+        assert!(!structural(""));
+        assert!(!structural("   "));
     }
 }

@@ -169,6 +169,8 @@ impl Located for Error {
     }
 }
 
+// The importer is compiled with the command line (and `unstable`) only.
+#[cfg(any(feature = "unstable", feature = "cli"))]
 impl Located for crate::import::ImportError {
     fn location(&self) -> Option<String> {
         Some(self.path().to_string())

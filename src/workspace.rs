@@ -172,7 +172,7 @@ mod imp {
         match repo.head() {
             Ok(head) => {
                 if head.is_branch() {
-                    snap.branch = head.shorthand().map(str::to_string);
+                    snap.branch = head.shorthand().ok().map(str::to_string);
                 }
                 match head.peel_to_commit() {
                     Ok(c) => snap.head = Some(c.id().to_string()),
@@ -199,7 +199,7 @@ mod imp {
                 let workdir = repo.workdir().map(Path::to_path_buf);
                 let mut dirty: Vec<(Option<std::time::SystemTime>, String)> = statuses
                     .iter()
-                    .filter_map(|e| e.path().map(str::to_string))
+                    .filter_map(|e| e.path().ok().map(str::to_string))
                     .map(|p| {
                         let mtime = workdir
                             .as_ref()
@@ -221,7 +221,7 @@ mod imp {
 
     fn unborn_branch(repo: &Repository) -> Option<String> {
         let head = repo.find_reference("HEAD").ok()?;
-        let target = head.symbolic_target()?;
+        let target = head.symbolic_target().ok()??;
         target.strip_prefix("refs/heads/").map(str::to_string)
     }
 

@@ -153,6 +153,31 @@ fn file_name(path: &str) -> &str {
     path.rsplit(['/', '\\']).next().unwrap_or(path)
 }
 
+/// At least as many characters as the longest text [`entry_text`] passes to a cut for this
+/// item, before redaction: the item's own texts ([`Item::char_len`], their sum), or the
+/// synthetic item's source text as `entry_text` finds it.
+pub(crate) fn ceiling_input_bound(state: &State, ctx: &ItemCtx, note: Option<&str>) -> usize {
+    let count = |t: Option<&str>| t.map_or(0, |t| t.chars().count());
+    if let Some(item) = ctx.item {
+        return item.char_len();
+    }
+    match ctx.kind {
+        "fork_anchor" => count(state.request.fork_anchor.as_ref().map(|a| a.text.as_str())),
+        "compact_summary" => count(state.thread.compact_summary.as_deref()),
+        "workspace" => count(note),
+        "checkpoint" => count(
+            (state.checkpoints.iter().find(|c| c.run == ctx.run))
+                .and_then(|c| c.diff_summary.as_deref()),
+        ),
+        "handoff" => count(
+            (state.handoffs.iter().find(|h| h.id == ctx.id))
+                .map(|h| h.summary.as_deref().unwrap_or(h.strategy.as_str())),
+        ),
+        // Any other synthetic item has no text (`entry_text` gives it none).
+        _ => 0,
+    }
+}
+
 /// The text of one entry in one form. Every text of the thread it shows goes through the
 /// handoff's redaction context `red` first, before any cut (docs/redaction.md).
 // Long by design: one arm per item kind and form (the entry formats of docs/rendering.md),

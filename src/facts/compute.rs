@@ -183,13 +183,15 @@ impl<'a> Facts<'a> {
         sizer: Sizer<'a>,
     ) -> Facts<'a> {
         let mut eligible_ordinals = Vec::with_capacity(eligible.len());
-        eligible_ordinals.extend(
-            eligible
-                .iter()
-                .zip(first_ordinal(state)..)
-                .filter(|(e, _)| **e)
-                .map(|(_, o)| o),
-        );
+        // A plain loop: the iterator chain (zip with an open range, filter, map) cost about
+        // twice as many instructions per run at 10,000 runs (docs/performance.md).
+        let mut ordinal = first_ordinal(state);
+        for e in &eligible {
+            if *e {
+                eligible_ordinals.push(ordinal);
+            }
+            ordinal = ordinal.saturating_add(1);
+        }
         Facts {
             state,
             target: target.to_string(),
@@ -417,6 +419,10 @@ impl<'a> Facts<'a> {
             let last_seen = cov.last_seen;
             let last_native = cov.last_native;
             let runs_since = self.eligible_after(last_seen).len() as i64;
+            // The runs after the last native one: ordinals are contiguous in a state, so
+            // they are the tail of `runs` (the filter still checks each ordinal).
+            let after = usize::try_from(last_native.saturating_sub(first_ordinal(self.state)))
+                .unwrap_or(usize::MAX);
             // A provider that never had a thread here has nothing to go stale: 0, as in the
             // windowed view.
             let off = match self.target_thread() {
@@ -424,6 +430,8 @@ impl<'a> Facts<'a> {
                 Some(_) => self
                     .state
                     .runs
+                    .get(after..)
+                    .unwrap_or_default()
                     .iter()
                     .filter(|r| {
                         r.ordinal > last_native
@@ -444,7 +452,7 @@ impl<'a> Facts<'a> {
                     .iter()
                     .filter(|h| {
                         h.status.is_live()
-                            && h.to_provider_thread.as_deref() == Some(pt.id.as_str())
+                            && same_id(h.to_provider_thread.as_deref(), &pt.id)
                             && h.target_run.unwrap_or(h.covered.to.saturating_add(1)) > last_clean
                     })
                     .count() as i64,
@@ -915,11 +923,21 @@ struct CoverageSummary {
     last_clean: u32,
 }
 
+/// Whether `id` is `Some(want)`, compared in place: the ids compared per run and per handoff
+/// are a few bytes, and `==` on them called `memcmp` for every run of the thread (about a
+/// fifth of a decision's instructions at 10,000 runs, docs/performance.md).
+#[inline]
+fn same_id(id: Option<&str>, want: &str) -> bool {
+    id.is_some_and(|id| {
+        id.len() == want.len() && id.bytes().zip(want.bytes()).all(|(a, b)| a == b)
+    })
+}
+
 /// [`coverage`], summarised: the same runs and handoffs, the same order, nothing collected.
 fn coverage_summary(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> CoverageSummary {
     let mut cov = CoverageSummary::default();
     for r in &state.runs {
-        if r.provider_thread.as_deref() == Some(pt)
+        if same_id(r.provider_thread.as_deref(), pt)
             && eligible(r.ordinal)
             && live_run(state, r.ordinal)
         {
@@ -932,7 +950,7 @@ fn coverage_summary(state: &State, pt: &str, eligible: impl Fn(u32) -> bool) -> 
     }
     cov.last_seen = cov.last_native;
     for h in &state.handoffs {
-        if h.to_provider_thread.as_deref() == Some(pt)
+        if same_id(h.to_provider_thread.as_deref(), pt)
             && h.status.is_live()
             && h.covers_own_runs(&state.thread.id)
             && h.covered.to > cov.last_seen

@@ -395,6 +395,12 @@ impl Context {
         self.failure.as_ref()
     }
 
+    /// Whether a text of `item` had something replaced (every replacement is recorded with
+    /// its item): a text of an item not named here came back as it was given.
+    pub(crate) fn replaced_in(&self, item: &str) -> bool {
+        self.hits.iter().any(|(_, _, i)| i == item)
+    }
+
     /// What was redacted in the items `keep` accepts (the ones the handoff carries), per
     /// rule in rule order.
     pub fn report(&self, keep: impl Fn(&str) -> bool) -> Vec<RedactionReport> {

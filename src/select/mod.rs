@@ -9,14 +9,16 @@ pub mod ladder;
 
 pub use crate::cut::{fenced, one_line, prose, thousands, Cut};
 // Baton's own benches and tests reach them here (`unstable`); the entry formats use `cut`'s.
+#[cfg(feature = "unstable")]
+pub use crate::cut::{code_span, escape_controls};
 #[cfg(any(test, feature = "unstable"))]
-pub use crate::cut::{code_span, escape_controls, head, head_tail, tail};
+pub use crate::cut::{head, head_tail, tail};
 #[cfg(any(feature = "unstable", feature = "cli", feature = "lsp"))]
 pub use files::display_path;
 pub use crate::entry::{compact, cut_at_whitespace, keep_tail};
 
 use crate::decision::Decision;
-use crate::entry::{entry_text, role_label, Texts};
+use crate::entry::{ceiling_input_bound, entry_text, role_label, Texts};
 use crate::eval::item_holds;
 use crate::facts::{
     item_contexts, synthetic_item, Fact, Facts, ItemCtx, SummarySizer,
@@ -773,6 +775,33 @@ impl Prepared<'_, '_> {
             .any(|p| matches!(p, Pick::Take(t) if !t.must_keep && !t.protected && t.ctx.kind == kind))
     }
 
+    /// Whether the text rules' ceilings (`head`, `tail`, `head_tail`: what
+    /// [`Degrade::with_ceilings`] applies) leave every text as it is, so that the summary
+    /// with ceilings is the summary without them. A ceiling of `n` changes no text of at
+    /// most `n` characters, and every text [`entry_text`] cuts for an item is one of the
+    /// texts [`ceiling_input_bound`] counts, redacted: unchanged when nothing of the item
+    /// was redacted. Conservative: `false` whenever that cannot be told from the lengths.
+    fn ceilings_cut_nothing(&self) -> bool {
+        let red = &self.redaction.context;
+        if red.failure().is_some() {
+            return false;
+        }
+        self.picks.iter().all(|p| {
+            let Pick::Take(t) = p else {
+                return true;
+            };
+            if !t.ceiling {
+                return true;
+            }
+            let limit = match t.cut {
+                Some(Cut::Head(n) | Cut::Tail(n) | Cut::HeadTail(n)) => n,
+                _ => return false,
+            };
+            ceiling_input_bound(self.state, &t.ctx, self.note.as_deref()) <= limit
+                && !red.replaced_in(&t.ctx.id)
+        })
+    }
+
     /// [`Prepared::summary`], consuming the prepared selection.
     pub fn into_summary(self, degrade: &Degrade) -> Summary {
         let Prepared {
@@ -1248,7 +1277,16 @@ pub struct ReusingSizer<'a> {
     policy: &'a Policy,
     state: &'a State,
     /// Each selection sized (the delta's, the whole thread's), with its runs.
-    kept: std::cell::RefCell<Vec<(Vec<u32>, Prepared<'a, 'a>)>>,
+    kept: std::cell::RefCell<Vec<(Vec<u32>, Kept<'a>)>>,
+}
+
+/// What [`ReusingSizer`] keeps of a selection it sized.
+enum Kept<'a> {
+    /// The selection up to the budget: some text rule's ceiling cut a text while sizing, so
+    /// the handoff's summary (texts whole) is built from it when asked for.
+    Prepared(Prepared<'a, 'a>),
+    /// No ceiling cut anything: the summary sized is the handoff's summary, built once.
+    Summary(Summary),
 }
 
 impl<'a> ReusingSizer<'a> {
@@ -1270,7 +1308,10 @@ impl<'a> ReusingSizer<'a> {
             at.map(|i| kept.swap_remove(i).1)
         };
         match kept {
-            Some(p) if std::ptr::eq(facts.state, self.state) => p.into_summary(&Degrade::default()),
+            Some(Kept::Prepared(p)) if std::ptr::eq(facts.state, self.state) => {
+                p.into_summary(&Degrade::default())
+            }
+            Some(Kept::Summary(s)) if std::ptr::eq(facts.state, self.state) => s,
             _ => select_runs(self.policy, facts, runs),
         }
     }
@@ -1290,8 +1331,23 @@ impl SummarySizer for ReusingSizer<'_> {
         let Some(prepared) = prepare_in(self.policy, self.state, facts, runs, None) else {
             return 0;
         };
+        // Sizing applies the text rules as ceilings, the handoff does not. When no ceiling
+        // can cut a text, both are the same summary: it is built once, not cloned, cut and
+        // built again (issue 23 point 7).
+        if prepared.ceilings_cut_nothing() {
+            #[cfg(debug_assertions)]
+            let sized = prepared.summary(&Degrade::with_ceilings());
+            let summary = prepared.into_summary(&Degrade::default());
+            #[cfg(debug_assertions)]
+            debug_assert_eq!(sized, summary, "no ceiling cuts: the same summary");
+            let chars = summary.chars;
+            self.kept.borrow_mut().push((runs.to_vec(), Kept::Summary(summary)));
+            return i64::try_from(chars).unwrap_or(i64::MAX);
+        }
         let summary = prepared.summary(&Degrade::with_ceilings());
-        self.kept.borrow_mut().push((runs.to_vec(), prepared));
+        self.kept
+            .borrow_mut()
+            .push((runs.to_vec(), Kept::Prepared(prepared)));
         i64::try_from(summary.chars).unwrap_or(i64::MAX)
     }
 }
@@ -1425,6 +1481,45 @@ mod tests {
         assert_eq!(count, 1);
         assert!(!fresh.included.is_empty());
         assert_eq!(kept, fresh);
+    }
+
+    /// The delta of `examples/ladder-delta-existing.yaml` with run 2's decision reading `text`.
+    fn with_decision_text(text: &str) -> State {
+        let yaml = std::fs::read_to_string("examples/ladder-delta-existing.yaml").unwrap();
+        let yaml = yaml.replace("Use an atomic counter per window.", text);
+        crate::state::parse_str(&yaml, crate::state::Format::Yaml, "delta.yaml").unwrap()
+    }
+
+    /// Whether the sizer kept the summary itself (no ceiling cut a text while sizing).
+    fn kept_summary(policy: &Policy, state: &State) -> bool {
+        let sizer = Rc::new(ReusingSizer::new(policy, state));
+        let root = crate::ids::DocumentRoot::resolved(std::env::temp_dir());
+        let cx = DecisionContext::default();
+        let shared = Sizer::Shared(sizer.clone());
+        evaluate_with(policy, state, Some("codex"), &root, &cx, shared).unwrap();
+        let kept = sizer.kept.borrow();
+        assert_eq!(kept.len(), 1);
+        kept.iter().all(|(_, k)| matches!(k, Kept::Summary(_)))
+    }
+
+    /// When no text rule's ceiling cuts a text, the summary sized is the handoff's, built
+    /// once; a text over its ceiling, or one with a secret redacted (its length is no longer
+    /// the item's), keeps the selection instead. Either way the handoff's summary is the one
+    /// a fresh selection makes.
+    #[test]
+    fn the_sized_summary_is_kept_only_when_no_ceiling_cuts() {
+        let policy = crate::policy::load("default").unwrap();
+        let long = "word ".repeat(500);
+        let secret = format!("token ghp_{}", "a1".repeat(18));
+        for (text, whole) in [("Use a counter.", true), (&long, false), (&secret, false)] {
+            let state = with_decision_text(text);
+            assert_eq!(kept_summary(&policy, &state), whole, "{text:.20}");
+            let (kept, fresh, _) = kept_and_fresh(&policy, &state);
+            assert_eq!(kept, fresh, "{text:.20}");
+        }
+        let (kept, _, _) = kept_and_fresh(&policy, &with_decision_text(&long));
+        let decision = kept.section("decisions").unwrap();
+        assert!(!decision.entries[0].text.contains("characters cut"), "texts whole");
     }
 
     /// A summary rule that read the decision's outcome (the checker refuses one today) would

@@ -775,13 +775,18 @@ async fn run_request(
     (waits, turn): Queued,
 ) -> bool {
     let held = turn.clone();
+    // A small inline `explain`/`render` whose turn came after waiting runs on this worker, as
+    // one whose threads were free does (`KeysHop::run_here`): no hop to the pool and back
+    // (issue 23 point 7: the clients of one thread at once, docs/performance.md).
+    let here = methods::runs_where_keys_are_read(&method)
+        && methods::computes_where_read(&s, &method, &params);
     let cancelled = async move {
         if cancel_rx.await.is_err() {
             std::future::pending::<()>().await;
         }
     };
     tokio::pin!(cancelled);
-    let result = async {
+    let (msg, failed) = async {
         // Wait for the previous request of each thread named (cancellable while queued).
         let mut waits = waits.into_iter();
         while let Some(mut w) = waits.next() {
@@ -796,13 +801,21 @@ async fn run_request(
                         }
                         drop(turn);
                     });
-                    return Err(cancelled_error(&method));
+                    let result = Err(cancelled_error(&method));
+                    return (reply(out.framing, &id, &result), true);
                 }
                 _ = &mut w => {}
             }
         }
+        if here {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                methods::call_here(&s, &method, params, turn, parsed)
+            }))
+            .unwrap_or_else(|_| Err(RpcError::internal(format!("`{method}` panicked"))));
+            return (reply_json(out.framing, &id, &result), result.is_err());
+        }
         let work = methods::call(&s, &method, params, turn, parsed);
-        if spec.mutates {
+        let result = if spec.mutates {
             // Once a change has started it runs to the end and reports what it committed.
             work.await
         } else {
@@ -811,15 +824,15 @@ async fn run_request(
                 _ = &mut cancelled => Err(cancelled_error(&method)),
                 r = work => r,
             }
-        }
+        };
+        (reply(out.framing, &id, &result), result.is_err())
     }
     .await;
     lock(&cancels).remove(&id);
-    let msg = reply(out.framing, &id, &result);
     // Waits while the connection's queue is full (the client is not reading).
     let _ = out.send_frame(msg).await;
     drop(held);
-    result.is_err()
+    failed
 }
 
 fn cancelled_error(method: &str) -> RpcError {
