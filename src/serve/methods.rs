@@ -793,12 +793,9 @@ fn explain_decided(
     let d = decided.map_err(|e| engine_error(&e))?;
     Ok(crate::store::report::ExplainReport {
         policy: d.policy.clone(),
-        // The short explanation names the request's own parameter, not the command's flag.
-        explanation: if p.verbose {
-            crate::explain::render(&d, true)
-        } else {
-            crate::explain::render_pointing_to(&d, "`verbose: true`")
-        },
+        // The library's explanation, as the addon's `Engine::explain` gives it (the npm
+        // packages' tests hold the two the same): no command-line flag in it.
+        explanation: crate::explain::render(&d, p.verbose),
         decision: d,
     })
 }
