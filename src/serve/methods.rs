@@ -163,7 +163,7 @@ pub fn thread_keys(
         if let Some(child) = params.get("thread").and_then(Value::as_str) {
             let parent = shared
                 .stores
-                .with(|db| stored::parent_of(db, child).map_err(|e| stored::db_error(&e)));
+                .with(|db| db.parent_of(child).map_err(|e| stored::db_error(&e)));
             keys.extend(parent.ok().flatten());
         }
     }
@@ -410,7 +410,7 @@ impl Cx {
                 // A merge-back is logged in the fork's parent, which its decision is for.
                 let logged_in = if method == "mergeBack" {
                     self.stores()
-                        .with(|db| stored::parent_of(db, thread).map_err(|e| stored::db_error(&e)))
+                        .with(|db| db.parent_of(thread).map_err(|e| stored::db_error(&e)))
                         .ok()
                         .flatten()
                         .unwrap_or_else(|| thread.to_string())

@@ -347,17 +347,6 @@ pub fn db_error(e: &DbError) -> RpcError {
     }
 }
 
-/// The thread a fork was made from (`None` for a thread that is not a fork).
-pub fn parent_of(db: &Db, thread: &str) -> Result<Option<String>, DbError> {
-    match db {
-        Db::Sqlite(s) => Ok(s.parent_of(thread)?),
-        // One snapshot of the thread (a merge-back is rare, and this is one indexed read on
-        // SQLite only).
-        #[cfg(feature = "postgres")]
-        Db::Postgres(_) => Ok(db.load(thread)?.thread.parent.map(|p| p.thread)),
-    }
-}
-
 /// A stored thread as a state. Reading never creates the database: a `--db` that names no
 /// file is a store error naming it.
 pub fn load(pool: &StorePool, thread: &str) -> Result<State, RpcError> {

@@ -416,6 +416,15 @@ impl Db {
         self.export(thread)
     }
 
+    /// The thread `thread` was forked from (`None` for a thread that is not a fork).
+    pub fn parent_of(&self, thread: &str) -> Result<Option<String>, DbError> {
+        match self {
+            Db::Sqlite(s) => Ok(s.parent_of(thread)?),
+            #[cfg(feature = "postgres")]
+            Db::Postgres(p) => Ok(p.parent_of(thread)?),
+        }
+    }
+
     /// Every stored thread id, sorted.
     pub fn threads(&self) -> Result<Vec<String>, DbError> {
         match self {

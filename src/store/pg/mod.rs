@@ -334,6 +334,24 @@ impl PgStore {
             .map_err(|e| self.err("listing the threads", e))
     }
 
+    /// The thread `thread` was forked from (`None` for a thread that is not a fork, or no
+    /// such thread): one indexed read, as on SQLite.
+    pub fn parent_of(&self, thread: &str) -> Result<Option<String>, PgError> {
+        let during = "reading a thread's parent";
+        let row = self
+            .client
+            .borrow_mut()
+            .query_opt(
+                "SELECT parent_thread FROM threads WHERE id = $1",
+                &[&thread],
+            )
+            .map_err(|e| self.err(during, e))?;
+        match row {
+            Some(r) => r.try_get(0).map_err(|e| self.err(during, e)),
+            None => Ok(None),
+        }
+    }
+
     /// The first `<thread>-fork<n>` no stored thread has (a fork named by none).
     pub(crate) fn free_fork_id(&self, thread: &str) -> Result<String, PgError> {
         let during = "naming a fork";
