@@ -46,6 +46,8 @@ fn without_the_feature_a_postgres_url_says_how_to_build_baton() {
 }
 
 // The helpers the PostgreSQL service tests share with the `serve` target, compiled once here.
+mod common;
+
 #[cfg(feature = "postgres")]
 mod multi_serve;
 #[cfg(feature = "postgres")]
@@ -74,46 +76,8 @@ mod postgres_backend {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::{mpsc, Arc};
 
-    /// The server's URL, from `BATON_TEST_PG`; a loud failure without it.
-    fn server_url() -> String {
-        match std::env::var("BATON_TEST_PG") {
-        Ok(u) if !u.is_empty() => u,
-        _ => panic!(
-            "BATON_TEST_PG is not set: the postgres tests need a real server; run `eval \"$(.ci/pg.sh start)\"` first"
-        ),
-    }
-    }
-
-    /// A fresh, empty database on the test server, for one test: its URL.
-    pub(crate) fn fresh_db() -> String {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let base = server_url();
-        let name = format!(
-            "baton_t{}_{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        );
-        let mut admin = Client::connect(&base, NoTls).expect("the test server answers");
-        // One statement each: DROP/CREATE DATABASE cannot run in a transaction block.
-        admin
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
-            .expect("drops a leftover database");
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .expect("creates a database");
-        with_database(&base, &name)
-    }
-
-    /// `url` naming database `db` instead of its own.
-    fn with_database(url: &str, db: &str) -> String {
-        let (head, query) = match url.split_once('?') {
-            Some((h, q)) => (h, format!("?{q}")),
-            None => (url, String::new()),
-        };
-        let (scheme, rest) = head.split_once("://").expect("a URL");
-        let authority = rest.split('/').next().unwrap_or(rest);
-        format!("{scheme}://{authority}/{db}{query}")
-    }
+    pub(crate) use crate::common::backend::fresh_pg_db as fresh_db;
+    pub(crate) use crate::common::backend::Backend;
 
     fn baton(args: &[&str]) -> (bool, String, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_baton"))
@@ -126,11 +90,6 @@ mod postgres_backend {
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
-    }
-
-    pub(crate) enum Backend {
-        Sqlite,
-        Postgres,
     }
 
     /// A new database of `backend`: a file in a temporary directory (kept alive by the returned
@@ -146,9 +105,7 @@ mod postgres_backend {
         }
     }
 
-    #[rstest]
-    #[case::sqlite(Backend::Sqlite)]
-    #[case::postgres(Backend::Postgres)]
+    #[rstest_reuse::apply(crate::common::backend::backends)]
     fn db_init_creates_and_db_migrate_keeps_the_current_schema(#[case] backend: Backend) {
         let (db, _dir) = new_db(backend);
         for command in ["init", "migrate", "init"] {

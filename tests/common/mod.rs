@@ -3,6 +3,8 @@
 
 use std::process::{Command, Output};
 
+pub mod backend;
+
 /// Where the tests' decisions put off-band documents, so that paths are stable.
 pub const DOC_ROOT: &str = "/tmp/baton-test-docs";
 
