@@ -278,12 +278,56 @@ pub struct Delivery {
     pub inline_limit: usize,
     /// The off-band document's stable path (null when inline).
     pub document: Option<String>,
-    /// Why delivery is not what the policy chose (an off-band write that failed, ...).
+    /// Why delivery is not what the policy chose (an off-band write that failed, ...): the
+    /// error's message, which names the path and says the fact (never a command to run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback_reason: Option<String>,
+    /// What kind of failure `fallback_reason` is (`disk_full`, `not_writable`, ...), so a
+    /// reader picks its advice by kind (the `baton` command adds "run `baton gc`" to a
+    /// `disk_full` one). Absent when delivery did not fall back, and in decisions recorded
+    /// before baton recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_kind: Option<FallbackKind>,
     /// Set when the inline prompt cannot fit `inline_limit` (the message is never cut).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inline_note: Option<String>,
+}
+
+/// Why an off-band delivery fell back to inline (`delivery.fallback_kind`), one per kind of
+/// [`crate::DeliveryError`] (the same names as [`crate::DeliveryError::kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FallbackKind {
+    /// A thread id, handoff id or file name could not be used as a path component.
+    InvalidId,
+    /// The handoff directory is not writable (permission denied, read-only filesystem).
+    NotWritable,
+    /// The filesystem is full (ENOSPC, EDQUOT).
+    DiskFull,
+    /// The handoff directory is not safe to use (a symlink, another owner, open modes).
+    UnsafePath,
+    /// Any other I/O error.
+    Io,
+    /// The pre-grant could not be issued.
+    InvalidGrant,
+    /// The grant store failed.
+    Store,
+}
+
+impl FallbackKind {
+    /// The snake_case name, as serialized (`"disk_full"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FallbackKind::InvalidId => "invalid_id",
+            FallbackKind::NotWritable => "not_writable",
+            FallbackKind::DiskFull => "disk_full",
+            FallbackKind::UnsafePath => "unsafe_path",
+            FallbackKind::Io => "io",
+            FallbackKind::InvalidGrant => "invalid_grant",
+            FallbackKind::Store => "store",
+        }
+    }
 }
 
 /// The scoped pre-grant (`pregrant` in DESIGN §4): one tool may read one canonical path, for a

@@ -841,6 +841,7 @@ fn move_off_band(
         inline_limit,
         document: Some(document.clone()),
         fallback_reason: None,
+        fallback_kind: None,
         inline_note: None,
     });
     facts.set_outcome(Some(decision.strategy.as_str()), Some("off_band"));

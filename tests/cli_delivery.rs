@@ -322,5 +322,6 @@ fn dispatch_warns_when_the_off_band_write_falls_back() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["delivery"]["mode"], "inline");
     assert_eq!(json["delivery"]["fallback_reason"], reason.as_str());
+    assert_eq!(json["delivery"]["fallback_kind"], "io");
     assert!(json["pregrant"].is_null());
 }

@@ -255,3 +255,57 @@ fn library_errors_are_messages_with_their_location_as_data() {
         }
     }
 }
+
+/// The service's start-up errors are messages with their place as data, and name the service's
+/// settings as [`baton::serve::SettingNames`] gives them: the `ServeConfig` fields' own names
+/// unless the caller gives others (`baton serve` gives its flags).
+#[test]
+fn service_start_errors_are_messages_naming_settings_not_flags() {
+    use baton::serve::{
+        DecisionLogConfig, LogTarget, MetricsEndpoint, ServeConfig, ServeError, Transport,
+    };
+    use baton::{located, Located};
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("b.db");
+    let config = || ServeConfig::new(Transport::Stdio, "default", &db);
+
+    let mut cfg = config();
+    cfg.decision_log = Some(DecisionLogConfig::new(LogTarget::Stdout));
+    let e = baton::serve::serve(cfg).unwrap_err();
+    assert!(matches!(e, ServeError::LogOnStdout { .. }), "{e:?}");
+    assert_eq!(e.location(), None);
+    assert_eq!(
+        e.to_string(),
+        "decision_log writes to standard output, which the stdio transport uses for its messages; give the log a file path"
+    );
+
+    let mut cfg = config();
+    cfg.decision_log = Some(DecisionLogConfig::new(LogTarget::File(
+        dir.path().to_path_buf(),
+    )));
+    let e = baton::serve::serve(cfg).unwrap_err();
+    let at = dir.path().display().to_string();
+    assert_eq!(e.location().as_deref(), Some(at.as_str()));
+    assert!(
+        e.to_string().starts_with("cannot write the decision log: "),
+        "{e}"
+    );
+    assert!(
+        located(&e).starts_with(&format!("{at}: error: cannot write the decision log: ")),
+        "{}",
+        located(&e)
+    );
+
+    let mut cfg = config();
+    cfg.metrics = Some(MetricsEndpoint {
+        addr: "0.0.0.0:0".into(),
+        allow_remote: false,
+    });
+    let e = baton::serve::serve(cfg).unwrap_err();
+    assert_eq!(
+        located(&e),
+        "0.0.0.0:0: error: cannot serve metrics: 0.0.0.0 is not a loopback address: metrics are served on loopback only (127.0.0.1 or ::1); pass metrics.allow_remote to serve them on another interface"
+    );
+    assert!(!e.to_string().contains("--"), "{e}");
+}

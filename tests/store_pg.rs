@@ -842,3 +842,80 @@ mod postgres_backend {
         assert_eq!(allowed, 1);
     }
 }
+
+/// A command the CLI suggests for a PostgreSQL database can be pasted into a shell: the
+/// password the message hides is `${PGPASSWORD}` in double quotes, and a URL that came from
+/// `BATON_DB` is left out (the suggested command reads it again).
+#[cfg(feature = "postgres")]
+mod pasteable_hints {
+    use baton::store::{DbUrl, SCHEMA_VERSION};
+    use std::process::Command;
+
+    fn baton(args: &[&str], baton_db: Option<&str>) -> (bool, String) {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
+        c.args(args);
+        match baton_db {
+            Some(db) => c.env("BATON_DB", db),
+            None => c.env_remove("BATON_DB"),
+        };
+        let out = c.output().expect("baton runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    #[test]
+    fn a_hint_gives_pgpassword_for_the_hidden_password_or_leaves_baton_db_out() {
+        let url = crate::common::backend::fresh_pg_db();
+        // The test server trusts its user: any password connects.
+        let with_password = url.replacen("://baton@", "://baton:hunter2@", 1);
+        assert_ne!(with_password, url, "{url}");
+        let shown = DbUrl::parse(&with_password).redacted();
+        let pasteable = shown.replacen(":***@", ":${PGPASSWORD}@", 1);
+        let older = format!(
+            "{shown}: error: database schema version 0 is older than this baton's ({SCHEMA_VERSION})"
+        );
+        let (ok, err) = baton(
+            &["db", "export", "--db", &with_password, "--thread", "t"],
+            None,
+        );
+        assert!(!ok);
+        assert_eq!(
+            err.trim_end(),
+            format!("{older}; run `baton db migrate --db \"{pasteable}\"` to migrate it")
+        );
+        assert!(!err.contains("hunter2"), "{err}");
+        // The database from BATON_DB: the command reads it again, so no --db.
+        let (ok, err) = baton(&["db", "export", "--thread", "t"], Some(&with_password));
+        assert!(!ok);
+        assert_eq!(
+            err.trim_end(),
+            format!("{older}; run `baton db migrate` to migrate it")
+        );
+        // Pasted into a shell that has the password in PGPASSWORD, the suggested command runs.
+        let (_, err) = baton(
+            &["db", "export", "--db", &with_password, "--thread", "t"],
+            None,
+        );
+        let suggested = err
+            .split('`')
+            .nth(1)
+            .and_then(|c| c.strip_prefix("baton "))
+            .expect("a suggested command");
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("\"$BATON_BIN\" {suggested}"))
+            .env("BATON_BIN", env!("CARGO_BIN_EXE_baton"))
+            .env("PGPASSWORD", "hunter2")
+            .env_remove("BATON_DB")
+            .output()
+            .expect("sh runs");
+        assert!(out.status.success(), "{out:?}");
+        let (ok, err) = baton(
+            &["db", "export", "--db", &with_password, "--thread", "t"],
+            None,
+        );
+        assert!(!err.contains("older than"), "migrated: {ok} {err}");
+    }
+}

@@ -9,6 +9,8 @@ mod privilege;
 
 #[path = "crash_safety.rs"]
 mod crash_safety;
+#[path = "delivery_fallback.rs"]
+mod delivery_fallback;
 #[path = "lifecycle_replay.rs"]
 mod lifecycle_replay;
 #[path = "rollback_leaves_nothing.rs"]

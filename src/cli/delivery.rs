@@ -32,7 +32,8 @@ pub(crate) fn render_deliver(
     let delivered = deliver::deliver(&mut outcome, &store, thread, &mut grants);
     if let Some(reason) = &delivered.fallback_reason {
         eprintln!(
-            "warning: off-band delivery failed, so the handoff is delivered inline: {reason}"
+            "{}",
+            super::errors::delivery_fallback(reason, delivered.fallback_kind)
         );
     }
     match (&delivered.document_path, &delivered.grant) {

@@ -6,6 +6,36 @@ use crate::error::located;
 use crate::store::hint::sh;
 use crate::store::{ForkRefusal, RegenerateRefusal, StoreError, StoreErrorKind};
 
+/// ` --db DB` for a suggested command, written so that it can be pasted into a shell: a SQLite
+/// file as one shell word; a PostgreSQL URL whose password the message hides (`***`) in double
+/// quotes with `${PGPASSWORD}` in its place, so the shell fills it in; nothing when the URL is
+/// `$BATON_DB`'s, which the command reads again. The database as the message shows it.
+pub(crate) fn db_opt(shown: &str) -> String {
+    let postgres = shown.starts_with("postgres://") || shown.starts_with("postgresql://");
+    if !postgres {
+        return format!(" --db {}", sh(shown));
+    }
+    if std::env::var("BATON_DB")
+        .is_ok_and(|v| !v.is_empty() && crate::store::DbUrl::parse(&v).redacted() == shown)
+    {
+        return String::new();
+    }
+    if !shown.contains(":***@") && !shown.contains("password=***") {
+        return format!(" --db {}", sh(shown));
+    }
+    let mut quoted = String::with_capacity(shown.len().saturating_add(16));
+    for c in shown.chars() {
+        if matches!(c, '"' | '\\' | '`' | '$') {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    let quoted = quoted
+        .replace(":***@", ":${PGPASSWORD}@")
+        .replace("password=***", "password=${PGPASSWORD}");
+    format!(" --db \"{quoted}\"")
+}
+
 /// A store error located as `baton` prints it: `DB: error: message` (the library's message
 /// names no database; [`StoreError::database`] is a field).
 pub(crate) fn store_located(e: &StoreError) -> String {
@@ -21,18 +51,19 @@ pub(crate) fn store_error(e: &StoreError) -> String {
             "{text} (reading commands such as `baton db export` and `baton explain --thread` still work)"
         ),
         StoreErrorKind::NeedsMigration { .. } => format!(
-            "{text}; run `baton db init --db {path}` where the file is writable to migrate it"
+            "{text}; run `baton db init{}` where the file is writable to migrate it",
+            db_opt(path)
         ),
         StoreErrorKind::ThreadNotFound { .. } => {
-            format!("{text}; import it first: `baton db import --db {} STATE_FILE`", sh(path))
+            format!("{text}; import it first: `baton db import{} STATE_FILE`", db_opt(path))
         }
         StoreErrorKind::ThreadExists { .. } => format!(
-            "{text}; to overwrite it: `baton db import --db {} --replace STATE_FILE`",
-            sh(path)
+            "{text}; to overwrite it: `baton db import{} --replace STATE_FILE`",
+            db_opt(path)
         ),
         StoreErrorKind::RunInProgress { thread, run } => format!(
-            "{text}: `baton complete --db {} --thread {} --run {run} --items ITEMS_FILE`",
-            sh(path),
+            "{text}: `baton complete{} --thread {} --run {run} --items ITEMS_FILE`",
+            db_opt(path),
             sh(thread)
         ),
         StoreErrorKind::MergeBackWaiting {
@@ -40,8 +71,8 @@ pub(crate) fn store_error(e: &StoreError) -> String {
             handoff,
             fork,
         } => format!(
-            "{path}: error: thread \"{thread}\" already has a merge-back from fork \"{fork}\" (handoff {handoff}) waiting for its next run; dispatch it first (`baton dispatch --db {} --thread {} --target PROVIDER`), then merge this fork back",
-            sh(path),
+            "{path}: error: thread \"{thread}\" already has a merge-back from fork \"{fork}\" (handoff {handoff}) waiting for its next run; dispatch it first (`baton dispatch{} --thread {} --target PROVIDER`), then merge this fork back",
+            db_opt(path),
             sh(thread)
         ),
         StoreErrorKind::BadForkPoint {
@@ -49,8 +80,8 @@ pub(crate) fn store_error(e: &StoreError) -> String {
             run,
             why: ForkRefusal::Running,
         } => format!(
-            "{text}: `baton complete --db {} --thread {} --run {run} --items ITEMS_FILE`",
-            sh(path),
+            "{text}: `baton complete{} --thread {} --run {run} --items ITEMS_FILE`",
+            db_opt(path),
             sh(thread)
         ),
         StoreErrorKind::BadForkPoint {
@@ -58,20 +89,50 @@ pub(crate) fn store_error(e: &StoreError) -> String {
             run,
             why: ForkRefusal::ChildExists { child },
         } => format!(
-            "{path}: error: cannot fork thread \"{thread}\" at run {run}: a thread \"{child}\" is already in the database; name another child (`baton fork --db {} --thread {} --at {run} --child NEW_ID`), or leave `--child` out for a fresh id",
-            sh(path),
+            "{path}: error: cannot fork thread \"{thread}\" at run {run}: a thread \"{child}\" is already in the database; name another child (`baton fork{} --thread {} --at {run} --child NEW_ID`), or leave `--child` out for a fresh id",
+            db_opt(path),
             sh(thread)
         ),
         StoreErrorKind::NotRegenerable {
             why: RegenerateRefusal::MergeBack { fork },
             ..
         } => format!(
-            "{text}: `baton merge-back --db {} --thread {}`",
-            sh(path),
+            "{text}: `baton merge-back{} --thread {}`",
+            db_opt(path),
             sh(fork)
         ),
         _ => text,
     }
+}
+
+/// A `baton serve` start-up error as printed: located (`PATH: error: message`), or `error:
+/// message` when it is about no place; a policy that does not load as its diagnostics.
+pub(crate) fn serve_error(e: &crate::serve::ServeError) -> String {
+    use crate::error::Located as _;
+    use crate::serve::ServeError;
+    match e {
+        ServeError::Policy(p) => p.to_string(),
+        _ if e.location().is_none() => format!("error: {}", located(e)),
+        _ => located(e),
+    }
+}
+
+/// The warning `baton` prints when an off-band delivery fell back to inline: the recorded
+/// reason (the library's message, which says the fact), then the command that helps by its
+/// kind: a full disk names `baton gc`. A decision recorded before baton recorded the kind
+/// carries its advice in the reason itself.
+pub(crate) fn delivery_fallback(
+    reason: &str,
+    kind: Option<crate::decision::FallbackKind>,
+) -> String {
+    use crate::decision::FallbackKind;
+    let advice = match kind {
+        Some(FallbackKind::DiskFull) => "; free some space or run `baton gc`",
+        _ => "",
+    };
+    format!(
+        "warning: off-band delivery failed, so the handoff is delivered inline: {reason}{advice}"
+    )
 }
 
 /// An engine error as `baton` prints it: an unknown target is an error of `--target`.
@@ -99,12 +160,10 @@ fn diff_located(e: &crate::diff::DiffError) -> String {
     located(e)
 }
 
-/// A `baton quality` corpus error as printed: the corpus located as [`diff_error`] does.
+/// A `baton quality` corpus error as printed: located at the corpus file, as [`diff_error`]
+/// prints a corpus error; a state's problems as their list.
 pub(crate) fn quality_error(e: &crate::quality::QualityError) -> String {
-    match e {
-        crate::quality::QualityError::Corpus(d) => diff_located(d),
-        _ => e.to_string(),
-    }
+    located(e)
 }
 
 /// A `baton db copy`/PostgreSQL error as printed: a SQLite-side store error located as
@@ -117,7 +176,7 @@ pub(crate) fn copy_error(e: &crate::store::pg::CopyError) -> String {
         CopyError::Sqlite(s) => store_located(s),
         CopyError::Postgres(p) => pg_error(p),
         CopyError::NotEmpty { db, .. } => {
-            format!("{} (`baton db init --db {db}` makes one)", located(e))
+            format!("{} (`baton db init{}` makes one)", located(e), db_opt(db))
         }
         _ => located(e),
     }
@@ -131,8 +190,9 @@ pub(crate) fn pg_error(e: &crate::store::pg::PgError) -> String {
     match e {
         PgError::NeedsMigration { url, .. } => {
             format!(
-                "{}; run `baton db migrate --db {url}` to migrate it",
-                located(e)
+                "{}; run `baton db migrate{}` to migrate it",
+                located(e),
+                db_opt(url)
             )
         }
         _ => located(e),
@@ -194,5 +254,52 @@ pub(crate) fn diagnostic(
             std::borrow::Cow::Owned(d)
         }
         _ => std::borrow::Cow::Borrowed(d),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{db_opt, delivery_fallback};
+    use crate::decision::FallbackKind;
+
+    #[test]
+    fn a_full_disk_fallback_is_shown_with_baton_gc_and_no_other_kind_is() {
+        let warning = "warning: off-band delivery failed, so the handoff is delivered inline";
+        assert_eq!(
+            delivery_fallback(
+                "cannot write /h/t/H1: disk full (x)",
+                Some(FallbackKind::DiskFull)
+            ),
+            format!(
+                "{warning}: cannot write /h/t/H1: disk full (x); free some space or run `baton gc`"
+            )
+        );
+        assert_eq!(
+            delivery_fallback("I/O error on /h: y", Some(FallbackKind::Io)),
+            format!("{warning}: I/O error on /h: y")
+        );
+        // Logged before the kind was: the reason carries its advice already.
+        let old = "cannot write /h: disk full (x); free some space or run `baton gc`";
+        assert_eq!(delivery_fallback(old, None), format!("{warning}: {old}"));
+    }
+
+    #[test]
+    fn a_suggested_db_can_be_pasted() {
+        assert_eq!(db_opt("/tmp/b.db"), " --db /tmp/b.db");
+        assert_eq!(db_opt("/tmp/my db"), " --db '/tmp/my db'");
+        if std::env::var_os("BATON_DB").is_none() {
+            assert_eq!(
+                db_opt("postgresql://baton:***@db.internal/baton"),
+                " --db \"postgresql://baton:${PGPASSWORD}@db.internal/baton\""
+            );
+            assert_eq!(
+                db_opt("postgres://baton@%2Frun%2Fpg/b?password=***&x=$y"),
+                " --db \"postgres://baton@%2Frun%2Fpg/b?password=${PGPASSWORD}&x=\\$y\""
+            );
+            assert_eq!(
+                db_opt("postgresql://baton@db.internal/baton"),
+                " --db postgresql://baton@db.internal/baton"
+            );
+        }
     }
 }

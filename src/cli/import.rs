@@ -479,7 +479,8 @@ pub(crate) fn handoff(a: HandoffArgs) -> u8 {
     let delivered = deliver::deliver(&mut outcome, &offband, &state.thread.id, &mut grants);
     if let Some(reason) = &delivered.fallback_reason {
         eprintln!(
-            "warning: off-band delivery failed, so the handoff is delivered inline: {reason}"
+            "{}",
+            super::errors::delivery_fallback(reason, delivered.fallback_kind)
         );
     }
     let Some(rendered) = outcome.rendered.as_ref() else {

@@ -48,7 +48,7 @@ pub(crate) fn quality(a: QualityArgs) -> u8 {
     let long = match crate::quality::long::measure_sizes(&policy, &a.long_threads) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("long threads: {e}");
+            eprintln!("long threads: {}", crate::error::located(&e));
             return FAIL;
         }
     };

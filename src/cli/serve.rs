@@ -86,14 +86,30 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
         allow_remote: a.metrics_allow_remote,
     });
     cfg.shadow = a.shadow;
+    cfg.settings = flags();
     tune_malloc();
     match serve::serve(cfg) {
         Ok(()) => super::commands::OK,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", super::errors::serve_error(&e));
             super::commands::FAIL
         }
     }
+}
+
+/// The service's settings as this command names them: its flags.
+fn flags() -> crate::serve::SettingNames {
+    let mut names = crate::serve::SettingNames::default();
+    names.db = "--db".into();
+    names.db_pool = "--db-pool".into();
+    names.db_pool_timeout = "--db-pool-timeout".into();
+    names.decision_log_stdout = "--decision-log -".into();
+    names.max_connections = "serve --max-connections".into();
+    names.max_message = "serve --max-message".into();
+    names.message_timeout = "serve --message-timeout".into();
+    names.metrics_allow_remote = "--metrics-allow-remote".into();
+    names.stdio = "--stdio".into();
+    names
 }
 
 /// Tune glibc's malloc for a long-running server, each setting unless the environment sets

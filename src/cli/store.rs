@@ -645,10 +645,13 @@ pub struct JsonArgs {
 
 fn print_dispatched(d: &Dispatched, out: JsonArgs, what: &str) {
     let delivery = d.decision.delivery.as_ref();
-    if let Some(reason) = delivery.and_then(|x| x.fallback_reason.as_ref()) {
-        eprintln!(
-            "warning: off-band delivery failed, so the handoff is delivered inline: {reason}"
-        );
+    if let Some(x) = delivery {
+        if let Some(reason) = &x.fallback_reason {
+            eprintln!(
+                "{}",
+                super::errors::delivery_fallback(reason, x.fallback_kind)
+            );
+        }
     }
     if out.json {
         let report = store::DispatchReport::from(d.clone());

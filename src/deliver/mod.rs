@@ -88,7 +88,7 @@ pub enum DeliveryError {
         source: io::Error,
     },
     /// The filesystem is full (ENOSPC / EDQUOT).
-    #[error("cannot write {path}: disk full ({source}); free some space or run `baton gc`")]
+    #[error("cannot write {path}: disk full ({source})")]
     DiskFull {
         /// The path the operation failed on.
         path: PathBuf,
@@ -155,17 +155,23 @@ impl DeliveryError {
         }
     }
 
+    /// The kind as recorded in a decision that fell back to inline (`delivery.fallback_kind`).
+    pub fn fallback_kind(&self) -> crate::decision::FallbackKind {
+        use crate::decision::FallbackKind;
+        match self {
+            DeliveryError::InvalidId { .. } => FallbackKind::InvalidId,
+            DeliveryError::NotWritable { .. } => FallbackKind::NotWritable,
+            DeliveryError::DiskFull { .. } => FallbackKind::DiskFull,
+            DeliveryError::UnsafePath { .. } => FallbackKind::UnsafePath,
+            DeliveryError::Io { .. } => FallbackKind::Io,
+            DeliveryError::InvalidGrant { .. } => FallbackKind::InvalidGrant,
+            DeliveryError::Store(_) => FallbackKind::Store,
+        }
+    }
+
     /// A short stable snake_case classification, for provenance and metrics.
     pub fn kind(&self) -> &'static str {
-        match self {
-            DeliveryError::InvalidId { .. } => "invalid_id",
-            DeliveryError::NotWritable { .. } => "not_writable",
-            DeliveryError::DiskFull { .. } => "disk_full",
-            DeliveryError::UnsafePath { .. } => "unsafe_path",
-            DeliveryError::Io { .. } => "io",
-            DeliveryError::InvalidGrant { .. } => "invalid_grant",
-            DeliveryError::Store(_) => "store",
-        }
+        self.fallback_kind().as_str()
     }
 
     #[cfg(any(feature = "unstable", feature = "store"))]

@@ -3,8 +3,11 @@
 //!
 //! Public entry point: [`deliver`]. It never fails: a failed write or grant turns the
 //! delivery into an inline one whose first-turn prompt carries the whole document, and the
-//! error's message (which names the path) is recorded as `delivery.fallback_reason` in the
-//! decision, as `delivery_fallback_reason` in the provenance, and in [`Delivered`].
+//! error's message (which names the path and says the fact, never a command) is recorded as
+//! `delivery.fallback_reason` in the decision, as `delivery_fallback_reason` in the
+//! provenance, and in [`Delivered`]; its kind (`disk_full`, ...) beside it as
+//! `delivery.fallback_kind`, `delivery_fallback_kind` and [`Delivered::fallback_kind`], by
+//! which a shell picks its advice (the `baton` command's "run `baton gc`").
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +16,7 @@ use serde::Serialize;
 use super::offband::OffbandStore;
 use super::pregrant::{issue, Grant, GrantStore};
 use super::DeliveryError;
-use crate::decision::DeliveryMode;
+use crate::decision::{DeliveryMode, FallbackKind};
 use crate::outcome::Outcome;
 use crate::render::receipt::TRANSCRIPT_FILE;
 
@@ -34,6 +37,9 @@ pub struct Delivered {
     pub transcript_grant: Option<Grant>,
     /// Why an off-band delivery fell back to inline (the error's message), if it did.
     pub fallback_reason: Option<String>,
+    /// The kind of that failure, when delivery fell back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback_kind: Option<FallbackKind>,
 }
 
 /// Deliver `outcome`'s handoff for `thread_id`.
@@ -61,12 +67,14 @@ pub fn deliver(
         Ok(delivered) => delivered,
         Err(e) => {
             let reason = e.to_string();
-            fall_back_to_inline(outcome, &reason);
+            let kind = e.fallback_kind();
+            fall_back_to_inline(outcome, &reason, kind);
             Delivered {
                 document_path: None,
                 grant: None,
                 transcript_grant: None,
                 fallback_reason: Some(reason),
+                fallback_kind: Some(kind),
             }
         }
     }
@@ -145,6 +153,7 @@ fn write_and_grant(
         grant,
         transcript_grant,
         fallback_reason: None,
+        fallback_kind: None,
     })
 }
 
@@ -164,12 +173,13 @@ fn record_path(outcome: &mut Outcome, path: &Path, grant: Option<&Grant>) {
 }
 
 /// Turn an off-band outcome into an inline one that carries the whole document.
-fn fall_back_to_inline(outcome: &mut Outcome, reason: &str) {
+fn fall_back_to_inline(outcome: &mut Outcome, reason: &str, kind: FallbackKind) {
     if let Some(d) = outcome.decision.delivery.as_mut() {
         d.mode = DeliveryMode::Inline;
         d.document = None;
         d.inline_note = None;
         d.fallback_reason = Some(reason.to_string());
+        d.fallback_kind = Some(kind);
     }
     outcome.decision.pregrant = None;
     if let Some(r) = outcome.rendered.as_mut() {
@@ -184,5 +194,6 @@ fn fall_back_to_inline(outcome: &mut Outcome, reason: &str) {
         r.inline_note = None;
         r.provenance.delivery = DeliveryMode::Inline.as_str().to_string();
         r.provenance.delivery_fallback_reason = Some(reason.to_string());
+        r.provenance.delivery_fallback_kind = Some(kind);
     }
 }

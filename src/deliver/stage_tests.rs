@@ -146,6 +146,11 @@ fn assert_fell_back(o: &Outcome, d: &Delivered, reason_has: &[&str]) {
         Some(reason.as_str())
     );
     assert_eq!(r.provenance.chars.inline, r.inline.chars().count());
+    // The kind beside the reason, the same in every record.
+    let kind = d.fallback_kind.expect("a fallback kind");
+    assert_eq!(delivery.fallback_kind, Some(kind));
+    assert_eq!(json["delivery"]["fallback_kind"], kind.as_str());
+    assert_eq!(r.provenance.delivery_fallback_kind, Some(kind));
 }
 
 #[test]
@@ -221,11 +226,11 @@ fn a_full_disk_falls_back_to_inline() {
     let _ = fs::write(m.dir.join("filler"), vec![b'x'; 256 * 1024]);
     let root = m.dir.join("docs");
     let (o, d, _) = deliver_into(&root);
-    assert_fell_back(
-        &o,
-        &d,
-        &["disk full", "No space left on device", "run `baton gc`"],
-    );
+    assert_fell_back(&o, &d, &["disk full", "No space left on device"]);
+    // The recorded fact names no command: the `baton` command adds "run `baton gc`" by kind.
+    assert_eq!(d.fallback_kind, Some(baton::decision::FallbackKind::DiskFull));
+    let reason = d.fallback_reason.clone().unwrap_or_default();
+    assert!(!reason.contains("baton"), "{reason:?}");
 }
 
 #[rstest::rstest]

@@ -859,6 +859,7 @@ fn deliver(
             inline_limit: policy.delivery.inline_limit,
             document,
             fallback_reason: None,
+            fallback_kind: None,
             inline_note: None,
         }
     });

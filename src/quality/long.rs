@@ -355,13 +355,40 @@ pub fn measure_sizes(policy: &Policy, sizes: &[u32]) -> Result<Vec<LongFigures>,
     Ok(out)
 }
 
-/// A generated thread that could not be built or handed over.
+/// A generated thread that could not be built or handed over. `Display` is the message; a
+/// decision or template error's place is its location ([`crate::Located`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LongError {
+    /// The generated state does not load.
     #[error(transparent)]
     State(#[from] StateError),
-    #[error("{}", crate::error::located(.0))]
+    /// Deciding or rendering it fails.
+    #[error(transparent)]
     Pipeline(#[from] crate::pipeline::PipelineError),
+}
+
+impl crate::Located for LongError {
+    fn location(&self) -> Option<String> {
+        match self {
+            LongError::State(_) => None,
+            LongError::Pipeline(e) => crate::Located::location(e),
+        }
+    }
+
+    fn help(&self) -> Option<&str> {
+        match self {
+            LongError::State(_) => None,
+            LongError::Pipeline(e) => crate::Located::help(e),
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            LongError::State(e) => e.to_string(),
+            LongError::Pipeline(e) => crate::Located::message(e),
+        }
+    }
 }
 
 /// Why these figures fail the long-thread gate (docs/cli.md#baton-quality): every changed file

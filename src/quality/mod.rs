@@ -45,13 +45,33 @@ pub const LEAK: &str = "LEAK-";
 /// The providers every state is rendered for (plus those a state declares).
 pub const TARGETS: &[&str] = &["claude", "codex", "copilot", "cursor"];
 
-/// A corpus that cannot be measured.
+/// A corpus that cannot be measured. `Display` is the message; the corpus file is its
+/// location ([`crate::Located`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum QualityError {
+    /// A corpus file or directory that cannot be read.
     #[error(transparent)]
     Corpus(#[from] crate::diff::DiffError),
+    /// A corpus state that does not load (its problems are located each).
     #[error(transparent)]
     State(#[from] crate::state::StateError),
+}
+
+impl crate::Located for QualityError {
+    fn location(&self) -> Option<String> {
+        match self {
+            QualityError::Corpus(e) => crate::Located::location(e),
+            QualityError::State(_) => None,
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            QualityError::Corpus(e) => crate::Located::message(e),
+            QualityError::State(e) => e.to_string(),
+        }
+    }
 }
 
 /// How many of the expected things the text shows, and which it misses.

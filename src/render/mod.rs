@@ -149,6 +149,9 @@ pub struct Provenance {
     /// off-band write or the pre-grant failed); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivery_fallback_reason: Option<String>,
+    /// Its kind (`disk_full`, ...), as the decision's `delivery.fallback_kind`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery_fallback_kind: Option<crate::decision::FallbackKind>,
     /// Ids of the items in the handoff.
     pub included: Arc<Vec<String>>,
     /// Items left out, with why.
@@ -653,6 +656,7 @@ pub fn render(
         fallback_reason: opts.fallback_reason.clone(),
         fallback_detail: opts.fallback_detail.clone(),
         delivery_fallback_reason: None,
+        delivery_fallback_kind: None,
         included: Arc::clone(&summary.included),
         omitted: Arc::clone(&summary.omitted),
         chars: Chars {

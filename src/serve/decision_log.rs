@@ -59,15 +59,22 @@ impl DecisionLogConfig {
     }
 }
 
-/// Why the decision log cannot be opened at start.
+/// Why the decision log cannot be opened at start. `Display` is the message; the path is its
+/// location ([`crate::Located`]).
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: error: cannot write the decision log: {reason}")]
+#[error("cannot write the decision log: {reason}")]
 #[non_exhaustive]
 pub struct DecisionLogError {
     /// The log's path.
     pub path: String,
     /// Why it cannot be written.
     pub reason: String,
+}
+
+impl crate::Located for DecisionLogError {
+    fn location(&self) -> Option<String> {
+        Some(self.path.clone())
+    }
 }
 
 /// What writing a line gave.

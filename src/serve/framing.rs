@@ -32,9 +32,9 @@ const MAX_HEADER_LINE: usize = 8 * 1024;
 pub enum FrameError {
     #[error("bad header: {0}")]
     BadHeader(String),
-    #[error("message of {len} bytes exceeds the limit of {max} bytes (serve --max-message)")]
+    #[error("message of {len} bytes exceeds the limit of {max} bytes")]
     TooLarge { len: usize, max: usize },
-    #[error("message line exceeds the limit of {max} bytes (serve --max-message)")]
+    #[error("message line exceeds the limit of {max} bytes")]
     LineTooLong { max: usize },
 }
 

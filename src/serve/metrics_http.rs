@@ -15,9 +15,10 @@ const MAX_HEAD: usize = 8 * 1024;
 /// How long a client may take to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Why the metrics endpoint cannot start.
+/// Why the metrics endpoint cannot start. `Display` is the message; the address is its
+/// location ([`crate::Located`]).
 #[derive(Debug, thiserror::Error)]
-#[error("{addr}: error: cannot serve metrics: {reason}")]
+#[error("cannot serve metrics: {reason}")]
 #[non_exhaustive]
 pub struct MetricsError {
     /// The `--metrics` address as given.
@@ -26,9 +27,21 @@ pub struct MetricsError {
     pub reason: String,
 }
 
+impl crate::Located for MetricsError {
+    fn location(&self) -> Option<String> {
+        Some(self.addr.clone())
+    }
+}
+
 /// Resolve `--metrics ADDR` (`127.0.0.1:9464`, `[::1]:9464`, `localhost:9464`). Refuse an
-/// address that is not loopback unless `allow_remote`.
-pub fn resolve(addr: &str, allow_remote: bool) -> Result<SocketAddr, MetricsError> {
+/// address that is not loopback unless `allow_remote`; the refusal names that setting as
+/// `allow_remote_setting` (the `baton serve` command's `--metrics-allow-remote`,
+/// [`super::SettingNames`]).
+pub fn resolve(
+    addr: &str,
+    allow_remote: bool,
+    allow_remote_setting: &str,
+) -> Result<SocketAddr, MetricsError> {
     let err = |reason: String| MetricsError {
         addr: addr.to_string(),
         reason,
@@ -43,7 +56,7 @@ pub fn resolve(addr: &str, allow_remote: bool) -> Result<SocketAddr, MetricsErro
     if !allow_remote {
         if let Some(remote) = all.iter().find(|a| !a.ip().is_loopback()) {
             return Err(err(format!(
-                "{} is not a loopback address: metrics are served on loopback only (127.0.0.1 or ::1); pass --metrics-allow-remote to serve them on another interface",
+                "{} is not a loopback address: metrics are served on loopback only (127.0.0.1 or ::1); pass {allow_remote_setting} to serve them on another interface",
                 remote.ip()
             )));
         }

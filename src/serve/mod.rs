@@ -113,6 +113,52 @@ pub struct ServeConfig {
     pub metrics: Option<MetricsEndpoint>,
     /// The shadow policy (`--shadow`: a file, directory or shipped profile; `None`: none).
     pub shadow: Option<String>,
+    /// How the service's messages name these settings to its user ([`SettingNames`]): the
+    /// fields' own names by default; the `baton serve` command gives its flags.
+    pub settings: SettingNames,
+}
+
+/// The names the service's messages give its settings when they tell a client or the operator
+/// which one to change ("(max_connections)", "a larger db_pool"). The library names no command
+/// line: [`SettingNames::default`] is the [`ServeConfig`] fields' names, and the `baton serve`
+/// command fills in its flags (`serve --max-connections`, `--db-pool`, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SettingNames {
+    /// [`ServeConfig::db`].
+    pub db: String,
+    /// [`ServeConfig::db_pool`].
+    pub db_pool: String,
+    /// [`ServeConfig::db_pool_timeout`].
+    pub db_pool_timeout: String,
+    /// A [`ServeConfig::decision_log`] to standard output ([`LogTarget::Stdout`]).
+    pub decision_log_stdout: String,
+    /// [`ServeConfig::max_connections`].
+    pub max_connections: String,
+    /// [`ServeConfig::max_message`].
+    pub max_message: String,
+    /// [`ServeConfig::message_timeout`].
+    pub message_timeout: String,
+    /// [`MetricsEndpoint::allow_remote`].
+    pub metrics_allow_remote: String,
+    /// [`Transport::Stdio`].
+    pub stdio: String,
+}
+
+impl Default for SettingNames {
+    fn default() -> Self {
+        SettingNames {
+            db: "db".into(),
+            db_pool: "db_pool".into(),
+            db_pool_timeout: "db_pool_timeout".into(),
+            decision_log_stdout: "decision_log".into(),
+            max_connections: "max_connections".into(),
+            max_message: "max_message".into(),
+            message_timeout: "message_timeout".into(),
+            metrics_allow_remote: "metrics.allow_remote".into(),
+            stdio: "the stdio transport".into(),
+        }
+    }
 }
 
 /// Where the metrics endpoint listens (`--metrics ADDR`).
@@ -147,6 +193,7 @@ impl ServeConfig {
             decision_log: None,
             metrics: None,
             shadow: None,
+            settings: SettingNames::default(),
         }
     }
 }
@@ -179,7 +226,10 @@ pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// failures since the last one).
 pub const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
 
-/// Why the service could not start or stopped abnormally.
+/// Why the service could not start or stopped abnormally. `Display` is the message; the
+/// socket, watched directory, decision log, metrics address or database it is about is the
+/// location ([`crate::Located`]; [`crate::located`] prints `LOCATION: error: MESSAGE`). The
+/// `baton serve` command prints it so, adding `error: ` where there is no location.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
@@ -187,7 +237,7 @@ pub enum ServeError {
     #[error("{0}")]
     Policy(#[from] PolicyError),
     /// The Unix socket cannot be set up (listen, mode 0600, removing a stale socket).
-    #[error("{path}: error: {what}: {reason}")]
+    #[error("{what}: {reason}")]
     Socket {
         /// The socket path.
         path: PathBuf,
@@ -197,7 +247,7 @@ pub enum ServeError {
         reason: String,
     },
     /// The policy or template directory cannot be watched for changes.
-    #[error("{path}: error: cannot watch for policy changes: {reason}")]
+    #[error("cannot watch for policy changes: {reason}")]
     Watch {
         /// The (first) watched path.
         path: PathBuf,
@@ -205,40 +255,80 @@ pub enum ServeError {
         reason: String,
     },
     /// The decision log cannot be opened.
-    #[error("{0}")]
+    #[error(transparent)]
     DecisionLog(#[from] decision_log::DecisionLogError),
     /// The metrics endpoint cannot listen (a port in use, an address that is not loopback).
-    #[error("{0}")]
+    #[error(transparent)]
     Metrics(#[from] metrics_http::MetricsError),
     /// The shadow policy does not load or check at start.
-    #[error(
-        "error: the shadow policy `{spec}` is refused (the active policy is unaffected):\n{source}"
-    )]
+    #[error("the shadow policy `{spec}` is refused (the active policy is unaffected):\n{source}")]
     Shadow {
-        /// The `--shadow` argument.
+        /// The shadow policy as given (a file, directory or shipped profile).
         spec: String,
         /// Why it does not check.
         source: PolicyError,
     },
     /// The database cannot be reached or brought to this baton's schema at start (a
     /// PostgreSQL server; a SQLite file is created by the first method that writes).
-    #[error("{0}")]
-    Store(String),
-    /// Options that do not go together.
-    #[error("error: {0}")]
-    Usage(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::DbError),
+    /// The decision log is to go to standard output, which the stdio transport uses for its
+    /// messages. The fields are the settings' names ([`ServeConfig::settings`]).
+    #[error("{log} writes to standard output, which {stdio} uses for its messages; give the log a file path")]
+    LogOnStdout {
+        /// The decision log's setting, as named to the user.
+        log: String,
+        /// The stdio transport's setting, as named to the user.
+        stdio: String,
+    },
     /// The tokio runtime cannot be built.
-    #[error("error: cannot start the async runtime: {0}")]
+    #[error("cannot start the async runtime: {0}")]
     Runtime(String),
+    /// A start-up task could not be run to its end (it panicked or was cancelled).
+    #[error("{what} failed: {reason}")]
+    Task {
+        /// What it was, e.g. `opening the database`.
+        what: &'static str,
+        /// Why.
+        reason: String,
+    },
     /// An operating-system resource the service needs cannot be set up (the termination
     /// signal handler).
-    #[error("error: I/O on {what}: {reason}")]
+    #[error("I/O on {what}: {reason}")]
     Io {
         /// What it is, e.g. `signal handler`.
         what: &'static str,
         /// The underlying error.
         reason: String,
     },
+}
+
+impl crate::Located for ServeError {
+    fn location(&self) -> Option<String> {
+        match self {
+            ServeError::Socket { path, .. } | ServeError::Watch { path, .. } => {
+                Some(path.display().to_string())
+            }
+            ServeError::DecisionLog(e) => crate::Located::location(e),
+            ServeError::Metrics(e) => crate::Located::location(e),
+            ServeError::Store(e) => crate::Located::location(e),
+            _ => None,
+        }
+    }
+
+    fn help(&self) -> Option<&str> {
+        match self {
+            ServeError::Store(e) => crate::Located::help(e),
+            _ => None,
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            ServeError::Store(e) => crate::Located::message(e),
+            _ => self.to_string(),
+        }
+    }
 }
 
 /// Run the service until `exit`, end of input (stdio) or a termination signal. Blocks.
@@ -260,9 +350,10 @@ pub async fn run(cfg: ServeConfig) -> Result<(), ServeError> {
     if let (Transport::Stdio, Some(LogTarget::Stdout)) =
         (&cfg.transport, cfg.decision_log.as_ref().map(|l| &l.target))
     {
-        return Err(ServeError::Usage(
-            "--decision-log - writes to standard output, which --stdio uses for its messages; give the log a file path".into(),
-        ));
+        return Err(ServeError::LogOnStdout {
+            log: cfg.settings.decision_log_stdout.clone(),
+            stdio: cfg.settings.stdio.clone(),
+        });
     }
     let policies = Arc::new(PolicyHolder::load(
         &cfg.policy,
@@ -277,7 +368,8 @@ pub async fn run(cfg: ServeConfig) -> Result<(), ServeError> {
     let metrics_listener = match &cfg.metrics {
         None => None,
         Some(m) => {
-            let addr = metrics_http::resolve(&m.addr, m.allow_remote)?;
+            let addr =
+                metrics_http::resolve(&m.addr, m.allow_remote, &cfg.settings.metrics_allow_remote)?;
             let listener = metrics_http::bind(addr, &m.addr).await?;
             if let Ok(bound) = listener.local_addr() {
                 // The bound port (for `--metrics 127.0.0.1:0`), on stderr, never in the way of
@@ -303,8 +395,10 @@ pub async fn run(cfg: ServeConfig) -> Result<(), ServeError> {
     let s = shared.clone();
     tokio::task::spawn_blocking(move || s.stores.prepare())
         .await
-        .map_err(|e| ServeError::Store(format!("error: opening the database failed: {e}")))?
-        .map_err(ServeError::Store)?;
+        .map_err(|e| ServeError::Task {
+            what: "opening the database",
+            reason: e.to_string(),
+        })??;
     shared.shadow.set(candidate);
     let scraper = metrics_listener.map(|l| tokio::spawn(metrics_http::run(l, shared.clone())));
     let _watcher = if cfg.watch {
@@ -401,10 +495,15 @@ fn bind(path: &Path) -> Result<tokio::net::UnixListener, ServeError> {
 }
 
 /// Tell a client over the connection limit why, and close its connection.
-async fn refuse_connection(mut stream: tokio::net::UnixStream, framing: Framing, max: usize) {
+async fn refuse_connection(
+    mut stream: tokio::net::UnixStream,
+    framing: Framing,
+    max: usize,
+    setting: String,
+) {
     let err = rpc::RpcError::new(
         rpc::code::INVALID_REQUEST,
-        format!("too many connections: this server serves at most {max} clients at once (serve --max-connections); close another connection or retry later"),
+        format!("too many connections: this server serves at most {max} clients at once ({setting}); close another connection or retry later"),
     );
     let body = serde_json::to_vec(&rpc::error_response(None, &err)).unwrap_or_default();
     let _ = framing::write_frame(&mut stream, framing, &body).await;
@@ -448,7 +547,12 @@ async fn serve_socket(shared: Arc<session::Shared>, path: &Path) -> Result<(), S
                         let slot = match shared.slots.admit(shared.cfg.max_connections) {
                             slots::Admit::Free(slot) | slots::Admit::Evicting(slot) => slot,
                             slots::Admit::Full => {
-                                tokio::spawn(refuse_connection(stream, shared.cfg.framing, shared.cfg.max_connections));
+                                tokio::spawn(refuse_connection(
+                                    stream,
+                                    shared.cfg.framing,
+                                    shared.cfg.max_connections,
+                                    shared.cfg.settings.max_connections.clone(),
+                                ));
                                 continue;
                             }
                         };

@@ -346,18 +346,17 @@ pub async fn run_connection_in<R, W>(
             Ok(Frame::Message(b)) => b,
             Ok(Frame::Eof) | Err(_) => break,
             Ok(Frame::Bad(e)) => {
-                let code = match e {
-                    FrameError::BadHeader(_) => code::PARSE_ERROR,
-                    FrameError::TooLarge { .. } | FrameError::LineTooLong { .. } => {
-                        code::INVALID_REQUEST
-                    }
+                // Over the limit: the message names the setting that sets it.
+                let (code, message) = match e {
+                    FrameError::BadHeader(_) => (code::PARSE_ERROR, e.to_string()),
+                    FrameError::TooLarge { .. } | FrameError::LineTooLong { .. } => (
+                        code::INVALID_REQUEST,
+                        format!("{e} ({})", shared.cfg.settings.max_message),
+                    ),
                 };
                 let _ = conn
                     .out
-                    .send(rpc::error_response(
-                        None,
-                        &RpcError::new(code, e.to_string()),
-                    ))
+                    .send(rpc::error_response(None, &RpcError::new(code, message)))
                     .await;
                 continue;
             }
@@ -410,8 +409,8 @@ async fn next_in_slot<R: AsyncBufRead + Unpin>(
 ) -> Slotted {
     let evicted = || {
         Slotted::Closed(format!(
-            "connection closed: all {} connection slots were taken (serve --max-connections) and this connection had sent only part of a message, and nothing for the longest; finish each message you start",
-            shared.cfg.max_connections
+            "connection closed: all {} connection slots were taken ({}) and this connection had sent only part of a message, and nothing for the longest; finish each message you start",
+            shared.cfg.max_connections, shared.cfg.settings.max_connections
         ))
     };
     let ready = tokio::select! {
@@ -430,8 +429,9 @@ async fn next_in_slot<R: AsyncBufRead + Unpin>(
         f = tokio::time::timeout(limit, frames.next()) => match f {
             Ok(f) => Slotted::Frame(f),
             Err(_) => Slotted::Closed(format!(
-                "connection closed: a message was started but not finished within {} (serve --message-timeout)",
-                humanize(limit)
+                "connection closed: a message was started but not finished within {} ({})",
+                humanize(limit),
+                shared.cfg.settings.message_timeout
             )),
         },
         _ = shared.exit_requested() => Slotted::Exit,

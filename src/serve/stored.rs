@@ -26,6 +26,8 @@ use std::sync::Mutex;
 pub struct StorePool {
     url: DbUrl,
     backend: Backend,
+    /// What the messages call the database's setting (`--db` in `baton serve`).
+    db_setting: String,
 }
 
 enum Backend {
@@ -59,6 +61,7 @@ impl StorePool {
                 u,
                 cfg.db_pool,
                 cfg.db_pool_timeout,
+                &cfg.settings,
             )),
             // A baton without the backend never serves it: `baton serve` refuses the URL, and
             // [`StorePool::prepare`] says why at start.
@@ -69,18 +72,20 @@ impl StorePool {
                 writer: Mutex::new(()),
             },
         };
-        StorePool { url, backend }
+        StorePool {
+            url,
+            backend,
+            db_setting: cfg.settings.db.clone(),
+        }
     }
 
     /// Before serving: a PostgreSQL database is reached and migrated to this baton's schema
     /// (an unreachable server, or a database of a newer schema, stops the service at start
     /// with the store's message). A SQLite file is created by the first method that writes.
-    pub fn prepare(&self) -> Result<(), String> {
+    pub fn prepare(&self) -> Result<(), DbError> {
         match &self.url {
             DbUrl::Sqlite(_) => Ok(()),
-            DbUrl::Postgres(_) => Db::open(&self.url, store::DEFAULT_BUSY_TIMEOUT)
-                .map(drop)
-                .map_err(|e| crate::error::located(&e)),
+            DbUrl::Postgres(_) => Db::open(&self.url, store::DEFAULT_BUSY_TIMEOUT).map(drop),
         }
     }
 
@@ -128,8 +133,9 @@ impl StorePool {
                 return Err(RpcError::new(
                     code::STORE_ERROR,
                     format!(
-                        "{}: error: no baton database here (reading methods never create one; the first method that writes, such as `thread/import`, does); check the service's --db",
-                        db.display()
+                        "{}: error: no baton database here (reading methods never create one; the first method that writes, such as `thread/import`, does); check the service's {}",
+                        db.display(),
+                        self.db_setting
                     ),
                 ));
             }
@@ -191,6 +197,9 @@ mod pg_pool {
         name: String,
         size: u32,
         timeout: Duration,
+        /// What the messages call the pool's settings (`--db-pool`, `--db-pool-timeout`).
+        pool_setting: String,
+        timeout_setting: String,
     }
 
     struct Manager {
@@ -221,7 +230,12 @@ mod pg_pool {
     }
 
     impl PgPool {
-        pub fn new(url: &str, size: u32, timeout: Duration) -> PgPool {
+        pub fn new(
+            url: &str,
+            size: u32,
+            timeout: Duration,
+            settings: &crate::serve::SettingNames,
+        ) -> PgPool {
             let url = DbUrl::Postgres(url.to_string());
             let name = url.redacted();
             let pool = r2d2::Pool::builder()
@@ -237,6 +251,8 @@ mod pg_pool {
                 name,
                 size: size.max(1),
                 timeout,
+                pool_setting: settings.db_pool.clone(),
+                timeout_setting: settings.db_pool_timeout.clone(),
             }
         }
 
@@ -269,8 +285,11 @@ mod pg_pool {
                 _ => (
                     "baton::store::pg::pool_exhausted",
                     format!(
-                        "{}: error: every connection of this service's PostgreSQL pool (--db-pool {}) stayed busy for {waited}: the pool is exhausted; nothing of the request was done; send it again, or start the service with a larger --db-pool (within the server's max_connections) or a longer --db-pool-timeout",
-                        self.name, self.size
+                        "{}: error: every connection of this service's PostgreSQL pool ({pool} {}) stayed busy for {waited}: the pool is exhausted; nothing of the request was done; send it again, or start the service with a larger {pool} (within the server's max_connections) or a longer {}",
+                        self.name,
+                        self.size,
+                        self.timeout_setting,
+                        pool = self.pool_setting,
                     ),
                 ),
             };

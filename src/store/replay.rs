@@ -299,12 +299,16 @@ fn decide_again(
 }
 
 /// Apply to a decision made again what the delivery stage recorded in the logged one: a
-/// fallback to inline (mode, no document, no pre-grant, the reason) and the renderer's
+/// fallback to inline (mode, no document, no pre-grant, the reason and its kind) and the renderer's
 /// inline note.
 fn as_delivered(replayed: &mut serde_json::Value, logged: &serde_json::Value) {
     let logged_delivery = logged.get("delivery").filter(|d| d.is_object());
     let fallback = logged_delivery
         .and_then(|d| d.get("fallback_reason"))
+        .cloned();
+    // Recorded since baton has recorded it; a decision logged before has none to copy.
+    let kind = logged_delivery
+        .and_then(|d| d.get("fallback_kind"))
         .cloned();
     let note = logged_delivery.and_then(|d| d.get("inline_note")).cloned();
     if let Some(d) = replayed.get_mut("delivery").and_then(|d| d.as_object_mut()) {
@@ -312,6 +316,9 @@ fn as_delivered(replayed: &mut serde_json::Value, logged: &serde_json::Value) {
             d.insert("mode".into(), "inline".into());
             d.insert("document".into(), serde_json::Value::Null);
             d.insert("fallback_reason".into(), reason.clone());
+            if let Some(k) = &kind {
+                d.insert("fallback_kind".into(), k.clone());
+            }
         }
         if let Some(n) = &note {
             d.insert("inline_note".into(), n.clone());

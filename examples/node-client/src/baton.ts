@@ -50,6 +50,8 @@ export interface Decision {
     document: string | null;
     /** Why delivery is not what the policy chose (an off-band write that failed, ...). */
     fallback_reason?: string;
+    /** The kind of that failure (the `baton` command adds "run `baton gc`" to `disk_full`). */
+    fallback_kind?: "invalid_id" | "not_writable" | "disk_full" | "unsafe_path" | "io" | "invalid_grant" | "store";
     /** Set when the inline prompt cannot fit `inline_limit` (the message is never cut). */
     inline_note?: string;
   } | null;

@@ -401,16 +401,23 @@ pub(super) fn read_pg_where(
     Ok(out)
 }
 
+/// Why a tagged `BYTEA` is not a SQLite value (the `why` of [`CopyError::Value`]).
+#[derive(Debug, thiserror::Error)]
+enum UntagError {
+    #[error("a text value is not UTF-8: {0}")]
+    NotUtf8(#[from] std::string::FromUtf8Error),
+    #[error("a value is neither tagged text (t) nor packed (p)")]
+    Untagged,
+}
+
 /// A tagged `BYTEA` as the SQLite value it stands for.
-fn untag(mut bytes: Vec<u8>) -> Result<Value, String> {
+fn untag(mut bytes: Vec<u8>) -> Result<Value, UntagError> {
     let tag = bytes.first().copied();
     bytes.drain(..1.min(bytes.len()));
     match tag {
-        Some(b't') => String::from_utf8(bytes)
-            .map(Value::Text)
-            .map_err(|e| format!("a text value is not UTF-8: {e}")),
+        Some(b't') => Ok(Value::Text(String::from_utf8(bytes)?)),
         Some(b'p') => Ok(Value::Blob(bytes)),
-        _ => Err("a value is neither tagged text (t) nor packed (p)".into()),
+        _ => Err(UntagError::Untagged),
     }
 }
 
