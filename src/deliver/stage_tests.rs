@@ -230,7 +230,10 @@ fn a_full_disk_falls_back_to_inline() {
     // The recorded fact names no command: the `baton` command adds "run `baton gc`" by kind.
     assert_eq!(d.fallback_kind, Some(baton::decision::FallbackKind::DiskFull));
     let reason = d.fallback_reason.clone().unwrap_or_default();
-    assert!(!reason.contains("baton"), "{reason:?}");
+    assert!(
+        reason.ends_with(": disk full (No space left on device (os error 28))"),
+        "{reason:?}"
+    );
 }
 
 #[rstest::rstest]
