@@ -293,8 +293,8 @@ pub struct Delivery {
     pub inline_note: Option<String>,
 }
 
-/// Why an off-band delivery fell back to inline (`delivery.fallback_kind`), one per kind of
-/// [`crate::DeliveryError`] (the same names as [`crate::DeliveryError::kind`]).
+/// Why an off-band delivery fell back to inline (`delivery.fallback_kind`): one per kind of
+/// delivery error, with the names `DeliveryError::kind` gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]

@@ -319,6 +319,15 @@ export type TransferType = "fork" | "provider_handoff" | "merge_back" | "subagen
  */
 export type FirstTurnSource = "target" | "turn_max" | "turn_max_none";
 /**
+ * Why an off-band delivery fell back to inline (`delivery.fallback_kind`): one per kind of
+ * delivery error, with the names `DeliveryError::kind` gives.
+ *
+ * This interface was referenced by `BatonSchemas`'s JSON-Schema
+ * via the `definition` "FallbackKind".
+ */
+export type FallbackKind =
+  "invalid_id" | "not_writable" | "disk_full" | "unsafe_path" | "io" | "invalid_grant" | "store";
+/**
  * How the handoff document is delivered (`delivery.mode`).
  *
  * This interface was referenced by `BatonSchemas`'s JSON-Schema
@@ -935,7 +944,15 @@ export interface Delivery {
    */
   document: string | null;
   /**
-   * Why delivery is not what the policy chose (an off-band write that failed, ...).
+   * What kind of failure `fallback_reason` is (`disk_full`, `not_writable`, ...), so a
+   * reader picks its advice by kind (the `baton` command adds "run `baton gc`" to a
+   * `disk_full` one). Absent when delivery did not fall back, and in decisions recorded
+   * before baton recorded it.
+   */
+  fallback_kind?: FallbackKind | null;
+  /**
+   * Why delivery is not what the policy chose (an off-band write that failed, ...): the
+   * error's message, which names the path and says the fact (never a command to run).
    */
   fallback_reason?: string | null;
   /**
