@@ -99,17 +99,17 @@ pub(crate) fn serve(a: ServeArgs) -> u8 {
 
 /// The service's settings as this command names them: its flags.
 fn flags() -> crate::serve::SettingNames {
-    let mut names = crate::serve::SettingNames::default();
-    names.db = "--db".into();
-    names.db_pool = "--db-pool".into();
-    names.db_pool_timeout = "--db-pool-timeout".into();
-    names.decision_log_stdout = "--decision-log -".into();
-    names.max_connections = "serve --max-connections".into();
-    names.max_message = "serve --max-message".into();
-    names.message_timeout = "serve --message-timeout".into();
-    names.metrics_allow_remote = "--metrics-allow-remote".into();
-    names.stdio = "--stdio".into();
-    names
+    crate::serve::SettingNames {
+        db: "--db".into(),
+        db_pool: "--db-pool".into(),
+        db_pool_timeout: "--db-pool-timeout".into(),
+        decision_log_stdout: "--decision-log -".into(),
+        max_connections: "serve --max-connections".into(),
+        max_message: "serve --max-message".into(),
+        message_timeout: "serve --message-timeout".into(),
+        metrics_allow_remote: "--metrics-allow-remote".into(),
+        stdio: "--stdio".into(),
+    }
 }
 
 /// Tune glibc's malloc for a long-running server, each setting unless the environment sets
