@@ -43,8 +43,10 @@ fn baton_replay_reports_no_difference_then_a_tampered_decision(#[case] backend: 
         }
         #[cfg(feature = "postgres")]
         Backend::Postgres => {
-            "UPDATE decision_log SET decision = convert_to(jsonb_set(
-                 convert_from(decision, 'UTF8')::jsonb, '{run}', '99')::text, 'UTF8')
+            // A text value is stored tagged `t` (src/store/pg/copy.rs).
+            "UPDATE decision_log SET decision = 't'::bytea || convert_to(jsonb_set(
+                 convert_from(substring(decision FROM 2), 'UTF8')::jsonb, '{run}', '99')::text,
+                 'UTF8')
              WHERE operation = 'merge_back'"
         }
     });
@@ -116,10 +118,16 @@ fn baton_replay_refuses_a_missing_database() {
 #[apply(crate::common::backend::backends)]
 fn a_row_logged_before_schema_4_is_skipped(#[case] backend: Backend) {
     let db = built(backend);
-    db.t.execute(
+    // On PostgreSQL a text value is stored tagged `t` (src/store/pg/copy.rs).
+    let decision = match backend {
+        Backend::Sqlite => "'{}'",
+        #[cfg(feature = "postgres")]
+        Backend::Postgres => "'t{}'::bytea",
+    };
+    db.t.execute(&format!(
         "INSERT INTO decision_log (thread, run, operation, policy_name, policy_sha256, decision)
-         VALUES ('th_1', 3, 'dispatch', 'default', 'abc', '{}')",
-    );
+         VALUES ('th_1', 3, 'dispatch', 'default', 'abc', {decision})"
+    ));
     let o = baton(&["replay", "--db", &db.t.url, "--run", "3"]);
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(
