@@ -1,82 +1,9 @@
 //! `baton replay` on databases the store's library API built (split from the lifecycle
-//! regression tests, src/store/lifecycle/lifecycle_tests.rs, which are unit tests now).
+//! regression tests, tests/store_lifecycle.rs).
 
-use crate::common;
-use baton::state::{self, Item, RunStatus, State};
-use baton::store::{self, DispatchRequest, HandoffOptions, Store};
-use baton::Policy;
-use std::path::PathBuf;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn seed() -> State {
-    state::load_file(&root().join("examples/seed-switch.yaml")).unwrap()
-}
-
-struct Db {
-    _dir: tempfile::TempDir,
-    docs: PathBuf,
-    store: Store,
-}
-
-impl Db {
-    fn new() -> Db {
-        Db::with(seed())
-    }
-
-    fn with(state: State) -> Db {
-        let dir = tempfile::tempdir().unwrap();
-        let docs = dir.path().join("docs");
-        let mut store = Store::open(&dir.path().join("b.db")).unwrap();
-        store.import(&state).unwrap();
-        Db {
-            _dir: dir,
-            docs,
-            store,
-        }
-    }
-
-    fn req(&self, thread: &str, target: &str, message: Option<&str>) -> DispatchRequest {
-        DispatchRequest {
-            thread: thread.into(),
-            target: target.into(),
-            message: message.map(str::to_string),
-            ..Default::default()
-        }
-    }
-
-    fn dispatch(&mut self, p: &Policy, thread: &str, target: &str) -> store::Dispatched {
-        let r = self.req(thread, target, None);
-        let engine = common::engine_of(&std::sync::Arc::new(p.clone()), Some(self.docs.clone()));
-        store::dispatch(&mut self.store, &engine, &r).unwrap()
-    }
-
-    fn complete(&mut self, thread: &str, run: u32, text: &str, status: RunStatus) {
-        let items = vec![
-            Item::UserMessage {
-                id: None,
-                text: format!("Run {run}, please."),
-            },
-            Item::Decision {
-                id: None,
-                text: text.into(),
-            },
-        ];
-        store::complete_run(&mut self.store, thread, run, items, status).unwrap();
-    }
-
-    fn opts(&self) -> HandoffOptions {
-        HandoffOptions::default()
-    }
-}
-
-fn fork_with_a_run(db: &mut Db, p: &Policy) {
-    store::fork(&mut db.store, "th_1", 5, Some("f")).unwrap();
-    db.dispatch(p, "f", "codex");
-    db.complete("f", 6, "Keep Postgres after all.", RunStatus::Completed);
-}
+use crate::common::backend::Backend;
+use crate::store_lifecycle::{fork_with_a_run, Life};
+use rstest_reuse::apply;
 
 fn baton(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
@@ -87,27 +14,18 @@ fn baton(args: &[&str]) -> std::process::Output {
 }
 
 /// A database with a fork, a merge-back, the run that takes it and a provider switch.
-fn built() -> (Db, PathBuf) {
-    let mut db = Db::new();
-    let p = common::policy("default").unwrap();
-    fork_with_a_run(&mut db, &p);
-    let opts = db.opts();
-    store::merge_back(
-        &mut db.store,
-        &common::engine_of(&p, Some(db.docs.clone())),
-        "f",
-        &opts,
-    )
-    .unwrap();
-    db.dispatch(&p, "th_1", "claude");
-    let file = db.store.path().unwrap().to_path_buf();
-    (db, file)
+fn built(backend: Backend) -> Life {
+    let mut db = Life::new(backend);
+    fork_with_a_run(&mut db);
+    db.merge_back("default", "f");
+    db.dispatch("default", "th_1", "claude");
+    db
 }
 
-#[test]
-fn baton_replay_reports_no_difference_then_a_tampered_decision() {
-    let (db, file) = built();
-    let f = file.to_str().unwrap();
+#[apply(crate::common::backend::backends)]
+fn baton_replay_reports_no_difference_then_a_tampered_decision(#[case] backend: Backend) {
+    let db = built(backend);
+    let f = db.t.url.as_str();
     let o = baton(&["replay", "--db", f]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}");
@@ -118,14 +36,20 @@ fn baton_replay_reports_no_difference_then_a_tampered_decision() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["checked"], 2, "the merge-back and the run that took it");
     // A decision rewritten after the fact no longer re-derives.
-    db.store
-        .connection()
-        .execute(
+    db.t.execute(match backend {
+        Backend::Sqlite => {
             "UPDATE decision_log SET decision = json_set(decision, '$.run', 99)
-             WHERE operation = 'merge_back'",
-            [],
-        )
-        .unwrap();
+             WHERE operation = 'merge_back'"
+        }
+        #[cfg(feature = "postgres")]
+        Backend::Postgres => {
+            // A text value is stored tagged `t` (src/store/pg/copy.rs).
+            "UPDATE decision_log SET decision = 't'::bytea || convert_to(jsonb_set(
+                 convert_from(substring(decision FROM 2), 'UTF8')::jsonb, '{run}', '99')::text,
+                 'UTF8')
+             WHERE operation = 'merge_back'"
+        }
+    });
     let o = baton(&["replay", "--db", f]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}");
@@ -138,8 +62,10 @@ fn baton_replay_reports_no_difference_then_a_tampered_decision() {
     );
 }
 
-#[test]
-fn baton_replay_names_a_policy_it_cannot_find_and_finds_it_in_a_policy_dir() {
+#[apply(crate::common::backend::backends)]
+fn baton_replay_names_a_policy_it_cannot_find_and_finds_it_in_a_policy_dir(
+    #[case] backend: Backend,
+) {
     let dir = tempfile::tempdir().unwrap();
     let team = dir.path().join("team.policy");
     std::fs::write(
@@ -147,17 +73,18 @@ fn baton_replay_names_a_policy_it_cannot_find_and_finds_it_in_a_policy_dir() {
         "policy \"team\" {\n  extends \"default\"\n}\n\ndelivery {\n  inline otherwise\n}\n",
     )
     .unwrap();
-    let p = common::policy(team.to_str().unwrap()).unwrap();
-    let mut db = Db::new();
-    db.dispatch(&p, "th_1", "codex");
-    let f = db.store.path().unwrap().display().to_string();
+    let team = team.to_str().unwrap();
+    let mut db = Life::new(backend);
+    db.dispatch(team, "th_1", "codex");
+    let sha = db.engine(team).policy().sha256().to_string();
+    let f = db.t.url.clone();
     let o = baton(&["replay", "--db", &f]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(
         out.contains(&format!(
             "): no policy with sha256 {} (policy \"team\"); pass its directory with --policy-dir\n",
-            p.sha256()
+            sha
         )),
         "{out}"
     );
@@ -175,6 +102,8 @@ fn baton_replay_names_a_policy_it_cannot_find_and_finds_it_in_a_policy_dir() {
     assert_eq!(o.status.code(), Some(0));
 }
 
+// SQLite only: a file that is not there (a PostgreSQL database that is not there is the
+// server's error, tests/store_pg.rs).
 #[test]
 fn baton_replay_refuses_a_missing_database() {
     let o = baton(&["replay", "--db", "/nonexistent/b.db"]);
@@ -186,18 +115,20 @@ fn baton_replay_refuses_a_missing_database() {
 }
 
 /// A row logged before schema 4 keeps no input: it is listed as skipped, not as a difference.
-#[test]
-fn a_row_logged_before_schema_4_is_skipped() {
-    let (db, file) = built();
-    db.store
-        .connection()
-        .execute(
-            "INSERT INTO decision_log (thread, run, operation, policy_name, policy_sha256, decision)
-             VALUES ('th_1', 3, 'dispatch', 'default', 'abc', '{}')",
-            [],
-        )
-        .unwrap();
-    let o = baton(&["replay", "--db", file.to_str().unwrap(), "--run", "3"]);
+#[apply(crate::common::backend::backends)]
+fn a_row_logged_before_schema_4_is_skipped(#[case] backend: Backend) {
+    let db = built(backend);
+    // On PostgreSQL a text value is stored tagged `t` (src/store/pg/copy.rs).
+    let decision = match backend {
+        Backend::Sqlite => "'{}'",
+        #[cfg(feature = "postgres")]
+        Backend::Postgres => "'t{}'::bytea",
+    };
+    db.t.execute(&format!(
+        "INSERT INTO decision_log (thread, run, operation, policy_name, policy_sha256, decision)
+         VALUES ('th_1', 3, 'dispatch', 'default', 'abc', {decision})"
+    ));
+    let o = baton(&["replay", "--db", &db.t.url, "--run", "3"]);
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),

@@ -3,7 +3,8 @@
 //! handoff that covers one reaches a handoff document.
 
 use crate::common;
-
+use crate::common::backend::{Backend, TestDb};
+use rstest_reuse::apply;
 use std::path::Path;
 
 const THREAD: &str = "version: 1
@@ -26,19 +27,19 @@ checkpoints:
 request: {provider: codex}
 ";
 
-/// A temporary database holding one thread, and `baton` run on it (tests/common).
-struct Db(common::TempDb);
+/// A database of one backend holding one thread, and `baton` run on it (tests/common).
+struct Db(TestDb);
 
 impl std::ops::Deref for Db {
-    type Target = common::TempDb;
-    fn deref(&self) -> &common::TempDb {
+    type Target = TestDb;
+    fn deref(&self) -> &TestDb {
         &self.0
     }
 }
 
 impl Db {
-    fn new(state: &str) -> Db {
-        let d = Db(common::TempDb::new());
+    fn new(backend: Backend, state: &str) -> Db {
+        let d = Db(TestDb::new(backend));
         let file = d.dir.path().join("thread.yaml");
         std::fs::write(&file, state).unwrap();
         d.ok(&["db", "init"]);
@@ -51,9 +52,9 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap()
 }
 
-#[test]
-fn rollback_drops_a_compaction_summary_covering_rolled_back_runs() {
-    let db = Db::new(THREAD);
+#[apply(crate::common::backend::backends)]
+fn rollback_drops_a_compaction_summary_covering_rolled_back_runs(#[case] backend: Backend) {
+    let db = Db::new(backend, THREAD);
     let r = db.json(&["rollback", "--thread", "th_rb", "--to", "3", "--json"]);
     assert_eq!(r["runs_rolled_back"], serde_json::json!([4, 5]));
     assert_eq!(r["compact_summary_dropped"], true);
@@ -83,9 +84,9 @@ fn rollback_drops_a_compaction_summary_covering_rolled_back_runs() {
     assert!(!prompt.contains("LEAK-"), "{prompt}");
 }
 
-#[test]
-fn the_human_output_says_the_summary_was_dropped() {
-    let db = Db::new(THREAD);
+#[apply(crate::common::backend::backends)]
+fn the_human_output_says_the_summary_was_dropped(#[case] backend: Backend) {
+    let db = Db::new(backend, THREAD);
     let out = db.ok(&["rollback", "--thread", "th_rb", "--to", "4"]);
     assert_eq!(
         out,
@@ -93,9 +94,12 @@ fn the_human_output_says_the_summary_was_dropped() {
     );
 }
 
-#[test]
-fn a_summary_before_the_rollback_point_is_kept() {
-    let db = Db::new(&THREAD.replace("compact_summary_through: 5", "compact_summary_through: 2"));
+#[apply(crate::common::backend::backends)]
+fn a_summary_before_the_rollback_point_is_kept(#[case] backend: Backend) {
+    let db = Db::new(
+        backend,
+        &THREAD.replace("compact_summary_through: 5", "compact_summary_through: 2"),
+    );
     let r = db.json(&["rollback", "--thread", "th_rb", "--to", "3", "--json"]);
     assert_eq!(r["compact_summary_dropped"], false);
     let exported = db.ok(&["db", "export", "--thread", "th_rb"]);
@@ -105,13 +109,17 @@ fn a_summary_before_the_rollback_point_is_kept() {
     );
 }
 
-#[test]
-fn a_summary_that_does_not_say_what_it_covers_is_dropped() {
-    let db = Db::new(&THREAD.replace("  compact_summary_through: 5\n", ""));
+#[apply(crate::common::backend::backends)]
+fn a_summary_that_does_not_say_what_it_covers_is_dropped(#[case] backend: Backend) {
+    let db = Db::new(
+        backend,
+        &THREAD.replace("  compact_summary_through: 5\n", ""),
+    );
     let r = db.json(&["rollback", "--thread", "th_rb", "--to", "3", "--json"]);
     assert_eq!(r["compact_summary_dropped"], true);
 }
 
+// No database: a state file.
 /// A state file whose app rolled back without baton: runs 4-5 `rolled_back`, the summary through
 /// run 5 still there, and a later live run that took a handoff over runs 3-4. Neither the
 /// summary nor that handoff reaches the document, and handoff.json says why.

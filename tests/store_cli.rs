@@ -1,26 +1,28 @@
 //! Lifecycle scenarios end to end through the CLI on a temporary database: seed 000's
 //! example built run by run, rollback, fork (native and portable), merge-back,
-//! regeneration, racing processes, fault injection, and the messages of bad input.
+//! regeneration, racing processes, fault injection, and the messages of bad input. Each on
+//! both backends (issue 31), but for what is a SQLite file's own (its path, its lock).
 
-use crate::common;
+use crate::common::backend::{Backend, TestDb};
+use rstest_reuse::apply;
 
 use baton::state::{self, HandoffStatus, ProviderThreadStatus, RunStatus, State, TransferStatus};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// A temporary database (`db init` done) and `baton` run on it (tests/common).
-struct Db(common::TempDb);
+/// A database of one backend (`db init` done) and `baton` run on it (tests/common).
+struct Db(TestDb);
 
 impl std::ops::Deref for Db {
-    type Target = common::TempDb;
-    fn deref(&self) -> &common::TempDb {
+    type Target = TestDb;
+    fn deref(&self) -> &TestDb {
         &self.0
     }
 }
 
 impl Db {
-    fn new() -> Db {
-        let d = Db(common::TempDb::new());
+    fn new(backend: Backend) -> Db {
+        let d = Db(TestDb::new(backend));
         d.ok(&["db", "init"]);
         d
     }
@@ -62,12 +64,11 @@ impl Db {
         p
     }
 
+    /// SQLite's integrity check of the file (PostgreSQL keeps its own).
     fn integrity_ok(&self) {
-        let c = rusqlite::Connection::open(&self.db).unwrap();
-        let r: String = c
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(r, "ok");
+        if self.backend == Backend::Sqlite {
+            assert_eq!(self.strings("PRAGMA integrity_check"), ["ok"]);
+        }
     }
 }
 
@@ -130,9 +131,9 @@ fn build_seed(db: &Db) -> Vec<serde_json::Value> {
     decisions
 }
 
-#[test]
-fn seed_000_built_run_by_run_has_the_seed_coverage() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn seed_000_built_run_by_run_has_the_seed_coverage(#[case] backend: Backend) {
+    let db = Db::new(backend);
     let d = build_seed(&db);
     let strategies: Vec<&str> = d.iter().map(|d| d["strategy"].as_str().unwrap()).collect();
     assert_eq!(
@@ -281,9 +282,9 @@ fn seed_000_built_run_by_run_has_the_seed_coverage() {
     db.integrity_ok();
 }
 
-#[test]
-fn fork_at_5_resolves_natively_on_the_source_provider_then_merges_back() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn fork_at_5_resolves_natively_on_the_source_provider_then_merges_back(#[case] backend: Backend) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     let out = db.ok(&[
         "fork", "--thread", "th_1", "--at", "5", "--child", "th_fork",
@@ -473,9 +474,9 @@ fn fork_with_a_run(db: &Db, child: &str, items: &str) -> PathBuf {
     path
 }
 
-#[test]
-fn a_merge_back_rides_alongside_a_handoff_of_the_parents_own() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn a_merge_back_rides_alongside_a_handoff_of_the_parents_own(#[case] backend: Backend) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     let items = fork_with_a_run(&db, "f", "- {kind: decision, text: \"Use Redis.\"}\n");
     let first = db.json(&["merge-back", "--thread", "f", "--json"]);
@@ -556,9 +557,9 @@ fn a_merge_back_rides_alongside_a_handoff_of_the_parents_own() {
     db.integrity_ok();
 }
 
-#[test]
-fn a_merge_back_from_a_second_fork_waits_for_the_first() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn a_merge_back_from_a_second_fork_waits_for_the_first(#[case] backend: Backend) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     for f in ["f1", "f2"] {
         fork_with_a_run(&db, f, "- {kind: decision, text: \"x\"}\n");
@@ -577,14 +578,14 @@ fn a_merge_back_from_a_second_fork_waits_for_the_first() {
         err,
         format!(
             "{db}: error: thread \"th_1\" already has a merge-back from fork \"f1\" (handoff H2) waiting for its next run; dispatch it first (`baton dispatch --db {db} --thread th_1 --target PROVIDER`), then merge this fork back\n",
-            db = db.db.display()
+            db = db.shown()
         )
     );
 }
 
-#[test]
-fn fork_at_5_resolves_portably_on_another_provider() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn fork_at_5_resolves_portably_on_another_provider(#[case] backend: Backend) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     db.ok(&["fork", "--thread", "th_1", "--at", "5"]);
     let d = db.json(&[
@@ -612,9 +613,9 @@ fn fork_at_5_resolves_portably_on_another_provider() {
     assert_eq!(c1.status, ProviderThreadStatus::Closed);
 }
 
-#[test]
-fn regeneration_supersedes_the_old_handoff_and_links_the_new_one() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn regeneration_supersedes_the_old_handoff_and_links_the_new_one(#[case] backend: Backend) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     db.ok(&["dispatch", "--thread", "th_1", "--target", "codex"]);
     let before = db.export("th_1");
@@ -650,9 +651,9 @@ fn regeneration_supersedes_the_old_handoff_and_links_the_new_one() {
     );
 }
 
-#[test]
-fn forking_from_a_running_run_is_refused() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn forking_from_a_running_run_is_refused(#[case] backend: Backend) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     db.ok(&["dispatch", "--thread", "th_1", "--target", "codex"]);
     let err = db.fails(&["fork", "--thread", "th_1", "--at", "9"], 1);
@@ -660,12 +661,13 @@ fn forking_from_a_running_run_is_refused() {
         err,
         format!(
             "{}: error: cannot fork thread \"th_1\" at run 9: the run is still running; complete it first: `baton complete --db {} --thread th_1 --run 9 --items ITEMS_FILE`\n",
-            db.db.display(),
-            db.db.display()
+            db.shown(),
+            db.shown()
         )
     );
 }
 
+#[rstest_reuse::template]
 #[rstest::rstest]
 #[case::export_unknown(&["db", "export", "--thread", "nope"], 1, "error: no thread \"nope\" in the database; import it first: `baton db import --db ")]
 #[case::dispatch_unknown(&["dispatch", "--thread", "nope", "--target", "codex"], 1, "no thread \"nope\"")]
@@ -687,8 +689,25 @@ fn forking_from_a_running_run_is_refused() {
 #[case::import_invalid(&["db", "import", "tests/fixtures/state/duplicate-item.yaml"], 1, "duplicate-item.yaml")]
 #[case::explain_both_sources(&["explain", "--state", "examples/seed-switch.yaml", "--thread", "th_1"], 2, "cannot be used with")]
 #[case::import_nothing(&["db", "import"], 2, "required")]
+fn bad_inputs(#[case] args: &[&str], #[case] code: i32, #[case] msg: &str) {}
+
+#[apply(bad_inputs)]
 fn bad_input_says_what_is_wrong(#[case] args: &[&str], #[case] code: i32, #[case] msg: &str) {
-    let db = Db::new();
+    bad_input_says_what_is_wrong_on(Backend::Sqlite, args, code, msg);
+}
+
+#[cfg(feature = "postgres")]
+#[apply(bad_inputs)]
+fn bad_input_says_what_is_wrong_on_postgres(
+    #[case] args: &[&str],
+    #[case] code: i32,
+    #[case] msg: &str,
+) {
+    bad_input_says_what_is_wrong_on(Backend::Postgres, args, code, msg);
+}
+
+fn bad_input_says_what_is_wrong_on(backend: Backend, args: &[&str], code: i32, msg: &str) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     let err = db.fails(args, code);
     assert!(err.contains(msg), "stderr: {err}");
@@ -696,9 +715,9 @@ fn bad_input_says_what_is_wrong(#[case] args: &[&str], #[case] code: i32, #[case
 
 /// A fork of a thread whose run took a merge-back keeps it: its range numbers the other
 /// fork's runs (6-7 here, beyond the fork point), and only the run that took it counts.
-#[test]
-fn forking_after_a_merge_back_keeps_it() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn forking_after_a_merge_back_keeps_it(#[case] backend: Backend) {
+    let db = Db::new(backend);
     db.import("tests/fixtures/db/merge-back-taken.yaml");
     let items = db.dir.path().join("i.yaml");
     std::fs::write(&items, "- {kind: assistant_message, text: \"Merged.\"}\n").unwrap();
@@ -714,9 +733,9 @@ fn forking_after_a_merge_back_keeps_it() {
 
 /// Rolling a thread back past the run that took a merge-back supersedes it; one still waiting
 /// for the next run stays.
-#[test]
-fn a_rollback_supersedes_a_taken_merge_back_and_keeps_a_waiting_one() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn a_rollback_supersedes_a_taken_merge_back_and_keeps_a_waiting_one(#[case] backend: Backend) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     fork_with_a_run(&db, "f", "- {kind: decision, text: \"x\"}\n");
     db.ok(&["merge-back", "--thread", "f"]);
@@ -748,6 +767,7 @@ fn a_rollback_supersedes_a_taken_merge_back_and_keeps_a_waiting_one() {
 }
 
 /// Stored merge-backs in states the lifecycle does not make itself (imported state files).
+#[rstest_reuse::template]
 #[rstest::rstest]
 #[case::pending_for_a_past_run(
     "tests/fixtures/db/merge-back-stale.yaml",
@@ -759,20 +779,42 @@ fn a_rollback_supersedes_a_taken_merge_back_and_keeps_a_waiting_one() {
     &["regenerate", "--thread", "th_t", "--handoff", "H1"],
     "error: cannot regenerate handoff \"H1\" of thread \"th_t\": it is a merge-back from fork \"th_t-fork\"; merge the fork back again instead"
 )]
+fn bad_merge_back_rows(#[case] state: &str, #[case] args: &[&str], #[case] msg: &str) {}
+
+#[apply(bad_merge_back_rows)]
 fn bad_merge_back_rows_say_what_is_wrong(
     #[case] state: &str,
     #[case] args: &[&str],
     #[case] msg: &str,
 ) {
-    let db = Db::new();
+    bad_merge_back_rows_say_what_is_wrong_on(Backend::Sqlite, state, args, msg);
+}
+
+#[cfg(feature = "postgres")]
+#[apply(bad_merge_back_rows)]
+fn bad_merge_back_rows_say_what_is_wrong_on_postgres(
+    #[case] state: &str,
+    #[case] args: &[&str],
+    #[case] msg: &str,
+) {
+    bad_merge_back_rows_say_what_is_wrong_on(Backend::Postgres, state, args, msg);
+}
+
+fn bad_merge_back_rows_say_what_is_wrong_on(
+    backend: Backend,
+    state: &str,
+    args: &[&str],
+    msg: &str,
+) {
+    let db = Db::new(backend);
     db.import(state);
     let err = db.fails(args, 1);
     assert!(err.contains(msg), "stderr: {err}");
 }
 
-#[test]
-fn an_unsupported_target_starts_no_run_but_logs_the_decision() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn an_unsupported_target_starts_no_run_but_logs_the_decision(#[case] backend: Backend) {
+    let db = Db::new(backend);
     db.import("examples/ladder-unsupported.yaml");
     let o = db.run(&[
         "dispatch",
@@ -785,7 +827,7 @@ fn an_unsupported_target_starts_no_run_but_logs_the_decision() {
     // One message, no "started run" line before it; the command it suggests can be pasted.
     let message = format!(
         "error: no run started: the policy decided `unsupported` for run 3 on legacybot (the provider cannot take handoff context, default.policy:41:3); nothing was recorded but the decision log. Dispatch to another provider: `baton dispatch --db {} --thread th_unsupported --target PROVIDER`\n",
-        db.db.display()
+        db.shown()
     );
     assert_eq!(String::from_utf8_lossy(&o.stderr), message);
     assert_eq!(String::from_utf8_lossy(&o.stdout), "");
@@ -811,9 +853,9 @@ fn an_unsupported_target_starts_no_run_but_logs_the_decision() {
     assert_eq!(db.export("th_unsupported").runs.len(), 2);
 }
 
-#[test]
-fn render_reads_a_stored_thread() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn render_reads_a_stored_thread(#[case] backend: Backend) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     let from_db = db.ok(&["render", "--thread", "th_1"]);
     let from_file = db.ok(&["render", "--state", "examples/seed-switch.yaml"]);
@@ -821,9 +863,10 @@ fn render_reads_a_stored_thread() {
     assert!(from_db.contains("Review the OAuth flow for CSRF issues."));
 }
 
+// SQLite only: a file that cannot be opened.
 #[test]
 fn a_database_that_cannot_be_opened_says_so() {
-    let db = Db::new();
+    let db = Db::new(Backend::Sqlite);
     let missing = db.dir.path().join("no/such/dir/b.db");
     let err = db.fails(&["db", "init", "--db", missing.to_str().unwrap()], 1);
     assert_eq!(
@@ -855,9 +898,9 @@ fn a_database_that_cannot_be_opened_says_so() {
     );
 }
 
-#[test]
-fn merge_back_with_nothing_new_is_refused() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn merge_back_with_nothing_new_is_refused(#[case] backend: Backend) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     db.ok(&["fork", "--thread", "th_1", "--at", "3", "--child", "f"]);
     let err = db.fails(&["merge-back", "--thread", "f"], 1);
@@ -869,6 +912,7 @@ fn merge_back_with_nothing_new_is_refused() {
     );
 }
 
+// SQLite only: the default is a file in the current directory.
 #[test]
 fn the_db_path_defaults_to_baton_db_env_then_current_directory() {
     let dir = tempfile::tempdir().unwrap();
@@ -886,9 +930,9 @@ fn the_db_path_defaults_to_baton_db_env_then_current_directory() {
     );
 }
 
-#[test]
-fn two_racing_processes_start_one_run() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn two_racing_processes_start_one_run(#[case] backend: Backend) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     let children: Vec<_> = (0..2)
         .map(|_| {
@@ -919,11 +963,12 @@ fn two_racing_processes_start_one_run() {
     db.integrity_ok();
 }
 
+// SQLite only: a file another connection holds SQLite's write lock on.
 #[test]
 fn a_locked_database_is_reported_not_corrupted() {
-    let db = Db::new();
+    let db = Db::new(Backend::Sqlite);
     db.import("examples/seed-switch.yaml");
-    let holder = rusqlite::Connection::open(&db.db).unwrap();
+    let holder = rusqlite::Connection::open(&db.url).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     let o = db
         .cmd(&["dispatch", "--thread", "th_1", "--target", "codex"])
@@ -935,7 +980,7 @@ fn a_locked_database_is_reported_not_corrupted() {
         String::from_utf8_lossy(&o.stderr),
         format!(
             "{}: error: the database is locked by another process (still busy after 200 ms while starting a dispatch); try again when it has finished\n",
-            db.db.display()
+            db.shown()
         )
     );
     holder.execute_batch("ROLLBACK").unwrap();
@@ -944,22 +989,49 @@ fn a_locked_database_is_reported_not_corrupted() {
 }
 
 fn count(db: &Db, table: &str) -> i64 {
-    let c = rusqlite::Connection::open(&db.db).unwrap();
-    c.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
-        .unwrap()
+    db.scalar(&format!("SELECT COUNT(*) FROM {table}"))
 }
 
 /// Kill the process at a chosen step of a dispatch: the database is before or after the
 /// whole operation, never between.
+#[rstest_reuse::template]
 #[rstest::rstest]
 #[case::after_decide("dispatch:after_decide", false)]
 #[case::after_handoff("dispatch:after_handoff", false)]
 #[case::after_commit("dispatch:after_commit", true)]
+fn dispatch_kill_points(#[case] step: &str, #[case] committed: bool) {}
+
+#[apply(dispatch_kill_points)]
 fn a_dispatch_killed_midway_leaves_the_database_before_or_after(
     #[case] step: &str,
     #[case] committed: bool,
 ) {
-    let db = Db::new();
+    a_dispatch_killed_midway_leaves_the_database_before_or_after_on(
+        Backend::Sqlite,
+        step,
+        committed,
+    );
+}
+
+#[cfg(feature = "postgres")]
+#[apply(dispatch_kill_points)]
+fn a_dispatch_killed_midway_leaves_the_database_before_or_after_on_postgres(
+    #[case] step: &str,
+    #[case] committed: bool,
+) {
+    a_dispatch_killed_midway_leaves_the_database_before_or_after_on(
+        Backend::Postgres,
+        step,
+        committed,
+    );
+}
+
+fn a_dispatch_killed_midway_leaves_the_database_before_or_after_on(
+    backend: Backend,
+    step: &str,
+    committed: bool,
+) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     let before = db.export("th_1");
     let o = db
@@ -985,12 +1057,26 @@ fn a_dispatch_killed_midway_leaves_the_database_before_or_after(
 
 /// The rollback's advice for a provider thread that can roll back says how many of its turns
 /// to keep; when every one of them was undone, it says so in words.
+#[rstest_reuse::template]
 #[rstest::rstest]
 #[case::all_undone("5", "claude thread L1: roll it back with claude's own rollback, undoing all its turns (its turns for runs 6-8 were undone)")]
 #[case::one_kept("6", "claude thread L1: roll it back with claude's own rollback, keeping its first turn (its turns for runs 7-8 were undone)")]
 #[case::two_kept("7", "claude thread L1: roll it back with claude's own rollback, keeping its first 2 turns (its turn for run 8 was undone)")]
+fn rollback_points(#[case] to: &str, #[case] line: &str) {}
+
+#[apply(rollback_points)]
 fn rollback_advice_counts_the_turns_kept(#[case] to: &str, #[case] line: &str) {
-    let db = Db::new();
+    rollback_advice_counts_the_turns_kept_on(Backend::Sqlite, to, line);
+}
+
+#[cfg(feature = "postgres")]
+#[apply(rollback_points)]
+fn rollback_advice_counts_the_turns_kept_on_postgres(#[case] to: &str, #[case] line: &str) {
+    rollback_advice_counts_the_turns_kept_on(Backend::Postgres, to, line);
+}
+
+fn rollback_advice_counts_the_turns_kept_on(backend: Backend, to: &str, line: &str) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     let out = db.ok(&[
         "rollback", "--thread", "th_1", "--to", to, "--policy", "t3code",
@@ -1005,9 +1091,9 @@ fn rollback_advice_counts_the_turns_kept(#[case] to: &str, #[case] line: &str) {
 /// thread in the fork), `baton explain --db --thread FORK --target claude` decides as the next
 /// dispatch will: the fork's own claude thread is active and has seen every run, so it is not
 /// `full_new` "no thread for this provider yet".
-#[test]
-fn explain_on_a_fork_after_its_first_dispatch_sees_the_forks_own_thread() {
-    let db = Db::new();
+#[apply(crate::common::backend::backends)]
+fn explain_on_a_fork_after_its_first_dispatch_sees_the_forks_own_thread(#[case] backend: Backend) {
+    let db = Db::new(backend);
     db.import("examples/seed-switch.yaml");
     db.ok(&[
         "fork", "--thread", "th_1", "--at", "5", "--child", "th_fork",

@@ -3,37 +3,29 @@
 //! what to do with each provider thread, and a native fork's dispatch gives the fork point.
 
 use crate::common;
-
+use crate::common::backend::{Backend, TestDb};
+use rstest_reuse::apply;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-struct Db {
-    dir: tempfile::TempDir,
-    db: PathBuf,
-}
+/// A database of one backend, and `baton` run on it with `--db` (not `$BATON_DB`): the
+/// suggestions name the database as the user gave it.
+struct Db(TestDb);
 
 impl Db {
     /// A database holding seed 000's example thread `th_1` (runs 1-8).
-    fn seeded() -> Db {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("baton.db");
-        let d = Db { dir, db };
+    fn seeded(backend: Backend) -> Db {
+        let d = Db(TestDb::new(backend));
         d.ok(&["db", "import", "examples/seed-switch.yaml"]);
         d
     }
 
-    fn db_arg(&self) -> &str {
-        self.db.to_str().unwrap()
-    }
-
     fn run(&self, args: &[&str]) -> Output {
-        common::baton_cmd()
-            .env("BATON_HANDOFF_DIR", self.dir.path().join("docs"))
+        self.0
+            .cmd(args)
             .env_remove("BATON_DB")
-            .env_remove("BATON_FAULT")
-            .args(args)
-            .args(["--db", self.db_arg()])
+            .args(["--db", &self.0.url])
             .output()
             .unwrap()
     }
@@ -50,7 +42,7 @@ impl Db {
     }
 
     fn items(&self) -> PathBuf {
-        let p = self.dir.path().join("items.yaml");
+        let p = self.0.path().join("items.yaml");
         std::fs::write(&p, "- {kind: assistant_message, text: Done.}\n").unwrap();
         p
     }
@@ -81,7 +73,7 @@ fn baton_at(cwd: &Path, args: &[&str]) -> Output {
 }
 
 /// Each reading command, pointed at a database that does not exist, says so naming the path,
-/// exits 1 and creates nothing.
+/// exits 1 and creates nothing. (SQLite only: a file that is not there.)
 #[rstest::rstest]
 #[case::explain(&["explain", "--thread", "th_1"], "baton explain")]
 #[case::render(&["render", "--thread", "th_1"], "baton render")]
@@ -103,13 +95,14 @@ fn reading_commands_never_create_a_database(#[case] args: &[&str], #[case] comma
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
-/// A mistyped --db next to the real database is told which one it probably meant.
+/// A mistyped --db next to the real database is told which one it probably meant. (SQLite
+/// only: the files beside it.)
 #[test]
 fn a_mistyped_db_is_told_the_database_beside_it() {
-    let d = Db::seeded();
-    let typo = d.dir.path().join("batn.db");
+    let d = Db::seeded(Backend::Sqlite);
+    let typo = d.0.path().join("batn.db");
     let o = baton_at(
-        d.dir.path(),
+        d.0.path(),
         &[
             "explain",
             "--thread",
@@ -124,13 +117,14 @@ fn a_mistyped_db_is_told_the_database_beside_it() {
         format!(
             "{typo}: error: no baton database here, and baton explain never creates one; did you mean `--db {real}`? `baton db init --db {typo}` creates an empty one\n",
             typo = typo.display(),
-            real = d.db.display()
+            real = d.0.url
         )
     );
     assert!(!typo.exists());
 }
 
-/// State-changing commands still create the database they are given.
+/// State-changing commands still create the database they are given. (SQLite only: a new
+/// file.)
 #[test]
 fn changing_commands_still_create_the_database() {
     let dir = tempfile::tempdir().unwrap();
@@ -150,9 +144,9 @@ fn changing_commands_still_create_the_database() {
 
 /// The command a refusal suggests runs as it is, from another directory, without $BATON_DB:
 /// it names --db and --thread as the user gave them (quoted when needed).
-#[test]
-fn a_refused_dispatch_suggests_a_command_that_can_be_pasted() {
-    let d = Db::seeded();
+#[apply(crate::common::backend::backends)]
+fn a_refused_dispatch_suggests_a_command_that_can_be_pasted(#[case] backend: Backend) {
+    let d = Db::seeded(backend);
     d.ok(&["dispatch", "--thread", "th_1", "--target", "codex"]);
     let o = d.run(&["dispatch", "--thread", "th_1", "--target", "claude"]);
     assert_eq!(o.status.code(), Some(1));
@@ -161,7 +155,7 @@ fn a_refused_dispatch_suggests_a_command_that_can_be_pasted() {
         err,
         format!(
             "{db}: error: run 9 of thread \"th_1\" is still running; complete it before dispatching again: `baton complete --db {db} --thread th_1 --run 9 --items ITEMS_FILE`\n",
-            db = d.db.display()
+            db = d.0.shown()
         )
     );
     let suggested = err.split('`').nth(1).unwrap();
@@ -190,7 +184,7 @@ fn a_refused_dispatch_suggests_a_command_that_can_be_pasted() {
 }
 
 /// A database path with a space is quoted in the suggestion, so the pasted command still
-/// names it.
+/// names it. (SQLite only: a file's path.)
 #[test]
 fn a_suggested_command_quotes_what_the_shell_would_split() {
     let dir = tempfile::tempdir().unwrap();
@@ -213,9 +207,9 @@ fn a_suggested_command_quotes_what_the_shell_would_split() {
 /// After a rollback, each provider thread's line says what the app does with it and what the
 /// next run on its provider does; the JSON says the same in snake_case fields. Under
 /// `default` the `diverged` signal makes both providers start new threads: discard both.
-#[test]
-fn a_rollback_says_what_to_do_with_each_provider_thread() {
-    let d = Db::seeded();
+#[apply(crate::common::backend::backends)]
+fn a_rollback_says_what_to_do_with_each_provider_thread(#[case] backend: Backend) {
+    let d = Db::seeded(backend);
     d.run_9_on_codex();
     let out = d.ok(&["rollback", "--thread", "th_1", "--to", "7"]);
     assert_eq!(
@@ -242,9 +236,9 @@ fn a_rollback_says_what_to_do_with_each_provider_thread() {
 /// Under a policy without a `diverged` signal (`t3code`), the next runs resume the threads:
 /// claude (which can roll back) rolls L1 back to its two kept turns; codex (which cannot)
 /// keeps C1 as it is.
-#[test]
-fn a_rollback_under_a_policy_that_resumes_says_roll_back_or_keep() {
-    let d = Db::seeded();
+#[apply(crate::common::backend::backends)]
+fn a_rollback_under_a_policy_that_resumes_says_roll_back_or_keep(#[case] backend: Backend) {
+    let d = Db::seeded(backend);
     d.run_9_on_codex();
     let v: Value = serde_json::from_str(&d.ok(&[
         "rollback", "--thread", "th_1", "--to", "7", "--policy", "t3code", "--json",
@@ -269,9 +263,9 @@ fn a_rollback_under_a_policy_that_resumes_says_roll_back_or_keep() {
 
 /// The first dispatch of a fork that forks natively gives the fork point: the parent's
 /// provider thread and the turn to fork after, in the JSON and the text.
-#[test]
-fn a_native_fork_gives_the_fork_point() {
-    let d = Db::seeded();
+#[apply(crate::common::backend::backends)]
+fn a_native_fork_gives_the_fork_point(#[case] backend: Backend) {
+    let d = Db::seeded(backend);
     d.ok(&["fork", "--thread", "th_1", "--at", "5", "--child", "kid"]);
     let v: Value = serde_json::from_str(
         &d.ok(&["dispatch", "--thread", "kid", "--target", "codex", "--json"]),

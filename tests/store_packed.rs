@@ -2,6 +2,9 @@
 //! prompt and long provider-thread list, the decision log's chunks and delta rows). A database
 //! whose rows are plain TEXT, as earlier versions wrote them, reads the same: the same export,
 //! the same logged decisions, the same replay.
+//!
+//! SQLite only: the packed columns and the plain TEXT rows of earlier versions are SQLite's
+//! own (PostgreSQL keeps its columns as BYTEA from its first schema).
 
 use crate::common;
 use baton::state::{self, Item, RunStatus};

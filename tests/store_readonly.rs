@@ -1,6 +1,9 @@
 //! Issue 15 item 12: a read-only database refuses every write before anything happens (no
 //! off-band document is written for a dispatch it cannot record), the reading commands work
 //! on it without writing, and a database baton creates is private (0600).
+//!
+//! SQLite only: read-only and private are a file's permissions (on PostgreSQL they are the
+//! server's grants).
 #![cfg(unix)]
 
 use crate::privilege;

@@ -1,5 +1,7 @@
-//! Test target `store` (`cargo test --test store`): the SQLite store and the thread lifecycle:
+//! Test target `store` (`cargo test --test store`): the store and the thread lifecycle:
 //! dispatch, forks, merge-backs, rollbacks, crash safety, read-only and packed databases, growth.
+//! A test that is not about a SQLite file runs on both backends (`common::backend::backends`:
+//! `case_1_sqlite`, and `case_2_postgres` with feature `postgres`; docs/store.md#what-the-tests-cover-on-each-backend).
 //! Each module is one file of tests/; the helpers the files share are declared once below, and a
 //! file names them `crate::common` (docs/architecture.md#tests: how to add one).
 
@@ -21,6 +23,8 @@ mod store_cli;
 mod store_cli_reports;
 #[path = "store_growth.rs"]
 mod store_growth;
+#[path = "store_lifecycle.rs"]
+mod store_lifecycle;
 #[path = "store_packed.rs"]
 mod store_packed;
 #[path = "store_readonly.rs"]

@@ -384,6 +384,11 @@ fn export_postgres(url: &str, thread: &str, json: bool) -> u8 {
             let _ = write!(std::io::stdout().lock(), "{}", crate::state::to_yaml(&s));
             OK
         }
+        // A thread that is not stored gets the advice SQLite's gives (import it first).
+        Err(store::pg::CopyError::Sqlite(e)) => {
+            eprintln!("{}", super::errors::store_error(&e));
+            FAIL
+        }
         Err(e) => {
             eprintln!("{}", super::errors::copy_error(&e));
             FAIL

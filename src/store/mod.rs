@@ -432,8 +432,10 @@ static FAULT_HOOK: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
 /// Test-only fault injection: install `hook`, which the store calls with the name of each
 /// crash point it passes (`dispatch:after_decide`, `dispatch:after_handoff`,
 /// `dispatch:after_commit`). A hook that aborts the process there shows what a `kill -9` at
-/// that point would leave. The first hook installed stays; the library installs none (the
-/// debug build of the `baton` command installs one from `$BATON_FAULT`).
+/// that point would leave. On PostgreSQL an `*:after_commit` point is passed once the server
+/// has committed (the staging store's own commit is not the database's). The first hook
+/// installed stays; the library installs none (the debug build of the `baton` command installs
+/// one from `$BATON_FAULT`).
 #[doc(hidden)]
 pub fn set_fault_hook(hook: fn(&str)) {
     let _ = FAULT_HOOK.set(hook);
@@ -473,9 +475,38 @@ fn immutable_uri(path: &Path) -> String {
 }
 
 pub(crate) fn fault(step: &str) {
+    // Inside a staged PostgreSQL unit, the staging store's commit is not the database's: a
+    // crash point after it is passed once the server has committed (`hold_commit_faults`).
+    let held = HELD_FAULTS.with(|h| match h.borrow_mut().as_mut() {
+        Some(held) if step.ends_with(":after_commit") => {
+            held.push(step.to_string());
+            true
+        }
+        _ => false,
+    });
+    if held {
+        return;
+    }
     if let Some(hook) = FAULT_HOOK.get() {
         hook(step);
     }
+}
+
+thread_local! {
+    /// The `*:after_commit` crash points an operation on a staging store passed, held until
+    /// the PostgreSQL transaction commits; `None` outside a staged unit.
+    static HELD_FAULTS: std::cell::RefCell<Option<Vec<String>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Run `op` (an operation on a staging store) with its `*:after_commit` crash points held
+/// back; returns its result and the crash points to pass once the database has committed.
+#[cfg(feature = "postgres")]
+pub(crate) fn hold_commit_faults<T>(op: impl FnOnce() -> T) -> (T, Vec<String>) {
+    let outer = HELD_FAULTS.with(|h| h.replace(Some(Vec::new())));
+    let out = op();
+    let held = HELD_FAULTS.with(|h| h.replace(outer)).unwrap_or_default();
+    (out, held)
 }
 
 #[cfg(test)]

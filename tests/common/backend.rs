@@ -181,4 +181,66 @@ impl TestDb {
     pub fn json(&self, args: &[&str]) -> serde_json::Value {
         serde_json::from_str(&self.ok(args)).expect("JSON")
     }
+
+    /// The one integer `sql` selects, asked of the database directly (for a test about what
+    /// the store keeps; the SQL must mean the same on both backends).
+    pub fn scalar(&self, sql: &str) -> i64 {
+        match self.backend {
+            Backend::Sqlite => rusqlite::Connection::open(&self.url)
+                .expect("the SQLite file opens")
+                .query_row(sql, [], |r| r.get(0))
+                .expect("the query answers"),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres => pg_client(&self.url)
+                .query_one(sql, &[])
+                .expect("the query answers")
+                .get(0),
+        }
+    }
+
+    /// The text column `sql` selects, one value a row, asked of the database directly.
+    pub fn strings(&self, sql: &str) -> Vec<String> {
+        match self.backend {
+            Backend::Sqlite => {
+                let c = rusqlite::Connection::open(&self.url).expect("the SQLite file opens");
+                let mut st = c.prepare(sql).expect("the query prepares");
+                let rows = st
+                    .query_map([], |r| r.get::<_, String>(0))
+                    .expect("the query answers")
+                    .collect::<Result<Vec<_>, _>>()
+                    .expect("every row reads");
+                rows
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres => pg_client(&self.url)
+                .query(sql, &[])
+                .expect("the query answers")
+                .iter()
+                .map(|r| r.get(0))
+                .collect(),
+        }
+    }
+
+    /// Runs `sql` on the database directly (for a test that damages it on purpose).
+    pub fn execute(&self, sql: &str) {
+        match self.backend {
+            Backend::Sqlite => {
+                rusqlite::Connection::open(&self.url)
+                    .expect("the SQLite file opens")
+                    .execute_batch(sql)
+                    .expect("the statement runs");
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres => pg_client(&self.url)
+                .batch_execute(sql)
+                .expect("the statement runs"),
+        }
+    }
+}
+
+/// A plain connection to the PostgreSQL database `url`.
+#[cfg(feature = "postgres")]
+fn pg_client(url: &str) -> baton::store::pg::postgres::Client {
+    baton::store::pg::postgres::Client::connect(url, baton::store::pg::postgres::NoTls)
+        .expect("the test server answers")
 }

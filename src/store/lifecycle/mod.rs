@@ -588,6 +588,3 @@ fn pending_merge_back(
         )),
     }
 }
-
-#[cfg(test)]
-mod lifecycle_tests;

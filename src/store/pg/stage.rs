@@ -161,12 +161,17 @@ impl PgStore {
                 let staged = self
                     .stage(&mut tx, &mut mem, &locked, log, during)
                     .map_err(|e| within(e, during))?;
-                let out = op(&mut mem)?;
+                let (out, after_commit) = crate::store::hold_commit_faults(|| op(&mut mem));
+                let out = out?;
                 crate::store::fault("pg:before_write_back");
                 self.write_back(&mut tx, &mem, &staged, during)
                     .map_err(|e| within(e, during))?;
                 tx.commit()
                     .map_err(|e| self.err(&format!("committing ({during})"), e))?;
+                // The staging store's `after_commit` crash points, now that it is true.
+                for step in &after_commit {
+                    crate::store::fault(step);
+                }
                 Ok(Some(out))
             })();
             match attempt {
