@@ -418,7 +418,6 @@ fn sample(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]
 #[apply(crate::common::backend::backends)]
 fn the_metrics_endpoint_counts_a_known_workload(#[case] backend: Backend) {
     let db = TestDb::new(backend);
-    let dir = &db.dir;
     let (mut child, sock, port) = metrics_server(&db, &[]);
     let mut c = Client::connect(&sock, false);
     let state = example_state("seed-switch.yaml");

@@ -270,6 +270,10 @@ fn store_errors_are_json_rpc_errors(#[case] backend: Backend) {
 #[apply(crate::common::backend::backends)]
 fn periodic_sweep_removes_orphaned_documents_and_tells_clients(#[case] backend: Backend) {
     let db = TestDb::new(backend);
+    let (child, sock) = socket_on(&db, &["--gc-every", "200ms"]);
+    let mut c = Client::connect(&sock, false);
+    // The orphan is written once the client is connected: a sweep that ran before would
+    // remove it unseen (on PostgreSQL the database exists at start, so the first sweep does).
     let root = db.doc_root();
     let offband = baton::store::OffbandStore::new(Some(root.clone()));
     let orphan = offband
@@ -277,9 +281,6 @@ fn periodic_sweep_removes_orphaned_documents_and_tells_clients(#[case] backend: 
         .unwrap();
     let foreign = root.join("ghost").join("notes.txt");
     std::fs::write(&foreign, "not baton's").unwrap();
-
-    let (child, sock) = socket_on(&db, &["--gc-every", "200ms"]);
-    let mut c = Client::connect(&sock, false);
     c.result(
         "thread/import",
         json!({"state": example_state("seed-run6.yaml")}),
