@@ -10,6 +10,21 @@ mod common;
 mod multi_serve;
 mod serve_support;
 
+// A test database of either backend (`common::backend`) is one `baton serve` can run on, with
+// its documents under `docs/`, where the `baton` commands `TestDb::cmd` runs put them too.
+// (Here, not in serve_support: the benches that share serve_support have no `common`.)
+impl serve_support::ServedDb for common::backend::TestDb {
+    fn db_url(&self) -> String {
+        self.url.clone()
+    }
+    fn root(&self) -> &std::path::Path {
+        self.path()
+    }
+    fn doc_root(&self) -> std::path::PathBuf {
+        self.docs()
+    }
+}
+
 #[path = "limits_serve.rs"]
 mod limits_serve;
 #[path = "serve_concurrency.rs"]

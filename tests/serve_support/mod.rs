@@ -46,22 +46,6 @@ impl ServedDb for Path {
     }
 }
 
-/// A test database of either backend (`crate::common::backend`), with its documents under
-/// `docs/`, where the `baton` commands [`TestDb::cmd`] runs put them too.
-///
-/// [`TestDb::cmd`]: crate::common::backend::TestDb::cmd
-impl ServedDb for crate::common::backend::TestDb {
-    fn db_url(&self) -> String {
-        self.url.clone()
-    }
-    fn root(&self) -> &Path {
-        self.path()
-    }
-    fn doc_root(&self) -> PathBuf {
-        self.docs()
-    }
-}
-
 /// `baton serve ARGS...` on `db` (through `$BATON_DB`) with its document root.
 pub fn serve_on(db: &(impl ServedDb + ?Sized), args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
