@@ -272,8 +272,11 @@ fn periodic_sweep_removes_orphaned_documents_and_tells_clients(#[case] backend: 
     let db = TestDb::new(backend);
     let (child, sock) = socket_on(&db, &["--gc-every", "200ms"]);
     let mut c = Client::connect(&sock, false);
-    // The orphan is written once the client is connected: a sweep that ran before would
-    // remove it unseen (on PostgreSQL the database exists at start, so the first sweep does).
+    // The orphan is written once the client's connection is served (answered once: the
+    // server subscribes a connection to notifications before it reads a request): a sweep that
+    // ran before would remove it unseen (on PostgreSQL the database exists at start, so the
+    // first sweep does; a connection accepted but not yet subscribed misses the notification).
+    c.result("health", json!({}));
     let root = db.doc_root();
     let offband = baton::store::OffbandStore::new(Some(root.clone()));
     let orphan = offband
