@@ -3,6 +3,7 @@
 
 use crate::serve_support;
 
+use crate::common::backend::{Backend, TestDb};
 use rstest::rstest;
 use serde_json::{json, Value};
 use serve_support::*;
@@ -38,18 +39,29 @@ fn requests_for_one_thread_run_in_arrival_order() {
 /// sent behind a slow render of the same thread is answered after it, while a request for
 /// another thread is not held up.
 #[rstest]
-#[case::stored_thread("thread")]
 #[case::state_object("state")]
 #[case::state_text_yaml("yaml")]
 #[case::state_text_json("json")]
-#[case::fork_child("child")]
 fn every_form_naming_a_thread_queues_on_it(#[case] form: &str) {
-    let dir = tempfile::tempdir().unwrap();
+    queues_on_its_thread(&TestDb::new(Backend::Sqlite), form);
+}
+
+/// The forms that name a stored thread (`thread`, a fork's `child`) queue on it on either
+/// backend: the queue is the service's, whatever holds the thread.
+#[rstest_reuse::apply(crate::common::backend::backends)]
+fn every_form_naming_a_stored_thread_queues_on_it(#[case] backend: Backend) {
+    for form in ["thread", "child"] {
+        queues_on_its_thread(&TestDb::new(backend), form);
+    }
+}
+
+/// [`every_form_naming_a_thread_queues_on_it`] for one `form`, on `db`.
+fn queues_on_its_thread(db: &TestDb, form: &str) {
     // The render is held in its summarizer until the test lets it go (it used to sleep one
     // second, and a loaded machine took longer than that to answer the other thread).
-    let gated = GatedPolicy::new(dir.path());
-    let mut s = stdio(
-        dir.path(),
+    let gated = GatedPolicy::new(db.path());
+    let mut s = stdio_on(
+        db,
         &["--policy", gated.policy.to_str().unwrap(), "--no-watch"],
     );
     let mut st = example_state("seed-run6.yaml");

@@ -1,10 +1,13 @@
 //! Running the sidecar in production, end to end through the real `baton serve`: the decision
 //! log (fields, no texts, masking by the policy's `log` block, rotation under concurrent load,
 //! a full disk), the Prometheus metrics endpoint (parsed by a real exposition parser), the
-//! `status` method and `baton status`, `baton log export`, and the bad-input paths.
+//! `status` method and `baton status`, `baton log export`, and the bad-input paths. The tests
+//! whose requests go through the store run on both backends (`crate::common::backend`).
 
 use crate::serve_support;
 
+use crate::common::backend::{Backend, TestDb};
+use rstest_reuse::apply;
 use serde_json::{json, Value};
 use serve_support::*;
 use std::collections::HashSet;
@@ -41,12 +44,13 @@ fn seed_texts() -> Vec<String> {
     out
 }
 
-#[test]
-fn n_decisions_give_n_log_lines_with_their_fields_and_no_texts() {
-    let dir = tempfile::tempdir().unwrap();
+#[apply(crate::common::backend::backends)]
+fn n_decisions_give_n_log_lines_with_their_fields_and_no_texts(#[case] backend: Backend) {
+    let db = TestDb::new(backend);
+    let dir = &db.dir;
     let log = dir.path().join("decisions.jsonl");
-    let mut s = stdio(
-        dir.path(),
+    let mut s = stdio_on(
+        &db,
         &["--decision-log", log.to_str().unwrap(), "--no-watch"],
     );
     let state = example_state("seed-switch.yaml");
@@ -355,10 +359,10 @@ fn an_unwritable_log_path_is_a_clear_error_at_start() {
 
 /// A socket server with metrics on an ephemeral loopback port: the child, its socket and the
 /// port it printed.
-fn metrics_server(dir: &Path, more: &[&str]) -> (Child, PathBuf, u16) {
-    let sock = dir.join("m.sock");
-    let mut child = serve_cmd(
-        dir,
+fn metrics_server(db: &(impl ServedDb + ?Sized), more: &[&str]) -> (Child, PathBuf, u16) {
+    let sock = db.root().join("m.sock");
+    let mut child = serve_on(
+        db,
         &[
             &[
                 "--socket",
@@ -411,10 +415,10 @@ fn sample(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]
     }
 }
 
-#[test]
-fn the_metrics_endpoint_counts_a_known_workload() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut child, sock, port) = metrics_server(dir.path(), &[]);
+#[apply(crate::common::backend::backends)]
+fn the_metrics_endpoint_counts_a_known_workload(#[case] backend: Backend) {
+    let db = TestDb::new(backend);
+    let (mut child, sock, port) = metrics_server(&db, &[]);
     let mut c = Client::connect(&sock, false);
     let state = example_state("seed-switch.yaml");
     c.result("thread/import", json!({"state": state.clone()}));
@@ -549,12 +553,13 @@ fn metrics_refuse_a_port_in_use_and_a_remote_address() {
     );
 }
 
-#[test]
-fn status_says_what_serves_and_what_the_store_holds() {
-    let dir = tempfile::tempdir().unwrap();
+#[apply(crate::common::backend::backends)]
+fn status_says_what_serves_and_what_the_store_holds(#[case] backend: Backend) {
+    let db = TestDb::new(backend);
+    let dir = &db.dir;
     let sock = dir.path().join("st.sock");
-    let mut child = serve_cmd(
-        dir.path(),
+    let mut child = serve_on(
+        &db,
         &["--socket", sock.to_str().unwrap(), "--no-watch", "--no-gc"],
     )
     .spawn()
@@ -614,11 +619,11 @@ fn baton(dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-#[test]
-fn log_export_writes_the_store_decisions_as_log_lines() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("b.db");
-    let db = db.to_str().unwrap();
+#[apply(crate::common::backend::backends)]
+fn log_export_writes_the_store_decisions_as_log_lines(#[case] backend: Backend) {
+    let test_db = TestDb::new(backend);
+    let dir = &test_db.dir;
+    let db = test_db.url.as_str();
     let seed = Path::new(ROOT).join("examples/seed-switch.yaml");
     assert!(baton(
         dir.path(),
@@ -884,14 +889,15 @@ fn a_shadow_policy_shows_exactly_the_divergences_baton_diff_predicts_and_changes
     assert!(lines[2]["divergences"]["changes"].is_array());
 }
 
-#[test]
-fn shadow_divergences_are_counted_and_the_shadow_is_swapped_by_method() {
-    let dir = tempfile::tempdir().unwrap();
+#[apply(crate::common::backend::backends)]
+fn shadow_divergences_are_counted_and_the_shadow_is_swapped_by_method(#[case] backend: Backend) {
+    let db = TestDb::new(backend);
+    let dir = &db.dir;
     let cand = candidate(dir.path());
     let bad = dir.path().join("bad");
     std::fs::create_dir(&bad).unwrap();
     std::fs::write(bad.join("x.policy"), "stale oops when target.nope\n").unwrap();
-    let mut s = stdio(dir.path(), &["--no-watch"]);
+    let mut s = stdio_on(&db, &["--no-watch"]);
     let state = example_state("seed-switch.yaml");
     // No shadow yet.
     assert_eq!(s.client.result("status", json!({}))["shadow"], Value::Null);

@@ -1,15 +1,16 @@
 //! What the service tells the app after a rollback (per provider thread) and at a native
-//! fork's first dispatch (the fork point), in the same snake_case fields as the CLI's `--json`.
+//! fork's first dispatch (the fork point), in the same snake_case fields as the CLI's `--json`; on both backends.
 
 use crate::serve_support;
 
+use crate::common::backend::{Backend, TestDb};
 use serde_json::{json, Value};
 use serve_support::*;
 
-#[test]
-fn rollback_advice_and_fork_point_over_the_service() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut s = stdio(dir.path(), &[]);
+#[rstest_reuse::apply(crate::common::backend::backends)]
+fn rollback_advice_and_fork_point_over_the_service(#[case] backend: Backend) {
+    let db = TestDb::new(backend);
+    let mut s = stdio_on(&db, &[]);
     let state = example_state("seed-switch.yaml");
     s.client.result("thread/import", json!({"state": state}));
     // The fork first, while C1 is active: its first run forks C1 natively after turn 5.

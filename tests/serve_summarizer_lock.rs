@@ -1,13 +1,15 @@
 //! `baton serve` runs the external summarizer of a dispatch, a regeneration and a merge-back
 //! before it takes its writer lock: while one thread's summarizer runs, another thread's write
-//! is answered. The summarizer waits on a
+//! is answered, on both backends (on PostgreSQL the two threads' locks are separate rows). The summarizer waits on a
 //! FIFO the test controls, so the order is set by events, not timing.
 
 use crate::serve_support;
 
 use crate::common;
+use crate::common::backend::{Backend, TestDb};
 use baton::state::RunStatus;
-use baton::store::{self, DispatchRequest, Store};
+use baton::store::DispatchRequest;
+use rstest_reuse::apply;
 use serde_json::json;
 
 /// The engine a store operation takes: `p`, the embedded templates, documents under `docs`.
@@ -16,13 +18,13 @@ fn engine(p: &std::sync::Arc<baton::Policy>, docs: &std::path::Path) -> baton::E
 }
 use serve_support::*;
 
-#[test]
-fn a_write_on_another_thread_is_answered_while_a_dispatch_summarizes() {
-    let dir = tempfile::tempdir().unwrap();
-    let gated = GatedPolicy::new(dir.path());
+#[apply(crate::common::backend::backends)]
+fn a_write_on_another_thread_is_answered_while_a_dispatch_summarizes(#[case] backend: Backend) {
+    let db = TestDb::new(backend);
+    let gated = GatedPolicy::new(db.path());
     {
         // Threads A and B (the seed example twice); B has a running run to complete.
-        let mut store = Store::open(&dir.path().join("baton.db")).unwrap();
+        let mut store = db.open();
         let seed = baton::state::load_file(std::path::Path::new(&format!(
             "{}/examples/seed-switch.yaml",
             env!("CARGO_MANIFEST_DIR")
@@ -38,15 +40,12 @@ fn a_write_on_another_thread_is_answered_while_a_dispatch_summarizes() {
             target: "codex".into(),
             ..Default::default()
         };
-        let engine = engine(
-            &common::policy("default").unwrap(),
-            &dir.path().join("handoffs"),
-        );
-        let d = store::dispatch(&mut store, &engine, &req).unwrap();
+        let engine = engine(&common::policy("default").unwrap(), &db.doc_root());
+        let d = store.dispatch(&engine, &req).unwrap();
         assert_eq!(d.run, 9);
     }
-    let mut s = stdio(
-        dir.path(),
+    let mut s = stdio_on(
+        &db,
         &["--policy", gated.policy.to_str().unwrap(), "--no-watch"],
     );
     let slow = s
@@ -69,8 +68,8 @@ fn a_write_on_another_thread_is_answered_while_a_dispatch_summarizes() {
 /// Threads A and B (the seed example twice), each with a running run 9 dispatched to codex
 /// under `default`; with `fork`, also a fork `F` of A at run 8 with a completed run of its own.
 /// Returns A's handoff.
-fn two_running_threads(dir: &std::path::Path, fork: bool) -> String {
-    let mut store = Store::open(&dir.join("baton.db")).unwrap();
+fn two_running_threads(db: &TestDb, fork: bool) -> String {
+    let mut store = db.open();
     let seed = baton::state::load_file(std::path::Path::new(&format!(
         "{}/examples/seed-switch.yaml",
         env!("CARGO_MANIFEST_DIR")
@@ -81,31 +80,33 @@ fn two_running_threads(dir: &std::path::Path, fork: bool) -> String {
         s.thread.id = id.to_string();
         store.import(&s).unwrap();
     }
-    let default = engine(&common::policy("default").unwrap(), &dir.join("handoffs"));
+    let default = engine(&common::policy("default").unwrap(), &db.doc_root());
     let req = |thread: &str, target: &str| DispatchRequest {
         thread: thread.into(),
         target: target.into(),
         ..Default::default()
     };
     if fork {
-        store::fork(&mut store, "A", 8, Some("F")).unwrap();
-        let d = store::dispatch(&mut store, &default, &req("F", "claude")).unwrap();
-        store::complete_run(&mut store, "F", d.run, Vec::new(), RunStatus::Completed).unwrap();
+        store.fork("A", 8, Some("F")).unwrap();
+        let d = store.dispatch(&default, &req("F", "claude")).unwrap();
+        store
+            .complete_run("F", d.run, Vec::new(), RunStatus::Completed)
+            .unwrap();
     }
-    let b = store::dispatch(&mut store, &default, &req("B", "codex")).unwrap();
+    let b = store.dispatch(&default, &req("B", "codex")).unwrap();
     assert_eq!(b.run, 9);
-    let a = store::dispatch(&mut store, &default, &req("A", "codex")).unwrap();
+    let a = store.dispatch(&default, &req("A", "codex")).unwrap();
     assert_eq!(a.run, 9);
     a.handoff.expect("a handoff to codex").id
 }
 
-#[test]
-fn a_write_on_another_thread_is_answered_while_a_regeneration_summarizes() {
-    let dir = tempfile::tempdir().unwrap();
-    let gated = GatedPolicy::new(dir.path());
-    let old = two_running_threads(dir.path(), false);
-    let mut s = stdio(
-        dir.path(),
+#[apply(crate::common::backend::backends)]
+fn a_write_on_another_thread_is_answered_while_a_regeneration_summarizes(#[case] backend: Backend) {
+    let db = TestDb::new(backend);
+    let gated = GatedPolicy::new(db.path());
+    let old = two_running_threads(&db, false);
+    let mut s = stdio_on(
+        &db,
         &["--policy", gated.policy.to_str().unwrap(), "--no-watch"],
     );
     let slow = s
@@ -125,13 +126,13 @@ fn a_write_on_another_thread_is_answered_while_a_regeneration_summarizes() {
     assert_eq!(s.child.wait().unwrap().code(), Some(0));
 }
 
-#[test]
-fn a_write_on_another_thread_is_answered_while_a_merge_back_summarizes() {
-    let dir = tempfile::tempdir().unwrap();
-    let gated = GatedPolicy::new(dir.path());
-    two_running_threads(dir.path(), true);
-    let mut s = stdio(
-        dir.path(),
+#[apply(crate::common::backend::backends)]
+fn a_write_on_another_thread_is_answered_while_a_merge_back_summarizes(#[case] backend: Backend) {
+    let db = TestDb::new(backend);
+    let gated = GatedPolicy::new(db.path());
+    two_running_threads(&db, true);
+    let mut s = stdio_on(
+        &db,
         &["--policy", gated.policy.to_str().unwrap(), "--no-watch"],
     );
     let slow = s.client.start("mergeBack", json!({"thread": "F"}));

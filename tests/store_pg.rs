@@ -45,20 +45,12 @@ fn without_the_feature_a_postgres_url_says_how_to_build_baton() {
     }
 }
 
-// The helpers the PostgreSQL service tests share with the `serve` target, compiled once here.
+// The helpers the PostgreSQL tests share with the other targets, compiled once here. (The
+// service's PostgreSQL tests are in the `serve` target: tests/serve_database.rs.)
 mod common;
 
 #[cfg(feature = "postgres")]
-mod multi_serve;
-#[cfg(feature = "postgres")]
-mod serve_support;
-
-#[cfg(feature = "postgres")]
 mod store_pg_lifecycle;
-
-#[cfg(feature = "postgres")]
-#[path = "store_pg_serve.rs"]
-mod store_pg_serve;
 
 #[cfg(feature = "postgres")]
 mod postgres_backend {

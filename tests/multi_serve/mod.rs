@@ -1,7 +1,7 @@
 //! Several `baton serve` processes on one database under concurrent clients, then the store
-//! checked (issue 31: a user's next run may land on any app server). Shared by the `serve`
-//! target (SQLite: several processes on one file, the desktop guarantee) and the `store_pg`
-//! target (PostgreSQL, feature `postgres`).
+//! checked (issue 31: a user's next run may land on any app server). The `serve` target runs it
+//! on both backends (`tests/serve_database.rs`): SQLite (several processes on one file, the
+//! desktop guarantee) and PostgreSQL (several app servers, feature `postgres`).
 //!
 //! [`run`] starts [`Load::servers`] `baton serve --socket` processes on `db`, imports
 //! [`Load::threads`] copies of `examples/seed-switch.yaml` through the first, and lets

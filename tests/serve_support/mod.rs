@@ -15,18 +15,67 @@ pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// this long unless the server is broken; a loaded machine only makes the event come later.
 pub const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(600);
 
-/// `baton serve ARGS...` with a private document root and database.
+/// `baton serve ARGS...` with a private document root and database (the SQLite file
+/// `dir/baton.db`): for the tests that do not depend on the store's backend. A test that
+/// does takes a `TestDb` of each backend and uses [`serve_on`].
 pub fn serve_cmd(dir: &Path, args: &[&str]) -> Command {
+    serve_on(dir, args)
+}
+
+/// A database a test serves, on either backend: what `baton serve` needs to run on it.
+pub trait ServedDb {
+    /// What `--db` / `$BATON_DB` takes: a SQLite file's path or a `postgres://` URL.
+    fn db_url(&self) -> String;
+    /// The test's directory: sockets, logs and policies go there.
+    fn root(&self) -> &Path;
+    /// The server's off-band document root (`$BATON_HANDOFF_DIR`).
+    fn doc_root(&self) -> PathBuf;
+}
+
+/// A directory of its own: the SQLite file `baton.db` and the documents under `handoffs/` in
+/// it (what [`serve_cmd`] serves).
+impl ServedDb for Path {
+    fn db_url(&self) -> String {
+        self.join("baton.db").display().to_string()
+    }
+    fn root(&self) -> &Path {
+        self
+    }
+    fn doc_root(&self) -> PathBuf {
+        self.join("handoffs")
+    }
+}
+
+/// `baton serve ARGS...` on `db` (through `$BATON_DB`) with its document root.
+pub fn serve_on(db: &(impl ServedDb + ?Sized), args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
     c.current_dir(ROOT)
         .arg("serve")
         .args(args)
-        .env("BATON_HANDOFF_DIR", dir.join("handoffs"))
-        .env("BATON_DB", dir.join("baton.db"))
+        .env("BATON_HANDOFF_DIR", db.doc_root())
+        .env("BATON_DB", db.db_url())
+        .env_remove("BATON_FAULT")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
+}
+
+/// `baton serve --stdio ARGS...` on `db`, and the client attached to it.
+pub fn stdio_on(db: &(impl ServedDb + ?Sized), args: &[&str]) -> Stdio_ {
+    let lines = args.windows(2).any(|w| w == ["--framing", "lines"]);
+    spawn_stdio(serve_on(db, &[&["--stdio"], args].concat()), lines)
+}
+
+/// `baton serve --socket ROOT/s.sock ARGS...` on `db`: the server and its socket (connect
+/// with [`Client::connect`], which waits for it).
+pub fn socket_on(db: &(impl ServedDb + ?Sized), args: &[&str]) -> (Child, PathBuf) {
+    let sock = db.root().join("s.sock");
+    let sock_arg = sock.display().to_string();
+    let child = serve_on(db, &[&["--socket", &sock_arg], args].concat())
+        .spawn()
+        .expect("baton serve starts");
+    (child, sock)
 }
 
 /// One side of a connection: write frames, read frames.
