@@ -57,6 +57,12 @@ mod serve_support;
 mod store_pg_lifecycle;
 
 #[cfg(feature = "postgres")]
+mod store_pg_window;
+
+#[cfg(feature = "postgres")]
+mod store_pg_summarizer;
+
+#[cfg(feature = "postgres")]
 #[path = "store_pg_serve.rs"]
 mod store_pg_serve;
 

@@ -272,7 +272,16 @@ pub struct CommandRunner;
 impl Summarizer for CommandRunner {
     fn summarize(&self, request: &SummaryRequest<'_>) -> Option<Result<String, SummarizerFailure>> {
         let cmd = ExternalCommand::from_source(request.source)?;
-        Some(run_external_blocking(&cmd, request.input, request.budget))
+        // On PostgreSQL, an operation's summarizer runs once, before its locks are taken
+        // (`store::summarized`).
+        #[cfg(feature = "postgres")]
+        if let Some(kept) = crate::store::summarized::recalled(&cmd, request) {
+            return Some(kept);
+        }
+        let out = run_external_blocking(&cmd, request.input, request.budget);
+        #[cfg(feature = "postgres")]
+        crate::store::summarized::remember(&cmd, request, &out);
+        Some(out)
     }
 }
 
