@@ -164,8 +164,11 @@ fn count_writes(url: &str) {
     }
 }
 
+/// Rows written: (table, operation, how many).
+type Writes = Vec<(String, String, i64)>;
+
 /// The rows written since the last call, by table, and the counter emptied.
-fn writes(url: &str) -> Vec<(String, String, i64)> {
+fn writes(url: &str) -> Writes {
     let mut c = baton::store::pg::postgres::Client::connect(url, baton::store::pg::postgres::NoTls)
         .expect("connects");
     let rows = c
@@ -211,7 +214,7 @@ fn a_dispatch_and_a_completion_write_only_what_they_change_however_long_the_thre
         seen.push(counts);
     }
     // What is written does not depend on the thread's length.
-    let shape = |c: &Vec<(Vec<(String, String, i64)>, Vec<(String, String, i64)>)>| {
+    let shape = |c: &[(Writes, Writes)]| {
         c.iter()
             .map(|(d, k)| {
                 (

@@ -8,6 +8,9 @@
 //! Nothing is active outside a partially staged operation: on SQLite every check is one
 //! thread-local look-up that finds nothing.
 
+// Only the PostgreSQL backend stages a thread partly.
+#![cfg_attr(not(feature = "postgres"), allow(dead_code))]
+
 use std::cell::RefCell;
 
 /// What a staging store holds of one thread, besides its `threads` row.

@@ -726,13 +726,16 @@ fn touched_keys(mem: &Store, during: &str) -> Result<HashMap<String, Vec<Vec<Val
     Ok(out)
 }
 
+/// A touched row: its key (as [`key_text`] writes it) and the row as it is now (`None`: deleted).
+type Current = (String, Option<Vec<Value>>);
+
 /// The rows of `t` at `keys` as the staging store holds them now (`None`: deleted).
 fn current_rows(
     mem: &Store,
     t: &Table,
     keys: Option<&Vec<Vec<Value>>>,
     during: &str,
-) -> Result<Vec<(String, Option<Vec<Value>>)>, DbError> {
+) -> Result<Vec<Current>, DbError> {
     let Some(keys) = keys else {
         return Ok(Vec::new());
     };
