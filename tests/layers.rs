@@ -237,6 +237,7 @@ const SLEEPERS: &[&str] = &[
     "multi_serve/mod.rs",
     "serve_store.rs",
     "serve_support/mod.rs",
+    "store_pg_summarizer.rs",
     "summarizer_outside_lock.rs",
 ];
 

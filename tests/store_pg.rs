@@ -53,6 +53,12 @@ mod common;
 mod store_pg_lifecycle;
 
 #[cfg(feature = "postgres")]
+mod store_pg_window;
+
+#[cfg(feature = "postgres")]
+mod store_pg_summarizer;
+
+#[cfg(feature = "postgres")]
 mod postgres_backend {
 
     // The grant store's own interface is internal: these tests need `--features unstable`

@@ -26,6 +26,8 @@ pub mod pregrant;
 #[cfg(any(feature = "unstable", feature = "store"))]
 pub mod stage;
 pub mod summarizer;
+#[cfg(feature = "postgres")]
+pub(crate) mod kept;
 
 use std::io;
 use std::path::PathBuf;

@@ -272,7 +272,16 @@ pub struct CommandRunner;
 impl Summarizer for CommandRunner {
     fn summarize(&self, request: &SummaryRequest<'_>) -> Option<Result<String, SummarizerFailure>> {
         let cmd = ExternalCommand::from_source(request.source)?;
-        Some(run_external_blocking(&cmd, request.input, request.budget))
+        // On PostgreSQL, an operation's summarizer runs once, before its locks are taken
+        // (`store::summarized`, `deliver::kept`).
+        #[cfg(feature = "postgres")]
+        if let Some(kept) = crate::deliver::kept::recalled(&cmd, request) {
+            return Some(kept);
+        }
+        let out = run_external_blocking(&cmd, request.input, request.budget);
+        #[cfg(feature = "postgres")]
+        crate::deliver::kept::remember(&cmd, request, &out);
+        Some(out)
     }
 }
 

@@ -106,6 +106,31 @@ impl crate::error::Located for DbError {
     }
 }
 
+/// Run `op` in the staged unit of work `staged` makes; when `policy` runs an external
+/// summarizer, first once on a snapshot of `threads` (no lock) so that the summarizer runs
+/// there, its result reused by the unit of work and any retry of it (`store::summarized`).
+#[cfg(feature = "postgres")]
+fn summarized_first<T>(
+    p: &PgStore,
+    policy: &Policy,
+    threads: &[&str],
+    mut op: impl FnMut(&mut Store) -> Result<T, super::StoreError>,
+    staged: impl FnOnce(
+        &mut dyn FnMut(&mut Store) -> Result<T, super::StoreError>,
+    ) -> Result<T, DbError>,
+) -> Result<T, DbError> {
+    if !crate::deliver::runs_command(policy) {
+        return staged(&mut op);
+    }
+    super::summarized::remembering(|| {
+        // What this run records is thrown away; an error here is the unit of work's to report.
+        if let Ok(mut mem) = p.staged_read(Some(threads), "summarizing before the lock") {
+            let _ = op(&mut mem);
+        }
+        staged(&mut op)
+    })
+}
+
 #[cfg(feature = "postgres")]
 mod threads {
     //! Which other threads an operation reads, found under the locks of those it has
@@ -209,12 +234,36 @@ impl Db {
         match self {
             Db::Sqlite(s) => Ok(lifecycle::dispatch_with_writer(s, engine, req, writer)?),
             #[cfg(feature = "postgres")]
-            Db::Postgres(p) => p.staged(
-                &[&req.thread],
-                "dispatching",
-                threads::merge_sources,
-                |mem| lifecycle::dispatch_with_writer(mem, engine, req, &writer),
-            ),
+            Db::Postgres(p) => {
+                // A dispatch that decides on its window stages only the window; one that reads
+                // every item, or runs a summarizer (deciding on the whole thread), everything.
+                let policy = engine.policy();
+                let plan = if crate::deliver::runs_command(policy)
+                    || lifecycle::policy_reads_old_items(policy)
+                {
+                    super::pg::Plan::Whole
+                } else {
+                    super::pg::Plan::Dispatch {
+                        thread: &req.thread,
+                        target: &req.target,
+                    }
+                };
+                summarized_first(
+                    p,
+                    policy,
+                    &[&req.thread],
+                    |mem| lifecycle::dispatch_with_writer(mem, engine, req, &writer),
+                    |op| {
+                        p.staged_plan(
+                            &[&req.thread],
+                            "dispatching",
+                            plan,
+                            threads::merge_sources,
+                            op,
+                        )
+                    },
+                )
+            }
         }
     }
 
@@ -243,9 +292,25 @@ impl Db {
                 s, thread, run, items, status, end,
             )?),
             #[cfg(feature = "postgres")]
-            Db::Postgres(p) => p.staged(&[thread], "completing a run", threads::none, |mem| {
-                lifecycle::complete_run_with(mem, thread, run, items.clone(), status, end)
-            }),
+            Db::Postgres(p) => {
+                let ids: Vec<String> = items
+                    .iter()
+                    .filter_map(|i| i.id().map(str::to_string))
+                    .collect();
+                p.staged_plan(
+                    &[thread],
+                    "completing a run",
+                    super::pg::Plan::Complete {
+                        thread,
+                        run,
+                        ids: &ids,
+                    },
+                    threads::none,
+                    |mem| {
+                        lifecycle::complete_run_with(mem, thread, run, items.clone(), status, end)
+                    },
+                )
+            }
         }
     }
 
@@ -326,18 +391,31 @@ impl Db {
                 s, engine, fork, opts, writer,
             )?),
             #[cfg(feature = "postgres")]
-            Db::Postgres(p) => p.staged(
-                &[fork],
-                "merging a fork back",
-                |tx, t| {
-                    if t == fork {
-                        threads::parent(tx, t)
-                    } else {
-                        Ok(Vec::new())
-                    }
-                },
-                |mem| lifecycle::merge_back_with_writer(mem, engine, fork, opts, &writer),
-            ),
+            Db::Postgres(p) => {
+                let parent = p.parent_of(fork)?;
+                let mut read = vec![fork];
+                read.extend(parent.as_deref());
+                summarized_first(
+                    p,
+                    engine.policy(),
+                    &read,
+                    |mem| lifecycle::merge_back_with_writer(mem, engine, fork, opts, &writer),
+                    |op| {
+                        p.staged(
+                            &[fork],
+                            "merging a fork back",
+                            |tx, t| {
+                                if t == fork {
+                                    threads::parent(tx, t)
+                                } else {
+                                    Ok(Vec::new())
+                                }
+                            },
+                            op,
+                        )
+                    },
+                )
+            }
         }
     }
 
@@ -366,11 +444,15 @@ impl Db {
                 s, engine, thread, handoff, opts, writer,
             )?),
             #[cfg(feature = "postgres")]
-            Db::Postgres(p) => {
-                p.staged(&[thread], "regenerating a handoff", threads::none, |mem| {
+            Db::Postgres(p) => summarized_first(
+                p,
+                engine.policy(),
+                &[thread],
+                |mem| {
                     lifecycle::regenerate_with_writer(mem, engine, thread, handoff, opts, &writer)
-                })
-            }
+                },
+                |op| p.staged(&[thread], "regenerating a handoff", threads::none, op),
+            ),
         }
     }
 
@@ -396,6 +478,7 @@ impl Db {
                 &[&state.thread.id],
                 "importing a thread",
                 super::pg::LogRows::All,
+                super::pg::Plan::Whole,
                 threads::none,
                 |mem| mem.import_with(state, true),
             ),

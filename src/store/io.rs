@@ -370,6 +370,11 @@ impl<'c> Cx<'c> {
 
     /// Next free `seq` of a per-thread ordered table.
     pub fn next_seq(&self, table: &str, thread: &str) -> Result<i64, StoreError> {
+        match table {
+            // A partly staged thread holds its newest handoff.
+            "handoffs" => super::partial::handoffs(thread, Some(u32::MAX)),
+            other => super::partial::meta(thread, other),
+        }
         self.conn
             .query_row(
                 &format!("SELECT COALESCE(MAX(seq) + 1, 0) FROM {table} WHERE thread = ?1"),
@@ -510,6 +515,7 @@ impl<'c> Cx<'c> {
     }
 
     pub(super) fn provider_threads(&self, thread: &str) -> Result<Vec<ProviderThread>, StoreError> {
+        super::partial::meta(thread, "provider threads");
         let raw = self.rows(
             "loading provider threads",
             "SELECT id, provider, model, runtime_mode, status, resume_failed
@@ -546,6 +552,7 @@ impl<'c> Cx<'c> {
 
     /// The runs of `thread` in `after+1..=upto`, without their items.
     pub fn runs_upto(&self, thread: &str, after: u32, upto: u32) -> Result<Vec<Run>, StoreError> {
+        super::partial::runs(thread, after, upto);
         let raw = self.rows(
             "loading runs",
             "SELECT ordinal, provider, provider_thread, status, handoff, started_at, ended_at,
@@ -590,6 +597,7 @@ impl<'c> Cx<'c> {
     pub fn fill_items(&self, thread: &str, after: u32, runs: &mut [Run]) -> Result<(), StoreError> {
         let first = runs.first().map(|r| r.ordinal).unwrap_or(1);
         let after = after.max(first.saturating_sub(1));
+        super::partial::items(thread, after);
         let during = "loading items";
         let mut st = self
             .conn
@@ -628,6 +636,7 @@ impl<'c> Cx<'c> {
     }
 
     pub fn handoffs(&self, thread: &str) -> Result<Vec<Handoff>, StoreError> {
+        super::partial::handoffs(thread, None);
         self.handoffs_where("", params![thread])
     }
 
@@ -640,6 +649,7 @@ impl<'c> Cx<'c> {
         thread: &str,
         after: u32,
     ) -> Result<Vec<Handoff>, StoreError> {
+        super::partial::handoffs(thread, Some(after));
         self.handoffs_where(
             " AND (covered_to >= ?2 OR target_run > ?2)",
             params![thread, after],
@@ -713,6 +723,7 @@ impl<'c> Cx<'c> {
     }
 
     fn transfers(&self, thread: &str) -> Result<Vec<Transfer>, StoreError> {
+        super::partial::meta(thread, "transfers");
         let raw = self.rows(
             "loading transfers",
             "SELECT id, type, status, source_thread, target_thread, source_run, resolution,
@@ -745,6 +756,7 @@ impl<'c> Cx<'c> {
     }
 
     fn checkpoints(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
+        super::partial::meta(thread, "checkpoints");
         self.rows(
             "loading checkpoints",
             "SELECT run, files_changed, diff_summary FROM checkpoints
@@ -769,6 +781,8 @@ impl<'c> Cx<'c> {
         id: &str,
         transfers: bool,
     ) -> Result<(), StoreError> {
+        // A partly staged thread may not hold the handoff (or its grants and transfers).
+        super::partial::handoffs(thread, None);
         let during = format!("superseding handoff {id}");
         self.exec(
             &during,

@@ -24,6 +24,7 @@ pub mod lifecycle;
 #[cfg(feature = "postgres")]
 mod log_refs;
 mod packed;
+mod partial;
 mod patch;
 #[cfg(feature = "postgres")]
 pub mod pg;
@@ -31,6 +32,8 @@ pub mod replay;
 pub mod report;
 mod row_error;
 mod schema;
+#[cfg(feature = "postgres")]
+pub(crate) mod summarized;
 mod trace_log;
 mod url;
 mod window;

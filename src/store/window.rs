@@ -25,6 +25,16 @@ fn status_of(s: &str) -> Option<RunStatus> {
         .find(|x| x.as_str() == s)
 }
 
+/// Where a window starts ([`Cx::window_base`]).
+pub(crate) struct WindowBase {
+    /// The thread's runs, tallied.
+    pub(crate) tally: Vec<Tally>,
+    /// The last run before the window.
+    pub(crate) base: u32,
+    /// The thread's last run.
+    pub(crate) last: u32,
+}
+
 impl Cx<'_> {
     /// The tally of a thread's runs.
     fn tally(&self, thread: &str) -> Result<Option<Vec<Tally>>, StoreError> {
@@ -106,6 +116,9 @@ impl Cx<'_> {
     /// The id the thread's next handoff gets, as `eval::next_handoff_id` gives it on the whole
     /// thread: `H<n>` for the smallest n above the number of handoffs that is not taken.
     fn next_handoff_id(&self, thread: &str) -> Result<String, StoreError> {
+        if let Some(id) = super::partial::next_handoff_id(thread) {
+            return Ok(id);
+        }
         let count: u64 = self
             .conn
             .query_row(
@@ -132,16 +145,16 @@ impl Cx<'_> {
         }
     }
 
-    /// The thread as a dispatch to `target` needs it: its runs after the target's last clean
-    /// native run (no items yet), the handoffs those runs and the target's coverage need,
-    /// every provider thread, transfer and checkpoint, and the [`History`] of the runs before.
-    /// `None` when a window would not help (no such run, a fork) or the tally does not add
-    /// up; the caller loads the whole thread then.
-    pub(crate) fn load_window(
+    /// Where a dispatch's window of `thread` for `target` starts: the target's last clean
+    /// native run (`base`; the window is the runs after it), the thread's last run and its
+    /// tally. `None` when a window would not help (no such run, a fork) or the tally does not
+    /// add up. What the window holds is [`Cx::load_window`]'s; the PostgreSQL backend asks
+    /// this first to stage only what the window reads.
+    pub(crate) fn window_base(
         &self,
         thread: &str,
         target: &str,
-    ) -> Result<Option<(State, History)>, StoreError> {
+    ) -> Result<Option<WindowBase>, StoreError> {
         if self.parent_of(thread)?.is_some() {
             return Ok(None);
         }
@@ -189,6 +202,22 @@ impl Cx<'_> {
         if base == 0 {
             return Ok(None);
         }
+        Ok(Some(WindowBase { tally, base, last }))
+    }
+
+    /// The thread as a dispatch to `target` needs it: its runs after the target's last clean
+    /// native run (no items yet), the handoffs those runs and the target's coverage need,
+    /// every provider thread, transfer and checkpoint, and the [`History`] of the runs before.
+    /// `None` when a window would not help (no such run, a fork) or the tally does not add
+    /// up; the caller loads the whole thread then.
+    pub(crate) fn load_window(
+        &self,
+        thread: &str,
+        target: &str,
+    ) -> Result<Option<(State, History)>, StoreError> {
+        let Some(WindowBase { tally, base, last }) = self.window_base(thread, target)? else {
+            return Ok(None);
+        };
         let state = self.load_range(thread, base, u32::MAX, Some(base))?;
         let contiguous = state.runs.first().map(|r| r.ordinal) == Some(base.saturating_add(1))
             && state.runs.last().map(|r| r.ordinal) == Some(last)

@@ -150,7 +150,7 @@ pub fn complete_run_with(
 
 /// The place (`run`, `n`: the item's 1-based index) whose generated id `id` is, when it has
 /// the generated form `r<run>.<n>` (decimal numbers as `state::item_id` writes them).
-fn generated_place(id: &str) -> Option<(u32, i64)> {
+pub(crate) fn generated_place(id: &str) -> Option<(u32, i64)> {
     fn number<T: std::str::FromStr>(s: &str) -> Option<T> {
         let plain = !s.is_empty()
             && s.bytes().all(|b| b.is_ascii_digit())

@@ -623,7 +623,7 @@ fn new_provider_thread_id(state: &State, provider: &str) -> String {
 
 /// Whether a policy reads facts that depend on the items of runs the target has already
 /// seen (`run.items` in any rule, `summary.full_chars`): then dispatch loads every item.
-fn policy_reads_old_items(policy: &Policy) -> bool {
+pub(crate) fn policy_reads_old_items(policy: &Policy) -> bool {
     use crate::facts::Fact;
     use crate::policy::CExpr;
     fn reads(e: &CExpr) -> bool {

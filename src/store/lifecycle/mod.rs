@@ -25,7 +25,11 @@ use crate::state::*;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "postgres")]
+pub(crate) use complete::generated_place;
 pub use complete::{complete_run, complete_run_with};
+#[cfg(feature = "postgres")]
+pub(crate) use dispatch::policy_reads_old_items;
 pub use dispatch::{dispatch, dispatch_with_writer};
 pub use fork::{fork, ForkRefusal};
 pub use merge_back::{merge_back, merge_back_with_writer};

@@ -17,7 +17,9 @@ mod schema;
 mod stage;
 
 pub use copy::{CopyError, CopyReport};
-pub(crate) use stage::LogRows;
+#[cfg(feature = "unstable")]
+pub use stage::staging_counts;
+pub(crate) use stage::{LogRows, Plan};
 
 /// The rust-postgres client this backend is built on, for callers of
 /// [`PgStore::with_thread`] (whose operation gets a [`postgres::Transaction`]).
