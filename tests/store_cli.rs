@@ -577,8 +577,9 @@ fn a_merge_back_from_a_second_fork_waits_for_the_first(#[case] backend: Backend)
     assert_eq!(
         err,
         format!(
-            "{db}: error: thread \"th_1\" already has a merge-back from fork \"f1\" (handoff H2) waiting for its next run; dispatch it first (`baton dispatch --db {db} --thread th_1 --target PROVIDER`), then merge this fork back\n",
-            db = db.shown()
+            "{db}: error: thread \"th_1\" already has a merge-back from fork \"f1\" (handoff H2) waiting for its next run; dispatch it first (`baton dispatch{opt} --thread th_1 --target PROVIDER`), then merge this fork back\n",
+            db = db.shown(),
+            opt = db.db_opt()
         )
     );
 }
@@ -660,16 +661,16 @@ fn forking_from_a_running_run_is_refused(#[case] backend: Backend) {
     assert_eq!(
         err,
         format!(
-            "{}: error: cannot fork thread \"th_1\" at run 9: the run is still running; complete it first: `baton complete --db {} --thread th_1 --run 9 --items ITEMS_FILE`\n",
+            "{}: error: cannot fork thread \"th_1\" at run 9: the run is still running; complete it first: `baton complete{} --thread th_1 --run 9 --items ITEMS_FILE`\n",
             db.shown(),
-            db.shown()
+            db.db_opt()
         )
     );
 }
 
 #[rstest_reuse::template]
 #[rstest::rstest]
-#[case::export_unknown(&["db", "export", "--thread", "nope"], 1, "error: no thread \"nope\" in the database; import it first: `baton db import --db ")]
+#[case::export_unknown(&["db", "export", "--thread", "nope"], 1, "error: no thread \"nope\" in the database; import it first: `baton db import")]
 #[case::dispatch_unknown(&["dispatch", "--thread", "nope", "--target", "codex"], 1, "no thread \"nope\"")]
 #[case::dispatch_unknown_target(&["dispatch", "--thread", "th_1", "--target", "gemini"], 1, "unknown provider \"gemini\"")]
 #[case::complete_not_running(&["complete", "--thread", "th_1", "--run", "3", "--items", "tests/fixtures/db/items.yaml"], 1, "run 3 of thread \"th_1\" is completed, not running; only a running run can be completed")]
@@ -680,12 +681,12 @@ fn forking_from_a_running_run_is_refused(#[case] backend: Backend) {
 #[case::rollback_beyond(&["rollback", "--thread", "th_1", "--to", "12"], 1, "cannot roll thread \"th_1\" back to run 12: the thread has 8 runs")]
 #[case::rollback_nothing(&["rollback", "--thread", "th_1", "--to", "8"], 1, "cannot roll thread \"th_1\" back to run 8: no live run after run 8")]
 #[case::fork_beyond(&["fork", "--thread", "th_1", "--at", "0"], 1, "cannot fork thread \"th_1\" at run 0: the thread has 8 runs")]
-#[case::fork_existing_child(&["fork", "--thread", "th_1", "--at", "2", "--child", "th_1"], 1, "cannot fork thread \"th_1\" at run 2: a thread \"th_1\" is already in the database; name another child (`baton fork --db ")]
+#[case::fork_existing_child(&["fork", "--thread", "th_1", "--at", "2", "--child", "th_1"], 1, "cannot fork thread \"th_1\" at run 2: a thread \"th_1\" is already in the database; name another child (`baton fork")]
 #[case::fork_bad_child(&["fork", "--thread", "th_1", "--at", "2", "--child", "../x"], 1, "thread.id")]
 #[case::merge_back_not_fork(&["merge-back", "--thread", "th_1"], 1, "thread \"th_1\" is not a fork, so it has nothing to merge back")]
 #[case::regenerate_unknown(&["regenerate", "--thread", "th_1", "--handoff", "H7"], 1, "thread \"th_1\" has no handoff \"H7\"")]
 #[case::regenerate_consumed(&["regenerate", "--thread", "th_1", "--handoff", "H1"], 1, "cannot regenerate handoff \"H1\" of thread \"th_1\": run 6 is not a running run that consumes it")]
-#[case::import_twice(&["db", "import", "examples/seed-switch.yaml"], 1, "thread \"th_1\" is already in the database; to overwrite it: `baton db import --db ")]
+#[case::import_twice(&["db", "import", "examples/seed-switch.yaml"], 1, "thread \"th_1\" is already in the database; to overwrite it: `baton db import")]
 #[case::import_invalid(&["db", "import", "tests/fixtures/state/duplicate-item.yaml"], 1, "duplicate-item.yaml")]
 #[case::explain_both_sources(&["explain", "--state", "examples/seed-switch.yaml", "--thread", "th_1"], 2, "cannot be used with")]
 #[case::import_nothing(&["db", "import"], 2, "required")]

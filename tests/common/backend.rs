@@ -121,6 +121,17 @@ impl TestDb {
         baton::store::DbUrl::parse(&self.url).redacted()
     }
 
+    /// The `--db` option of a command baton advises, as these tests' commands show it: the
+    /// database comes from `BATON_DB`, so a PostgreSQL URL (whose password would be hidden) is
+    /// left out of the advice; a SQLite file is named.
+    pub fn db_opt(&self) -> String {
+        match self.backend {
+            Backend::Sqlite => format!(" --db {}", self.shown()),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres => String::new(),
+        }
+    }
+
     /// The SQLite file, for a test about SQLite itself; `None` on PostgreSQL.
     pub fn sqlite_path(&self) -> Option<PathBuf> {
         match self.backend {
