@@ -628,10 +628,16 @@ fn same_but_status(t: &Table, a: &[Value], b: &[Value]) -> bool {
 
 /// `k1 = $from AND k2 = $(from + 1) ...`.
 fn key_clause(t: &Table, from: usize) -> String {
+    key_clause_with(t, '$', from)
+}
+
+/// `t`'s key as `k1 = Pn AND k2 = Pn+1 ...`, with `mark` the dialect's placeholder sigil
+/// (`$` for PostgreSQL, `?` for the SQLite staging store).
+fn key_clause_with(t: &Table, mark: char, from: usize) -> String {
     t.key
         .iter()
         .enumerate()
-        .map(|(i, k)| format!("{k} = ${}", from.saturating_add(i)))
+        .map(|(i, k)| format!("{k} = {mark}{}", from.saturating_add(i)))
         .collect::<Vec<_>>()
         .join(" AND ")
 }
@@ -746,17 +752,11 @@ fn current_rows(
         return Ok(Vec::new());
     };
     let err = |e| DbError::Store(mem.err(&format!("{during} (reading {})", t.name), e));
-    let clause: Vec<String> = t
-        .key
-        .iter()
-        .enumerate()
-        .map(|(i, k)| format!("{k} = ?{}", i.saturating_add(1)))
-        .collect();
     let sql = format!(
         "SELECT {} FROM {} WHERE {}",
         t.columns.join(", "),
         t.name,
-        clause.join(" AND ")
+        key_clause_with(t, '?', 1)
     );
     let conn = mem.connection();
     let mut st = conn.prepare_cached(&sql).map_err(err)?;
