@@ -19,19 +19,7 @@ fn seed() -> baton::State {
 /// A policy extending `default` whose summarizer, on its n-th call, creates `started.n` in
 /// `dir` and waits for `go.n` (or gives up when `dir` is gone).
 fn gated_engine(dir: &Path) -> baton::Engine {
-    use std::os::unix::fs::PermissionsExt;
-    let marks = dir.display().to_string();
-    let script = dir.join("gated.sh");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\ncat >/dev/null\nn=1\nwhile [ -e '{marks}/started.'$n ]; do n=$((n+1)); done\n\
-             touch '{marks}/started.'$n\nwhile [ ! -e '{marks}/go.'$n ]; do [ -d '{marks}' ] || exit 1; sleep 0.01; done\n\
-             echo '## Summary'\necho \"Written by the gated summarizer, call $n.\"\n"
-        ),
-    )
-    .expect("writes the script");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let script = crate::common::gated_summarizer(dir);
     let text = format!(
         "policy \"gated\" {{\n  extends \"default\"\n}}\n\nsummary {{\n  include user_message into goals\n  source command \"{}\" timeout_ms 600000\n}}\n",
         script.display()

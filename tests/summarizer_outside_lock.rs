@@ -30,7 +30,6 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Fixture {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("baton.db");
         let mut store = Store::open(&db).unwrap();
@@ -40,18 +39,7 @@ impl Fixture {
             s.thread.id = id.to_string();
             store.import(&s).unwrap();
         }
-        let marks = dir.path().display().to_string();
-        let script = dir.path().join("gated.sh");
-        std::fs::write(
-            &script,
-            format!(
-                "#!/bin/sh\ncat >/dev/null\nn=1\nwhile [ -e '{marks}/started.'$n ]; do n=$((n+1)); done\n\
-                 touch '{marks}/started.'$n\nwhile [ ! -e '{marks}/go.'$n ]; do [ -d '{marks}' ] || exit 1; sleep 0.01; done\n\
-                 echo '## Summary'\necho \"Written by the gated summarizer, call $n.\"\n"
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let script = crate::common::gated_summarizer(dir.path());
         let policy = dir.path().join("gated.policy");
         std::fs::write(
             &policy,

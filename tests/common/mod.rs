@@ -93,3 +93,23 @@ pub fn engine_in(spec: &str, root: impl Into<std::path::PathBuf>) -> baton::Engi
         .build()
         .expect("policy checks")
 }
+
+/// A summarizer script in `dir` that, on its n-th call, marks `started.n` in `dir` and waits
+/// for `go.n` (or gives up when `dir` is gone), then prints a summary naming the call: the
+/// tests that hold a summarizer mid-run (outside the store's lock) share it.
+pub fn gated_summarizer(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let marks = dir.display().to_string();
+    let script = dir.join("gated.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat >/dev/null\nn=1\nwhile [ -e '{marks}/started.'$n ]; do n=$((n+1)); done\n\
+             touch '{marks}/started.'$n\nwhile [ ! -e '{marks}/go.'$n ]; do [ -d '{marks}' ] || exit 1; sleep 0.01; done\n\
+             echo '## Summary'\necho \"Written by the gated summarizer, call $n.\"\n"
+        ),
+    )
+    .expect("writes the script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    script
+}
